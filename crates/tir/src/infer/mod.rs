@@ -1,0 +1,1 @@
+//! Type and shape inference for every op, with symbolic dims carried through.

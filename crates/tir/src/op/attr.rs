@@ -1,0 +1,247 @@
+//! Attribute values: the untyped form shared by the importer and the text parser, and the
+//! typed enums that replace ONNX's string-valued attributes.
+
+use crate::dtype::DType;
+use crate::tensor::Tensor;
+
+/// An attribute value before it is checked against an op's typed field.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttrValue {
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f32),
+    /// A string (also the spelling of enum-valued attributes).
+    Str(String),
+    /// A list of integers.
+    Ints(Vec<i64>),
+    /// A list of floats.
+    Floats(Vec<f32>),
+    /// A list of strings.
+    Strs(Vec<String>),
+    /// A tensor.
+    Tensor(Tensor),
+    /// An element type.
+    DType(DType),
+}
+
+impl AttrValue {
+    /// A short name of the value's kind, for error messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AttrValue::Int(_) => "int",
+            AttrValue::Float(_) => "float",
+            AttrValue::Str(_) => "string",
+            AttrValue::Ints(_) => "ints",
+            AttrValue::Floats(_) => "floats",
+            AttrValue::Strs(_) => "strings",
+            AttrValue::Tensor(_) => "tensor",
+            AttrValue::DType(_) => "dtype",
+        }
+    }
+}
+
+/// A Rust type that an op field can have: converts to and from [`AttrValue`].
+pub trait Attr: Sized {
+    /// The untyped value.
+    fn to_value(&self) -> Option<AttrValue>;
+    /// The typed value, or a reason it does not fit.
+    fn from_value(v: AttrValue) -> Result<Self, String>;
+}
+
+fn mismatch<T>(want: &str, got: &AttrValue) -> Result<T, String> {
+    Err(format!("expected {want}, found {}", got.kind()))
+}
+
+impl Attr for i64 {
+    fn to_value(&self) -> Option<AttrValue> {
+        Some(AttrValue::Int(*self))
+    }
+    fn from_value(v: AttrValue) -> Result<Self, String> {
+        match v {
+            AttrValue::Int(i) => Ok(i),
+            other => mismatch("int", &other),
+        }
+    }
+}
+
+impl Attr for f32 {
+    fn to_value(&self) -> Option<AttrValue> {
+        Some(AttrValue::Float(*self))
+    }
+    fn from_value(v: AttrValue) -> Result<Self, String> {
+        match v {
+            AttrValue::Float(f) => Ok(f),
+            // Some exporters write integral float attributes as ints.
+            AttrValue::Int(i) => Ok(i as f32),
+            other => mismatch("float", &other),
+        }
+    }
+}
+
+impl Attr for String {
+    fn to_value(&self) -> Option<AttrValue> {
+        Some(AttrValue::Str(self.clone()))
+    }
+    fn from_value(v: AttrValue) -> Result<Self, String> {
+        match v {
+            AttrValue::Str(s) => Ok(s),
+            other => mismatch("string", &other),
+        }
+    }
+}
+
+impl Attr for Vec<i64> {
+    fn to_value(&self) -> Option<AttrValue> {
+        Some(AttrValue::Ints(self.clone()))
+    }
+    fn from_value(v: AttrValue) -> Result<Self, String> {
+        match v {
+            AttrValue::Ints(i) => Ok(i),
+            AttrValue::Floats(f) if f.is_empty() => Ok(Vec::new()),
+            AttrValue::Strs(s) if s.is_empty() => Ok(Vec::new()),
+            other => mismatch("ints", &other),
+        }
+    }
+}
+
+impl Attr for Vec<f32> {
+    fn to_value(&self) -> Option<AttrValue> {
+        Some(AttrValue::Floats(self.clone()))
+    }
+    fn from_value(v: AttrValue) -> Result<Self, String> {
+        match v {
+            AttrValue::Floats(f) => Ok(f),
+            AttrValue::Ints(i) if i.is_empty() => Ok(Vec::new()),
+            AttrValue::Strs(s) if s.is_empty() => Ok(Vec::new()),
+            other => mismatch("floats", &other),
+        }
+    }
+}
+
+impl Attr for Vec<String> {
+    fn to_value(&self) -> Option<AttrValue> {
+        Some(AttrValue::Strs(self.clone()))
+    }
+    fn from_value(v: AttrValue) -> Result<Self, String> {
+        match v {
+            AttrValue::Strs(s) => Ok(s),
+            AttrValue::Ints(i) if i.is_empty() => Ok(Vec::new()),
+            AttrValue::Floats(f) if f.is_empty() => Ok(Vec::new()),
+            other => mismatch("strings", &other),
+        }
+    }
+}
+
+impl Attr for Tensor {
+    fn to_value(&self) -> Option<AttrValue> {
+        Some(AttrValue::Tensor(self.clone()))
+    }
+    fn from_value(v: AttrValue) -> Result<Self, String> {
+        match v {
+            AttrValue::Tensor(t) => Ok(t),
+            other => mismatch("tensor", &other),
+        }
+    }
+}
+
+impl Attr for DType {
+    fn to_value(&self) -> Option<AttrValue> {
+        Some(AttrValue::DType(*self))
+    }
+    fn from_value(v: AttrValue) -> Result<Self, String> {
+        match v {
+            AttrValue::DType(d) => Ok(d),
+            AttrValue::Int(code) => DType::from_onnx(code as i32).ok_or_else(|| format!("unknown element type code {code}")),
+            other => mismatch("dtype", &other),
+        }
+    }
+}
+
+impl<T: Attr> Attr for Option<T> {
+    fn to_value(&self) -> Option<AttrValue> {
+        self.as_ref().and_then(T::to_value)
+    }
+    fn from_value(v: AttrValue) -> Result<Self, String> {
+        T::from_value(v).map(Some)
+    }
+}
+
+macro_rules! attr_enums {
+    ($($(#[$doc:meta])* $name:ident { $($variant:ident = $text:literal),* $(,)? })*) => {
+        $(
+            $(#[$doc])*
+            #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+            pub enum $name {
+                #[default]
+                $(
+                    #[doc = concat!("`", $text, "`")]
+                    $variant,
+                )*
+            }
+
+            impl $name {
+                /// The ONNX spelling, which the text form uses too.
+                pub fn as_str(self) -> &'static str {
+                    match self {
+                        $($name::$variant => $text,)*
+                    }
+                }
+            }
+
+            impl Attr for $name {
+                fn to_value(&self) -> Option<AttrValue> {
+                    Some(AttrValue::Str(self.as_str().to_string()))
+                }
+                fn from_value(v: AttrValue) -> Result<Self, String> {
+                    let AttrValue::Str(s) = v else {
+                        return mismatch("string", &v);
+                    };
+                    match s.as_str() {
+                        $($text => Ok($name::$variant),)*
+                        _ => Err(format!(
+                            "`{s}` is not one of {}",
+                            [$(concat!("`", $text, "`")),*].join(", ")
+                        )),
+                    }
+                }
+            }
+        )*
+    };
+}
+
+// The first variant of each enum is its `Default`; op fields state their ONNX default
+// explicitly, so this only matters for required fields.
+attr_enums! {
+    /// How convolution and pooling pad when explicit pads are not given.
+    AutoPad { Notset = "NOTSET", SameUpper = "SAME_UPPER", SameLower = "SAME_LOWER", Valid = "VALID" }
+    /// Pad's border mode.
+    PadMode { Constant = "constant", Reflect = "reflect", Edge = "edge", Wrap = "wrap" }
+    /// Interpolation of Resize and GridSample.
+    ResizeMode { Nearest = "nearest", Linear = "linear", Cubic = "cubic", Bilinear = "bilinear", Bicubic = "bicubic" }
+    /// How Resize maps output coordinates to input coordinates.
+    CoordTransform {
+        HalfPixel = "half_pixel",
+        HalfPixelSymmetric = "half_pixel_symmetric",
+        PytorchHalfPixel = "pytorch_half_pixel",
+        AlignCorners = "align_corners",
+        Asymmetric = "asymmetric",
+        TfCropAndResize = "tf_crop_and_resize",
+    }
+    /// Rounding of Resize's nearest mode.
+    NearestMode { RoundPreferFloor = "round_prefer_floor", RoundPreferCeil = "round_prefer_ceil", Floor = "floor", Ceil = "ceil" }
+    /// How Resize treats a requested output size that changes the aspect ratio.
+    AspectPolicy { Stretch = "stretch", NotLarger = "not_larger", NotSmaller = "not_smaller" }
+    /// Gelu's formula.
+    GeluApprox { None = "none", Tanh = "tanh" }
+    /// Channel order of DepthToSpace.
+    DepthToSpaceMode { Dcr = "DCR", Crd = "CRD" }
+    /// How Scatter* combine updates with existing values.
+    ScatterReduction { None = "none", Add = "add", Mul = "mul", Max = "max", Min = "min" }
+    /// GridSample's handling of out-of-range coordinates.
+    GridPadMode { Zeros = "zeros", Border = "border", Reflection = "reflection" }
+    /// RoiAlign's pooling.
+    RoiPoolMode { Avg = "avg", Max = "max" }
+    /// RoiAlign's coordinate convention.
+    RoiCoordMode { HalfPixel = "half_pixel", OutputHalfPixel = "output_half_pixel" }
+}

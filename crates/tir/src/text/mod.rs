@@ -1,0 +1,1 @@
+//! The text form of the tensor IR: a printer and a parser that round-trip.
