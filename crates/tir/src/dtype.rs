@@ -90,6 +90,8 @@ dtypes! {
     F8E8M0 = 24, "f8e8m0", 8, Float;
     U2 = 25, "u2", 2, Unsigned;
     I2 = 26, "i2", 2, Signed;
+    F6E2M3 = 27, "f6e2m3", 6, Float;
+    F6E3M2 = 28, "f6e3m2", 6, Float;
 }
 
 /// The family of values an element type holds.
@@ -159,7 +161,7 @@ mod tests {
             assert_eq!(DType::from_name(d.name()), Some(d));
             assert_eq!(DType::from_onnx(d.onnx_code()), Some(d));
         }
-        assert_eq!(DType::ALL.len(), 26);
+        assert_eq!(DType::ALL.len(), 28);
         assert_eq!(DType::from_onnx(0), None);
     }
 
