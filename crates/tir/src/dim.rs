@@ -42,11 +42,12 @@ impl Dim {
         }
     }
 
-    fn terms(&self) -> BTreeMap<Monomial, i64> {
+    /// The polynomial's terms. Known sizes past `i64::MAX` have no term form: `None`.
+    fn terms(&self) -> Option<BTreeMap<Monomial, i64>> {
         match self {
-            Dim::Known(0) => BTreeMap::new(),
-            Dim::Known(n) => BTreeMap::from([(Vec::new(), *n as i64)]),
-            Dim::Sym(p) => p.terms.clone(),
+            Dim::Known(0) => Some(BTreeMap::new()),
+            Dim::Known(n) => Some(BTreeMap::from([(Vec::new(), i64::try_from(*n).ok()?)])),
+            Dim::Sym(p) => Some(p.terms.clone()),
         }
     }
 
@@ -65,8 +66,8 @@ impl Dim {
         if let (Dim::Known(a), Dim::Known(b)) = (self, other) {
             return a.checked_add(*b).map(Dim::Known);
         }
-        let mut t = self.terms();
-        for (m, c) in other.terms() {
+        let mut t = self.terms()?;
+        for (m, c) in other.terms()? {
             let e = t.entry(m).or_insert(0);
             *e = e.checked_add(c)?;
         }
@@ -78,8 +79,8 @@ impl Dim {
         if let (Dim::Known(a), Dim::Known(b)) = (self, other) {
             return a.checked_sub(*b).map(Dim::Known);
         }
-        let mut t = self.terms();
-        for (m, c) in other.terms() {
+        let mut t = self.terms()?;
+        for (m, c) in other.terms()? {
             let e = t.entry(m).or_insert(0);
             *e = e.checked_sub(c)?;
         }
@@ -92,8 +93,8 @@ impl Dim {
             return a.checked_mul(*b).map(Dim::Known);
         }
         let mut t: BTreeMap<Monomial, i64> = BTreeMap::new();
-        for (ma, ca) in self.terms() {
-            for (mb, cb) in other.terms() {
+        for (ma, ca) in self.terms()? {
+            for (mb, cb) in other.terms()? {
                 let mut m = ma.clone();
                 m.extend(mb.iter().cloned());
                 m.sort();
@@ -115,7 +116,7 @@ impl Dim {
             (_, Dim::Known(b)) => {
                 let b = i64::try_from(*b).ok()?;
                 let mut t = BTreeMap::new();
-                for (m, c) in self.terms() {
+                for (m, c) in self.terms()? {
                     if c % b != 0 {
                         return None;
                     }
@@ -131,7 +132,7 @@ impl Dim {
                     return None;
                 };
                 let mut t = BTreeMap::new();
-                for (m, c) in self.terms() {
+                for (m, c) in self.terms()? {
                     if c % dc != 0 {
                         return None;
                     }
@@ -158,27 +159,33 @@ impl Dim {
         out
     }
 
-    /// Replaces symbols by the sizes `lookup` gives; unbound symbols stay symbolic.
+    /// Replaces symbols by the sizes `lookup` gives; unbound symbols stay symbolic. `None` if
+    /// the result is negative or overflows.
     pub fn substitute(&self, lookup: &dyn Fn(&str) -> Option<u64>) -> Option<Dim> {
         let Dim::Sym(p) = self else {
             return Some(self.clone());
         };
-        let mut acc = Dim::Known(0);
+        // Accumulate every term before normalizing: `seq-2` has a negative constant term.
+        let mut t: BTreeMap<Monomial, i64> = BTreeMap::new();
         for (m, c) in &p.terms {
-            let mut term = Dim::Known(c.unsigned_abs());
+            let mut coeff = *c;
+            let mut rest = Vec::new();
             for s in m {
-                let f = lookup(s).map(Dim::Known).unwrap_or_else(|| Dim::sym(s));
-                term = term.mul(&f)?;
+                match lookup(s) {
+                    Some(v) => coeff = coeff.checked_mul(i64::try_from(v).ok()?)?,
+                    None => rest.push(s.clone()),
+                }
             }
-            acc = if *c < 0 { acc.sub_signed(&term)? } else { acc.add(&term)? };
+            let e = t.entry(rest).or_insert(0);
+            *e = e.checked_add(coeff)?;
         }
-        Some(acc)
+        Dim::from_terms(t)
     }
 
     /// Subtraction that allows an intermediate negative constant inside a polynomial.
     fn sub_signed(&self, other: &Dim) -> Option<Dim> {
-        let mut t = self.terms();
-        for (m, c) in other.terms() {
+        let mut t = self.terms()?;
+        for (m, c) in other.terms()? {
             let e = t.entry(m).or_insert(0);
             *e = e.checked_sub(c)?;
         }
@@ -355,6 +362,20 @@ mod tests {
         assert_eq!(bound.to_string(), "batch*32+1");
         let all = bound.substitute(&|_| Some(2)).unwrap();
         assert_eq!(all, Dim::Known(65));
+    }
+
+    #[test]
+    fn substitute_through_negative_terms() {
+        assert_eq!(d("seq-2").substitute(&|_| Some(5)), Some(Dim::Known(3)));
+        assert_eq!(d("seq-2").substitute(&|_| Some(1)), None);
+        assert_eq!(d("b-a").to_string(), "-a+b");
+        assert_eq!(d("-a+b"), d("b-a"));
+    }
+
+    #[test]
+    fn huge_known_dims_do_not_wrap() {
+        assert_eq!(Dim::Known(u64::MAX).add(&d("n")), None);
+        assert_eq!(Dim::Known(u64::MAX).mul(&Dim::Known(1)), Some(Dim::Known(u64::MAX)));
     }
 
     #[test]

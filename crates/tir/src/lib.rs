@@ -14,6 +14,7 @@ pub mod op;
 pub mod tensor;
 pub mod text;
 pub mod types;
+pub mod verify;
 
 pub use dim::Dim;
 pub use dtype::DType;

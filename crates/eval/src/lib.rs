@@ -1,0 +1,99 @@
+//! kiln's reference evaluator: plain loops over tensor-IR ops.
+//!
+//! It serves two purposes: a test oracle for the compiler (compiled code is compared against
+//! it), and folding small constant subgraphs at compile time. It favours obviously correct
+//! code over speed, but its inner loops run over contiguous memory so the benchmark models
+//! evaluate in seconds.
+//!
+//! Floats of every width compute in `f64` and round once to the output type; integers of
+//! every width compute in `i128` and wrap to the output width. Bad input (an index out of
+//! range, mismatched shapes, an integer division by zero) is an [`EvalError`], never a panic.
+//!
+//! ```
+//! use kiln_eval::eval_op;
+//! use kiln_tir::Tensor;
+//! use kiln_tir::op::{Add, Op};
+//!
+//! let x = Tensor::from_f32s(&[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+//! let y = Tensor::from_f32s(&[2], &[10.0, 20.0]);
+//! let out = eval_op(&Op::Add(Add {}), &[Some(&x), Some(&y)], 1).unwrap();
+//! assert_eq!(out[0], Tensor::from_f32s(&[2, 2], &[11.0, 22.0, 13.0, 24.0]));
+//! ```
+#![deny(missing_docs)]
+
+mod args;
+mod array;
+mod binary;
+mod cast;
+mod control;
+mod conv;
+mod error;
+mod gather_scatter;
+mod graph;
+mod layout;
+mod linalg;
+mod math;
+mod minifloat;
+mod norm;
+mod pool;
+mod quant;
+mod reduce;
+mod shape_ops;
+mod unary;
+mod window;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use kiln_tir::{Op, Tensor};
+
+pub use error::{EvalError, Result};
+pub use graph::eval_graph;
+
+use args::Args;
+use error::unsupported;
+
+/// Evaluates one op on concrete inputs (`None` is an omitted optional input) and returns its
+/// first `num_outputs` outputs.
+///
+/// If, Loop and Scan need their regions and are evaluated only by [`eval_graph`].
+pub fn eval_op(op: &Op, inputs: &[Option<&Tensor>], num_outputs: usize) -> Result<Vec<Tensor>> {
+    let name = op.kind().text_name();
+    // Bad input returns errors; a panic here is an evaluator bug, which the caller (often the
+    // compiler folding constants) should see as an error rather than a crash.
+    match catch_unwind(AssertUnwindSafe(|| dispatch(op, inputs, num_outputs))) {
+        Ok(r) => r,
+        Err(payload) => {
+            let reason = payload.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| payload.downcast_ref::<String>().cloned()).unwrap_or_else(|| "panic".to_string());
+            Err(EvalError::Internal { op: name, reason })
+        }
+    }
+}
+
+/// Routes `op` to the module of its family.
+fn dispatch(op: &Op, inputs: &[Option<&Tensor>], num_outputs: usize) -> Result<Vec<Tensor>> {
+    let a = Args::new(op.kind().text_name(), inputs, num_outputs);
+    if let Some(views) = shape_ops::eval_view(op, &a).or_else(|| gather_scatter::eval_raw(op, &a)) {
+        return views;
+    }
+    match op {
+        Op::If(_) | Op::Loop(_) | Op::Scan(_) => return Err(unsupported(a.op, "control flow needs its regions: use eval_graph")),
+        _ => {}
+    }
+    let outs = unary::eval(op, &a)
+        .or_else(|| binary::eval(op, &a))
+        .or_else(|| cast::eval(op, &a))
+        .or_else(|| shape_ops::eval(op, &a))
+        .or_else(|| layout::eval(op, &a))
+        .or_else(|| gather_scatter::eval(op, &a))
+        .or_else(|| reduce::eval(op, &a))
+        .or_else(|| linalg::eval(op, &a))
+        .or_else(|| conv::eval(op, &a))
+        .or_else(|| pool::eval(op, &a))
+        .or_else(|| norm::eval(op, &a))
+        .or_else(|| quant::eval(op, &a))
+        .unwrap_or_else(|| Err(unsupported(a.op, "the reference evaluator does not implement this op")))?;
+    if outs.len() < num_outputs {
+        return Err(unsupported(a.op, format!("{num_outputs} outputs requested, the evaluator produces {}", outs.len())));
+    }
+    outs.into_iter().take(num_outputs).map(|o| o.into_tensor(a.op)).collect()
+}

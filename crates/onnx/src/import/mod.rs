@@ -1,0 +1,68 @@
+//! Import: an ONNX model becomes a verified tensor-IR [`Graph`].
+//!
+//! This is the only place ONNX op-type strings and opset differences exist. Each node is
+//! mapped to a typed [`kiln_tir::Op`] in the form of the newest opset (older forms are
+//! upgraded by [`upgrade`]), model-local functions are inlined, `If`/`Loop`/`Scan` bodies become
+//! nested regions, and every output gets its type from shape inference. The imported graph
+//! is checked by the tensor-IR verifier before it is returned.
+
+mod attrs;
+mod fold;
+mod graph;
+mod types;
+mod upgrade;
+
+pub use types::read_tensor_file;
+
+use kiln_tir::verify::VerifyError;
+use kiln_tir::Graph;
+
+use crate::load::{LoadError, OnnxFile};
+
+/// Why a model could not be imported.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The file could not be read, decoded, or its tensor data resolved.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The model uses something kiln does not support yet: an op, a domain, a value type.
+    #[error("{location}: unsupported: {reason}")]
+    Unsupported {
+        /// The node (`node "name" (OpType)`) or value it concerns.
+        location: String,
+        /// What is unsupported.
+        reason: String,
+    },
+    /// The model is invalid: a bad attribute, an undefined input, a type error.
+    #[error("{location}: {reason}")]
+    Invalid {
+        /// The node (`node "name" (OpType)`) or value it concerns.
+        location: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The imported graph breaks tensor-IR invariants (a kiln bug or an invalid model).
+    #[error("the imported graph fails verification:\n{}", .0.iter().map(|e| format!("  {e}")).collect::<Vec<_>>().join("\n"))]
+    Verify(Vec<VerifyError>),
+}
+
+impl ImportError {
+    /// True for "kiln does not support this yet", as opposed to an invalid model.
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, ImportError::Unsupported { .. })
+    }
+}
+
+/// Imports the model in `file` into tensor IR and verifies it.
+///
+/// Weights stay zero-copy: constants are slices of `file`'s buffer, which they keep alive.
+pub fn import(file: &OnnxFile) -> Result<Graph, ImportError> {
+    let g = graph::Importer::new(file)?.run()?;
+    kiln_tir::verify::verify(&g).map_err(ImportError::Verify)?;
+    Ok(g)
+}
+
+/// Loads and imports the model at `path`.
+pub fn import_path(path: impl AsRef<std::path::Path>) -> Result<Graph, ImportError> {
+    import(&OnnxFile::from_path(path)?)
+}

@@ -1,0 +1,76 @@
+//! Test support shared by kiln's crates.
+//!
+//! [`node_suite`] finds (and on first use generates, through `scripts/gen-node-suite.sh`) the
+//! ONNX backend node suite pinned to onnx 1.23.2, and lists its cases.
+#![deny(missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the repository root exists")
+}
+
+/// The directory of `../shared/models` next to the repository.
+pub fn shared_models() -> PathBuf {
+    repo_root().join("../shared/models")
+}
+
+/// One node-suite case: a model and one data set of inputs and expected outputs.
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// The case name, e.g. `test_add_bcast`.
+    pub name: String,
+    /// `NAME/model.onnx`.
+    pub model: PathBuf,
+    /// `NAME/test_data_set_0/input_K.pb`, in K order.
+    pub inputs: Vec<PathBuf>,
+    /// `NAME/test_data_set_0/output_K.pb`, in K order.
+    pub outputs: Vec<PathBuf>,
+}
+
+/// The node-suite directory, generated on first use. `KILN_NODE_SUITE` overrides the location
+/// (the directory must already hold a generated suite).
+pub fn node_suite() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Some(dir) = std::env::var_os("KILN_NODE_SUITE") {
+            return PathBuf::from(dir);
+        }
+        let root = repo_root();
+        let out = root.join("build/node-suite");
+        let status = Command::new("bash")
+            .arg(root.join("scripts/gen-node-suite.sh"))
+            .arg(&out)
+            .status()
+            .expect("bash runs scripts/gen-node-suite.sh");
+        assert!(status.success(), "scripts/gen-node-suite.sh failed ({status})");
+        out
+    })
+}
+
+/// Every case of the node suite, sorted by name.
+pub fn node_cases() -> Vec<Case> {
+    let dir = node_suite();
+    let mut cases: Vec<Case> = std::fs::read_dir(dir)
+        .expect("the node suite directory is readable")
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join("model.onnx").is_file())
+        .map(|e| {
+            let path = e.path();
+            let data = path.join("test_data_set_0");
+            let numbered = |prefix: &str| {
+                let mut files = Vec::new();
+                while data.join(format!("{prefix}_{}.pb", files.len())).is_file() {
+                    files.push(data.join(format!("{prefix}_{}.pb", files.len())));
+                }
+                files
+            };
+            Case { name: e.file_name().to_string_lossy().into_owned(), model: path.join("model.onnx"), inputs: numbered("input"), outputs: numbered("output") }
+        })
+        .collect();
+    cases.sort_by(|a, b| a.name.cmp(&b.name));
+    cases
+}
