@@ -72,8 +72,14 @@ pub fn eval_op(op: &Op, inputs: &[Option<&Tensor>], num_outputs: usize) -> Resul
 /// Routes `op` to the module of its family.
 fn dispatch(op: &Op, inputs: &[Option<&Tensor>], num_outputs: usize) -> Result<Vec<Tensor>> {
     let a = Args::new(op.kind().text_name(), inputs, num_outputs);
-    if let Some(views) = shape_ops::eval_view(op, &a).or_else(|| gather_scatter::eval_raw(op, &a)) {
-        return views;
+    // Views and byte-level Gather produce tensors directly, without decoding the data.
+    if let Some(outs) = shape_ops::eval_view(op, &a).or_else(|| gather_scatter::eval_raw(op, &a)) {
+        let mut outs = outs?;
+        if outs.len() < num_outputs {
+            return Err(unsupported(a.op, format!("{num_outputs} outputs requested, the evaluator produces {}", outs.len())));
+        }
+        outs.truncate(num_outputs);
+        return Ok(outs);
     }
     match op {
         Op::If(_) | Op::Loop(_) | Op::Scan(_) => return Err(unsupported(a.op, "control flow needs its regions: use eval_graph")),

@@ -81,10 +81,10 @@ fn quantize(a: &Args, axis: i64, block: i64, output_dtype: Option<DType>, satura
     let x = a.arr(0)?;
     let (scale, _) = scales(a, &x.shape, axis, block)?;
     let (zp, zp_type) = zero_points(a, &x.shape, axis, block)?;
-    if let (Some(z), Some(o)) = (zp_type, output_dtype) {
-        if z != o {
-            return Err(invalid(a.op, format!("output_dtype {o} differs from the zero point type {z}")));
-        }
+    if let (Some(z), Some(o)) = (zp_type, output_dtype)
+        && z != o
+    {
+        return Err(invalid(a.op, format!("output_dtype {o} differs from the zero point type {z}")));
     }
     let to = zp_type.or(output_dtype).unwrap_or(DType::U8);
     // The quotient is computed in the input's precision (or `precision`), as the reference does.

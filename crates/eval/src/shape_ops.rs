@@ -1,5 +1,5 @@
 //! Ops that compute or change shapes without moving elements: Shape, Size, and the views
-//! Identity, Reshape, Flatten, Squeeze, Unsqueeze (whose results share the input's bytes),
+//! Identity, Reshape, Flatten, Squeeze, Unsqueeze, BitCast (whose results share the input's bytes),
 //! plus the generators ConstantOfShape, Range and EyeLike, and Dropout in inference mode.
 
 use kiln_tir::op::Op;
@@ -33,8 +33,20 @@ pub(crate) fn eval_view(op: &Op, a: &Args) -> Option<Result<Vec<Tensor>>> {
         Op::Flatten(o) => view(a, |s| flatten(a, s, o.axis)),
         Op::Squeeze(_) => view(a, |s| squeeze(a, s)),
         Op::Unsqueeze(_) => view(a, |s| unsqueeze(a, s)),
+        Op::BitCast(o) => bit_cast(a, o.to),
         _ => return None,
     })
+}
+
+/// The input's bytes reinterpreted as `to`, which must have the same width.
+fn bit_cast(a: &Args, to: DType) -> Result<Vec<Tensor>> {
+    let from = a.tensor(0)?.dtype;
+    if from.bits() != to.bits() || from == DType::String || to == DType::String {
+        return Err(invalid(a.op, format!("cannot reinterpret {from} as {to}")));
+    }
+    let mut out = view(a, |s| Ok(s.to_vec()))?;
+    out[0].dtype = to;
+    Ok(out)
 }
 
 /// Input 0 under the shape `f` computes from its shape.
@@ -87,7 +99,7 @@ fn reshape(a: &Args, in_shape: &[usize], allowzero: bool) -> Result<Vec<usize>> 
     let total: usize = in_shape.iter().product();
     let known = out.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).ok_or_else(|| invalid(a.op, "shape overflows"))?;
     if let Some(i) = infer {
-        if known == 0 || total % known != 0 {
+        if known == 0 || !total.is_multiple_of(known) {
             return Err(invalid(a.op, format!("cannot infer -1: {total} elements into shape {spec:?}")));
         }
         out[i] = total / known;

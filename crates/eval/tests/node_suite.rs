@@ -9,14 +9,13 @@
 //! Cases listed in `node_suite_known_failures.txt` may fail; any other failure, and any case
 //! on that list that now passes, fails the test, so the list only shrinks.
 //!
-//! The suite is read from `KILN_NODE_SUITE` or `<repo>/build/node-suite`; without it the
-//! test prints a note and passes.
+//! The suite comes from `kiln_testkit` (generated on first use; `KILN_NODE_SUITE` overrides).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 use kiln_eval::{EvalError, eval_graph, eval_op};
 use kiln_onnx::import::{import_path, read_tensor_file};
+use kiln_testkit::{Case, node_cases};
 use kiln_tir::op::{Cast, Op};
 use kiln_tir::{DType, Tensor, TensorData};
 
@@ -31,13 +30,6 @@ fn rtol(dtype: DType) -> f64 {
     }
 }
 const ATOL: f64 = 1e-7;
-
-fn suite_dir() -> PathBuf {
-    match std::env::var_os("KILN_NODE_SUITE") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../build/node-suite"),
-    }
-}
 
 /// What happened to one case.
 enum Outcome {
@@ -84,21 +76,14 @@ fn compare(got: &Tensor, want: &Tensor) -> Result<(), String> {
     Ok(())
 }
 
-fn run_case(dir: &Path) -> Outcome {
-    let g = match import_path(dir.join("model.onnx")) {
+fn run_case(case: &Case) -> Outcome {
+    let g = match import_path(&case.model) {
         Ok(g) => g,
         Err(e) if e.is_unsupported() => return Outcome::Unsupported(format!("import: {e}")),
         Err(e) => return Outcome::Unsupported(format!("import failed: {e}")),
     };
-    let data = dir.join("test_data_set_0");
-    let read = |prefix: &str| -> Result<Vec<Tensor>, String> {
-        let mut v = Vec::new();
-        while let Some(p) = Some(data.join(format!("{prefix}_{}.pb", v.len()))).filter(|p| p.is_file()) {
-            v.push(read_tensor_file(&p).map_err(|e| e.to_string())?.1);
-        }
-        Ok(v)
-    };
-    let (inputs, expected) = match (read("input"), read("output")) {
+    let read = |files: &[std::path::PathBuf]| -> Result<Vec<Tensor>, String> { files.iter().map(|p| read_tensor_file(p).map(|t| t.1).map_err(|e| e.to_string())).collect() };
+    let (inputs, expected) = match (read(&case.inputs), read(&case.outputs)) {
         (Ok(i), Ok(o)) => (i, o),
         (Err(e), _) | (_, Err(e)) => return Outcome::Unsupported(format!("test data: {e}")),
     };
@@ -120,19 +105,13 @@ fn run_case(dir: &Path) -> Outcome {
 
 #[test]
 fn node_suite_matches_onnx() {
-    let dir = suite_dir();
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        println!("node suite not found at {}; skipped", dir.display());
-        return;
-    };
-    let mut cases: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.join("model.onnx").is_file()).collect();
-    cases.sort();
+    let cases = node_cases();
     let known: Vec<&str> = include_str!("node_suite_known_failures.txt").lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
     let (mut pass, mut unsupported, mut failures) = (0, BTreeMap::<String, usize>::new(), Vec::new());
     let mut new_failures = Vec::new();
     let mut fixed = Vec::new();
     for case in &cases {
-        let name = case.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = case.name.clone();
         let outcome = std::panic::catch_unwind(|| run_case(case)).unwrap_or_else(|_| Outcome::Fail("panic".into()));
         match outcome {
             Outcome::Pass => {
