@@ -2,9 +2,8 @@
 //! and compares with the expected outputs: floats within rtol 1e-3 / atol 1e-7 (NaN equals
 //! NaN), everything else exactly. Prints pass / unsupported / fail counts.
 //!
-//! f16 and bf16 results get a few units of their own rounding error instead of rtol 1e-3:
-//! the evaluator rounds once per op, while the reference rounds the intermediate steps of
-//! composite ops (Softmax inside Attention, ...) too.
+//! A few f16/bf16 attention cases are known failures: the evaluator rounds once per op, while
+//! the reference rounds the intermediate steps of composite ops (Softmax inside Attention).
 //!
 //! Cases listed in `node_suite_known_failures.txt` may fail; any other failure, and any case
 //! on that list that now passes, fails the test, so the list only shrinks.
@@ -13,23 +12,9 @@
 
 use std::collections::BTreeMap;
 
-use kiln_eval::{EvalError, eval_graph, eval_op};
-use kiln_onnx::import::{import_path, read_tensor_file};
-use kiln_testkit::{Case, node_cases};
-use kiln_tir::op::{Cast, Op};
-use kiln_tir::{DType, Tensor, TensorData};
-
-const RTOL: f64 = 1e-3;
-
-/// Relative tolerance for results of `dtype`: four units of f16/bf16 rounding, else [`RTOL`].
-fn rtol(dtype: DType) -> f64 {
-    match dtype {
-        DType::F16 => 4.0 * 2f64.powi(-11),
-        DType::BF16 => 4.0 * 2f64.powi(-8),
-        _ => RTOL,
-    }
-}
-const ATOL: f64 = 1e-7;
+use kiln_eval::{EvalError, eval_graph};
+use kiln_onnx::import::import_path;
+use kiln_testkit::{Case, compare, node_cases, read_case};
 
 /// What happened to one case.
 enum Outcome {
@@ -47,45 +32,15 @@ fn innermost(e: &EvalError) -> &EvalError {
     }
 }
 
-/// The elements of a numeric tensor as f64 (decoded by the evaluator's own Cast).
-fn as_f64s(t: &Tensor) -> Result<Vec<f64>, String> {
-    let out = eval_op(&Op::Cast(Cast { to: DType::F64, ..Cast::default() }), &[Some(t)], 1).map_err(|e| e.to_string())?;
-    let raw = out[0].raw().ok_or("no data")?;
-    Ok(raw.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect())
-}
-
-fn compare(got: &Tensor, want: &Tensor) -> Result<(), String> {
-    if got.dtype != want.dtype || got.shape != want.shape {
-        return Err(format!("got {}{:?}, want {}{:?}", got.dtype, got.shape, want.dtype, want.shape));
-    }
-    if !want.dtype.is_float() {
-        return match (&got.data, &want.data) {
-            (TensorData::Strings(g), TensorData::Strings(w)) if g == w => Ok(()),
-            (TensorData::Raw(g), TensorData::Raw(w)) if g == w => Ok(()),
-            _ => Err(format!("{} elements differ", want.dtype)),
-        };
-    }
-    let (g, w) = (as_f64s(got)?, as_f64s(want)?);
-    let rtol = rtol(want.dtype);
-    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        let ok = a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= ATOL + rtol * b.abs();
-        if !ok {
-            return Err(format!("element {i}: got {a}, want {b}"));
-        }
-    }
-    Ok(())
-}
-
 fn run_case(case: &Case) -> Outcome {
     let g = match import_path(&case.model) {
         Ok(g) => g,
         Err(e) if e.is_unsupported() => return Outcome::Unsupported(format!("import: {e}")),
         Err(e) => return Outcome::Unsupported(format!("import failed: {e}")),
     };
-    let read = |files: &[std::path::PathBuf]| -> Result<Vec<Tensor>, String> { files.iter().map(|p| read_tensor_file(p).map(|t| t.1).map_err(|e| e.to_string())).collect() };
-    let (inputs, expected) = match (read(&case.inputs), read(&case.outputs)) {
-        (Ok(i), Ok(o)) => (i, o),
-        (Err(e), _) | (_, Err(e)) => return Outcome::Unsupported(format!("test data: {e}")),
+    let (inputs, expected) = match read_case(case) {
+        Ok(data) => data,
+        Err(e) => return Outcome::Unsupported(format!("test data: {e}")),
     };
     let got = match eval_graph(&g, &inputs) {
         Ok(got) => got,

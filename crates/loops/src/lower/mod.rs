@@ -9,6 +9,7 @@ mod elementwise;
 mod linalg;
 mod movement;
 mod nn;
+mod norm;
 mod reduce;
 mod view;
 
@@ -110,7 +111,7 @@ pub struct Lowerer<'g> {
 /// A family's entry point: lowers `node` if it handles its op.
 type Family = fn(&mut Lowerer<'_>, NodeId) -> Result<bool, LowerError>;
 
-const FAMILIES: &[Family] = &[view::lower, elementwise::lower, reduce::lower, linalg::lower, nn::lower, movement::lower];
+const FAMILIES: &[Family] = &[view::lower, elementwise::lower, reduce::lower, norm::lower, linalg::lower, nn::lower, movement::lower];
 
 /// Lowers a whole graph. Every value's shape must be static.
 pub fn lower(g: &Graph) -> Result<Program, LowerError> {
