@@ -100,6 +100,11 @@ pub fn as_f64s(t: &kiln_tir::Tensor) -> Result<Vec<f64>, String> {
 /// Compares `got` with `want` as the conformance suite does: same dtype and shape; floats
 /// within `ATOL + RTOL·|want|` (NaN equals NaN); every other type exactly.
 pub fn compare(got: &kiln_tir::Tensor, want: &kiln_tir::Tensor) -> Result<(), String> {
+    compare_within(got, want, RTOL, ATOL)
+}
+
+/// [`compare`] with explicit tolerances.
+pub fn compare_within(got: &kiln_tir::Tensor, want: &kiln_tir::Tensor, rtol: f64, atol: f64) -> Result<(), String> {
     use kiln_tir::TensorData;
     if got.dtype != want.dtype || got.shape != want.shape {
         return Err(format!("got {}{:?}, want {}{:?}", got.dtype, got.shape, want.dtype, want.shape));
@@ -113,10 +118,37 @@ pub fn compare(got: &kiln_tir::Tensor, want: &kiln_tir::Tensor) -> Result<(), St
     }
     let (g, w) = (as_f64s(got)?, as_f64s(want)?);
     for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        let ok = a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= ATOL + RTOL * b.abs();
+        let ok = a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= atol + rtol * b.abs();
         if !ok {
             return Err(format!("element {i}: got {a}, want {b}"));
         }
     }
     Ok(())
+}
+
+/// The onnxruntime reference outputs of the shared models, generated on first use by
+/// `scripts/model-reference.sh` (fixed seeded inputs; token ids in 0..8192).
+pub fn model_reference() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = repo_root();
+        let out = root.join("build/model-reference");
+        let status = Command::new("bash").arg(root.join("scripts/model-reference.sh")).arg(&out).status().expect("bash runs scripts/model-reference.sh");
+        assert!(status.success(), "scripts/model-reference.sh failed ({status})");
+        out
+    })
+}
+
+/// Inputs and onnxruntime's outputs for shared model `name` (`mlp`, `resnet50`, ...).
+pub fn read_model_reference(name: &str) -> Result<(Vec<kiln_tir::Tensor>, Vec<kiln_tir::Tensor>), String> {
+    let dir = model_reference().join(name);
+    let numbered = |prefix: &str| {
+        let mut files = Vec::new();
+        while dir.join(format!("{prefix}_{}.pb", files.len())).is_file() {
+            files.push(dir.join(format!("{prefix}_{}.pb", files.len())));
+        }
+        files
+    };
+    let case = Case { name: name.to_string(), model: shared_models().join(format!("{name}.onnx")), inputs: numbered("input"), outputs: numbered("output") };
+    read_case(&case)
 }
