@@ -25,6 +25,7 @@ mod args;
 mod array;
 mod binary;
 mod cast;
+pub mod compare;
 mod control;
 mod conv;
 mod error;

@@ -75,10 +75,7 @@ pub fn node_cases() -> Vec<Case> {
     cases
 }
 
-/// Relative tolerance of the conformance comparison.
-pub const RTOL: f64 = 1e-3;
-/// Absolute tolerance of the conformance comparison.
-pub const ATOL: f64 = 1e-7;
+pub use kiln_eval::compare::{compare, compare_within, to_f64s as as_f64s, ATOL, RTOL};
 
 /// Reads a case's inputs and expected outputs.
 pub fn read_case(case: &Case) -> Result<(Vec<kiln_tir::Tensor>, Vec<kiln_tir::Tensor>), String> {
@@ -86,44 +83,6 @@ pub fn read_case(case: &Case) -> Result<(Vec<kiln_tir::Tensor>, Vec<kiln_tir::Te
         files.iter().map(|p| kiln_onnx::import::read_tensor_file(p).map(|t| t.1).map_err(|e| e.to_string())).collect()
     };
     Ok((read(&case.inputs)?, read(&case.outputs)?))
-}
-
-/// The elements of a numeric tensor as `f64`, decoded by the reference evaluator's Cast.
-pub fn as_f64s(t: &kiln_tir::Tensor) -> Result<Vec<f64>, String> {
-    use kiln_tir::op::{Cast, Op};
-    let op = Op::Cast(Cast { to: kiln_tir::DType::F64, ..Cast::default() });
-    let out = kiln_eval::eval_op(&op, &[Some(t)], 1).map_err(|e| e.to_string())?;
-    let raw = out[0].raw().ok_or("no data")?;
-    Ok(raw.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect())
-}
-
-/// Compares `got` with `want` as the conformance suite does: same dtype and shape; floats
-/// within `ATOL + RTOL·|want|` (NaN equals NaN); every other type exactly.
-pub fn compare(got: &kiln_tir::Tensor, want: &kiln_tir::Tensor) -> Result<(), String> {
-    compare_within(got, want, RTOL, ATOL)
-}
-
-/// [`compare`] with explicit tolerances.
-pub fn compare_within(got: &kiln_tir::Tensor, want: &kiln_tir::Tensor, rtol: f64, atol: f64) -> Result<(), String> {
-    use kiln_tir::TensorData;
-    if got.dtype != want.dtype || got.shape != want.shape {
-        return Err(format!("got {}{:?}, want {}{:?}", got.dtype, got.shape, want.dtype, want.shape));
-    }
-    if !want.dtype.is_float() {
-        return match (&got.data, &want.data) {
-            (TensorData::Strings(g), TensorData::Strings(w)) if g == w => Ok(()),
-            (TensorData::Raw(g), TensorData::Raw(w)) if g == w => Ok(()),
-            _ => Err(format!("{} elements differ", want.dtype)),
-        };
-    }
-    let (g, w) = (as_f64s(got)?, as_f64s(want)?);
-    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        let ok = a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= atol + rtol * b.abs();
-        if !ok {
-            return Err(format!("element {i}: got {a}, want {b}"));
-        }
-    }
-    Ok(())
 }
 
 /// The onnxruntime reference outputs of the shared models, generated on first use by
