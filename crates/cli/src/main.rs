@@ -1,6 +1,11 @@
 //! `kiln`: the command-line front end.
 
-use std::path::{Path, PathBuf};
+mod bench;
+mod conformance;
+mod dump;
+mod run;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -22,21 +27,71 @@ enum Command {
         /// The stage whose IR to print.
         #[arg(long, value_enum, default_value_t = Stage::Tir)]
         stage: Stage,
-        /// Bind a symbolic dim to a size before printing, e.g. `--bind batch=1`; repeatable.
+        /// Bind a symbolic dim to a size first, e.g. `--bind batch=1`; repeatable.
         #[arg(long = "bind", value_name = "SYM=N")]
         bindings: Vec<String>,
     },
+    /// Compile a model, run it once and write each output as DIR/NAME.npy.
+    Run {
+        /// The .onnx model.
+        model: PathBuf,
+        /// An input as NAME=FILE (.npy or ONNX TensorProto .pb); repeatable.
+        #[arg(long = "input", value_name = "NAME=FILE")]
+        inputs: Vec<String>,
+        /// Fill inputs not given with seeded random values (floats in [-1, 1), integers in
+        /// 0..8192; symbolic dims are 1).
+        #[arg(long)]
+        random_inputs: bool,
+        /// Seed for --random-inputs.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Where to write the outputs.
+        #[arg(long)]
+        output_dir: PathBuf,
+    },
+    /// Time compilation and runs on seeded random inputs; prints one line.
+    Bench {
+        /// The .onnx model.
+        model: PathBuf,
+        /// Concurrent callers running the one compiled model.
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+        /// Timed runs per caller (after one warm-up run).
+        #[arg(long, default_value_t = 100)]
+        iters: usize,
+    },
+    /// Run the ONNX backend node suite through compiled code and compare outputs.
+    Conformance {
+        /// The generated suite (scripts/gen-node-suite.sh writes build/node-suite).
+        dir: PathBuf,
+        /// Per-case table (name, result, stage, reason, ms) as tab-separated values.
+        #[arg(long, default_value = "build/conformance.tsv")]
+        report: PathBuf,
+        /// Only cases whose name contains this.
+        #[arg(long)]
+        filter: Option<String>,
+        /// Fail (exit 1) if fewer cases pass than the number in this file.
+        #[arg(long)]
+        min_pass_file: Option<PathBuf>,
+    },
 }
 
+/// Pipeline stages `kiln dump` can print.
 #[derive(Clone, Copy, ValueEnum)]
 enum Stage {
     /// The typed tensor IR straight from the importer.
     Tir,
+    /// The loop IR after lowering.
+    Loops,
+    /// The memory plan: each buffer's place, size and lifetime.
+    Plan,
+    /// The Cranelift IR of every kernel.
+    Clif,
 }
 
 fn main() -> ExitCode {
     match run(Cli::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -44,30 +99,12 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
+fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Dump { file, stage: Stage::Tir, bindings } => {
-            let mut graph = load_tir(&file)?;
-            if !bindings.is_empty() {
-                let parsed = parse_bindings(&bindings)?;
-                let refs: Vec<(&str, u64)> = parsed.iter().map(|(s, n)| (s.as_str(), *n)).collect();
-                kiln_tir::infer::bind_symbols(&mut graph, &refs).map_err(|errs| anyhow::anyhow!(join(&errs)))?;
-            }
-            print!("{}", kiln_tir::text::print(&graph));
-            Ok(())
-        }
-    }
-}
-
-/// Reads a graph from an ONNX model or from the tensor-IR text form, by file extension.
-fn load_tir(path: &Path) -> Result<kiln_tir::Graph> {
-    if path.extension().is_some_and(|e| e == "tir") {
-        let src = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let g = kiln_tir::text::parse(&src).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        kiln_tir::verify::verify(&g).map_err(|errs| anyhow::anyhow!("{}: invalid IR:\n{}", path.display(), join(&errs)))?;
-        Ok(g)
-    } else {
-        kiln_onnx::import::import_path(path).with_context(|| format!("cannot import {}", path.display()))
+        Command::Dump { file, stage, bindings } => dump::dump(&file, stage, &parse_bindings(&bindings)?).map(|()| ExitCode::SUCCESS),
+        Command::Run { model, inputs, random_inputs, seed, output_dir } => run::run(&model, &inputs, random_inputs, seed, &output_dir).map(|()| ExitCode::SUCCESS),
+        Command::Bench { model, threads, iters } => bench::bench(&model, threads, iters).map(|()| ExitCode::SUCCESS),
+        Command::Conformance { dir, report, filter, min_pass_file } => conformance::conformance(&dir, &report, filter.as_deref(), min_pass_file.as_deref()),
     }
 }
 
@@ -81,6 +118,7 @@ fn parse_bindings(list: &[String]) -> Result<Vec<(String, u64)>> {
         .collect()
 }
 
+/// Joins error lists one per line.
 fn join<T: std::fmt::Display>(errs: &[T]) -> String {
     errs.iter().map(|e| format!("  {e}")).collect::<Vec<_>>().join("\n")
 }

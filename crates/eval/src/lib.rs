@@ -29,6 +29,7 @@ pub mod compare;
 mod control;
 mod conv;
 mod error;
+pub mod fold;
 mod gather_scatter;
 mod graph;
 mod layout;

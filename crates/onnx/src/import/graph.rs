@@ -264,7 +264,7 @@ impl<'f> Importer<'f> {
             })?
         };
 
-        if let Some(folded) = super::fold::fold(&self.g, &op, &pending.inputs, &types) {
+        if let Some(folded) = kiln_eval::fold::fold_node(&self.g, &op, &pending.inputs, &types) {
             for (name, t) in np.output.iter().zip(folded) {
                 if !name.is_empty() {
                     let v = self.add_const(region, t, format!("{}{name}", ctx.prefix));

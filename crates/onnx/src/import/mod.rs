@@ -7,7 +7,6 @@
 //! is checked by the tensor-IR verifier before it is returned.
 
 mod attrs;
-mod fold;
 mod graph;
 mod types;
 mod upgrade;

@@ -216,3 +216,46 @@ pub fn bind_input_shapes(g: &mut Graph, shapes: &[(usize, Vec<u64>)]) -> Result<
     let refs: Vec<(&str, u64)> = bound.iter().map(|(s, v)| (s.as_str(), *v)).collect();
     bind_symbols(g, &refs)
 }
+
+/// Makes graph inputs `values` constants and re-infers types: every use of input `index` reads
+/// the given tensor instead. Shapes that depend on those inputs' values (a Reshape target,
+/// Reduce axes, a TopK `k` fed as graph inputs) become static. The inputs stay in the graph's
+/// signature, unused.
+pub fn bind_input_values(g: &mut Graph, values: &[(usize, crate::Tensor)]) -> Result<(), Vec<GraphInferError>> {
+    substitute_input_values(g, values)?;
+    super::infer_graph(g)
+}
+
+/// [`bind_input_values`] without the re-inference, for callers that fold shape computations
+/// before inferring again.
+pub fn substitute_input_values(g: &mut Graph, values: &[(usize, crate::Tensor)]) -> Result<(), Vec<GraphInferError>> {
+    for (index, t) in values {
+        let Some(&param) = g.body.params.get(*index) else {
+            return Err(vec![GraphInferError {
+                node: None,
+                node_name: format!("graph input {index}"),
+                op: "",
+                message: format!("the graph has only {} inputs", g.body.params.len()),
+            }]);
+        };
+        if g.ty(param).dtype != t.dtype || g.ty(param).rank() != t.shape.len() {
+            return Err(vec![GraphInferError {
+                node: None,
+                node_name: g.value(param).name.clone(),
+                op: "",
+                message: format!("a value of type {} cannot stand for an input of type {}", t.ty(), g.ty(param)),
+            }]);
+        }
+        let name = format!("{}#value", g.value(param).name);
+        let c = g.add_value(t.ty(), name, crate::ValueDef::Const(t.clone()));
+        g.body.consts.push(c);
+        for node in &mut g.nodes {
+            for input in node.inputs.iter_mut().flatten() {
+                if *input == param {
+                    *input = c;
+                }
+            }
+        }
+    }
+    Ok(())
+}

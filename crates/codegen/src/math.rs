@@ -1,0 +1,131 @@
+//! Calls into the runtime library: math functions, float remainder, and micro-kernels. Each
+//! callee is an imported symbol (`Linkage::Import`) named as `kiln_runtime` exports it.
+
+use cranelift_codegen::ir::{types, AbiParam, FuncRef, InstBuilder, Type, Value};
+use cranelift_module::Linkage;
+use kiln_loops::{Arg, ElemType, Expr, MathFn, RuntimeFn, ScalarType};
+
+use crate::expr::cl_type;
+use crate::kernel::Cx;
+use crate::CodegenError;
+
+/// The runtime symbols of `f` for `f32` and for `f64` arguments.
+fn math_symbols(f: MathFn) -> (&'static str, &'static str) {
+    match f {
+        MathFn::Exp => ("kiln_rt_expf", "kiln_rt_exp"),
+        MathFn::Log => ("kiln_rt_logf", "kiln_rt_log"),
+        MathFn::Pow => ("kiln_rt_powf", "kiln_rt_pow"),
+        MathFn::Tanh => ("kiln_rt_tanhf", "kiln_rt_tanh"),
+        MathFn::Erf => ("kiln_rt_erff", "kiln_rt_erf"),
+        MathFn::Sin => ("kiln_rt_sinf", "kiln_rt_sin"),
+        MathFn::Cos => ("kiln_rt_cosf", "kiln_rt_cos"),
+        MathFn::Tan => ("kiln_rt_tanf", "kiln_rt_tan"),
+        MathFn::Asin => ("kiln_rt_asinf", "kiln_rt_asin"),
+        MathFn::Acos => ("kiln_rt_acosf", "kiln_rt_acos"),
+        MathFn::Atan => ("kiln_rt_atanf", "kiln_rt_atan"),
+        MathFn::Sinh => ("kiln_rt_sinhf", "kiln_rt_sinh"),
+        MathFn::Cosh => ("kiln_rt_coshf", "kiln_rt_cosh"),
+        MathFn::Asinh => ("kiln_rt_asinhf", "kiln_rt_asinh"),
+        MathFn::Acosh => ("kiln_rt_acoshf", "kiln_rt_acosh"),
+        MathFn::Atanh => ("kiln_rt_atanhf", "kiln_rt_atanh"),
+        MathFn::Softplus => ("kiln_rt_softplusf", "kiln_rt_softplus"),
+        MathFn::Rint => ("kiln_rt_rintf", "kiln_rt_rint"),
+    }
+}
+
+impl Cx<'_, '_> {
+    /// The runtime function `name` with the given signature, imported into this function once.
+    fn runtime(&mut self, name: &'static str, params: &[Type], returns: &[Type]) -> Result<FuncRef, CodegenError> {
+        if let Some(&f) = self.funcs.get(name) {
+            return Ok(f);
+        }
+        let mut sig = self.module.make_signature();
+        sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
+        sig.returns.extend(returns.iter().map(|&t| AbiParam::new(t)));
+        let id = self
+            .module
+            .declare_function(name, Linkage::Import, &sig)
+            .map_err(|e| CodegenError::Cranelift { kernel: self.kernel.name.clone(), message: format!("importing {name}: {e}") })?;
+        let f = self.module.declare_func_in_func(id, self.b.func);
+        self.funcs.insert(name, f);
+        Ok(f)
+    }
+
+    /// Calls a runtime function returning one value.
+    fn call_value(&mut self, name: &'static str, ty: Type, args: &[Value]) -> Result<Value, CodegenError> {
+        let params = vec![ty; args.len()];
+        let f = self.runtime(name, &params, &[ty])?;
+        let call = self.b.ins().call(f, args);
+        Ok(self.b.inst_results(call)[0])
+    }
+
+    /// `fmod(x, y)`: float `Rem` has no Cranelift instruction.
+    pub fn fmod(&mut self, t: ScalarType, x: Value, y: Value) -> Result<Value, CodegenError> {
+        let name = if t == ScalarType::F32 { "kiln_rt_fmodf" } else { "kiln_rt_fmod" };
+        self.call_value(name, cl_type(t), &[x, y])
+    }
+
+    /// A math function of `f32` or `f64` arguments (all of one type).
+    pub fn math(&mut self, f: MathFn, args: &[Expr]) -> Result<(Value, ScalarType), CodegenError> {
+        let arity = if f == MathFn::Pow { 2 } else { 1 };
+        if args.len() != arity {
+            return Err(self.invalid(format!("{f:?} takes {arity} argument(s), not {}", args.len())));
+        }
+        let (first, t) = self.expr(&args[0])?;
+        if !t.is_float() {
+            return Err(self.unsupported(format!("{f:?} of {}", t.name())));
+        }
+        let mut vals = vec![first];
+        for a in &args[1..] {
+            vals.push(self.typed(a, t).map_err(|e| self.invalid(format!("{f:?}: {e}")))?);
+        }
+        let (f32_name, f64_name) = math_symbols(f);
+        let name = if t == ScalarType::F32 { f32_name } else { f64_name };
+        Ok((self.call_value(name, cl_type(t), &vals)?, t))
+    }
+
+    /// A runtime routine called for its effect on buffers.
+    pub fn call(&mut self, f: RuntimeFn, args: &[Arg]) -> Result<(), CodegenError> {
+        match f {
+            RuntimeFn::Sgemm => self.sgemm(args),
+        }
+    }
+
+    /// `kiln_rt_sgemm(a, b, c, m, n, k, lda, ldb, ldc, trans_a, trans_b, alpha, beta)`. As in
+    /// the interpreter, the integer arguments may have any integer type (extended to `i64`) and
+    /// are told apart from the two `f32` ones by type.
+    fn sgemm(&mut self, args: &[Arg]) -> Result<(), CodegenError> {
+        let [Arg::Addr(a, ai), Arg::Addr(b, bi), Arg::Addr(c, ci), rest @ ..] = args else {
+            return Err(self.invalid("sgemm takes three buffer addresses first"));
+        };
+        let mut values = Vec::with_capacity(13);
+        for (buf, index) in [(a, ai), (b, bi), (c, ci)] {
+            if self.program.buffers.get(buf.0 as usize).map(|x| x.elem) != Some(ElemType::Scalar(ScalarType::F32)) {
+                return Err(self.unsupported(format!("sgemm on {buf:?}, which is not an f32 buffer")));
+            }
+            values.push(self.address(*buf, index)?);
+        }
+        let (mut ints, mut floats) = (Vec::new(), Vec::new());
+        for arg in rest {
+            let Arg::Value(e) = arg else { return Err(self.invalid("sgemm takes scalars after the three addresses")) };
+            let (v, t) = self.expr(e)?;
+            match t {
+                ScalarType::F32 => floats.push(v),
+                t if t.is_float() || t == ScalarType::Bool => return Err(self.invalid(format!("sgemm argument of type {}", t.name()))),
+                t => ints.push(self.resize(v, t, types::I64)),
+            }
+        }
+        if ints.len() != 8 || floats.len() != 2 {
+            return Err(self.invalid("sgemm takes m, n, k, lda, ldb, ldc, trans_a, trans_b (integers) and alpha, beta (f32)"));
+        }
+        values.extend(ints);
+        values.extend(floats);
+        let ptr = self.module.target_config().pointer_type();
+        let mut params = vec![ptr; 3];
+        params.extend([types::I64; 8]);
+        params.extend([types::F32; 2]);
+        let f = self.runtime("kiln_rt_sgemm", &params, &[])?;
+        self.b.ins().call(f, &values);
+        Ok(())
+    }
+}

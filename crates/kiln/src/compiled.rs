@@ -1,0 +1,279 @@
+//! Compiled models: specializations per input shape, an arena pool, and `run`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use kiln_codegen::JitProgram;
+use kiln_loops::plan::MemoryPlan;
+use kiln_loops::{BufferKind, Program};
+use kiln_tir::{DType, Graph, Tensor, TensorData};
+
+use crate::{CompileOptions, Error, Result};
+
+/// A model ready to run: `Send + Sync`, reentrant.
+pub struct CompiledModel {
+    graph: Graph,
+    inputs: Vec<InputSpec>,
+    specs: Mutex<HashMap<Key, Arc<Specialization>>>,
+    /// For each set of input shapes, the inputs whose values the compiled code depends on.
+    value_inputs: Mutex<HashMap<Vec<Vec<u64>>, Vec<usize>>>,
+}
+
+/// What a specialization is compiled for: input shapes, and the values of the inputs that
+/// decide shapes inside the model (empty for most models).
+type Key = (Vec<Vec<u64>>, Vec<(usize, Bytes)>);
+
+/// Integer inputs up to this many elements may be compiled as constants when the model's
+/// shapes depend on their values (a Reshape target, Reduce axes, a TopK k given as inputs).
+const MAX_VALUE_INPUT: u64 = 64;
+
+/// A graph input's name, dtype and (possibly symbolic) shape.
+#[derive(Clone, Debug)]
+struct InputSpec {
+    name: String,
+    dtype: DType,
+    /// `Some(d)` for a known dim, `None` for a symbolic one.
+    dims: Vec<Option<u64>>,
+}
+
+/// The model compiled for one set of concrete input shapes.
+pub struct Specialization {
+    program: Program,
+    plan: MemoryPlan,
+    jit: JitProgram,
+    outputs: Vec<(DType, Vec<u64>)>,
+    /// Addresses of constant buffers (kept alive by `program`), by buffer index.
+    const_addrs: Vec<Option<usize>>,
+    arenas: Mutex<Vec<Arena>>,
+}
+
+/// Scratch memory for one run, 64-byte aligned.
+struct Arena(Vec<Block>);
+
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Block([u8; 64]);
+
+impl Arena {
+    fn new(bytes: u64) -> Arena {
+        Arena(vec![Block([0; 64]); bytes.div_ceil(64) as usize])
+    }
+
+    fn base(&mut self) -> *mut u8 {
+        self.0.as_mut_ptr().cast()
+    }
+}
+
+impl CompiledModel {
+    pub(crate) fn new(graph: Graph, options: &CompileOptions) -> Result<CompiledModel> {
+        let inputs: Vec<InputSpec> = graph
+            .inputs()
+            .iter()
+            .map(|&v| {
+                let val = graph.value(v);
+                InputSpec { name: val.name.clone(), dtype: val.ty.dtype, dims: val.ty.shape.iter().map(kiln_tir::Dim::known).collect() }
+            })
+            .collect();
+        let model = CompiledModel { graph, inputs, specs: Mutex::new(HashMap::new()), value_inputs: Mutex::new(HashMap::new()) };
+        // Compile now what can be compiled now, so errors surface at compile time.
+        let mut shapes = Vec::new();
+        let mut complete = true;
+        for spec in &model.inputs {
+            match options.input_shapes.iter().find(|(n, _)| *n == spec.name) {
+                Some((_, dims)) => shapes.push(dims.clone()),
+                None => match spec.dims.iter().copied().collect::<Option<Vec<u64>>>() {
+                    Some(d) => shapes.push(d),
+                    None => complete = false,
+                },
+            }
+        }
+        if let Some((name, _)) = options.input_shapes.iter().find(|(n, _)| !model.inputs.iter().any(|s| s.name == *n)) {
+            return Err(Error::UnknownInput(name.clone()));
+        }
+        if complete && model.value_inputs(&shapes)?.is_empty() {
+            model.specialization(&shapes, &[])?;
+        }
+        Ok(model)
+    }
+
+    /// The names of the model's inputs, in order.
+    pub fn input_names(&self) -> Vec<&str> {
+        self.inputs.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    /// The inputs whose values the code compiled for `shapes` depends on: none when every
+    /// shape in the model is static once the input shapes are bound; otherwise the small
+    /// integer inputs, which are then compiled as constants (one specialization per value).
+    fn value_inputs(&self, shapes: &[Vec<u64>]) -> Result<Vec<usize>> {
+        let mut memo = self.value_inputs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = memo.get(shapes) {
+            return Ok(v.clone());
+        }
+        let g = bind_shapes(&self.graph, shapes)?;
+        let all_static = g.values.iter().all(|v| v.ty.known_dims().is_some());
+        let chosen: Vec<usize> = if all_static {
+            Vec::new()
+        } else {
+            (0..self.inputs.len())
+                .filter(|&i| self.inputs[i].dtype.is_int() && shapes[i].iter().product::<u64>() <= MAX_VALUE_INPUT)
+                .collect()
+        };
+        memo.insert(shapes.to_vec(), chosen.clone());
+        Ok(chosen)
+    }
+
+    /// The compiled code for these input shapes and shape-deciding input values, compiling it
+    /// on first use.
+    pub fn specialization(&self, shapes: &[Vec<u64>], values: &[(usize, Tensor)]) -> Result<Arc<Specialization>> {
+        let key: Key = (shapes.to_vec(), values.iter().map(|(i, t)| (*i, t.raw().map(Bytes::copy_from_slice).unwrap_or_default())).collect());
+        let mut specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = specs.get(&key) {
+            return Ok(s.clone());
+        }
+        let spec = Arc::new(Specialization::compile(&self.graph, shapes, values)?);
+        specs.insert(key, spec.clone());
+        Ok(spec)
+    }
+
+    /// Runs the model on inputs given in the model's input order.
+    pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        if inputs.len() != self.inputs.len() {
+            return Err(Error::InputCount { expected: self.inputs.len(), got: inputs.len() });
+        }
+        let mut shapes = Vec::with_capacity(inputs.len());
+        for (spec, t) in self.inputs.iter().zip(inputs) {
+            check_input(spec, t)?;
+            shapes.push(t.shape.clone());
+        }
+        let values: Vec<(usize, Tensor)> = self.value_inputs(&shapes)?.into_iter().map(|i| (i, inputs[i].clone())).collect();
+        self.specialization(&shapes, &values)?.run(inputs)
+    }
+
+    /// Runs the model on inputs given by name (every input exactly once).
+    pub fn run_named(&self, inputs: &[(&str, Tensor)]) -> Result<Vec<Tensor>> {
+        let mut ordered = Vec::with_capacity(self.inputs.len());
+        for (name, _) in inputs {
+            if !self.inputs.iter().any(|s| s.name == *name) {
+                return Err(Error::UnknownInput(name.to_string()));
+            }
+        }
+        for spec in &self.inputs {
+            let found: Vec<&Tensor> = inputs.iter().filter(|(n, _)| *n == spec.name).map(|(_, t)| t).collect();
+            match found[..] {
+                [t] => ordered.push(t.clone()),
+                [] => return Err(Error::InputShape { name: spec.name.clone(), reason: "not given".into() }),
+                _ => return Err(Error::InputShape { name: spec.name.clone(), reason: "given more than once".into() }),
+            }
+        }
+        self.run(&ordered)
+    }
+}
+
+fn check_input(spec: &InputSpec, t: &Tensor) -> Result<()> {
+    if t.dtype != spec.dtype {
+        return Err(Error::InputDType { name: spec.name.clone(), expected: spec.dtype, got: t.dtype });
+    }
+    let fits = t.shape.len() == spec.dims.len() && t.shape.iter().zip(&spec.dims).all(|(&d, want)| want.is_none_or(|w| w == d));
+    if !fits {
+        let want: Vec<String> = spec.dims.iter().map(|d| d.map_or("?".to_string(), |d| d.to_string())).collect();
+        return Err(Error::InputShape { name: spec.name.clone(), reason: format!("expected shape [{}], got {:?}", want.join(", "), t.shape) });
+    }
+    let numel = t.numel().ok_or_else(|| Error::InputShape { name: spec.name.clone(), reason: "element count overflows".into() })?;
+    let bytes = t.dtype.storage_bytes(numel).ok_or_else(|| Error::InputShape { name: spec.name.clone(), reason: format!("{} inputs are not supported", t.dtype) })?;
+    match &t.data {
+        TensorData::Raw(b) if b.len() as u64 == bytes => Ok(()),
+        TensorData::Raw(b) => Err(Error::InputShape { name: spec.name.clone(), reason: format!("{} bytes for shape {:?} of {}; expected {bytes}", b.len(), t.shape, t.dtype) }),
+        _ => Err(Error::InputShape { name: spec.name.clone(), reason: "the tensor has no bytes".into() }),
+    }
+}
+
+impl Specialization {
+    fn compile(graph: &Graph, shapes: &[Vec<u64>], values: &[(usize, Tensor)]) -> Result<Specialization> {
+        let mut g = bind_shapes(graph, shapes)?;
+        if !values.is_empty() {
+            kiln_tir::infer::substitute_input_values(&mut g, values).map_err(|errs| Error::Bind(join(&errs)))?;
+        }
+        if !values.is_empty() || graph.values.iter().any(|v| v.ty.known_dims().is_none()) {
+            // Shapes computed from what was just bound become constants, then types settle.
+            kiln_eval::fold::fold_graph(&mut g);
+            kiln_tir::infer::infer_graph(&mut g).map_err(|errs| Error::Bind(join(&errs)))?;
+        }
+        let program = kiln_loops::lower::lower(&g)?;
+        let plan = kiln_loops::plan::plan(&program);
+        let jit = kiln_codegen::compile_jit(&program)?;
+        let outputs = g.outputs().iter().map(|&v| (g.ty(v).dtype, g.ty(v).known_dims().unwrap_or_default())).collect();
+        let const_addrs = program
+            .buffers
+            .iter()
+            .map(|b| match &b.kind {
+                BufferKind::Const(t) => t.raw().map(|r| r.as_ptr() as usize),
+                _ => None,
+            })
+            .collect();
+        Ok(Specialization { program, plan, jit, outputs, const_addrs, arenas: Mutex::new(Vec::new()) })
+    }
+
+    /// The lowered program.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// The memory plan.
+    pub fn plan(&self) -> &MemoryPlan {
+        &self.plan
+    }
+
+    /// Runs on inputs already checked against this specialization's shapes.
+    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let mut outputs: Vec<Vec<u8>> = self
+            .outputs
+            .iter()
+            .map(|(dtype, dims)| vec![0u8; dtype.storage_bytes(dims.iter().product()).unwrap_or(0) as usize])
+            .collect();
+        let mut arena = self.arenas.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_else(|| Arena::new(self.plan.arena_bytes));
+        let base = arena.base();
+        let mut table: Vec<*mut u8> = Vec::with_capacity(self.program.buffers.len());
+        for (i, b) in self.program.buffers.iter().enumerate() {
+            let ptr: *mut u8 = match &b.kind {
+                // The generated code never stores into inputs (the loop-IR verifier checks it).
+                BufferKind::Input(n) => inputs[*n].raw().map_or(std::ptr::null_mut(), |r| r.as_ptr().cast_mut()),
+                BufferKind::Output(n) => outputs[*n].as_mut_ptr(),
+                BufferKind::Const(_) => self.const_addrs[i].unwrap_or(0) as *mut u8,
+                BufferKind::Temp => match self.plan.offsets[i] {
+                    // SAFETY: the planner keeps every offset + size within `arena_bytes`.
+                    Some(off) => unsafe { base.add(off as usize) },
+                    None => std::ptr::null_mut(),
+                },
+            };
+            table.push(ptr);
+        }
+        // SAFETY: the table holds one valid pointer per buffer, each to at least the buffer's
+        // byte length (inputs were checked, outputs sized from the same types, temps planned).
+        let status = unsafe { self.jit.run(&table) };
+        self.arenas.lock().unwrap_or_else(|e| e.into_inner()).push(arena);
+        if let Err(code) = status {
+            let message = self.program.errors.get(code as usize).cloned().unwrap_or_else(|| format!("error code {code}"));
+            return Err(Error::Run(message));
+        }
+        Ok(outputs
+            .into_iter()
+            .zip(&self.outputs)
+            .map(|(bytes, (dtype, dims))| Tensor { dtype: *dtype, shape: dims.clone(), data: TensorData::Raw(Bytes::from(bytes)) })
+            .collect())
+    }
+}
+
+/// `graph` with its inputs bound to `shapes` and every type re-inferred.
+fn bind_shapes(graph: &Graph, shapes: &[Vec<u64>]) -> Result<Graph> {
+    let mut g = graph.clone();
+    if g.inputs().iter().any(|&v| g.ty(v).known_dims().is_none()) {
+        let bind: Vec<(usize, Vec<u64>)> = shapes.iter().cloned().enumerate().collect();
+        kiln_tir::infer::bind_input_shapes(&mut g, &bind).map_err(|errs| Error::Bind(join(&errs)))?;
+    }
+    Ok(g)
+}
+
+fn join<T: std::fmt::Display>(errs: &[T]) -> String {
+    errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
+}

@@ -1,0 +1,71 @@
+//! kiln compiles ONNX models to native code and runs them.
+//!
+//! ```no_run
+//! let model = kiln::Model::load("model.onnx")?;
+//! let compiled = model.compile(&kiln::CompileOptions::default())?;
+//! let input = kiln::Tensor::from_f32s(&[1, 784], &vec![0.5; 784]);
+//! let outputs = compiled.run(&[input])?;
+//! println!("{:?}", outputs[0]);
+//! # Ok::<(), kiln::Error>(())
+//! ```
+//!
+//! A [`CompiledModel`] is `Send + Sync`: share it between threads and call [`CompiledModel::run`]
+//! concurrently; each run takes its own scratch arena from a pool. Models with symbolic input
+//! dims are compiled once per distinct set of input shapes, on first use.
+#![deny(missing_docs)]
+
+mod array;
+mod compiled;
+pub mod conformance;
+mod error;
+pub mod npy;
+
+use std::path::Path;
+
+pub use array::{tensor_from_array, tensor_to_array, Element};
+pub use compiled::{CompiledModel, Specialization};
+pub use error::{Error, Result};
+pub use kiln_tir::{DType, Tensor, TensorData};
+
+/// An imported model: verified tensor IR, not yet compiled.
+#[derive(Clone, Debug)]
+pub struct Model {
+    graph: kiln_tir::Graph,
+}
+
+/// Options for [`Model::compile`].
+#[derive(Clone, Debug, Default)]
+pub struct CompileOptions {
+    /// Concrete shapes for inputs, by name, compiled up front. Inputs with symbolic dims that
+    /// are not listed are compiled when a run first sees them.
+    pub input_shapes: Vec<(String, Vec<u64>)>,
+}
+
+impl Model {
+    /// Loads and imports an `.onnx` file (weights stay in the mapped file).
+    pub fn load(path: impl AsRef<Path>) -> Result<Model> {
+        Ok(Model { graph: kiln_onnx::import::import_path(path)? })
+    }
+
+    /// Imports a model from bytes in memory.
+    pub fn from_bytes(bytes: impl Into<bytes::Bytes>) -> Result<Model> {
+        let file = kiln_onnx::load::OnnxFile::from_bytes(bytes.into()).map_err(kiln_onnx::import::ImportError::from)?;
+        Ok(Model { graph: kiln_onnx::import::import(&file)? })
+    }
+
+    /// Wraps a tensor-IR graph (e.g. parsed from text).
+    pub fn from_graph(graph: kiln_tir::Graph) -> Model {
+        Model { graph }
+    }
+
+    /// The model's tensor IR.
+    pub fn graph(&self) -> &kiln_tir::Graph {
+        &self.graph
+    }
+
+    /// Compiles the model. Inputs whose shapes are fully static, or given in `options`, are
+    /// compiled now; the rest when first run.
+    pub fn compile(&self, options: &CompileOptions) -> Result<CompiledModel> {
+        CompiledModel::new(self.graph.clone(), options)
+    }
+}

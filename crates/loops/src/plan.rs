@@ -1,0 +1,217 @@
+//! The memory planner: every intermediate buffer gets an offset in one arena.
+//!
+//! Liveness is computed over the kernel order: a temp is live from the first kernel that
+//! touches it to the last. Buffers whose lifetimes do not overlap may share memory; they are
+//! placed greedily, largest first, at the lowest 64-byte-aligned offset free for the whole
+//! lifetime. A kernel that reads a dying temp only at the positions it writes another temp of
+//! the same size (an elementwise op) writes in place: the two share one slot.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use crate::ir::*;
+
+/// Offsets in the arena are multiples of this.
+pub const ALIGN: u64 = 64;
+
+/// Where each buffer lives, and how much arena a run needs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MemoryPlan {
+    /// Arena byte offset of each temp buffer (`None` for inputs, outputs and constants, and
+    /// for temps no kernel touches).
+    pub offsets: Vec<Option<u64>>,
+    /// First and last kernel index that touch each buffer.
+    pub lifetimes: Vec<Option<(usize, usize)>>,
+    /// Arena size in bytes.
+    pub arena_bytes: u64,
+    /// The largest total size of temps live at one time: no plan can use less arena.
+    pub lower_bound: u64,
+}
+
+fn aligned(n: u64) -> u64 {
+    n.div_ceil(ALIGN) * ALIGN
+}
+
+/// Plans `p`'s temps.
+pub fn plan(p: &Program) -> MemoryPlan {
+    let n = p.buffers.len();
+    let mut lifetimes: Vec<Option<(usize, usize)>> = vec![None; n];
+    let mut in_place: Vec<(BufId, BufId, usize)> = Vec::new();
+    for (k, kernel) in p.kernels.iter().enumerate() {
+        let mut uses = Uses::default();
+        uses.block(&kernel.body);
+        for &b in uses.loads.keys().chain(uses.stores.keys()).chain(&uses.calls) {
+            if let Some(slot) = lifetimes.get_mut(b.0 as usize) {
+                *slot = Some(slot.map_or((k, k), |(s, _)| (s, k)));
+            }
+        }
+        in_place.extend(uses.in_place_pairs(p).into_iter().map(|(r, w)| (r, w, k)));
+    }
+
+    // Slots: groups of temps that share memory. A written temp joins the slot of the temp
+    // it overwrites in place when that temp dies in the same kernel.
+    let is_temp = |b: BufId| p.buffers.get(b.0 as usize).is_some_and(|x| x.kind == BufferKind::Temp);
+    let mut slot_of: Vec<Option<usize>> = vec![None; n];
+    let mut slots: Vec<(u64, usize, usize)> = Vec::new(); // (bytes, first, last)
+    for (b, life) in lifetimes.iter().enumerate() {
+        let Some((first, last)) = *life else { continue };
+        if !is_temp(BufId(b as u32)) {
+            continue;
+        }
+        let bytes = aligned(p.buffers[b].bytes().max(1));
+        let joined = in_place.iter().find_map(|&(r, w, k)| {
+            let r_slot = slot_of[r.0 as usize]?;
+            let ends_here = lifetimes[r.0 as usize].is_some_and(|(_, l)| l == k) && slots[r_slot].2 == k;
+            (w.0 as usize == b && k == first && ends_here && slots[r_slot].0 == bytes).then_some(r_slot)
+        });
+        match joined {
+            Some(s) => {
+                slots[s].2 = last;
+                slot_of[b] = Some(s);
+            }
+            None => {
+                slot_of[b] = Some(slots.len());
+                slots.push((bytes, first, last));
+            }
+        }
+    }
+
+    // Greedy placement, largest first.
+    let mut order: Vec<usize> = (0..slots.len()).collect();
+    order.sort_by_key(|&s| (std::cmp::Reverse(slots[s].0), slots[s].1));
+    let mut placed: Vec<(u64, u64, usize, usize)> = Vec::new(); // (offset, bytes, first, last)
+    let mut slot_offset = vec![0u64; slots.len()];
+    let mut arena = 0u64;
+    for s in order {
+        let (bytes, first, last) = slots[s];
+        let mut busy: Vec<(u64, u64)> = placed.iter().filter(|&&(_, _, f, l)| f <= last && first <= l).map(|&(o, b, _, _)| (o, o + b)).collect();
+        busy.sort_unstable();
+        let mut offset = 0u64;
+        for (start, end) in busy {
+            if offset + bytes <= start {
+                break;
+            }
+            offset = offset.max(end);
+        }
+        placed.push((offset, bytes, first, last));
+        slot_offset[s] = offset;
+        arena = arena.max(offset + bytes);
+    }
+
+    let offsets = (0..n).map(|b| slot_of[b].map(|s| slot_offset[s])).collect();
+    let mut lower_bound = 0u64;
+    for k in 0..p.kernels.len() {
+        let live: u64 = (0..slots.len()).filter(|&s| slots[s].1 <= k && k <= slots[s].2).map(|s| slots[s].0).sum();
+        lower_bound = lower_bound.max(live);
+    }
+    MemoryPlan { offsets, lifetimes, arena_bytes: arena, lower_bound }
+}
+
+/// The buffers a kernel touches, with the index expressions of its loads and stores.
+#[derive(Default)]
+struct Uses<'a> {
+    loads: HashMap<BufId, Vec<&'a Expr>>,
+    stores: HashMap<BufId, Vec<&'a Expr>>,
+    calls: Vec<BufId>,
+}
+
+impl<'a> Uses<'a> {
+    fn block(&mut self, stmts: &'a [Stmt]) {
+        for s in stmts {
+            match s {
+                Stmt::For { body, .. } => self.block(body),
+                Stmt::Let(_, e) | Stmt::Local(_, e) | Stmt::Assign(_, e) => self.expr(e),
+                Stmt::Store { buf, index, value } => {
+                    self.stores.entry(*buf).or_default().push(index);
+                    self.expr(index);
+                    self.expr(value);
+                }
+                Stmt::If { cond, then, otherwise } => {
+                    self.expr(cond);
+                    self.block(then);
+                    self.block(otherwise);
+                }
+                Stmt::Check { cond, .. } => self.expr(cond),
+                Stmt::Call(_, args) => {
+                    for a in args {
+                        match a {
+                            Arg::Addr(b, e) => {
+                                self.calls.push(*b);
+                                self.expr(e);
+                            }
+                            Arg::Value(e) => self.expr(e),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn expr(&mut self, e: &'a Expr) {
+        match e {
+            Expr::Const(_) | Expr::Var(_) => {}
+            Expr::Load { buf, index } => {
+                self.loads.entry(*buf).or_default().push(index);
+                self.expr(index);
+            }
+            Expr::Unary(_, a) | Expr::Cast(_, _, a) | Expr::Bitcast(_, a) => self.expr(a),
+            Expr::Binary(_, a, b) | Expr::Cmp(_, a, b) => {
+                self.expr(a);
+                self.expr(b);
+            }
+            Expr::Select(c, a, b) => {
+                self.expr(c);
+                self.expr(a);
+                self.expr(b);
+            }
+            Expr::Math(_, args) => args.iter().for_each(|a| self.expr(a)),
+        }
+    }
+
+    /// (read, written) temp pairs where every read of `read` is at the one index `written` is
+    /// stored at: overwriting `read` in place cannot change what the kernel computes.
+    fn in_place_pairs(&self, p: &Program) -> Vec<(BufId, BufId)> {
+        let mut out = Vec::new();
+        if !self.calls.is_empty() {
+            return out;
+        }
+        for (&w, w_idx) in &self.stores {
+            let [index] = w_idx[..] else { continue };
+            if self.loads.contains_key(&w) {
+                continue;
+            }
+            for (&r, r_idx) in &self.loads {
+                let same = r_idx.iter().all(|&i| i == index) && !self.stores.contains_key(&r);
+                let sizes = p.buffer(r).bytes() == p.buffer(w).bytes();
+                if same && sizes {
+                    out.push((r, w));
+                }
+            }
+        }
+        out
+    }
+}
+
+impl MemoryPlan {
+    /// The plan as text: one line per buffer with its offset, size and lifetime, then the
+    /// arena's size and the lower bound.
+    pub fn print(&self, p: &Program) -> String {
+        let mut s = String::new();
+        for (i, b) in p.buffers.iter().enumerate() {
+            let place = match (&b.kind, self.offsets.get(i).copied().flatten()) {
+                (BufferKind::Temp, Some(o)) => format!("arena+{o}"),
+                (BufferKind::Temp, None) => "unused".to_string(),
+                (BufferKind::Input(n), _) => format!("input {n}"),
+                (BufferKind::Output(n), _) => format!("output {n}"),
+                (BufferKind::Const(_), _) => "constant".to_string(),
+            };
+            let life = match self.lifetimes.get(i).copied().flatten() {
+                Some((f, l)) => format!("kernels {f}..={l}"),
+                None => "-".to_string(),
+            };
+            let _ = writeln!(s, "@{i:<4} {place:<16} {:>12} bytes  {life:<20} {}", b.bytes(), b.name);
+        }
+        let _ = writeln!(s, "arena: {} bytes; lower bound (peak live bytes): {} bytes", self.arena_bytes, self.lower_bound);
+        s
+    }
+}

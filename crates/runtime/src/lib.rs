@@ -1,0 +1,46 @@
+//! kiln's runtime library: the functions generated code calls by symbol.
+//!
+//! Every entry point is an `extern "C"` function with a stable, unmangled `kiln_rt_*` name:
+//! scalar math Cranelift has no instruction for ([`math`]), and the compute micro-kernels
+//! ([`gemm`]). The JIT registers [`symbols`] with its module; an object file produced by the
+//! ahead-of-time path links the same names from this crate's static library
+//! (`crate-type = ["rlib", "staticlib"]`).
+//!
+//! **Semantics match the loop-IR interpreter** (`kiln_loops::interp`) bit for bit: the `f32`
+//! math functions compute in `f64` and round once, as the interpreter does, and
+//! [`gemm::kiln_rt_sgemm`] sums each output element over `k` in ascending order without fused
+//! multiply-adds. The one exception is `erf`, which the interpreter evaluates by a different
+//! formula (see [`erf`]).
+//!
+//! ```
+//! let y = kiln_runtime::math::kiln_rt_expf(1.0);
+//! assert_eq!(y, std::f32::consts::E);
+//! assert!(kiln_runtime::symbols().iter().any(|(name, _)| *name == "kiln_rt_sgemm"));
+//! ```
+#![deny(missing_docs)]
+
+pub mod erf;
+pub mod gemm;
+pub mod math;
+
+/// Every runtime symbol with its address, for a JIT to resolve imports without `dlsym`.
+pub fn symbols() -> Vec<(&'static str, *const u8)> {
+    let mut table = math::symbols();
+    table.push(("kiln_rt_sgemm", gemm::kiln_rt_sgemm as *const u8));
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn symbol_names_are_unique_and_prefixed() {
+        let table = super::symbols();
+        let mut names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
+        assert!(names.iter().all(|n| n.starts_with("kiln_rt_")));
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), table.len());
+        // 17 unary functions and pow and fmod, each in f32 and f64, and sgemm.
+        assert_eq!(table.len(), 2 * 19 + 1);
+    }
+}
