@@ -5,12 +5,16 @@
 //! handle, so the dispatcher tries them in turn. Reshape-like ops produce no kernel: their
 //! output aliases the input's buffer (a view).
 
+mod attention;
+mod control;
 mod elementwise;
 mod linalg;
+mod misc;
 mod movement;
 mod nn;
 mod norm;
 mod reduce;
+mod rnn;
 mod view;
 
 use std::collections::HashMap;
@@ -111,7 +115,19 @@ pub struct Lowerer<'g> {
 /// A family's entry point: lowers `node` if it handles its op.
 type Family = fn(&mut Lowerer<'_>, NodeId) -> Result<bool, LowerError>;
 
-const FAMILIES: &[Family] = &[view::lower, elementwise::lower, reduce::lower, norm::lower, linalg::lower, nn::lower, movement::lower];
+const FAMILIES: &[Family] = &[
+    view::lower,
+    elementwise::lower,
+    reduce::lower,
+    norm::lower,
+    linalg::lower,
+    nn::lower,
+    movement::lower,
+    attention::lower,
+    misc::lower,
+    rnn::lower,
+    control::lower,
+];
 
 /// Lowers a whole graph. Every value's shape must be static.
 pub fn lower(g: &Graph) -> Result<Program, LowerError> {
