@@ -353,6 +353,7 @@ impl Machine<'_> {
             (UnOp::Not, Val::Int(t, v)) => Val::Int(t, normalize(t, !v)),
             (UnOp::IsNan, Val::F32(f)) => Val::Bool(f.is_nan()),
             (UnOp::IsNan, Val::F64(f)) => Val::Bool(f.is_nan()),
+            (UnOp::Not, a) => return self.fault(format!("Not of {}", a.ty().name())),
             (op, Val::F32(f)) => Val::F32(float_un(op, f64::from(f)) as f32),
             (op, Val::F64(f)) => Val::F64(float_un(op, f)),
             (op, a) => return self.fault(format!("{op:?} of {}", a.ty().name())),
@@ -478,8 +479,9 @@ fn float_bin(op: BinOp, x: f64, y: f64) -> Option<f64> {
         BinOp::Mul => x * y,
         BinOp::Div => x / y,
         BinOp::Rem => x % y,
-        BinOp::Min => if x.is_nan() || y.is_nan() { f64::NAN } else { x.min(y) },
-        BinOp::Max => if x.is_nan() || y.is_nan() { f64::NAN } else { x.max(y) },
+        // NaN propagates; −0 is below +0, as in generated code.
+        BinOp::Min => if x.is_nan() || y.is_nan() { f64::NAN } else if x == y { if x.is_sign_negative() { x } else { y } } else { x.min(y) },
+        BinOp::Max => if x.is_nan() || y.is_nan() { f64::NAN } else if x == y { if x.is_sign_positive() { x } else { y } } else { x.max(y) },
         _ => return None,
     })
 }
@@ -492,7 +494,7 @@ fn math(f: MathFn, args: &[Val]) -> Result<Val, String> {
         MathFn::Log => x.ln(),
         MathFn::Pow => x.powf(args.get(1).ok_or("pow takes two arguments")?.as_f64()),
         MathFn::Tanh => x.tanh(),
-        MathFn::Erf => erf(x),
+        MathFn::Erf => kiln_runtime::erf::erf(x),
         MathFn::Sin => x.sin(),
         MathFn::Cos => x.cos(),
         MathFn::Tan => x.tan(),
@@ -508,34 +510,4 @@ fn math(f: MathFn, args: &[Val]) -> Result<Val, String> {
         MathFn::Rint => x.round_ties_even(),
     };
     Ok(if is32 { Val::F32(r as f32) } else { Val::F64(r) })
-}
-
-/// erf by the Abramowitz–Stegun 7.1.26-free series/continued-fraction split, accurate to f64
-/// rounding for the oracle's purposes.
-fn erf(x: f64) -> f64 {
-    if x.is_nan() {
-        return x;
-    }
-    let a = x.abs();
-    let r = if a < 2.5 {
-        // Maclaurin series: erf(x) = 2/√π Σ (−1)^n x^(2n+1) / (n! (2n+1)).
-        let mut term = a;
-        let mut sum = a;
-        let x2 = a * a;
-        let mut n = 0.0;
-        while term.abs() > 1e-17 * sum.abs() {
-            n += 1.0;
-            term *= -x2 / n;
-            sum += term / (2.0 * n + 1.0);
-        }
-        sum * std::f64::consts::FRAC_2_SQRT_PI
-    } else {
-        // Continued fraction for erfc, evaluated backwards.
-        let mut f = 0.0;
-        for k in (1..60).rev() {
-            f = (k as f64 / 2.0) / (a + f);
-        }
-        1.0 - (-a * a).exp() / (a + f) / std::f64::consts::PI.sqrt()
-    };
-    if x < 0.0 { -r } else { r }
 }

@@ -19,7 +19,7 @@ mod view;
 
 use std::collections::HashMap;
 
-use kiln_tir::{DType, Graph, Node, NodeId, Tensor, ValueDef, ValueId};
+use kiln_tir::{DType, Graph, Node, NodeId, Region, Tensor, ValueDef, ValueId};
 
 use crate::build::strides;
 use crate::ir::*;
@@ -257,6 +257,23 @@ impl<'g> Lowerer<'g> {
         if let Some(v) = self.node(n).outputs.get(i).copied().flatten() {
             self.bufs.insert(v, input.buf);
         }
+    }
+
+    /// Makes value `v` live in `buf`: how a control-flow op hands a region parameter the
+    /// buffer it fills (an iteration number, a loop-carried state, a scanned slice).
+    pub fn bind(&mut self, v: ValueId, buf: BufId) {
+        self.bufs.insert(v, buf);
+    }
+
+    /// Lowers the nodes of a nested region (its parameters bound first with [`Self::bind`])
+    /// and returns their kernels, taken out of the program for the caller to place: guarded
+    /// by a condition, or spliced into a loop. Results are the buffers of `region.results`.
+    pub fn lower_region(&mut self, region: &Region) -> Result<Vec<Kernel>, LowerError> {
+        let start = self.program.kernels.len();
+        for &n in &region.nodes {
+            self.lower_node(n)?;
+        }
+        Ok(self.program.kernels.split_off(start))
     }
 
     /// A new kernel named after node `n`'s op.

@@ -1,0 +1,187 @@
+//! Placing a lowered region's kernels: guarding them with a condition, splicing them into one
+//! kernel (renumbering their variables), and the buffer copies that move values in and out.
+
+use std::collections::HashSet;
+
+use kiln_tir::ValueId;
+
+use crate::ir::*;
+use crate::lower::{LowerError, Lowerer, Operand};
+
+/// A new intermediate buffer.
+pub(super) fn temp(cx: &mut Lowerer<'_>, name: String, elem: ElemType, len: u64) -> BufId {
+    cx.program.add_buffer(Buffer { name, elem, len, kind: BufferKind::Temp })
+}
+
+/// The static dims and element type of value `v` (a region parameter or result).
+pub(super) fn value_type(cx: &Lowerer<'_>, v: ValueId) -> Result<(Vec<u64>, ElemType), LowerError> {
+    cx.static_type(v)
+}
+
+/// Statements copying `len` elements from `src` at `src_at + e` to `dst` at `dst_at + e`
+/// (both buffers of one element type).
+pub(super) fn copy(k: &mut Kernel, src: BufId, src_at: &Expr, dst: BufId, dst_at: &Expr, len: u64) -> Vec<Stmt> {
+    k.nest(&[len], |_, i| vec![Stmt::Store { buf: dst, index: dst_at.clone() + i[0].clone(), value: Expr::load(src, src_at.clone() + i[0].clone()) }])
+}
+
+/// The statements of `kernels`, in order, as statements of `k`: each kernel's variables are
+/// renumbered past the ones `k` already has.
+pub(super) fn splice(k: &mut Kernel, kernels: Vec<Kernel>) -> Vec<Stmt> {
+    let mut out = Vec::new();
+    for sub in kernels {
+        let base = k.vars.len() as u32;
+        k.vars.extend_from_slice(&sub.vars);
+        let mut body = sub.body;
+        shift_block(&mut body, base);
+        out.extend(body);
+    }
+    out
+}
+
+fn shift_block(stmts: &mut [Stmt], base: u32) {
+    for s in stmts {
+        match s {
+            Stmt::For { var, body, .. } => {
+                var.0 += base;
+                shift_block(body, base);
+            }
+            Stmt::Let(v, e) | Stmt::Local(v, e) | Stmt::Assign(v, e) => {
+                v.0 += base;
+                shift_expr(e, base);
+            }
+            Stmt::Store { index, value, .. } => {
+                shift_expr(index, base);
+                shift_expr(value, base);
+            }
+            Stmt::If { cond, then, otherwise } => {
+                shift_expr(cond, base);
+                shift_block(then, base);
+                shift_block(otherwise, base);
+            }
+            Stmt::Check { cond, .. } => shift_expr(cond, base),
+            Stmt::Call(_, args) => {
+                for a in args {
+                    match a {
+                        Arg::Addr(_, e) | Arg::Value(e) => shift_expr(e, base),
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn shift_expr(e: &mut Expr, base: u32) {
+    match e {
+        Expr::Const(_) => {}
+        Expr::Var(v) => v.0 += base,
+        Expr::Load { index, .. } => shift_expr(index, base),
+        Expr::Unary(_, a) | Expr::Cast(_, _, a) | Expr::Bitcast(_, a) => shift_expr(a, base),
+        Expr::Binary(_, a, b) | Expr::Cmp(_, a, b) => {
+            shift_expr(a, base);
+            shift_expr(b, base);
+        }
+        Expr::Select(c, a, b) => {
+            shift_expr(c, base);
+            shift_expr(a, base);
+            shift_expr(b, base);
+        }
+        Expr::Math(_, args) => args.iter_mut().for_each(|a| shift_expr(a, base)),
+    }
+}
+
+/// Copies each `(source, state)` pair's source into its state buffer, as one simultaneous
+/// assignment: a source that is itself another state (a body result aliasing a parameter,
+/// as in a swap) is staged through a temp first, so every source is read before any state is
+/// written. Pairs whose source already is the state need nothing.
+pub(super) fn update_states(cx: &mut Lowerer<'_>, k: &mut Kernel, pairs: &[(Operand, Operand)]) -> Vec<Stmt> {
+    let targets: HashSet<BufId> = pairs.iter().map(|(_, s)| s.buf).collect();
+    let (mut stage, mut write) = (Vec::new(), Vec::new());
+    let zero = Expr::idx(0);
+    for (src, state) in pairs {
+        if src.buf == state.buf {
+            continue;
+        }
+        let len = state.numel();
+        if targets.contains(&src.buf) {
+            let name = format!("{}_next", cx.program.buffer(state.buf).name);
+            let t = temp(cx, name, state.elem, len);
+            stage.extend(copy(k, src.buf, &zero, t, &zero, len));
+            write.extend(copy(k, t, &zero, state.buf, &zero, len));
+        } else {
+            write.extend(copy(k, src.buf, &zero, state.buf, &zero, len));
+        }
+    }
+    stage.extend(write);
+    stage
+}
+
+/// Ends a kernel whose body repeats: one load of every intermediate the kernel stores into
+/// but never reads. The memory planner lets a kernel write such a buffer in place of one it
+/// reads at the same index and that dies with it, which is sound for one pass over the data
+/// but not when a later iteration reads the older buffer again; a load in the kernel rules
+/// the pairing out.
+pub(super) fn pin_stores(program: &Program, k: &mut Kernel) {
+    let (mut loads, mut stores) = (HashSet::new(), HashSet::new());
+    buffers_block(&k.body, &mut loads, &mut stores);
+    let mut pinned: Vec<BufId> = stores.difference(&loads).copied().collect();
+    pinned.sort();
+    for b in pinned {
+        let buf = program.buffer(b);
+        if buf.kind == BufferKind::Temp && buf.len > 0 {
+            let v = k.var(buf.elem.value_type());
+            k.body.push(Stmt::Let(v, Expr::load(b, Expr::idx(0))));
+        }
+    }
+}
+
+fn buffers_block(stmts: &[Stmt], loads: &mut HashSet<BufId>, stores: &mut HashSet<BufId>) {
+    for s in stmts {
+        match s {
+            Stmt::For { body, .. } => buffers_block(body, loads, stores),
+            Stmt::Let(_, e) | Stmt::Local(_, e) | Stmt::Assign(_, e) | Stmt::Check { cond: e, .. } => buffers_expr(e, loads),
+            Stmt::Store { buf, index, value } => {
+                stores.insert(*buf);
+                buffers_expr(index, loads);
+                buffers_expr(value, loads);
+            }
+            Stmt::If { cond, then, otherwise } => {
+                buffers_expr(cond, loads);
+                buffers_block(then, loads, stores);
+                buffers_block(otherwise, loads, stores);
+            }
+            Stmt::Call(_, args) => {
+                for a in args {
+                    match a {
+                        // A runtime routine may read any buffer it is given.
+                        Arg::Addr(b, e) => {
+                            loads.insert(*b);
+                            buffers_expr(e, loads);
+                        }
+                        Arg::Value(e) => buffers_expr(e, loads),
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn buffers_expr(e: &Expr, loads: &mut HashSet<BufId>) {
+    match e {
+        Expr::Const(_) | Expr::Var(_) => {}
+        Expr::Load { buf, index } => {
+            loads.insert(*buf);
+            buffers_expr(index, loads);
+        }
+        Expr::Unary(_, a) | Expr::Cast(_, _, a) | Expr::Bitcast(_, a) => buffers_expr(a, loads),
+        Expr::Binary(_, a, b) | Expr::Cmp(_, a, b) => {
+            buffers_expr(a, loads);
+            buffers_expr(b, loads);
+        }
+        Expr::Select(c, a, b) => {
+            buffers_expr(c, loads);
+            buffers_expr(a, loads);
+            buffers_expr(b, loads);
+        }
+        Expr::Math(_, args) => args.iter().for_each(|a| buffers_expr(a, loads)),
+    }
+}
