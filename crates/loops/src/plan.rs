@@ -4,7 +4,7 @@
 //! touches it to the last. Buffers whose lifetimes do not overlap may share memory; they are
 //! placed greedily, largest first, at the lowest 64-byte-aligned offset free for the whole
 //! lifetime. A kernel that reads a dying temp only at the positions it writes another temp of
-//! the same size (an elementwise op) writes in place: the two share one slot.
+//! the same size, in a single pass (an elementwise op), writes in place: the two share one slot.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -107,22 +107,42 @@ pub fn plan(p: &Program) -> MemoryPlan {
     MemoryPlan { offsets, lifetimes, arena_bytes: arena, lower_bound }
 }
 
-/// The buffers a kernel touches, with the index expressions of its loads and stores.
+/// The buffers a kernel touches, with the index expressions of its loads and stores and
+/// whether each access is single-pass (its index uses every enclosing loop variable, so no
+/// element is visited twice).
 #[derive(Default)]
 struct Uses<'a> {
-    loads: HashMap<BufId, Vec<&'a Expr>>,
-    stores: HashMap<BufId, Vec<&'a Expr>>,
+    loads: HashMap<BufId, Vec<(&'a Expr, bool)>>,
+    stores: HashMap<BufId, Vec<(&'a Expr, bool)>>,
     calls: Vec<BufId>,
+    loops: Vec<Var>,
+}
+
+fn mentions(e: &Expr, v: Var) -> bool {
+    match e {
+        Expr::Var(x) => *x == v,
+        Expr::Const(_) => false,
+        Expr::Load { index, .. } => mentions(index, v),
+        Expr::Unary(_, a) | Expr::Cast(_, _, a) | Expr::Bitcast(_, a) => mentions(a, v),
+        Expr::Binary(_, a, b) | Expr::Cmp(_, a, b) => mentions(a, v) || mentions(b, v),
+        Expr::Select(c, a, b) => mentions(c, v) || mentions(a, v) || mentions(b, v),
+        Expr::Math(_, args) => args.iter().any(|a| mentions(a, v)),
+    }
 }
 
 impl<'a> Uses<'a> {
     fn block(&mut self, stmts: &'a [Stmt]) {
         for s in stmts {
             match s {
-                Stmt::For { body, .. } => self.block(body),
+                Stmt::For { var, body, .. } => {
+                    self.loops.push(*var);
+                    self.block(body);
+                    self.loops.pop();
+                }
                 Stmt::Let(_, e) | Stmt::Local(_, e) | Stmt::Assign(_, e) => self.expr(e),
                 Stmt::Store { buf, index, value } => {
-                    self.stores.entry(*buf).or_default().push(index);
+                    let single = self.single_pass(index);
+                    self.stores.entry(*buf).or_default().push((index, single));
                     self.expr(index);
                     self.expr(value);
                 }
@@ -151,7 +171,8 @@ impl<'a> Uses<'a> {
         match e {
             Expr::Const(_) | Expr::Var(_) => {}
             Expr::Load { buf, index } => {
-                self.loads.entry(*buf).or_default().push(index);
+                let single = self.single_pass(index);
+                self.loads.entry(*buf).or_default().push((index, single));
                 self.expr(index);
             }
             Expr::Unary(_, a) | Expr::Cast(_, _, a) | Expr::Bitcast(_, a) => self.expr(a),
@@ -168,20 +189,26 @@ impl<'a> Uses<'a> {
         }
     }
 
+    fn single_pass(&self, index: &Expr) -> bool {
+        self.loops.iter().all(|&v| mentions(index, v))
+    }
+
     /// (read, written) temp pairs where every read of `read` is at the one index `written` is
-    /// stored at: overwriting `read` in place cannot change what the kernel computes.
+    /// stored at, in a single pass: overwriting `read` in place cannot change what the kernel
+    /// computes. A loop around the access that its index ignores (a kernel that repeats a
+    /// region's body) reads the same elements again, so it rules the pair out.
     fn in_place_pairs(&self, p: &Program) -> Vec<(BufId, BufId)> {
         let mut out = Vec::new();
         if !self.calls.is_empty() {
             return out;
         }
         for (&w, w_idx) in &self.stores {
-            let [index] = w_idx[..] else { continue };
+            let [(index, true)] = w_idx[..] else { continue };
             if self.loads.contains_key(&w) {
                 continue;
             }
             for (&r, r_idx) in &self.loads {
-                let same = r_idx.iter().all(|&i| i == index) && !self.stores.contains_key(&r);
+                let same = r_idx.iter().all(|&(i, single)| single && i == index) && !self.stores.contains_key(&r);
                 let sizes = p.buffer(r).bytes() == p.buffer(w).bytes();
                 if same && sizes {
                     out.push((r, w));

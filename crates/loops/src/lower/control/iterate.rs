@@ -15,7 +15,7 @@
 
 use kiln_tir::NodeId;
 
-use super::region::{copy, pin_stores, splice, temp, update_states, value_type};
+use super::region::{copy, splice, temp, update_states, value_type};
 use crate::ir::*;
 use crate::lower::{LowerError, Lowerer, Operand};
 
@@ -134,7 +134,6 @@ pub(super) fn lower_loop(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerErr
     let body_stmts = if guarded { vec![Stmt::If { cond: Expr::load(cond.buf, zero), then: step, otherwise: Vec::new() }] } else { step };
     pre.push(Stmt::For { var: i, extent: trips, body: body_stmts });
     k.body = pre;
-    pin_stores(&cx.program, &mut k);
     cx.push(k);
     Ok(())
 }

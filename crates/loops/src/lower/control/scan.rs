@@ -9,7 +9,7 @@
 use kiln_tir::op::Scan;
 use kiln_tir::NodeId;
 
-use super::region::{copy, pin_stores, splice, temp, update_states, value_type};
+use super::region::{copy, splice, temp, update_states, value_type};
 use crate::ir::*;
 use crate::lower::{LowerError, Lowerer, Operand};
 
@@ -149,7 +149,6 @@ pub(super) fn lower_scan(cx: &mut Lowerer<'_>, n: NodeId, a: &Scan) -> Result<()
     step.extend(update_states(cx, &mut k, &pairs));
     pre.push(Stmt::For { var: t, extent: seq, body: step });
     k.body = pre;
-    pin_stores(&cx.program, &mut k);
     cx.push(k);
     Ok(())
 }

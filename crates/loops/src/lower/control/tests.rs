@@ -138,8 +138,8 @@ fn scan_reads_and_writes_along_any_axis_in_either_direction() {
 
 #[test]
 fn a_value_computed_but_unused_in_a_loop_body_keeps_its_own_memory() {
-    // %9 is dead; without `pin_stores` the planner would let it overwrite %3, which every
-    // iteration reads again.
+    // %9 is dead; were it planned in place of %3, every later iteration would read the
+    // overwritten %3 (the planner's single-pass rule prevents it).
     let src = "graph @main(%0: f32[1] \"x\", %1: f32[1] \"s\") -> (f32[1] \"sf\") {
   %2 = const dense<i64[]: [3]>
   %3 = tensor.neg(%0) : f32[1]
