@@ -24,9 +24,6 @@ pub struct CompiledModel {
 /// decide shapes inside the model (empty for most models).
 type Key = (Vec<Vec<u64>>, Vec<(usize, Bytes)>);
 
-/// Integer inputs up to this many elements may be compiled as constants when the model's
-/// shapes depend on their values (a Reshape target, Reduce axes, a TopK k given as inputs).
-const MAX_VALUE_INPUT: u64 = 64;
 
 /// A graph input's name, dtype and (possibly symbolic) shape.
 #[derive(Clone, Debug)]
@@ -103,22 +100,16 @@ impl CompiledModel {
     }
 
     /// The inputs whose values the code compiled for `shapes` depends on: none when every
-    /// shape in the model is static once the input shapes are bound; otherwise the small
-    /// integer inputs, which are then compiled as constants (one specialization per value).
+    /// shape in the model is static once the input shapes are bound; otherwise the inputs that
+    /// look like shape parameters (`infer::shape_deciding_inputs`), which are then compiled as
+    /// constants (one specialization per value).
     fn value_inputs(&self, shapes: &[Vec<u64>]) -> Result<Vec<usize>> {
         let mut memo = self.value_inputs.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(v) = memo.get(shapes) {
             return Ok(v.clone());
         }
         let g = bind_shapes(&self.graph, shapes)?;
-        let all_static = g.values.iter().all(|v| v.ty.known_dims().is_some());
-        let chosen: Vec<usize> = if all_static {
-            Vec::new()
-        } else {
-            (0..self.inputs.len())
-                .filter(|&i| self.inputs[i].dtype.is_int() && shapes[i].iter().product::<u64>() <= MAX_VALUE_INPUT)
-                .collect()
-        };
+        let chosen = kiln_tir::infer::shape_deciding_inputs(&g);
         memo.insert(shapes.to_vec(), chosen.clone());
         Ok(chosen)
     }

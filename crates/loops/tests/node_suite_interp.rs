@@ -51,14 +51,9 @@ fn run_case(case: &Case) -> Outcome {
     };
     // As the compiled-model API does: when shapes depend on small integer inputs, compile
     // with those inputs' values as constants.
-    if g.values.iter().any(|v| v.ty.known_dims().is_none()) {
-        let values: Vec<(usize, Tensor)> = g
-            .inputs()
-            .iter()
-            .enumerate()
-            .filter(|&(i, &v)| g.ty(v).dtype.is_int() && inputs.get(i).is_some_and(|t| t.numel().is_some_and(|n| n <= 64)))
-            .map(|(i, _)| (i, inputs[i].clone()))
-            .collect();
+    let deciding = kiln_tir::infer::shape_deciding_inputs(&g);
+    if !deciding.is_empty() {
+        let values: Vec<(usize, Tensor)> = deciding.into_iter().filter_map(|i| Some((i, inputs.get(i)?.clone()))).collect();
         if kiln_tir::infer::substitute_input_values(&mut g, &values).is_err() {
             return Outcome::Unsupported("binding input values".into());
         }

@@ -259,3 +259,28 @@ pub fn substitute_input_values(g: &mut Graph, values: &[(usize, crate::Tensor)])
     }
     Ok(())
 }
+
+/// Integer inputs up to this many elements may decide shapes.
+const MAX_SHAPE_INPUT: u64 = 64;
+
+/// Graph inputs whose values may decide shapes inside the graph, for binding with
+/// [`bind_input_values`]: empty when every value's shape is already static; otherwise the
+/// inputs that look like shape parameters rather than data — integer tensors of at most 64
+/// elements (shapes, axes, pads, repeats, `k`), and 1-D float tensors of at most 8 elements
+/// (Resize scales). `g`'s input shapes must be bound already.
+pub fn shape_deciding_inputs(g: &Graph) -> Vec<usize> {
+    if g.values.iter().all(|v| v.ty.known_dims().is_some()) {
+        return Vec::new();
+    }
+    g.body
+        .params
+        .iter()
+        .enumerate()
+        .filter(|&(_, &p)| {
+            let ty = g.ty(p);
+            let numel = ty.numel().unwrap_or(u64::MAX);
+            (ty.dtype.is_int() && numel <= MAX_SHAPE_INPUT) || (ty.dtype.is_float() && ty.rank() == 1 && numel <= 8)
+        })
+        .map(|(i, _)| i)
+        .collect()
+}

@@ -48,7 +48,7 @@ use crate::op::Op;
 use crate::tensor::Tensor;
 use crate::types::TensorType;
 
-pub use bind::{bind_input_shapes, bind_input_values, bind_symbols, substitute_input_values};
+pub use bind::{bind_input_shapes, bind_input_values, bind_symbols, shape_deciding_inputs, substitute_input_values};
 pub use walk::infer_graph;
 
 use common::{Cx, set};
