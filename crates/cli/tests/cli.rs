@@ -47,3 +47,41 @@ fn a_truncated_model_is_an_error_not_a_crash() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.starts_with("error: cannot import"), "{err}");
 }
+
+#[test]
+fn run_writes_each_output_as_npy() {
+    let dir = scratch("run-out");
+    let out = kiln().arg("run").arg(tiny()).args(["--random-inputs", "--seed", "3", "--output-dir"]).arg(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bytes = std::fs::read(dir.join("probs.npy")).unwrap();
+    let t = kiln::npy::read(&bytes).unwrap();
+    assert_eq!(t.shape, vec![1, 10]);
+    let sum: f32 = kiln::tensor_to_array::<f32>(&t).unwrap().sum();
+    assert!((sum - 1.0).abs() < 1e-5, "softmax outputs sum to 1, got {sum}");
+    // The same input given as a file gives the same output.
+    let input = dir.join("image.npy");
+    let image = kiln::Tensor::from_f32s(&[1, 1, 16, 16], &[0.25; 256]);
+    std::fs::write(&input, kiln::npy::write(&image).unwrap()).unwrap();
+    let again = kiln().arg("run").arg(tiny()).arg("--input").arg(format!("image={}", input.display())).arg("--output-dir").arg(&dir).output().unwrap();
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    let model = kiln::Model::load(tiny()).unwrap();
+    let want = model.compile(&kiln::CompileOptions::default()).unwrap().run(&[image]).unwrap();
+    assert_eq!(kiln::npy::read(&std::fs::read(dir.join("probs.npy")).unwrap()).unwrap(), want[0]);
+}
+
+#[test]
+fn dump_prints_every_stage() {
+    for (stage, marker) in [("loops", "kernel conv_1"), ("plan", "arena: "), ("clif", "function %kiln_k0_conv_1")] {
+        let out = kiln().arg("dump").arg(tiny()).args(["--bind", "batch=1", "--stage", stage]).output().unwrap();
+        assert!(out.status.success(), "{stage}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8(out.stdout).unwrap().contains(marker), "{stage} output lacks {marker}");
+    }
+}
+
+#[test]
+fn bench_prints_one_line() {
+    let out = kiln().arg("bench").arg(tiny()).args(["--iters", "3"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(line.starts_with("compile_ms=") && line.contains(" median_ms=") && line.contains(" p90_ms="), "{line}");
+}
