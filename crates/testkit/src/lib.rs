@@ -1,8 +1,11 @@
 //! Test support shared by kiln's crates.
 //!
 //! [`node_suite`] finds (and on first use generates, through `scripts/gen-node-suite.sh`) the
-//! ONNX backend node suite pinned to onnx 1.23.2, and lists its cases.
+//! ONNX backend node suite pinned to onnx 1.23.2, and lists its cases; [`filetest`] runs the IR
+//! file tests.
 #![deny(missing_docs)]
+
+pub mod filetest;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
