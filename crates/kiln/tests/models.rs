@@ -4,14 +4,10 @@
 use kiln::{CompileOptions, Model};
 
 fn check(name: &str) {
-    let model = Model::load(kiln_testkit::shared_models().join(format!("{name}.onnx"))).unwrap();
-    let compiled = model.compile(&CompileOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let (inputs, expected) = kiln_testkit::read_model_reference(name).unwrap();
-    let got = compiled.run(&inputs).unwrap_or_else(|e| panic!("{name}: {e}"));
-    assert_eq!(got.len(), expected.len(), "{name}: output count");
-    for (k, (g, w)) in got.iter().zip(&expected).enumerate() {
-        kiln_testkit::compare_within(g, w, 1e-3, 1e-4).unwrap_or_else(|e| panic!("{name} output {k}: {e}"));
-    }
+    kiln_testkit::check_model_against_onnxruntime(name, |g, inputs| {
+        let compiled = Model::from_graph(g.clone()).compile(&CompileOptions::default()).map_err(|e| e.to_string())?;
+        compiled.run(inputs).map_err(|e| e.to_string())
+    });
 }
 
 #[test]

@@ -114,3 +114,15 @@ pub fn read_model_reference(name: &str) -> Result<(Vec<kiln_tir::Tensor>, Vec<ki
     let case = Case { name: name.to_string(), model: shared_models().join(format!("{name}.onnx")), inputs: numbered("input"), outputs: numbered("output") };
     read_case(&case)
 }
+
+/// Runs shared model `name` through `run` on the reference inputs and compares every output
+/// with onnxruntime's at rtol 1e-3, atol 1e-4; panics naming the model and output on a mismatch.
+pub fn check_model_against_onnxruntime(name: &str, run: impl FnOnce(&kiln_tir::Graph, &[kiln_tir::Tensor]) -> Result<Vec<kiln_tir::Tensor>, String>) {
+    let g = kiln_onnx::import::import_path(shared_models().join(format!("{name}.onnx"))).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let (inputs, expected) = read_model_reference(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let got = run(&g, &inputs).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(got.len(), expected.len(), "{name}: output count");
+    for (k, (g, w)) in got.iter().zip(&expected).enumerate() {
+        compare_within(g, w, 1e-3, 1e-4).unwrap_or_else(|e| panic!("{name} output {k}: {e}"));
+    }
+}
