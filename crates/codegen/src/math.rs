@@ -84,6 +84,22 @@ impl Cx<'_, '_> {
         Ok((self.call_value(name, cl_type(t), &vals)?, t))
     }
 
+    /// The runtime's encoding of `f32` value `x` into float8 or float4 storage type `elem`:
+    /// the code in the low bits of an `i32`.
+    pub fn encode_minifloat(&mut self, elem: ElemType, x: Value) -> Result<Value, CodegenError> {
+        let name = match elem {
+            ElemType::F8E4M3FN => "kiln_rt_f32_to_f8e4m3fn",
+            ElemType::F8E4M3FNUZ => "kiln_rt_f32_to_f8e4m3fnuz",
+            ElemType::F8E5M2 => "kiln_rt_f32_to_f8e5m2",
+            ElemType::F8E5M2FNUZ => "kiln_rt_f32_to_f8e5m2fnuz",
+            ElemType::F4E2M1 => "kiln_rt_f32_to_f4e2m1",
+            other => return Err(self.unsupported(format!("stores of {}", other.name()))),
+        };
+        let f = self.runtime(name, &[types::F32], &[types::I32])?;
+        let call = self.b.ins().call(f, &[x]);
+        Ok(self.b.inst_results(call)[0])
+    }
+
     /// A runtime routine called for its effect on buffers.
     pub fn call(&mut self, f: RuntimeFn, args: &[Arg]) -> Result<(), CodegenError> {
         match f {

@@ -4,6 +4,8 @@
 //! checks what generated code assumes: every load and store is in bounds, integer division
 //! has a non-zero divisor. A violation is an error here (a lowering bug), never a panic.
 
+use kiln_runtime::minifloat;
+
 use crate::ir::*;
 
 /// A scalar value at run time. Integers are kept sign- or zero-extended to 64 bits.
@@ -121,6 +123,18 @@ impl Val {
     }
 }
 
+/// The sign-exponent-mantissa format of a float8 or float4 storage type (not e8m0).
+fn minifloat_format(elem: ElemType) -> Option<minifloat::Format> {
+    Some(match elem {
+        ElemType::F8E4M3FN => minifloat::E4M3FN,
+        ElemType::F8E4M3FNUZ => minifloat::E4M3FNUZ,
+        ElemType::F8E5M2 => minifloat::E5M2,
+        ElemType::F8E5M2FNUZ => minifloat::E5M2FNUZ,
+        ElemType::F4E2M1 => minifloat::E2M1,
+        _ => return None,
+    })
+}
+
 fn int_range(t: ScalarType) -> (i64, i64) {
     match t {
         ScalarType::I8 => (i8::MIN.into(), i8::MAX.into()),
@@ -221,29 +235,42 @@ impl Machine<'_> {
         }
     }
 
-    fn slot(&self, buf: BufId, i: i64) -> Result<(usize, ElemType), InterpError> {
+    /// The byte offset of element `i` of `buf`, the bit offset of the element within that
+    /// byte (non-zero only for packed types), and the element type.
+    fn slot(&self, buf: BufId, i: i64) -> Result<(usize, u32, ElemType), InterpError> {
         let Some(b) = self.program.buffers.get(buf.0 as usize) else {
             return self.fault(format!("{buf:?} does not exist"));
         };
         if i < 0 || i as u64 >= b.len {
             return self.fault(format!("index {i} is outside {buf:?} ({} elements, `{}`)", b.len, b.name));
         }
-        Ok((i as usize * b.elem.bytes() as usize, b.elem))
+        let bit = i as u64 * u64::from(b.elem.bits());
+        Ok(((bit / 8) as usize, (bit % 8) as u32, b.elem))
     }
 
     fn load(&self, buf: BufId, i: i64) -> Result<Val, InterpError> {
-        let (at, elem) = self.slot(buf, i)?;
+        let (at, shift, elem) = self.slot(buf, i)?;
         let bytes = &self.memory[buf.0 as usize];
-        let n = elem.bytes() as usize;
+        let n = elem.bits().div_ceil(8) as usize;
         let Some(raw) = bytes.get(at..at + n) else {
             return self.fault(format!("{buf:?} has {} bytes of memory, less than its length", bytes.len()));
         };
         let mut b8 = [0u8; 8];
         b8[..n].copy_from_slice(raw);
-        let u = u64::from_le_bytes(b8);
+        let mut u = u64::from_le_bytes(b8);
+        if elem.is_packed() {
+            u = (u >> shift) & ((1 << elem.bits()) - 1);
+        }
         Ok(match elem {
             ElemType::F16 => Val::F32(half::f16::from_bits(u as u16).to_f32()),
             ElemType::BF16 => Val::F32(half::bf16::from_bits(u as u16).to_f32()),
+            ElemType::F8E8M0 => Val::F32(minifloat::e8m0_decode(u as u8)),
+            ElemType::I4 | ElemType::I2 => {
+                // Sign-extend from the element's width.
+                let shift = 64 - elem.bits();
+                Val::Int(ScalarType::I8, ((u << shift) as i64) >> shift)
+            }
+            ElemType::U4 | ElemType::U2 => Val::Int(ScalarType::U8, u as i64),
             ElemType::Scalar(ScalarType::Bool) => Val::Bool(u != 0),
             ElemType::Scalar(ScalarType::F32) => Val::F32(f32::from_bits(u as u32)),
             ElemType::Scalar(ScalarType::F64) => Val::F64(f64::from_bits(u)),
@@ -253,28 +280,43 @@ impl Machine<'_> {
                 let v = if t.is_signed_int() { ((u << shift) as i64) >> shift } else { u as i64 };
                 Val::Int(t, v)
             }
+            ElemType::F8E4M3FN | ElemType::F8E4M3FNUZ | ElemType::F8E5M2 | ElemType::F8E5M2FNUZ | ElemType::F4E2M1 => match minifloat_format(elem) {
+                Some(f) => Val::F32(f.decode(u as u32)),
+                None => return self.fault(format!("no decoding for {}", elem.name())),
+            },
         })
     }
 
     fn store(&mut self, buf: BufId, i: i64, x: Val) -> Result<(), InterpError> {
-        let (at, elem) = self.slot(buf, i)?;
+        let (at, shift, elem) = self.slot(buf, i)?;
         if x.ty() != elem.value_type() {
             return self.fault(format!("storing a {} into {buf:?} of {}", x.ty().name(), elem.name()));
         }
         let bits: u64 = match (elem, x) {
             (ElemType::F16, Val::F32(f)) => u64::from(half::f16::from_f32(f).to_bits()),
             (ElemType::BF16, Val::F32(f)) => u64::from(half::bf16::from_f32(f).to_bits()),
+            (ElemType::F8E8M0, Val::F32(f)) => u64::from(minifloat::e8m0_encode(f)),
+            (ElemType::F8E4M3FN | ElemType::F8E4M3FNUZ | ElemType::F8E5M2 | ElemType::F8E5M2FNUZ | ElemType::F4E2M1, Val::F32(f)) => match minifloat_format(elem) {
+                Some(m) => u64::from(m.encode(f)),
+                None => return self.fault(format!("no encoding for {}", elem.name())),
+            },
             (_, Val::Bool(b)) => u64::from(b),
             (_, Val::Int(_, v)) => v as u64,
             (_, Val::F32(f)) => u64::from(f.to_bits()),
             (_, Val::F64(f)) => f.to_bits(),
         };
-        let n = elem.bytes() as usize;
+        let n = elem.bits().div_ceil(8) as usize;
         let mem = &mut self.memory[buf.0 as usize];
         if mem.len() < at + n {
             return self.fault(format!("{buf:?} has less memory than its length"));
         }
-        mem[at..at + n].copy_from_slice(&bits.to_le_bytes()[..n]);
+        if elem.is_packed() {
+            // Read-modify-write of the byte holding the element.
+            let mask = ((1u16 << elem.bits()) - 1) as u8;
+            mem[at] = (mem[at] & !(mask << shift)) | ((bits as u8 & mask) << shift);
+        } else {
+            mem[at..at + n].copy_from_slice(&bits.to_le_bytes()[..n]);
+        }
         Ok(())
     }
 

@@ -57,8 +57,30 @@ pub enum ScalarType {
     F64,
 }
 
-/// How elements are stored in a buffer. Half-precision floats are loaded as `f32` values and
-/// rounded to nearest-even when stored.
+/// How elements are stored in a buffer: each storage type is loaded as a value of its
+/// [`value_type`](ElemType::value_type) and converted back when stored.
+///
+/// - Half-precision floats (`f16`, `bf16`) load as `f32` exactly and store rounded to
+///   nearest-even (overflow gives infinity).
+/// - The float8 formats and float4 e2m1 load as `f32` exactly; a store rounds to
+///   nearest-even once and does **not** saturate: a value beyond the largest finite one
+///   becomes infinity where the format has it (e5m2) and NaN where it does not (e4m3fn and
+///   the `fnuz` formats); e2m1, which has neither, saturates to ±6. ONNX's saturating
+///   conversions are a clamp written before the store (see `kiln_runtime::minifloat` for
+///   every special case).
+/// - float8 e8m0 (`2^(e−127)`, `0xff` NaN) loads as `f32` exactly; a store keeps the `f32`'s
+///   exponent field, which is exact for every e8m0 value and rounds others toward the power
+///   of two at or below their magnitude (sign ignored, infinity and NaN give NaN). Other
+///   rounding modes are computed before the store.
+/// - The 4- and 2-bit integers load as `i8` (sign-extended) or `u8`; a store keeps the low
+///   bits of the value (integer narrowing wraps).
+///
+/// Sub-byte types are packed, lowest bits first: element `i` of a 4-bit type is the low
+/// nibble of byte `i / 2` when `i` is even and the high one when it is odd; element `i` of a
+/// 2-bit type is bits `2·(i % 4)..` of byte `i / 4`. A store into a packed buffer is a
+/// read-modify-write of its byte, so two kernels must never write elements sharing a byte
+/// concurrently (kernels run one at a time today; a parallel schedule must split packed
+/// buffers on byte boundaries).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ElemType {
     /// Stored as the scalar type itself.
@@ -67,6 +89,26 @@ pub enum ElemType {
     F16,
     /// bfloat16, computed as `f32`.
     BF16,
+    /// float8 e4m3fn (no infinities, NaN `0x7f`/`0xff`, max 448), computed as `f32`.
+    F8E4M3FN,
+    /// float8 e4m3fnuz (no infinities or −0, NaN `0x80`, max 240), computed as `f32`.
+    F8E4M3FNUZ,
+    /// float8 e5m2 (IEEE-like, max 57344), computed as `f32`.
+    F8E5M2,
+    /// float8 e5m2fnuz (no infinities or −0, NaN `0x80`, max 57344), computed as `f32`.
+    F8E5M2FNUZ,
+    /// float8 e8m0: an unsigned power of two `2^(e−127)`, `0xff` NaN; computed as `f32`.
+    F8E8M0,
+    /// float4 e2m1 (no infinities or NaN, max 6), two per byte; computed as `f32`.
+    F4E2M1,
+    /// Signed 4-bit integers, two per byte; computed as `i8`.
+    I4,
+    /// Unsigned 4-bit integers, two per byte; computed as `u8`.
+    U4,
+    /// Signed 2-bit integers, four per byte; computed as `i8`.
+    I2,
+    /// Unsigned 2-bit integers, four per byte; computed as `u8`.
+    U2,
 }
 
 impl ScalarType {
@@ -109,28 +151,71 @@ impl ScalarType {
 }
 
 impl ElemType {
+    /// Every storage type other than the plain scalars.
+    pub const NARROW: [ElemType; 12] = [
+        ElemType::F16,
+        ElemType::BF16,
+        ElemType::F8E4M3FN,
+        ElemType::F8E4M3FNUZ,
+        ElemType::F8E5M2,
+        ElemType::F8E5M2FNUZ,
+        ElemType::F8E8M0,
+        ElemType::F4E2M1,
+        ElemType::I4,
+        ElemType::U4,
+        ElemType::I2,
+        ElemType::U2,
+    ];
+
     /// The type of a value loaded from such a buffer.
     pub fn value_type(self) -> ScalarType {
         match self {
             ElemType::Scalar(s) => s,
             ElemType::F16 | ElemType::BF16 => ScalarType::F32,
+            ElemType::F8E4M3FN | ElemType::F8E4M3FNUZ | ElemType::F8E5M2 | ElemType::F8E5M2FNUZ | ElemType::F8E8M0 | ElemType::F4E2M1 => ScalarType::F32,
+            ElemType::I4 | ElemType::I2 => ScalarType::I8,
+            ElemType::U4 | ElemType::U2 => ScalarType::U8,
         }
     }
 
-    /// Size of one element in bytes.
-    pub fn bytes(self) -> u32 {
+    /// Size of one element in bits: 2, 4, or a whole number of bytes.
+    pub fn bits(self) -> u32 {
         match self {
-            ElemType::Scalar(s) => s.bytes(),
-            ElemType::F16 | ElemType::BF16 => 2,
+            ElemType::Scalar(s) => 8 * s.bytes(),
+            ElemType::F16 | ElemType::BF16 => 16,
+            ElemType::F8E4M3FN | ElemType::F8E4M3FNUZ | ElemType::F8E5M2 | ElemType::F8E5M2FNUZ | ElemType::F8E8M0 => 8,
+            ElemType::F4E2M1 | ElemType::I4 | ElemType::U4 => 4,
+            ElemType::I2 | ElemType::U2 => 2,
         }
     }
 
-    /// The name in the text form.
+    /// True for the sub-byte types, which share bytes between elements.
+    pub fn is_packed(self) -> bool {
+        self.bits() < 8
+    }
+
+    /// Bytes taken by `len` elements (sub-byte types round up to a whole byte); saturates
+    /// rather than overflowing.
+    pub fn storage_bytes(self, len: u64) -> u64 {
+        len.saturating_mul(u64::from(self.bits())).div_ceil(8)
+    }
+
+    /// The name in the text form (the tensor IR's dtype name).
     pub fn name(self) -> &'static str {
         match self {
             ElemType::Scalar(s) => s.name(),
             ElemType::F16 => "f16",
             ElemType::BF16 => "bf16",
+            ElemType::F8E4M3FN => "f8e4m3fn",
+            ElemType::F8E4M3FNUZ => "f8e4m3fnuz",
+            ElemType::F8E5M2 => "f8e5m2",
+            ElemType::F8E5M2FNUZ => "f8e5m2fnuz",
+            ElemType::F8E8M0 => "f8e8m0",
+            ElemType::F4E2M1 => "f4e2m1",
+            ElemType::I4 => "i4",
+            ElemType::U4 => "u4",
+            ElemType::I2 => "i2",
+            ElemType::U2 => "u2",
         }
     }
 }
@@ -340,7 +425,8 @@ pub enum Stmt {
     Local(Var, Expr),
     /// Assigns a mutable local.
     Assign(Var, Expr),
-    /// Stores `value` at element `index` of `buf` (converted to the buffer's element type).
+    /// Stores `value` at element `index` of `buf`, converted to the buffer's element type as
+    /// [`ElemType`] describes (for packed types, a read-modify-write of the element's byte).
     Store {
         /// The buffer.
         buf: BufId,
@@ -405,9 +491,9 @@ pub struct Buffer {
 }
 
 impl Buffer {
-    /// Size in bytes.
+    /// Size in bytes (sub-byte elements packed, the last byte padded).
     pub fn bytes(&self) -> u64 {
-        self.len * u64::from(self.elem.bytes())
+        self.elem.storage_bytes(self.len)
     }
 }
 

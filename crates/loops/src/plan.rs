@@ -209,7 +209,8 @@ impl<'a> Uses<'a> {
             }
             for (&r, r_idx) in &self.loads {
                 let same = r_idx.iter().all(|&(i, single)| single && i == index) && !self.stores.contains_key(&r);
-                let sizes = p.buffer(r).bytes() == p.buffer(w).bytes();
+                // Equal widths too: with packed types, element `index` of both must share its bits.
+                let sizes = p.buffer(r).bytes() == p.buffer(w).bytes() && p.buffer(r).elem.bits() == p.buffer(w).elem.bits();
                 if same && sizes {
                     out.push((r, w));
                 }

@@ -8,7 +8,8 @@
 //! 1. **Inputs and outputs are numbered densely**: the positions of `Input` buffers are
 //!    `0..n` with each position in exactly one buffer, and likewise for `Output` buffers.
 //! 2. **Constants match their buffer**: a `Const` tensor has the buffer's element type and
-//!    `len` elements, and its bytes, when present, are exactly that many elements.
+//!    `len` elements, and its bytes, when present, are exactly that many elements (sub-byte
+//!    types packed, the last byte padded).
 //! 3. **Kernel names are non-empty and unique** (they become symbol names).
 //!
 //! **Kernels**
@@ -147,10 +148,10 @@ fn check_buffers(p: &Program, errors: &mut Vec<VerifyError>) {
             err(b, format!("constant tensor has {} elements but the buffer has {}", t.numel().map_or("too many".into(), |n| n.to_string()), buf.len));
         }
         match &t.data {
-            kiln_tir::TensorData::Raw(bytes) if Some(bytes.len() as u64) != buf.len.checked_mul(u64::from(buf.elem.bytes())) => {
+            kiln_tir::TensorData::Raw(bytes) if Some(bytes.len() as u64) != buf.len.checked_mul(u64::from(buf.elem.bits())).map(|bits| bits.div_ceil(8)) => {
                 err(
                     b,
-                    format!("constant holds {} bytes but {} elements of {} take {}", bytes.len(), buf.len, buf.elem.name(), buf.len.saturating_mul(u64::from(buf.elem.bytes()))),
+                    format!("constant holds {} bytes but {} elements of {} take {}", bytes.len(), buf.len, buf.elem.name(), buf.elem.storage_bytes(buf.len)),
                 );
             }
             kiln_tir::TensorData::Strings(_) => err(b, "constant holds strings".into()),

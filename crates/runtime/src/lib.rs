@@ -1,10 +1,10 @@
 //! kiln's runtime library: the functions generated code calls by symbol.
 //!
 //! Every entry point is an `extern "C"` function with a stable, unmangled `kiln_rt_*` name:
-//! scalar math Cranelift has no instruction for ([`math`]), and the compute micro-kernels
-//! ([`gemm`]). The JIT registers [`symbols`] with its module; an object file produced by the
-//! ahead-of-time path links the same names from this crate's static library
-//! (`crate-type = ["rlib", "staticlib"]`).
+//! scalar math Cranelift has no instruction for ([`math`]), the compute micro-kernels
+//! ([`gemm`]), and the stores of narrow float formats ([`minifloat`]). The JIT registers
+//! [`symbols`] with its module; an object file produced by the ahead-of-time path links the
+//! same names from this crate's static library (`crate-type = ["rlib", "staticlib"]`).
 //!
 //! **Semantics match the loop-IR interpreter** (`kiln_loops::interp`) bit for bit: the `f32`
 //! math functions compute in `f64` and round once, as the interpreter does, and
@@ -22,11 +22,13 @@
 pub mod erf;
 pub mod gemm;
 pub mod math;
+pub mod minifloat;
 
 /// Every runtime symbol with its address, for a JIT to resolve imports without `dlsym`.
 pub fn symbols() -> Vec<(&'static str, *const u8)> {
     let mut table = math::symbols();
     table.push(("kiln_rt_sgemm", gemm::kiln_rt_sgemm as *const u8));
+    table.extend(minifloat::symbols());
     table
 }
 
@@ -40,7 +42,8 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), table.len());
-        // 17 unary functions and pow and fmod, each in f32 and f64, and sgemm.
-        assert_eq!(table.len(), 2 * 19 + 1);
+        // 17 unary functions and pow and fmod, each in f32 and f64, sgemm, and five
+        // narrow-float encoders.
+        assert_eq!(table.len(), 2 * 19 + 1 + 5);
     }
 }

@@ -8,3 +8,4 @@ mod casts;
 mod control;
 mod harness;
 mod memory;
+mod narrow;

@@ -13,6 +13,7 @@ mod misc;
 mod movement;
 mod nn;
 mod norm;
+mod quant;
 mod reduce;
 mod rnn;
 mod view;
@@ -96,6 +97,16 @@ pub fn elem_type(d: DType) -> Option<ElemType> {
         DType::F64 => ElemType::Scalar(ScalarType::F64),
         DType::F16 => ElemType::F16,
         DType::BF16 => ElemType::BF16,
+        DType::F8E4M3FN => ElemType::F8E4M3FN,
+        DType::F8E4M3FNUZ => ElemType::F8E4M3FNUZ,
+        DType::F8E5M2 => ElemType::F8E5M2,
+        DType::F8E5M2FNUZ => ElemType::F8E5M2FNUZ,
+        DType::F8E8M0 => ElemType::F8E8M0,
+        DType::F4E2M1 => ElemType::F4E2M1,
+        DType::I4 => ElemType::I4,
+        DType::U4 => ElemType::U4,
+        DType::I2 => ElemType::I2,
+        DType::U2 => ElemType::U2,
         _ => return None,
     })
 }
@@ -118,6 +129,7 @@ type Family = fn(&mut Lowerer<'_>, NodeId) -> Result<bool, LowerError>;
 const FAMILIES: &[Family] = &[
     view::lower,
     elementwise::lower,
+    quant::lower,
     reduce::lower,
     norm::lower,
     linalg::lower,

@@ -23,10 +23,12 @@
 //! ```
 //!
 //! - **Buffers** print in [`BufId`](crate::BufId) order as `buffer @N "NAME" : ELEM[LEN]
-//!   KIND`, the kind being `input N`, `output N`, `temp` or `const bytes N`. A constant's
-//!   bytes are not printed; it parses back as a one-dimensional tensor of `LEN` elements with
-//!   [`TensorData::Absent`](kiln_tir::TensorData::Absent), and `N` must be the size the type
-//!   implies.
+//!   KIND`, the kind being `input N`, `output N`, `temp` or `const bytes N`. `ELEM` is a
+//!   scalar type or a storage type (`f16`, `bf16`, `f8e4m3fn`, `f8e4m3fnuz`, `f8e5m2`,
+//!   `f8e5m2fnuz`, `f8e8m0`, `f4e2m1`, `i4`, `u4`, `i2`, `u2`: the tensor IR's names). A
+//!   constant's bytes are not printed; it parses back as a one-dimensional tensor of `LEN`
+//!   elements with [`TensorData::Absent`](kiln_tir::TensorData::Absent), and `N` must be the
+//!   size the type implies (sub-byte types packed, rounded up to whole bytes).
 //! - **Errors** (the messages of [`Stmt::Check`](crate::Stmt::Check)) print in code order as
 //!   `error N "MESSAGE"`.
 //! - **Kernels**: `kernel NAME { STATEMENTS }`; a name that is not an identifier is quoted.

@@ -127,13 +127,10 @@ pub(super) fn scalar_type(name: &str) -> Option<ScalarType> {
     SCALAR_TYPES.into_iter().find(|t| t.name() == name)
 }
 
-/// The element type spelled `name`: a scalar type, `f16` or `bf16`.
+/// The element type spelled `name`: a scalar type or one of [`ElemType::NARROW`] (`f16`,
+/// `f8e4m3fn`, `i4`, ...).
 pub(super) fn elem_type(name: &str) -> Option<ElemType> {
-    match name {
-        "f16" => Some(ElemType::F16),
-        "bf16" => Some(ElemType::BF16),
-        _ => scalar_type(name).map(ElemType::Scalar),
-    }
+    ElemType::NARROW.into_iter().find(|e| e.name() == name).or_else(|| scalar_type(name).map(ElemType::Scalar))
 }
 
 /// A function-style operation of an expression, by its text name.
@@ -178,8 +175,10 @@ mod tests {
         for t in SCALAR_TYPES {
             assert_eq!(scalar_type(t.name()), Some(t));
         }
-        for e in [ElemType::F16, ElemType::BF16, ElemType::Scalar(ScalarType::U16)] {
+        for e in ElemType::NARROW.into_iter().chain([ElemType::Scalar(ScalarType::U16)]) {
             assert_eq!(elem_type(e.name()), Some(e));
+            // The text name is the tensor IR's, so a constant's dtype names its buffer's type.
+            assert_eq!(kiln_tir::DType::from_name(e.name()).map(|d| d.name()), Some(e.name()));
         }
     }
 }

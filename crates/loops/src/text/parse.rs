@@ -238,7 +238,7 @@ impl<'a> Parser<'a> {
             Tok::Ident("const") => {
                 self.bump();
                 self.expect_keyword("bytes")?;
-                let Some(want) = len.checked_mul(u64::from(elem.bytes())) else {
+                let Some(want) = len.checked_mul(u64::from(elem.bits())).map(|bits| bits.div_ceil(8)) else {
                     return self.fail(len_at, "buffer size overflows");
                 };
                 let at = self.start;

@@ -41,8 +41,8 @@ fn buffer(out: &mut String, i: usize, b: &Buffer) {
         BufferKind::Input(n) => write!(out, "input {n}"),
         BufferKind::Output(n) => write!(out, "output {n}"),
         BufferKind::Temp => write!(out, "temp"),
-        BufferKind::Const(_) => match b.len.checked_mul(u64::from(b.elem.bytes())) {
-            Some(bytes) => write!(out, "const bytes {bytes}"),
+        BufferKind::Const(_) => match b.len.checked_mul(u64::from(b.elem.bits())) {
+            Some(bits) => write!(out, "const bytes {}", bits.div_ceil(8)),
             None => write!(out, "const bytes <overflow>"),
         },
     };

@@ -90,6 +90,26 @@ fn const_buffers_parse_without_bytes() {
 }
 
 #[test]
+fn narrow_storage_types_round_trip() {
+    let mut p = Program::default();
+    let mut k = Kernel::new("copy");
+    let i = k.var(ScalarType::I64);
+    for (n, elem) in ElemType::NARROW.into_iter().enumerate() {
+        let dtype = DType::from_name(elem.name()).unwrap_or_else(|| panic!("no dtype named {}", elem.name()));
+        let c = p.add_buffer(Buffer { name: format!("c{n}"), elem, len: 5, kind: BufferKind::Const(Tensor { dtype, shape: vec![5], data: TensorData::Absent }) });
+        let out = p.add_buffer(Buffer { name: format!("y{n}"), elem, len: 5, kind: BufferKind::Output(n) });
+        k.body.push(Stmt::For { var: i, extent: 5, body: vec![Stmt::Store { buf: out, index: i.into(), value: Expr::load(c, i.into()) }] });
+    }
+    p.kernels.push(k);
+    let text = round_trip(&p);
+    // Five elements: 5 bytes of float8, 3 of 4-bit types (packed, padded), 2 of 2-bit ones.
+    for line in ["\"c2\" : f8e4m3fn[5] const bytes 5", "\"c6\" : f8e8m0[5] const bytes 5", "\"c7\" : f4e2m1[5] const bytes 3", "\"c8\" : i4[5] const bytes 3", "\"c11\" : u2[5] const bytes 2"] {
+        assert!(text.contains(line), "{line} in\n{text}");
+    }
+    assert_eq!(error_of("buffer @0 \"x\" : u4[5] const bytes 5"), "line 1, column 35: a `u4[5]` const holds 3 bytes, not 5");
+}
+
+#[test]
 fn empty_program_is_empty_text() {
     assert_eq!(print(&Program::default()), "");
     assert_eq!(parse("  // nothing\n"), Ok(Program::default()));

@@ -105,7 +105,7 @@ impl Num {
             ElemType::Scalar(ScalarType::F32) => return self.bind(k, s, value.cast(ScalarType::F32).cast(self.ty)),
             ElemType::F16 => self.f16,
             ElemType::BF16 => self.bf16,
-            ElemType::Scalar(_) => None,
+            _ => None,
         };
         let Some(buf) = scratch else {
             // `new` was not told about this type (a lowering bug); rounding is skipped rather
@@ -127,7 +127,7 @@ pub(super) fn round_const(elem: ElemType, v: f64) -> f64 {
         ElemType::F16 => half::f16::from_f64(v).to_f64(),
         ElemType::BF16 => half::bf16::from_f32(v as f32).to_f64(),
         ElemType::Scalar(ScalarType::F32) => f64::from(v as f32),
-        ElemType::Scalar(_) => v,
+        _ => v,
     }
 }
 

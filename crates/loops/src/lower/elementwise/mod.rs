@@ -15,7 +15,8 @@
 //! | `cast.rs` | Cast CastLike BitCast |
 //!
 //! Half-precision tensors load as `f32` and round when stored, so f16/bf16 ops compute in `f32`
-//! and round once per op, as numpy does for the ONNX reference outputs.
+//! and round once per op, as numpy does for the ONNX reference outputs. The float8 and float4
+//! formats do the same; the packed 4- and 2-bit integers compute as `i8` or `u8`.
 
 mod activation;
 mod arith;
@@ -23,6 +24,7 @@ mod cast;
 mod logic;
 mod unary;
 
+pub(super) use cast::{convert, round_to_odd_f32, CastOpts};
 use kiln_tir::NodeId;
 
 use super::{LowerError, Lowerer, Operand};
