@@ -4,6 +4,7 @@
 //! checks what generated code assumes: every load and store is in bounds, integer division
 //! has a non-zero divisor. A violation is an error here (a lowering bug), never a panic.
 
+use kiln_runtime::gemm::{Sgemm, Transpose};
 use kiln_runtime::minifloat;
 
 use crate::ir::*;
@@ -320,6 +321,37 @@ impl Machine<'_> {
         Ok(())
     }
 
+    /// `len` consecutive `f32` elements of `buf` from element `start`, bounds- and type-checked.
+    fn f32_span(&self, buf: BufId, start: i64, len: usize) -> Result<Vec<f32>, InterpError> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let (at, _, elem) = self.slot(buf, start)?;
+        self.slot(buf, start.saturating_add(i64::try_from(len - 1).unwrap_or(i64::MAX)))?;
+        if elem != ElemType::Scalar(ScalarType::F32) {
+            return self.fault(format!("sgemm on {buf:?} of {}, not f32", elem.name()));
+        }
+        let Some(bytes) = self.memory[buf.0 as usize].get(at..at + 4 * len) else {
+            return self.fault(format!("{buf:?} has less memory than its length"));
+        };
+        Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
+    }
+
+    /// Stores `xs` into `f32` buffer `buf` from element `start` (checked by [`Self::f32_span`]).
+    fn store_f32_span(&mut self, buf: BufId, start: i64, xs: &[f32]) -> Result<(), InterpError> {
+        if xs.is_empty() {
+            return Ok(());
+        }
+        let (at, _, _) = self.slot(buf, start)?;
+        let Some(bytes) = self.memory[buf.0 as usize].get_mut(at..at + 4 * xs.len()) else {
+            return self.fault(format!("{buf:?} has less memory than its length"));
+        };
+        for (b, x) in bytes.chunks_exact_mut(4).zip(xs) {
+            b.copy_from_slice(&x.to_le_bytes());
+        }
+        Ok(())
+    }
+
     fn expr(&mut self, e: &Expr) -> Result<Val, InterpError> {
         Ok(match e {
             Expr::Const(s) => Val::from_scalar(*s),
@@ -461,22 +493,21 @@ impl Machine<'_> {
                     return self.fault("sgemm takes m, n, k, lda, ldb, ldc, trans_a, trans_b, alpha, beta");
                 };
                 let (ai, bi, ci) = (self.index(ai)?, self.index(bi)?, self.index(ci)?);
-                for i in 0..m {
-                    for j in 0..n {
-                        let mut acc = 0f32;
-                        for p in 0..k {
-                            let av = if ta != 0 { p * lda + i } else { i * lda + p };
-                            let bv = if tb != 0 { j * ldb + p } else { p * ldb + j };
-                            let (Val::F32(x), Val::F32(y)) = (self.load(*a, ai + av)?, self.load(*b, bi + bv)?) else {
-                                return self.fault("sgemm on non-f32 buffers");
-                            };
-                            acc += x * y;
-                        }
-                        let Val::F32(old) = self.load(*c, ci + i * ldc + j)? else { return self.fault("sgemm on non-f32 buffers") };
-                        let out = if beta == 0.0 { alpha * acc } else { alpha * acc + beta * old };
-                        self.store(*c, ci + i * ldc + j, Val::F32(out))?;
-                    }
+                // The runtime's kernel computes the product, so compiled code and the interpreter
+                // agree by construction; the interpreter checks the operands' extents and types.
+                if m <= 0 || n <= 0 {
+                    return Ok(());
                 }
+                if lda < 0 || ldb < 0 || ldc < 0 {
+                    return self.fault(format!("sgemm with a negative leading dimension ({lda}, {ldb}, {ldc})"));
+                }
+                let transpose = |t: i64| if t != 0 { Transpose::Yes } else { Transpose::No };
+                let g = Sgemm { m: m as usize, n: n as usize, k: k.max(0) as usize, lda: lda as usize, ldb: ldb as usize, ldc: ldc as usize, trans_a: transpose(ta), trans_b: transpose(tb), alpha, beta };
+                let a = self.f32_span(*a, ai, g.a_len())?;
+                let b = self.f32_span(*b, bi, g.b_len())?;
+                let mut c_span = self.f32_span(*c, ci, g.c_len())?;
+                g.run(&a, &b, &mut c_span);
+                self.store_f32_span(*c, ci, &c_span)?;
                 Ok(())
             }
         }

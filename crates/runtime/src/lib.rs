@@ -8,9 +8,9 @@
 //!
 //! **Semantics match the loop-IR interpreter** (`kiln_loops::interp`) bit for bit: the `f32`
 //! math functions compute in `f64` and round once, as the interpreter does, and
-//! [`gemm::kiln_rt_sgemm`] sums each output element over `k` in ascending order without fused
-//! multiply-adds. The one exception is `erf`, which the interpreter evaluates by a different
-//! formula (see [`erf`]).
+//! the interpreter's `sgemm` calls [`gemm::Sgemm::run`], the same code as
+//! [`gemm::kiln_rt_sgemm`]. The one exception is `erf`, which the interpreter evaluates by a
+//! different formula (see [`erf`]).
 //!
 //! ```
 //! let y = kiln_runtime::math::kiln_rt_expf(1.0);

@@ -1,0 +1,51 @@
+//! kiln through its public API: `Model::load`, `compile`, `CompiledModel::run`.
+//!
+//! kiln has no intra-op threads yet, so `threads` is ignored: every run uses the calling thread.
+
+use anyhow::{bail, Result};
+use kiln::{CompileOptions, CompiledModel, DType, Model, Tensor, TensorData};
+
+use super::{Engine, Setup};
+use crate::inputs::ElemType;
+
+pub struct KilnEngine {
+    compiled: CompiledModel,
+    inputs: Vec<Tensor>,
+}
+
+impl KilnEngine {
+    pub fn load(setup: &Setup) -> Result<KilnEngine> {
+        let model = Model::load(setup.model)?;
+        let compiled = model.compile(&CompileOptions::default())?;
+        let inputs = setup
+            .specs
+            .iter()
+            .zip(setup.data)
+            .map(|(spec, data)| {
+                let dtype = match spec.elem {
+                    ElemType::F32 => DType::F32,
+                    ElemType::I64 => DType::I64,
+                    ElemType::I32 => DType::I32,
+                };
+                Tensor { dtype, shape: spec.shape.clone(), data: TensorData::Raw(data.to_le_bytes().into()) }
+            })
+            .collect();
+        Ok(KilnEngine { compiled, inputs })
+    }
+}
+
+impl Engine for KilnEngine {
+    fn run(&mut self) -> Result<()> {
+        self.compiled.run(&self.inputs)?;
+        Ok(())
+    }
+
+    fn first_output(&mut self) -> Result<Vec<f32>> {
+        let outputs = self.compiled.run(&self.inputs)?;
+        let Some(first) = outputs.first() else { bail!("the model has no outputs") };
+        match (first.dtype, first.raw()) {
+            (DType::F32, Some(raw)) => Ok(raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect()),
+            (dtype, _) => bail!("first output is {dtype}, not f32"),
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! AVX2 with FMA: 8-lane vectors, a 6 × 16 tile (12 of the 16 vector registers accumulate; two
+//! hold a step of the `B` panel, one the broadcast `A` value).
+
+use std::arch::x86_64::*;
+
+use super::blocked::{self, Blocking, Kernel, Problem};
+use super::gemv;
+use super::kernel::{self, Out, Update};
+use super::pack::{self, View};
+use super::simd::Simd;
+
+/// The AVX2 + FMA vector operations.
+#[derive(Clone, Copy)]
+pub(crate) struct Avx2;
+
+impl Simd for Avx2 {
+    type V = __m256;
+    const LANES: usize = 8;
+
+    #[inline(always)]
+    unsafe fn zero() -> __m256 {
+        // SAFETY: the caller enables avx2 and fma.
+        unsafe { _mm256_setzero_ps() }
+    }
+
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> __m256 {
+        // SAFETY: as above.
+        unsafe { _mm256_set1_ps(x) }
+    }
+
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> __m256 {
+        // SAFETY: as above; 8 readable floats at `p`.
+        unsafe { _mm256_loadu_ps(p) }
+    }
+
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: __m256) {
+        // SAFETY: as above; 8 writable floats at `p`.
+        unsafe { _mm256_storeu_ps(p, v) }
+    }
+
+    #[inline(always)]
+    unsafe fn mul_add(a: __m256, b: __m256, c: __m256) -> __m256 {
+        // SAFETY: as above.
+        unsafe { _mm256_fmadd_ps(a, b, c) }
+    }
+
+    #[inline(always)]
+    unsafe fn mul(a: __m256, b: __m256) -> __m256 {
+        // SAFETY: as above.
+        unsafe { _mm256_mul_ps(a, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn sum(v: __m256) -> f32 {
+        // SAFETY: as above.
+        unsafe {
+            let x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+            let x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+            _mm_cvtss_f32(_mm_add_ss(x, _mm_shuffle_ps(x, x, 1)))
+        }
+    }
+}
+
+/// Rows of the tile.
+const MR: usize = 6;
+/// Vectors per tile row.
+const NV: usize = 2;
+
+/// The 6 × 16 kernel.
+pub(crate) struct Tile6x16;
+
+impl Kernel for Tile6x16 {
+    const MR: usize = MR;
+    const NR: usize = NV * 8;
+    const A_IN_PLACE: bool = true;
+
+    #[inline(always)]
+    unsafe fn pack_a(dst: *mut f32, src: View, lanes: usize, kc: usize) {
+        // SAFETY: by the caller's contract.
+        unsafe { pack::panel::<MR>(dst, src, lanes, kc) }
+    }
+
+    #[inline(always)]
+    unsafe fn pack_b(dst: *mut f32, src: View, lanes: usize, kc: usize) {
+        // SAFETY: by the caller's contract.
+        unsafe { pack::block::<{ NV * 8 }>(dst, src, lanes, kc, |d, s, l, k| pack::panel_avx::<{ NV * 8 }>(d, s, l, k)) }
+    }
+
+    #[inline(always)]
+    unsafe fn tile(kc: usize, a: View, b: *const f32, c: Out, up: Update, mr: usize, nr: usize) {
+        // SAFETY: by the caller's contract; an edge tile runs the smallest kernel covering it.
+        unsafe {
+            match (mr, nr.div_ceil(8)) {
+                (1, 1) => one::<1, 1>(kc, a, b, c, up, mr, nr),
+                (2, 1) => one::<2, 1>(kc, a, b, c, up, mr, nr),
+                (3, 1) => one::<3, 1>(kc, a, b, c, up, mr, nr),
+                (4, 1) => one::<4, 1>(kc, a, b, c, up, mr, nr),
+                (5, 1) => one::<5, 1>(kc, a, b, c, up, mr, nr),
+                (_, 1) => one::<MR, 1>(kc, a, b, c, up, mr, nr),
+                (1, _) => one::<1, NV>(kc, a, b, c, up, mr, nr),
+                (2, _) => one::<2, NV>(kc, a, b, c, up, mr, nr),
+                (3, _) => one::<3, NV>(kc, a, b, c, up, mr, nr),
+                (4, _) => one::<4, NV>(kc, a, b, c, up, mr, nr),
+                (5, _) => one::<5, NV>(kc, a, b, c, up, mr, nr),
+                _ => one::<MR, NV>(kc, a, b, c, up, mr, nr),
+            }
+        }
+    }
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn one<const M: usize, const V: usize>(kc: usize, a: View, b: *const f32, c: Out, up: Update, mr: usize, nr: usize) {
+    // SAFETY: by the caller's contract.
+    unsafe {
+        let packed = View { ptr: a.ptr, lane_stride: 1, step_stride: MR as isize };
+        let acc = if a.lane_stride == packed.lane_stride && a.step_stride == packed.step_stride {
+            // The packed layout, with constant strides.
+            kernel::accumulate::<Avx2, M, V>(kc, packed, b, NV * 8)
+        } else {
+            kernel::accumulate::<Avx2, M, V>(kc, a, b, NV * 8)
+        };
+        kernel::store::<Avx2, M, V>(&acc, c, up, mr, nr);
+    }
+}
+
+/// The blocked product with the 6 × 16 kernel.
+///
+/// # Safety
+///
+/// As [`blocked::run`]; the CPU has AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn gemm(pr: &Problem, bl: Blocking, scratch: &mut [f32]) {
+    // SAFETY: by the caller's contract.
+    unsafe { blocked::run::<Tile6x16>(pr, bl, scratch) }
+}
+
+/// The matrix–vector product.
+///
+/// # Safety
+///
+/// As [`gemv::run`]; the CPU has AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn gemv(g: &gemv::Gemv, scratch: &mut [f32]) {
+    // SAFETY: by the caller's contract.
+    unsafe { gemv::run::<Avx2>(g, scratch) }
+}

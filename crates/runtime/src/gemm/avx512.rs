@@ -1,0 +1,155 @@
+//! AVX-512F: 16-lane vectors, an 8 × 48 tile (24 of the 32 vector registers accumulate; three
+//! hold a step of the `B` panel; the `A` values are broadcast from memory into the FMAs).
+
+use std::arch::x86_64::*;
+
+use super::blocked::{self, Blocking, Kernel, Problem};
+use super::kernel::{self, Out, Update};
+use super::pack::{self, View};
+use super::simd::Simd;
+use super::gemv;
+
+/// The AVX-512F vector operations.
+#[derive(Clone, Copy)]
+pub(crate) struct Avx512;
+
+impl Simd for Avx512 {
+    type V = __m512;
+    const LANES: usize = 16;
+
+    #[inline(always)]
+    unsafe fn zero() -> __m512 {
+        // SAFETY: the caller enables avx512f.
+        unsafe { _mm512_setzero_ps() }
+    }
+
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> __m512 {
+        // SAFETY: as above.
+        unsafe { _mm512_set1_ps(x) }
+    }
+
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> __m512 {
+        // SAFETY: as above; 16 readable floats at `p`.
+        unsafe { _mm512_loadu_ps(p) }
+    }
+
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: __m512) {
+        // SAFETY: as above; 16 writable floats at `p`.
+        unsafe { _mm512_storeu_ps(p, v) }
+    }
+
+    #[inline(always)]
+    unsafe fn mul_add(a: __m512, b: __m512, c: __m512) -> __m512 {
+        // SAFETY: as above.
+        unsafe { _mm512_fmadd_ps(a, b, c) }
+    }
+
+    #[inline(always)]
+    unsafe fn mul(a: __m512, b: __m512) -> __m512 {
+        // SAFETY: as above.
+        unsafe { _mm512_mul_ps(a, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn sum(v: __m512) -> f32 {
+        // SAFETY: as above.
+        unsafe { _mm512_reduce_add_ps(v) }
+    }
+}
+
+/// Rows of the tile.
+const MR: usize = 8;
+/// Vectors per tile row.
+const NV: usize = 3;
+
+/// The 8 × 48 kernel.
+pub(crate) struct Tile8x48;
+
+impl Kernel for Tile8x48 {
+    const MR: usize = MR;
+    const NR: usize = NV * 16;
+    const A_IN_PLACE: bool = true;
+
+    #[inline(always)]
+    unsafe fn pack_a(dst: *mut f32, src: View, lanes: usize, kc: usize) {
+        // SAFETY: by the caller's contract.
+        unsafe { pack::panel_avx::<MR>(dst, src, lanes, kc) }
+    }
+
+    #[inline(always)]
+    unsafe fn pack_b(dst: *mut f32, src: View, lanes: usize, kc: usize) {
+        // SAFETY: by the caller's contract.
+        unsafe { pack::block::<{ NV * 16 }>(dst, src, lanes, kc, |d, s, l, k| pack::panel_avx::<{ NV * 16 }>(d, s, l, k)) }
+    }
+
+    #[inline(always)]
+    unsafe fn tile(kc: usize, a: View, b: *const f32, c: Out, up: Update, mr: usize, nr: usize) {
+        // SAFETY: by the caller's contract; an edge tile runs the smallest kernel covering it.
+        unsafe {
+            match nr.div_ceil(16) {
+                1 => rows::<1>(kc, a, b, c, up, mr, nr),
+                2 => rows::<2>(kc, a, b, c, up, mr, nr),
+                _ => rows::<NV>(kc, a, b, c, up, mr, nr),
+            }
+        }
+    }
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn rows<const V: usize>(kc: usize, a: View, b: *const f32, c: Out, up: Update, mr: usize, nr: usize) {
+    // SAFETY: by the caller's contract.
+    unsafe {
+        match mr {
+            1 => one::<1, V>(kc, a, b, c, up, mr, nr),
+            2 => one::<2, V>(kc, a, b, c, up, mr, nr),
+            3 => one::<3, V>(kc, a, b, c, up, mr, nr),
+            4 => one::<4, V>(kc, a, b, c, up, mr, nr),
+            5 => one::<5, V>(kc, a, b, c, up, mr, nr),
+            6 => one::<6, V>(kc, a, b, c, up, mr, nr),
+            7 => one::<7, V>(kc, a, b, c, up, mr, nr),
+            _ => one::<MR, V>(kc, a, b, c, up, mr, nr),
+        }
+    }
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn one<const M: usize, const V: usize>(kc: usize, a: View, b: *const f32, c: Out, up: Update, mr: usize, nr: usize) {
+    // SAFETY: by the caller's contract.
+    unsafe {
+        let packed = View { ptr: a.ptr, lane_stride: 1, step_stride: MR as isize };
+        let acc = if a.lane_stride == packed.lane_stride && a.step_stride == packed.step_stride {
+            // The packed layout, with constant strides.
+            kernel::accumulate::<Avx512, M, V>(kc, packed, b, NV * 16)
+        } else {
+            kernel::accumulate::<Avx512, M, V>(kc, a, b, NV * 16)
+        };
+        kernel::store::<Avx512, M, V>(&acc, c, up, mr, nr);
+    }
+}
+
+/// The blocked product with the 8 × 48 kernel.
+///
+/// # Safety
+///
+/// As [`blocked::run`]; the CPU has AVX-512F.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(crate) unsafe fn gemm(pr: &Problem, bl: Blocking, scratch: &mut [f32]) {
+    // SAFETY: by the caller's contract.
+    unsafe { blocked::run::<Tile8x48>(pr, bl, scratch) }
+}
+
+/// The matrix–vector product.
+///
+/// # Safety
+///
+/// As [`gemv::run`]; the CPU has AVX-512F.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(crate) unsafe fn gemv(g: &gemv::Gemv, scratch: &mut [f32]) {
+    // SAFETY: by the caller's contract.
+    unsafe { gemv::run::<Avx512>(g, scratch) }
+}

@@ -1,0 +1,117 @@
+//! The cache-blocked driver (the GotoBLAS/BLIS loop nest) around a micro-kernel.
+//!
+//! ```text
+//! for jc in n step NC                      C columns; B block = KC × NC, packed, L2-resident
+//!   for pc in k step KC                    k blocks in ascending order; beta applies to the first
+//!     pack B[pc.., jc..] into NR-wide panels (row by row when B's rows are contiguous)
+//!     for ir in m step MR                  MR rows of A: in place, or packed into one L1 panel ...
+//!       for jr in nc step NR               ... against every B panel of the block
+//!         C[ir.., jc+jr..] (+)= A · Bp     the micro-kernel
+//! ```
+//!
+//! BLIS keeps a `B` panel in L1 and streams `A` panels from an L2-resident `MC × KC` block; with
+//! a 48-column tile a `B` panel of useful depth does not fit a 32 KiB L1, so here the small set of
+//! `A` rows stays in L1 and the `B` panels stream from L2. There is no `A` block: rows of `A`
+//! contiguous along `k` are read in place (`MR` sequential streams, which also spares transposing
+//! them), and others are packed into one panel right before use. Each element of `C` is summed
+//! over `k` in ascending order: within a k block in registers, across k blocks through `C`.
+
+use super::kernel::{Out, Update};
+use super::pack::View;
+
+/// Cache-block sizes, in elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Blocking {
+    /// Depth of a packed block (`KC`).
+    pub kc: usize,
+    /// Columns of `B` per packed block (`NC`).
+    pub nc: usize,
+}
+
+/// A micro-kernel with its panel shapes and the packing that feeds it.
+pub(crate) trait Kernel {
+    /// Rows of a tile (lanes of an `A` panel).
+    const MR: usize;
+    /// Columns of a tile (lanes of a `B` panel).
+    const NR: usize;
+    /// Packs `lanes ≤ MR` rows × `kc` of `op(A)` into an `A` panel of `kc·MR` floats.
+    unsafe fn pack_a(dst: *mut f32, src: View, lanes: usize, kc: usize);
+    /// Packs `lanes` columns × `kc` of `op(B)` into `⌈lanes/NR⌉` consecutive `B` panels of
+    /// `kc·NR` floats.
+    unsafe fn pack_b(dst: *mut f32, src: View, lanes: usize, kc: usize);
+    /// Whether [`tile`](Self::tile) takes `A` rows in place (step stride 1, exactly `mr` rows
+    /// read) besides packed panels.
+    const A_IN_PLACE: bool;
+    /// `C[0..mr, 0..nr] = alpha·A·Bp + beta·C` from `mr` rows of `A` (a packed panel, or rows in
+    /// place) and one `B` panel, both of depth `kc`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile(kc: usize, a: View, b: *const f32, c: Out, up: Update, mr: usize, nr: usize);
+}
+
+/// One product, with its operands as strided views.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Problem {
+    /// Rows of `C`.
+    pub m: usize,
+    /// Columns of `C`.
+    pub n: usize,
+    /// The summed dimension.
+    pub k: usize,
+    /// `op(A)`: lanes are rows `i`, steps are `p`.
+    pub a: View,
+    /// `op(B)`: lanes are columns `j`, steps are `p`.
+    pub b: View,
+    /// `C`.
+    pub c: Out,
+    /// `alpha` and `beta`.
+    pub up: Update,
+}
+
+/// Floats of scratch the blocked product needs (with room to align it to 64 bytes).
+pub(crate) fn scratch_len<K: Kernel>(pr: &Problem, bl: Blocking) -> usize {
+    bl.kc.min(pr.k) * (bl.nc.min(pr.n).next_multiple_of(K::NR) + K::MR) + 16
+}
+
+/// Computes `pr` with kernel `K`, packing into `scratch` (at least [`scratch_len`] floats).
+///
+/// # Safety
+///
+/// `pr` addresses only live memory (`m, n, k > 0`); the caller enables `K`'s instruction set.
+#[inline(always)]
+pub(crate) unsafe fn run<K: Kernel>(pr: &Problem, bl: Blocking, scratch: &mut [f32]) {
+    debug_assert!(pr.m > 0 && pr.n > 0 && pr.k > 0 && scratch.len() >= scratch_len::<K>(pr, bl));
+    // Blocks of equal size (in whole panels), so no block is a sliver.
+    let nc_max = pr.n.div_ceil(pr.n.div_ceil(bl.nc)).next_multiple_of(K::NR);
+    let base = scratch.as_mut_ptr();
+    // SAFETY: scratch_len leaves 16 floats for this.
+    let bp = unsafe { base.add(base.align_offset(64)) };
+    // SAFETY: the rest is inside `scratch` by scratch_len (nc_max ≤ bl.nc rounded to panels), and
+    // `pr` by the caller's contract.
+    unsafe {
+        let ap = bp.add(bl.kc.min(pr.k) * nc_max);
+        for jc in (0..pr.n).step_by(nc_max) {
+            let nc = nc_max.min(pr.n - jc);
+            for pc in (0..pr.k).step_by(bl.kc) {
+                let kc = bl.kc.min(pr.k - pc);
+                let up = if pc == 0 { pr.up } else { Update { beta: 1.0, ..pr.up } };
+                K::pack_b(bp, pr.b.at(jc, pc), nc, kc);
+                for ir in (0..pr.m).step_by(K::MR) {
+                    let mr = K::MR.min(pr.m - ir);
+                    let a = if K::A_IN_PLACE && pr.a.step_stride == 1 {
+                        // Rows of A contiguous along k are read in place: MR sequential streams.
+                        pr.a.at(ir, pc)
+                    } else {
+                        // Packed right before use, the A panel is in L1 for the whole sweep.
+                        K::pack_a(ap, pr.a.at(ir, pc), mr, kc);
+                        View { ptr: ap, lane_stride: 1, step_stride: K::MR as isize }
+                    };
+                    for (tb, jr) in (0..nc).step_by(K::NR).enumerate() {
+                        let c = Out { ptr: pr.c.ptr.offset(ir as isize * pr.c.rs).add(jc + jr), ..pr.c };
+                        K::tile(kc, a, bp.add(tb * kc * K::NR), c, up, mr, K::NR.min(nc - jr));
+                    }
+                }
+            }
+        }
+    }
+}
+

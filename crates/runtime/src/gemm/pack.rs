@@ -1,0 +1,200 @@
+//! Packing: copying a block of `op(A)` or `op(B)` into the contiguous panels the micro-kernel
+//! streams, zero-padded to whole panels.
+//!
+//! A panel is `W` lanes wide (the kernel's `MR` rows of `A`, or its `NR` columns of `B`) and
+//! `kc` steps deep, stored step-major: `dst[p·W + lane]`. The source is any strided view, so
+//! transposition is only a choice of strides; the two common layouts have fast paths (lanes
+//! contiguous: a row copy per step; steps contiguous: a transpose through small blocks). Sources
+//! are read unaligned; the panels (in the scratch space) are 64-byte aligned.
+
+/// A strided view of a matrix: element `(lane, step)` is at `ptr + lane·lane_stride + step·step_stride`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct View {
+    /// Element `(0, 0)`.
+    pub ptr: *const f32,
+    /// Distance between neighbouring lanes, in elements.
+    pub lane_stride: isize,
+    /// Distance between neighbouring steps, in elements.
+    pub step_stride: isize,
+}
+
+impl View {
+    /// The view moved by `lanes` lanes and `steps` steps.
+    ///
+    /// # Safety
+    ///
+    /// The result points inside (or one past) the same allocation.
+    #[inline(always)]
+    pub unsafe fn at(self, lanes: usize, steps: usize) -> View {
+        // SAFETY: by the caller's contract.
+        let ptr = unsafe { self.ptr.offset(lanes as isize * self.lane_stride + steps as isize * self.step_stride) };
+        View { ptr, ..self }
+    }
+}
+
+/// Packs `lanes ≤ W` lanes × `kc` steps of `src` into `dst[kc·W]`, zeroing lanes `lanes..W`.
+///
+/// # Safety
+///
+/// Every element `(lane < lanes, step < kc)` of `src` is readable; `dst` has `kc·W` writable floats.
+#[inline(always)]
+pub(crate) unsafe fn panel<const W: usize>(dst: *mut f32, src: View, lanes: usize, kc: usize) {
+    // SAFETY: by the caller's contract.
+    unsafe {
+        if src.lane_stride == 1 {
+            // Each step's lanes are contiguous: a row copy.
+            for p in 0..kc {
+                let from = src.ptr.offset(p as isize * src.step_stride);
+                let to = dst.add(p * W);
+                // As bytes: the source may not be 4-byte aligned. A whole panel row is a copy
+                // of constant size, which compiles to a few vector moves.
+                if lanes == W {
+                    std::ptr::copy_nonoverlapping(from.cast::<u8>(), to.cast::<u8>(), 4 * W);
+                } else {
+                    std::ptr::copy_nonoverlapping(from.cast::<u8>(), to.cast::<u8>(), 4 * lanes);
+                    std::ptr::write_bytes(to.add(lanes), 0, W - lanes);
+                }
+            }
+        } else if src.step_stride == 1 {
+            // Each lane's steps are contiguous: transpose 8 steps at a time, so every source
+            // row is read in runs of 32 bytes.
+            const B: usize = 8;
+            let mut p = 0;
+            while p + B <= kc {
+                for r in 0..lanes {
+                    let from = src.ptr.offset(r as isize * src.lane_stride).add(p);
+                    let run = from.cast::<[f32; B]>().read_unaligned();
+                    for (q, &x) in run.iter().enumerate() {
+                        *dst.add((p + q) * W + r) = x;
+                    }
+                }
+                for q in 0..B {
+                    std::ptr::write_bytes(dst.add((p + q) * W + lanes), 0, W - lanes);
+                }
+                p += B;
+            }
+            for p in p..kc {
+                for r in 0..W {
+                    *dst.add(p * W + r) = if r < lanes { src.ptr.offset(r as isize * src.lane_stride).add(p).read_unaligned() } else { 0.0 };
+                }
+            }
+        } else {
+            for p in 0..kc {
+                for r in 0..W {
+                    *dst.add(p * W + r) = if r < lanes { src.ptr.offset(r as isize * src.lane_stride + p as isize * src.step_stride).read_unaligned() } else { 0.0 };
+                }
+            }
+        }
+    }
+}
+
+/// [`panel`] with the transposing case (steps contiguous) done by 8 × 8 AVX transposes: each
+/// group of 8 lanes is read as 8 rows of 8 steps and written as 8 panel rows. Other layouts, and
+/// lanes past the last whole group, take [`panel`]'s paths.
+///
+/// # Safety
+///
+/// As [`panel`]; `W` is a multiple of 8; the caller enables AVX.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn panel_avx<const W: usize>(dst: *mut f32, src: View, lanes: usize, kc: usize) {
+    use std::arch::x86_64::*;
+    if src.step_stride != 1 || src.lane_stride == 1 || lanes < 8 {
+        // SAFETY: by the caller's contract.
+        return unsafe { panel::<W>(dst, src, lanes, kc) };
+    }
+    // SAFETY: by the caller's contract: every (lane < lanes, step < kc) is readable, dst holds kc·W.
+    unsafe {
+        let groups = lanes / 8;
+        let k8 = kc / 8 * 8;
+        for g in 0..groups {
+            let rows: [*const f32; 8] = std::array::from_fn(|r| src.ptr.offset((8 * g + r) as isize * src.lane_stride));
+            let mut p = 0;
+            while p < k8 {
+                if p % 16 == 0 {
+                    // The rows stream from L3 or memory (weights): ask for them 512 bytes ahead.
+                    for &row in &rows {
+                        _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(p + 128).cast());
+                    }
+                }
+                let r: [__m256; 8] = std::array::from_fn(|i| _mm256_loadu_ps(rows[i].add(p)));
+                let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+                let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+                let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+                let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+                let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+                let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+                let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+                let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+                let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+                let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+                let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+                let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+                let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+                let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+                let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+                let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+                let out = [
+                    _mm256_permute2f128_ps::<0x20>(u0, u4),
+                    _mm256_permute2f128_ps::<0x20>(u1, u5),
+                    _mm256_permute2f128_ps::<0x20>(u2, u6),
+                    _mm256_permute2f128_ps::<0x20>(u3, u7),
+                    _mm256_permute2f128_ps::<0x31>(u0, u4),
+                    _mm256_permute2f128_ps::<0x31>(u1, u5),
+                    _mm256_permute2f128_ps::<0x31>(u2, u6),
+                    _mm256_permute2f128_ps::<0x31>(u3, u7),
+                ];
+                for (q, &v) in out.iter().enumerate() {
+                    _mm256_storeu_ps(dst.add((p + q) * W + 8 * g), v);
+                }
+                p += 8;
+            }
+            for p in k8..kc {
+                for (r, &row) in rows.iter().enumerate() {
+                    *dst.add(p * W + 8 * g + r) = row.add(p).read_unaligned();
+                }
+            }
+        }
+        // The lanes past the whole groups, and the zero padding.
+        for p in 0..kc {
+            for r in 8 * groups..W {
+                *dst.add(p * W + r) = if r < lanes { src.ptr.offset(r as isize * src.lane_stride).add(p).read_unaligned() } else { 0.0 };
+            }
+        }
+    }
+}
+
+/// Packs `lanes` lanes × `kc` steps of `src` into consecutive panels of `W` lanes (`kc·W` floats
+/// each; the last zero-padded), with `one_panel` for each panel. When lanes are contiguous the
+/// block is copied step by step across all panels instead, so the source is read in long
+/// sequential runs (a panel at a time would read `kc` short runs a row stride apart, which the
+/// hardware prefetcher follows poorly).
+///
+/// # Safety
+///
+/// As [`panel`], for `lanes` lanes; `dst` holds `⌈lanes/W⌉·kc·W` floats.
+#[inline(always)]
+pub(crate) unsafe fn block<const W: usize>(dst: *mut f32, src: View, lanes: usize, kc: usize, one_panel: impl Fn(*mut f32, View, usize, usize)) {
+    // SAFETY: by the caller's contract.
+    unsafe {
+        if src.lane_stride != 1 || lanes <= W {
+            for (t, j) in (0..lanes).step_by(W).enumerate() {
+                one_panel(dst.add(t * kc * W), src.at(j, 0), W.min(lanes - j), kc);
+            }
+            return;
+        }
+        let full = lanes / W;
+        let rest = lanes - full * W;
+        for p in 0..kc {
+            let from = src.ptr.offset(p as isize * src.step_stride).cast::<u8>();
+            for t in 0..full {
+                std::ptr::copy_nonoverlapping(from.add(4 * t * W), dst.add((t * kc + p) * W).cast::<u8>(), 4 * W);
+            }
+            if rest > 0 {
+                let to = dst.add((full * kc + p) * W);
+                std::ptr::copy_nonoverlapping(from.add(4 * full * W), to.cast::<u8>(), 4 * rest);
+                std::ptr::write_bytes(to.add(rest), 0, W - rest);
+            }
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! The portable kernel: a 4 × 16 tile of plain Rust, vectorized by the compiler for the build's
+//! baseline (SSE2 on x86-64, NEON on AArch64).
+
+use super::blocked::{self, Blocking, Kernel, Problem};
+use super::gemv;
+use super::kernel::{self, Out, Update};
+use super::pack::{self, View};
+use super::simd::Portable;
+
+/// Rows of the tile.
+const MR: usize = 4;
+/// Vectors (of 8 lanes) per tile row.
+const NV: usize = 2;
+
+/// The 4 × 16 kernel.
+pub(crate) struct Tile4x16;
+
+impl Kernel for Tile4x16 {
+    const MR: usize = MR;
+    const NR: usize = NV * 8;
+    // The kernel always reads MR rows: A is packed (and zero-padded).
+    const A_IN_PLACE: bool = false;
+
+    #[inline(always)]
+    unsafe fn pack_a(dst: *mut f32, src: View, lanes: usize, kc: usize) {
+        // SAFETY: by the caller's contract.
+        unsafe { pack::panel::<MR>(dst, src, lanes, kc) }
+    }
+
+    #[inline(always)]
+    unsafe fn pack_b(dst: *mut f32, src: View, lanes: usize, kc: usize) {
+        // SAFETY: by the caller's contract.
+        unsafe { pack::block::<{ NV * 8 }>(dst, src, lanes, kc, |d, s, l, k| pack::panel::<{ NV * 8 }>(d, s, l, k)) }
+    }
+
+    #[inline(always)]
+    unsafe fn tile(kc: usize, a: View, b: *const f32, c: Out, up: Update, mr: usize, nr: usize) {
+        // SAFETY: by the caller's contract. Edge tiles run the full kernel on zero padding.
+        unsafe {
+            let acc = kernel::accumulate::<Portable, MR, NV>(kc, a, b, NV * 8);
+            kernel::store::<Portable, MR, NV>(&acc, c, up, mr, nr);
+        }
+    }
+}
+
+/// The blocked product with the 4 × 16 kernel.
+///
+/// # Safety
+///
+/// As [`blocked::run`].
+pub(crate) unsafe fn gemm(pr: &Problem, bl: Blocking, scratch: &mut [f32]) {
+    // SAFETY: by the caller's contract.
+    unsafe { blocked::run::<Tile4x16>(pr, bl, scratch) }
+}
+
+/// The matrix–vector product.
+///
+/// # Safety
+///
+/// As [`gemv::run`].
+pub(crate) unsafe fn gemv(g: &gemv::Gemv, scratch: &mut [f32]) {
+    // SAFETY: by the caller's contract.
+    unsafe { gemv::run::<Portable>(g, scratch) }
+}

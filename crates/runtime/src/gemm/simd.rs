@@ -1,0 +1,75 @@
+//! The few vector operations the kernels are written in, one implementation per instruction
+//! set ([`Portable`] here; `Avx2` and `Avx512` in their modules).
+//!
+//! Kernels are generic over [`Simd`] and `#[inline(always)]`; each instruction set's entry point
+//! is a `#[target_feature]` function that instantiates them, so the whole nest compiles with that
+//! set enabled.
+
+/// An `f32` vector type and its operations. Pointers need no alignment.
+pub(crate) trait Simd {
+    /// The vector.
+    type V: Copy;
+    /// `f32` lanes per vector.
+    const LANES: usize;
+    /// All lanes zero.
+    unsafe fn zero() -> Self::V;
+    /// All lanes `x`.
+    unsafe fn splat(x: f32) -> Self::V;
+    /// `LANES` floats from `p`.
+    unsafe fn load(p: *const f32) -> Self::V;
+    /// `LANES` floats to `p`.
+    unsafe fn store(p: *mut f32, v: Self::V);
+    /// `a·b + c`, fused where the instruction set has it.
+    unsafe fn mul_add(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
+    /// `a·b`.
+    unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
+    /// The sum of the lanes (in an order fixed by the implementation).
+    unsafe fn sum(v: Self::V) -> f32;
+}
+
+/// Plain Rust on 8-lane arrays; the compiler vectorizes it for whatever the build targets.
+#[derive(Clone, Copy)]
+pub(crate) struct Portable;
+
+impl Simd for Portable {
+    type V = [f32; 8];
+    const LANES: usize = 8;
+
+    #[inline(always)]
+    unsafe fn zero() -> [f32; 8] {
+        [0.0; 8]
+    }
+
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> [f32; 8] {
+        [x; 8]
+    }
+
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> [f32; 8] {
+        // SAFETY: the caller guarantees 8 readable floats at `p`.
+        unsafe { p.cast::<[f32; 8]>().read_unaligned() }
+    }
+
+    #[inline(always)]
+    unsafe fn store(p: *mut f32, v: [f32; 8]) {
+        // SAFETY: the caller guarantees 8 writable floats at `p`.
+        unsafe { p.cast::<[f32; 8]>().write_unaligned(v) }
+    }
+
+    #[inline(always)]
+    unsafe fn mul_add(a: [f32; 8], b: [f32; 8], c: [f32; 8]) -> [f32; 8] {
+        // Separate multiply and add: `f32::mul_add` is a library call without hardware FMA.
+        std::array::from_fn(|i| a[i] * b[i] + c[i])
+    }
+
+    #[inline(always)]
+    unsafe fn mul(a: [f32; 8], b: [f32; 8]) -> [f32; 8] {
+        std::array::from_fn(|i| a[i] * b[i])
+    }
+
+    #[inline(always)]
+    unsafe fn sum(v: [f32; 8]) -> f32 {
+        ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]))
+    }
+}
