@@ -8,11 +8,15 @@ mod run;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
-#[command(name = "kiln", version, about = "kiln compiles ONNX models to native code")]
+#[command(
+    name = "kiln",
+    version,
+    about = "kiln compiles ONNX models to native code"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -30,6 +34,17 @@ enum Command {
         /// Bind a symbolic dim to a size first, e.g. `--bind batch=1`; repeatable.
         #[arg(long = "bind", value_name = "SYM=N")]
         bindings: Vec<String>,
+        /// With `--stage opt`: print the optimizer's stop reason, times and per-rule counts
+        /// (as `//` comments above the IR).
+        #[arg(long)]
+        stats: bool,
+        /// With `--stage opt`: above each op, the input nodes it computes and the rules that
+        /// built it.
+        #[arg(long)]
+        explain: bool,
+        /// Lower the imported IR without optimizing it (stages after `opt`).
+        #[arg(long)]
+        no_opt: bool,
     },
     /// Compile a model, run it once and write each output as DIR/NAME.npy.
     Run {
@@ -81,6 +96,8 @@ enum Command {
 enum Stage {
     /// The typed tensor IR straight from the importer.
     Tir,
+    /// The tensor IR after the egg optimizer (folding, casts, algebra, layout, fusion).
+    Opt,
     /// The loop IR after lowering.
     Loops,
     /// The memory plan: each buffer's place, size and lifetime.
@@ -101,18 +118,54 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Dump { file, stage, bindings } => dump::dump(&file, stage, &parse_bindings(&bindings)?).map(|()| ExitCode::SUCCESS),
-        Command::Run { model, inputs, random_inputs, seed, output_dir } => run::run(&model, &inputs, random_inputs, seed, &output_dir).map(|()| ExitCode::SUCCESS),
-        Command::Bench { model, threads, iters } => bench::bench(&model, threads, iters).map(|()| ExitCode::SUCCESS),
-        Command::Conformance { dir, report, filter, min_pass_file } => conformance::conformance(&dir, &report, filter.as_deref(), min_pass_file.as_deref()),
+        Command::Dump {
+            file,
+            stage,
+            bindings,
+            stats,
+            explain,
+            no_opt,
+        } => {
+            let options = dump::Options {
+                stats,
+                explain,
+                optimize: !no_opt,
+            };
+            dump::dump(&file, stage, &parse_bindings(&bindings)?, &options)
+                .map(|()| ExitCode::SUCCESS)
+        }
+        Command::Run {
+            model,
+            inputs,
+            random_inputs,
+            seed,
+            output_dir,
+        } => {
+            run::run(&model, &inputs, random_inputs, seed, &output_dir).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Bench {
+            model,
+            threads,
+            iters,
+        } => bench::bench(&model, threads, iters).map(|()| ExitCode::SUCCESS),
+        Command::Conformance {
+            dir,
+            report,
+            filter,
+            min_pass_file,
+        } => conformance::conformance(&dir, &report, filter.as_deref(), min_pass_file.as_deref()),
     }
 }
 
 fn parse_bindings(list: &[String]) -> Result<Vec<(String, u64)>> {
     list.iter()
         .map(|b| {
-            let Some((sym, n)) = b.split_once('=') else { bail!("--bind {b}: expected SYM=N") };
-            let n: u64 = n.parse().with_context(|| format!("--bind {b}: `{n}` is not a size"))?;
+            let Some((sym, n)) = b.split_once('=') else {
+                bail!("--bind {b}: expected SYM=N")
+            };
+            let n: u64 = n
+                .parse()
+                .with_context(|| format!("--bind {b}: `{n}` is not a size"))?;
             Ok((sym.to_string(), n))
         })
         .collect()
@@ -120,5 +173,8 @@ fn parse_bindings(list: &[String]) -> Result<Vec<(String, u64)>> {
 
 /// Joins error lists one per line.
 fn join<T: std::fmt::Display>(errs: &[T]) -> String {
-    errs.iter().map(|e| format!("  {e}")).collect::<Vec<_>>().join("\n")
+    errs.iter()
+        .map(|e| format!("  {e}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -19,22 +19,47 @@ fn scratch(name: &str) -> PathBuf {
 
 #[test]
 fn dump_prints_the_tensor_ir_and_it_round_trips_through_a_tir_file() {
-    let out = kiln().args(["dump"]).arg(tiny()).args(["--stage", "tir"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = kiln()
+        .args(["dump"])
+        .arg(tiny())
+        .args(["--stage", "tir"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("tensor.conv(") && text.contains("f32[batch, 10] \"probs\""), "{text}");
+    assert!(
+        text.contains("tensor.conv(") && text.contains("f32[batch, 10] \"probs\""),
+        "{text}"
+    );
     let path = scratch("tiny.tir");
     std::fs::write(&path, &text).unwrap();
     let again = kiln().arg("dump").arg(&path).output().unwrap();
-    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
     assert_eq!(String::from_utf8(again.stdout).unwrap(), text);
 }
 
 #[test]
 fn bind_specializes_symbolic_dims() {
-    let out = kiln().arg("dump").arg(tiny()).args(["--bind", "batch=3"]).output().unwrap();
+    let out = kiln()
+        .arg("dump")
+        .arg(tiny())
+        .args(["--bind", "batch=3"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
-    assert!(String::from_utf8(out.stdout).unwrap().contains("f32[3, 10] \"probs\""));
+    assert!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .contains("f32[3, 10] \"probs\"")
+    );
 }
 
 #[test]
@@ -51,37 +76,112 @@ fn a_truncated_model_is_an_error_not_a_crash() {
 #[test]
 fn run_writes_each_output_as_npy() {
     let dir = scratch("run-out");
-    let out = kiln().arg("run").arg(tiny()).args(["--random-inputs", "--seed", "3", "--output-dir"]).arg(&dir).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = kiln()
+        .arg("run")
+        .arg(tiny())
+        .args(["--random-inputs", "--seed", "3", "--output-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let bytes = std::fs::read(dir.join("probs.npy")).unwrap();
     let t = kiln::npy::read(&bytes).unwrap();
     assert_eq!(t.shape, vec![1, 10]);
     let sum: f32 = kiln::tensor_to_array::<f32>(&t).unwrap().sum();
-    assert!((sum - 1.0).abs() < 1e-5, "softmax outputs sum to 1, got {sum}");
+    assert!(
+        (sum - 1.0).abs() < 1e-5,
+        "softmax outputs sum to 1, got {sum}"
+    );
     // The same input given as a file gives the same output.
     let input = dir.join("image.npy");
     let image = kiln::Tensor::from_f32s(&[1, 1, 16, 16], &[0.25; 256]);
     std::fs::write(&input, kiln::npy::write(&image).unwrap()).unwrap();
-    let again = kiln().arg("run").arg(tiny()).arg("--input").arg(format!("image={}", input.display())).arg("--output-dir").arg(&dir).output().unwrap();
-    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    let again = kiln()
+        .arg("run")
+        .arg(tiny())
+        .arg("--input")
+        .arg(format!("image={}", input.display()))
+        .arg("--output-dir")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
     let model = kiln::Model::load(tiny()).unwrap();
-    let want = model.compile(&kiln::CompileOptions::default()).unwrap().run(&[image]).unwrap();
-    assert_eq!(kiln::npy::read(&std::fs::read(dir.join("probs.npy")).unwrap()).unwrap(), want[0]);
+    let want = model
+        .compile(&kiln::CompileOptions::default())
+        .unwrap()
+        .run(&[image])
+        .unwrap();
+    assert_eq!(
+        kiln::npy::read(&std::fs::read(dir.join("probs.npy")).unwrap()).unwrap(),
+        want[0]
+    );
 }
 
 #[test]
 fn dump_prints_every_stage() {
-    for (stage, marker) in [("loops", "kernel conv_1"), ("plan", "arena: "), ("clif", "function %kiln_k0_conv_1")] {
-        let out = kiln().arg("dump").arg(tiny()).args(["--bind", "batch=1", "--stage", stage]).output().unwrap();
-        assert!(out.status.success(), "{stage}: {}", String::from_utf8_lossy(&out.stderr));
-        assert!(String::from_utf8(out.stdout).unwrap().contains(marker), "{stage} output lacks {marker}");
+    let stages = [
+        (vec!["--stage", "opt"], "tensor.fused_conv"),
+        (
+            vec!["--stage", "opt", "--stats"],
+            "// conv-relu                        2",
+        ),
+        (
+            vec!["--stage", "opt", "--explain"],
+            "// from Conv \"conv1\", Relu \"relu1\"\n  // by conv-relu\n",
+        ),
+        (vec!["--stage", "loops"], "kernel fused_conv_1"),
+        (vec!["--stage", "loops", "--no-opt"], "kernel conv_1"),
+        (vec!["--stage", "plan"], "arena: "),
+        (vec!["--stage", "clif"], "function %kiln_k0_fused_conv_1"),
+    ];
+    for (args, marker) in stages {
+        let out = kiln()
+            .arg("dump")
+            .arg(tiny())
+            .args(["--bind", "batch=1"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            text.contains(marker),
+            "{args:?} output lacks {marker}:\n{text}"
+        );
     }
 }
 
 #[test]
 fn bench_prints_one_line() {
-    let out = kiln().arg("bench").arg(tiny()).args(["--iters", "3"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = kiln()
+        .arg("bench")
+        .arg(tiny())
+        .args(["--iters", "3"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let line = String::from_utf8(out.stdout).unwrap();
-    assert!(line.starts_with("compile_ms=") && line.contains(" median_ms=") && line.contains(" p90_ms="), "{line}");
+    assert!(
+        line.starts_with("compile_ms=")
+            && line.contains(" median_ms=")
+            && line.contains(" p90_ms="),
+        "{line}"
+    );
 }

@@ -30,6 +30,7 @@ mod control;
 mod conv;
 mod error;
 pub mod fold;
+mod fused;
 mod gather_scatter;
 mod graph;
 mod layout;
@@ -65,7 +66,11 @@ pub fn eval_op(op: &Op, inputs: &[Option<&Tensor>], num_outputs: usize) -> Resul
     match catch_unwind(AssertUnwindSafe(|| dispatch(op, inputs, num_outputs))) {
         Ok(r) => r,
         Err(payload) => {
-            let reason = payload.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| payload.downcast_ref::<String>().cloned()).unwrap_or_else(|| "panic".to_string());
+            let reason = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".to_string());
             Err(EvalError::Internal { op: name, reason })
         }
     }
@@ -78,13 +83,24 @@ fn dispatch(op: &Op, inputs: &[Option<&Tensor>], num_outputs: usize) -> Result<V
     if let Some(outs) = shape_ops::eval_view(op, &a).or_else(|| gather_scatter::eval_raw(op, &a)) {
         let mut outs = outs?;
         if outs.len() < num_outputs {
-            return Err(unsupported(a.op, format!("{num_outputs} outputs requested, the evaluator produces {}", outs.len())));
+            return Err(unsupported(
+                a.op,
+                format!(
+                    "{num_outputs} outputs requested, the evaluator produces {}",
+                    outs.len()
+                ),
+            ));
         }
         outs.truncate(num_outputs);
         return Ok(outs);
     }
     match op {
-        Op::If(_) | Op::Loop(_) | Op::Scan(_) => return Err(unsupported(a.op, "control flow needs its regions: use eval_graph")),
+        Op::If(_) | Op::Loop(_) | Op::Scan(_) => {
+            return Err(unsupported(
+                a.op,
+                "control flow needs its regions: use eval_graph",
+            ));
+        }
         _ => {}
     }
     let outs = unary::eval(op, &a)
@@ -99,9 +115,24 @@ fn dispatch(op: &Op, inputs: &[Option<&Tensor>], num_outputs: usize) -> Result<V
         .or_else(|| pool::eval(op, &a))
         .or_else(|| norm::eval(op, &a))
         .or_else(|| quant::eval(op, &a))
-        .unwrap_or_else(|| Err(unsupported(a.op, "the reference evaluator does not implement this op")))?;
+        .or_else(|| fused::eval(op, &a))
+        .unwrap_or_else(|| {
+            Err(unsupported(
+                a.op,
+                "the reference evaluator does not implement this op",
+            ))
+        })?;
     if outs.len() < num_outputs {
-        return Err(unsupported(a.op, format!("{num_outputs} outputs requested, the evaluator produces {}", outs.len())));
+        return Err(unsupported(
+            a.op,
+            format!(
+                "{num_outputs} outputs requested, the evaluator produces {}",
+                outs.len()
+            ),
+        ));
     }
-    outs.into_iter().take(num_outputs).map(|o| o.into_tensor(a.op)).collect()
+    outs.into_iter()
+        .take(num_outputs)
+        .map(|o| o.into_tensor(a.op))
+        .collect()
 }

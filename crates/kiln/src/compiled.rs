@@ -18,12 +18,13 @@ pub struct CompiledModel {
     specs: Mutex<HashMap<Key, Arc<Specialization>>>,
     /// For each set of input shapes, the inputs whose values the compiled code depends on.
     value_inputs: Mutex<HashMap<Vec<Vec<u64>>, Vec<usize>>>,
+    /// The optimizer's bounds; `None` when it is off.
+    optimizer: Option<kiln_passes::Limits>,
 }
 
 /// What a specialization is compiled for: input shapes, and the values of the inputs that
 /// decide shapes inside the model (empty for most models).
 type Key = (Vec<Vec<u64>>, Vec<(usize, Bytes)>);
-
 
 /// A graph input's name, dtype and (possibly symbolic) shape.
 #[derive(Clone, Debug)]
@@ -43,6 +44,8 @@ pub struct Specialization {
     /// Addresses of constant buffers (kept alive by `program`), by buffer index.
     const_addrs: Vec<Option<usize>>,
     arenas: Mutex<Vec<Arena>>,
+    /// What the optimizer did, when it ran.
+    opt_stats: Option<kiln_passes::Stats>,
 }
 
 /// Scratch memory for one run, 64-byte aligned.
@@ -69,10 +72,20 @@ impl CompiledModel {
             .iter()
             .map(|&v| {
                 let val = graph.value(v);
-                InputSpec { name: val.name.clone(), dtype: val.ty.dtype, dims: val.ty.shape.iter().map(kiln_tir::Dim::known).collect() }
+                InputSpec {
+                    name: val.name.clone(),
+                    dtype: val.ty.dtype,
+                    dims: val.ty.shape.iter().map(kiln_tir::Dim::known).collect(),
+                }
             })
             .collect();
-        let model = CompiledModel { graph, inputs, specs: Mutex::new(HashMap::new()), value_inputs: Mutex::new(HashMap::new()) };
+        let model = CompiledModel {
+            graph,
+            inputs,
+            specs: Mutex::new(HashMap::new()),
+            value_inputs: Mutex::new(HashMap::new()),
+            optimizer: options.optimizer.clone(),
+        };
         // Compile now what can be compiled now, so errors surface at compile time.
         let mut shapes = Vec::new();
         let mut complete = true;
@@ -85,7 +98,11 @@ impl CompiledModel {
                 },
             }
         }
-        if let Some((name, _)) = options.input_shapes.iter().find(|(n, _)| !model.inputs.iter().any(|s| s.name == *n)) {
+        if let Some((name, _)) = options
+            .input_shapes
+            .iter()
+            .find(|(n, _)| !model.inputs.iter().any(|s| s.name == *n))
+        {
             return Err(Error::UnknownInput(name.clone()));
         }
         if complete && model.value_inputs(&shapes)?.is_empty() {
@@ -116,13 +133,28 @@ impl CompiledModel {
 
     /// The compiled code for these input shapes and shape-deciding input values, compiling it
     /// on first use.
-    pub fn specialization(&self, shapes: &[Vec<u64>], values: &[(usize, Tensor)]) -> Result<Arc<Specialization>> {
-        let key: Key = (shapes.to_vec(), values.iter().map(|(i, t)| (*i, t.raw().map(Bytes::copy_from_slice).unwrap_or_default())).collect());
+    pub fn specialization(
+        &self,
+        shapes: &[Vec<u64>],
+        values: &[(usize, Tensor)],
+    ) -> Result<Arc<Specialization>> {
+        let key: Key = (
+            shapes.to_vec(),
+            values
+                .iter()
+                .map(|(i, t)| (*i, t.raw().map(Bytes::copy_from_slice).unwrap_or_default()))
+                .collect(),
+        );
         let mut specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(s) = specs.get(&key) {
             return Ok(s.clone());
         }
-        let spec = Arc::new(Specialization::compile(&self.graph, shapes, values)?);
+        let spec = Arc::new(Specialization::compile(
+            &self.graph,
+            shapes,
+            values,
+            self.optimizer.as_ref(),
+        )?);
         specs.insert(key, spec.clone());
         Ok(spec)
     }
@@ -130,14 +162,21 @@ impl CompiledModel {
     /// Runs the model on inputs given in the model's input order.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         if inputs.len() != self.inputs.len() {
-            return Err(Error::InputCount { expected: self.inputs.len(), got: inputs.len() });
+            return Err(Error::InputCount {
+                expected: self.inputs.len(),
+                got: inputs.len(),
+            });
         }
         let mut shapes = Vec::with_capacity(inputs.len());
         for (spec, t) in self.inputs.iter().zip(inputs) {
             check_input(spec, t)?;
             shapes.push(t.shape.clone());
         }
-        let values: Vec<(usize, Tensor)> = self.value_inputs(&shapes)?.into_iter().map(|i| (i, inputs[i].clone())).collect();
+        let values: Vec<(usize, Tensor)> = self
+            .value_inputs(&shapes)?
+            .into_iter()
+            .map(|i| (i, inputs[i].clone()))
+            .collect();
         self.specialization(&shapes, &values)?.run(inputs)
     }
 
@@ -150,11 +189,25 @@ impl CompiledModel {
             }
         }
         for spec in &self.inputs {
-            let found: Vec<&Tensor> = inputs.iter().filter(|(n, _)| *n == spec.name).map(|(_, t)| t).collect();
+            let found: Vec<&Tensor> = inputs
+                .iter()
+                .filter(|(n, _)| *n == spec.name)
+                .map(|(_, t)| t)
+                .collect();
             match found[..] {
                 [t] => ordered.push(t.clone()),
-                [] => return Err(Error::InputShape { name: spec.name.clone(), reason: "not given".into() }),
-                _ => return Err(Error::InputShape { name: spec.name.clone(), reason: "given more than once".into() }),
+                [] => {
+                    return Err(Error::InputShape {
+                        name: spec.name.clone(),
+                        reason: "not given".into(),
+                    });
+                }
+                _ => {
+                    return Err(Error::InputShape {
+                        name: spec.name.clone(),
+                        reason: "given more than once".into(),
+                    });
+                }
             }
         }
         self.run(&ordered)
@@ -163,37 +216,88 @@ impl CompiledModel {
 
 fn check_input(spec: &InputSpec, t: &Tensor) -> Result<()> {
     if t.dtype != spec.dtype {
-        return Err(Error::InputDType { name: spec.name.clone(), expected: spec.dtype, got: t.dtype });
+        return Err(Error::InputDType {
+            name: spec.name.clone(),
+            expected: spec.dtype,
+            got: t.dtype,
+        });
     }
-    let fits = t.shape.len() == spec.dims.len() && t.shape.iter().zip(&spec.dims).all(|(&d, want)| want.is_none_or(|w| w == d));
+    let fits = t.shape.len() == spec.dims.len()
+        && t.shape
+            .iter()
+            .zip(&spec.dims)
+            .all(|(&d, want)| want.is_none_or(|w| w == d));
     if !fits {
-        let want: Vec<String> = spec.dims.iter().map(|d| d.map_or("?".to_string(), |d| d.to_string())).collect();
-        return Err(Error::InputShape { name: spec.name.clone(), reason: format!("expected shape [{}], got {:?}", want.join(", "), t.shape) });
+        let want: Vec<String> = spec
+            .dims
+            .iter()
+            .map(|d| d.map_or("?".to_string(), |d| d.to_string()))
+            .collect();
+        return Err(Error::InputShape {
+            name: spec.name.clone(),
+            reason: format!("expected shape [{}], got {:?}", want.join(", "), t.shape),
+        });
     }
-    let numel = t.numel().ok_or_else(|| Error::InputShape { name: spec.name.clone(), reason: "element count overflows".into() })?;
-    let bytes = t.dtype.storage_bytes(numel).ok_or_else(|| Error::InputShape { name: spec.name.clone(), reason: format!("{} inputs are not supported", t.dtype) })?;
+    let numel = t.numel().ok_or_else(|| Error::InputShape {
+        name: spec.name.clone(),
+        reason: "element count overflows".into(),
+    })?;
+    let bytes = t
+        .dtype
+        .storage_bytes(numel)
+        .ok_or_else(|| Error::InputShape {
+            name: spec.name.clone(),
+            reason: format!("{} inputs are not supported", t.dtype),
+        })?;
     match &t.data {
         TensorData::Raw(b) if b.len() as u64 == bytes => Ok(()),
-        TensorData::Raw(b) => Err(Error::InputShape { name: spec.name.clone(), reason: format!("{} bytes for shape {:?} of {}; expected {bytes}", b.len(), t.shape, t.dtype) }),
-        _ => Err(Error::InputShape { name: spec.name.clone(), reason: "the tensor has no bytes".into() }),
+        TensorData::Raw(b) => Err(Error::InputShape {
+            name: spec.name.clone(),
+            reason: format!(
+                "{} bytes for shape {:?} of {}; expected {bytes}",
+                b.len(),
+                t.shape,
+                t.dtype
+            ),
+        }),
+        _ => Err(Error::InputShape {
+            name: spec.name.clone(),
+            reason: "the tensor has no bytes".into(),
+        }),
     }
 }
 
 impl Specialization {
-    fn compile(graph: &Graph, shapes: &[Vec<u64>], values: &[(usize, Tensor)]) -> Result<Specialization> {
+    fn compile(
+        graph: &Graph,
+        shapes: &[Vec<u64>],
+        values: &[(usize, Tensor)],
+        optimizer: Option<&kiln_passes::Limits>,
+    ) -> Result<Specialization> {
         let mut g = bind_shapes(graph, shapes)?;
         if !values.is_empty() {
-            kiln_tir::infer::substitute_input_values(&mut g, values).map_err(|errs| Error::Bind(join(&errs)))?;
+            kiln_tir::infer::substitute_input_values(&mut g, values)
+                .map_err(|errs| Error::Bind(join(&errs)))?;
         }
         if !values.is_empty() || graph.values.iter().any(|v| v.ty.known_dims().is_none()) {
             // Shapes computed from what was just bound become constants, then types settle.
             kiln_eval::fold::fold_graph(&mut g);
             kiln_tir::infer::infer_graph(&mut g).map_err(|errs| Error::Bind(join(&errs)))?;
         }
+        let mut opt_stats = None;
+        if let Some(limits) = optimizer {
+            let opt = kiln_passes::optimize(&g, limits)?;
+            g = opt.graph;
+            opt_stats = Some(opt.stats);
+        }
         let program = kiln_loops::lower::lower(&g)?;
         let plan = kiln_loops::plan::plan(&program);
         let jit = kiln_codegen::compile_jit(&program)?;
-        let outputs = g.outputs().iter().map(|&v| (g.ty(v).dtype, g.ty(v).known_dims().unwrap_or_default())).collect();
+        let outputs = g
+            .outputs()
+            .iter()
+            .map(|&v| (g.ty(v).dtype, g.ty(v).known_dims().unwrap_or_default()))
+            .collect();
         let const_addrs = program
             .buffers
             .iter()
@@ -202,7 +306,15 @@ impl Specialization {
                 _ => None,
             })
             .collect();
-        Ok(Specialization { program, plan, jit, outputs, const_addrs, arenas: Mutex::new(Vec::new()) })
+        Ok(Specialization {
+            program,
+            plan,
+            jit,
+            outputs,
+            const_addrs,
+            arenas: Mutex::new(Vec::new()),
+            opt_stats,
+        })
     }
 
     /// The lowered program.
@@ -215,20 +327,34 @@ impl Specialization {
         &self.plan
     }
 
+    /// What the optimizer did for this specialization (`None` when it was off).
+    pub fn optimizer_stats(&self) -> Option<&kiln_passes::Stats> {
+        self.opt_stats.as_ref()
+    }
+
     /// Runs on inputs already checked against this specialization's shapes.
     fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let mut outputs: Vec<Vec<u8>> = self
             .outputs
             .iter()
-            .map(|(dtype, dims)| vec![0u8; dtype.storage_bytes(dims.iter().product()).unwrap_or(0) as usize])
+            .map(|(dtype, dims)| {
+                vec![0u8; dtype.storage_bytes(dims.iter().product()).unwrap_or(0) as usize]
+            })
             .collect();
-        let mut arena = self.arenas.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_else(|| Arena::new(self.plan.arena_bytes));
+        let mut arena = self
+            .arenas
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_else(|| Arena::new(self.plan.arena_bytes));
         let base = arena.base();
         let mut table: Vec<*mut u8> = Vec::with_capacity(self.program.buffers.len());
         for (i, b) in self.program.buffers.iter().enumerate() {
             let ptr: *mut u8 = match &b.kind {
                 // The generated code never stores into inputs (the loop-IR verifier checks it).
-                BufferKind::Input(n) => inputs[*n].raw().map_or(std::ptr::null_mut(), |r| r.as_ptr().cast_mut()),
+                BufferKind::Input(n) => inputs[*n]
+                    .raw()
+                    .map_or(std::ptr::null_mut(), |r| r.as_ptr().cast_mut()),
                 BufferKind::Output(n) => outputs[*n].as_mut_ptr(),
                 BufferKind::Const(_) => self.const_addrs[i].unwrap_or(0) as *mut u8,
                 BufferKind::Temp => match self.plan.offsets[i] {
@@ -242,15 +368,27 @@ impl Specialization {
         // SAFETY: the table holds one valid pointer per buffer, each to at least the buffer's
         // byte length (inputs were checked, outputs sized from the same types, temps planned).
         let status = unsafe { self.jit.run(&table) };
-        self.arenas.lock().unwrap_or_else(|e| e.into_inner()).push(arena);
+        self.arenas
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(arena);
         if let Err(code) = status {
-            let message = self.program.errors.get(code as usize).cloned().unwrap_or_else(|| format!("error code {code}"));
+            let message = self
+                .program
+                .errors
+                .get(code as usize)
+                .cloned()
+                .unwrap_or_else(|| format!("error code {code}"));
             return Err(Error::Run(message));
         }
         Ok(outputs
             .into_iter()
             .zip(&self.outputs)
-            .map(|(bytes, (dtype, dims))| Tensor { dtype: *dtype, shape: dims.clone(), data: TensorData::Raw(Bytes::from(bytes)) })
+            .map(|(bytes, (dtype, dims))| Tensor {
+                dtype: *dtype,
+                shape: dims.clone(),
+                data: TensorData::Raw(Bytes::from(bytes)),
+            })
             .collect())
     }
 }
@@ -260,11 +398,15 @@ fn bind_shapes(graph: &Graph, shapes: &[Vec<u64>]) -> Result<Graph> {
     let mut g = graph.clone();
     if g.inputs().iter().any(|&v| g.ty(v).known_dims().is_none()) {
         let bind: Vec<(usize, Vec<u64>)> = shapes.iter().cloned().enumerate().collect();
-        kiln_tir::infer::bind_input_shapes(&mut g, &bind).map_err(|errs| Error::Bind(join(&errs)))?;
+        kiln_tir::infer::bind_input_shapes(&mut g, &bind)
+            .map_err(|errs| Error::Bind(join(&errs)))?;
     }
     Ok(g)
 }
 
 fn join<T: std::fmt::Display>(errs: &[T]) -> String {
-    errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
+    errs.iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
 }

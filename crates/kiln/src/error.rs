@@ -11,6 +11,9 @@ pub enum Error {
     /// Shapes could not be bound for the given inputs.
     #[error("binding input shapes: {0}")]
     Bind(String),
+    /// The optimizer failed (a kiln bug: the model compiles with the optimizer off).
+    #[error(transparent)]
+    Optimize(#[from] kiln_passes::OptError),
     /// kiln cannot lower the model yet.
     #[error(transparent)]
     Lower(#[from] kiln_loops::lower::LowerError),

@@ -22,9 +22,10 @@ pub mod npy;
 
 use std::path::Path;
 
-pub use array::{tensor_from_array, tensor_to_array, Element};
+pub use array::{Element, tensor_from_array, tensor_to_array};
 pub use compiled::{CompiledModel, Specialization};
 pub use error::{Error, Result};
+pub use kiln_passes::{Limits, Stats as OptimizerStats};
 pub use kiln_tir::{DType, Tensor, TensorData};
 
 /// An imported model: verified tensor IR, not yet compiled.
@@ -34,23 +35,41 @@ pub struct Model {
 }
 
 /// Options for [`Model::compile`].
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CompileOptions {
     /// Concrete shapes for inputs, by name, compiled up front. Inputs with symbolic dims that
     /// are not listed are compiled when a run first sees them.
     pub input_shapes: Vec<(String, Vec<u64>)>,
+    /// The egg optimizer's bounds, or `None` to lower the imported IR as it is. The default
+    /// is on with [`Limits::from_env`]; `KILN_OPT=0` in the environment turns it off.
+    pub optimizer: Option<Limits>,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        let off = std::env::var("KILN_OPT").is_ok_and(|v| v.trim() == "0");
+        CompileOptions {
+            input_shapes: Vec::new(),
+            optimizer: (!off).then(Limits::from_env),
+        }
+    }
 }
 
 impl Model {
     /// Loads and imports an `.onnx` file (weights stay in the mapped file).
     pub fn load(path: impl AsRef<Path>) -> Result<Model> {
-        Ok(Model { graph: kiln_onnx::import::import_path(path)? })
+        Ok(Model {
+            graph: kiln_onnx::import::import_path(path)?,
+        })
     }
 
     /// Imports a model from bytes in memory.
     pub fn from_bytes(bytes: impl Into<bytes::Bytes>) -> Result<Model> {
-        let file = kiln_onnx::load::OnnxFile::from_bytes(bytes.into()).map_err(kiln_onnx::import::ImportError::from)?;
-        Ok(Model { graph: kiln_onnx::import::import(&file)? })
+        let file = kiln_onnx::load::OnnxFile::from_bytes(bytes.into())
+            .map_err(kiln_onnx::import::ImportError::from)?;
+        Ok(Model {
+            graph: kiln_onnx::import::import(&file)?,
+        })
     }
 
     /// Wraps a tensor-IR graph (e.g. parsed from text).

@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
-use kiln::{tensor_from_array, tensor_to_array, CompileOptions, CompiledModel, Error, Model, Tensor, TensorData};
+use kiln::{
+    CompileOptions, CompiledModel, Error, Model, Tensor, TensorData, tensor_from_array,
+    tensor_to_array,
+};
 
 fn tiny() -> Model {
     Model::load(kiln_testkit::repo_root().join("examples/models/tiny_cnn.onnx")).unwrap()
@@ -11,7 +14,11 @@ fn tiny() -> Model {
 
 fn image(batch: u64, seed: u32) -> Tensor {
     let n = (batch * 256) as usize;
-    let values: Vec<f32> = (0..n).map(|i| ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) % 1000) as f32 / 500.0 - 1.0).collect();
+    let values: Vec<f32> = (0..n)
+        .map(|i| {
+            ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) % 1000) as f32 / 500.0 - 1.0
+        })
+        .collect();
     Tensor::from_f32s(&[batch, 1, 16, 16], &values)
 }
 
@@ -36,7 +43,12 @@ fn results_match_the_reference_evaluator_for_several_batch_sizes() {
 
 #[test]
 fn inputs_by_name_and_as_ndarray() {
-    let compiled = tiny().compile(&CompileOptions { input_shapes: vec![("image".into(), vec![2, 1, 16, 16])] }).unwrap();
+    let compiled = tiny()
+        .compile(&CompileOptions {
+            input_shapes: vec![("image".into(), vec![2, 1, 16, 16])],
+            ..Default::default()
+        })
+        .unwrap();
     let input = image(2, 7);
     let by_position = compiled.run(std::slice::from_ref(&input)).unwrap();
     let by_name = compiled.run_named(&[("image", input.clone())]).unwrap();
@@ -54,7 +66,10 @@ fn inputs_by_name_and_as_ndarray() {
 fn eight_threads_get_bit_identical_outputs() {
     let compiled = Arc::new(tiny().compile(&CompileOptions::default()).unwrap());
     let inputs: Vec<Tensor> = (0..4).map(|i| image(1 + i % 2, i as u32)).collect();
-    let expected: Vec<Vec<Tensor>> = inputs.iter().map(|t| compiled.run(std::slice::from_ref(t)).unwrap()).collect();
+    let expected: Vec<Vec<Tensor>> = inputs
+        .iter()
+        .map(|t| compiled.run(std::slice::from_ref(t)).unwrap())
+        .collect();
     std::thread::scope(|s| {
         for t in 0..8 {
             let (compiled, inputs, expected) = (compiled.clone(), &inputs, &expected);
@@ -72,16 +87,34 @@ fn eight_threads_get_bit_identical_outputs() {
 #[test]
 fn bad_inputs_are_errors() {
     let compiled = tiny().compile(&CompileOptions::default()).unwrap();
-    assert!(matches!(compiled.run(&[]), Err(Error::InputCount { expected: 1, got: 0 })));
+    assert!(matches!(
+        compiled.run(&[]),
+        Err(Error::InputCount {
+            expected: 1,
+            got: 0
+        })
+    ));
     let wrong_dtype = Tensor::from_i64s(&[1, 1, 16, 16], &[0; 256]);
-    assert!(matches!(compiled.run(&[wrong_dtype]), Err(Error::InputDType { .. })));
+    assert!(matches!(
+        compiled.run(&[wrong_dtype]),
+        Err(Error::InputDType { .. })
+    ));
     let wrong_shape = Tensor::from_f32s(&[1, 2, 16, 16], &[0.0; 512]);
     let e = compiled.run(&[wrong_shape]).unwrap_err();
-    assert!(e.to_string().contains("expected shape [?, 1, 16, 16]"), "{e}");
-    let short = Tensor { data: TensorData::Raw(vec![0u8; 100].into()), ..image(1, 0) };
+    assert!(
+        e.to_string().contains("expected shape [?, 1, 16, 16]"),
+        "{e}"
+    );
+    let short = Tensor {
+        data: TensorData::Raw(vec![0u8; 100].into()),
+        ..image(1, 0)
+    };
     let e = compiled.run(&[short]).unwrap_err();
     assert!(e.to_string().contains("100 bytes"), "{e}");
-    assert!(matches!(compiled.run_named(&[("nope", image(1, 0))]), Err(Error::UnknownInput(_))));
+    assert!(matches!(
+        compiled.run_named(&[("nope", image(1, 0))]),
+        Err(Error::UnknownInput(_))
+    ));
 }
 
 #[test]
@@ -93,10 +126,22 @@ fn an_index_out_of_range_is_a_run_time_error() {
 }
 "#;
     let g = kiln_tir::text::parse(text).unwrap();
-    let compiled = Model::from_graph(g).compile(&CompileOptions::default()).unwrap();
+    let compiled = Model::from_graph(g)
+        .compile(&CompileOptions::default())
+        .unwrap();
     let data = Tensor::from_f32s(&[4], &[1.0, 2.0, 3.0, 4.0]);
-    let ok = compiled.run(&[data.clone(), Tensor::from_i64s(&[2], &[3, -4])]).unwrap();
-    assert_eq!(tensor_to_array::<f32>(&ok[0]).unwrap().into_raw_vec_and_offset().0, vec![4.0, 1.0]);
-    let e = compiled.run(&[data, Tensor::from_i64s(&[2], &[0, 4])]).unwrap_err();
+    let ok = compiled
+        .run(&[data.clone(), Tensor::from_i64s(&[2], &[3, -4])])
+        .unwrap();
+    assert_eq!(
+        tensor_to_array::<f32>(&ok[0])
+            .unwrap()
+            .into_raw_vec_and_offset()
+            .0,
+        vec![4.0, 1.0]
+    );
+    let e = compiled
+        .run(&[data, Tensor::from_i64s(&[2], &[0, 4])])
+        .unwrap_err();
     assert!(matches!(&e, Error::Run(m) if m.contains("\"pick\"")), "{e}");
 }

@@ -2,14 +2,14 @@
 
 use std::collections::HashMap;
 
-use kiln_tir::infer::{infer_op, InferError, InferInput, RegionSig};
+use kiln_tir::infer::{InferError, InferInput, RegionSig, infer_op};
 use kiln_tir::op::AttrValue;
 use kiln_tir::{DType, Dim, Graph, Op, OpKind, Region, Tensor, TensorType, ValueDef, ValueId};
 
+use super::ImportError;
 use super::attrs::{self, AttrEnv, OnnxAttr};
 use super::types::{symbol_name, tensor, tensor_type};
 use super::upgrade::{self, Pending};
-use super::ImportError;
 use crate::load::OnnxFile;
 use crate::proto::{FunctionProto, GraphProto, NodeProto, OperatorSetIdProto};
 
@@ -36,7 +36,10 @@ fn opsets(list: &[OperatorSetIdProto]) -> Opsets {
     list.iter()
         .map(|o| {
             let d = o.domain.clone().unwrap_or_default();
-            (if d == "ai.onnx" { String::new() } else { d }, o.version.unwrap_or(1))
+            (
+                if d == "ai.onnx" { String::new() } else { d },
+                o.version.unwrap_or(1),
+            )
         })
         .collect()
 }
@@ -79,29 +82,59 @@ pub struct Importer<'f> {
 }
 
 fn node_location(np: &NodeProto) -> String {
-    format!("node \"{}\" ({})", np.name.as_deref().unwrap_or("").escape_debug(), np.op_type.as_deref().unwrap_or(""))
+    format!(
+        "node \"{}\" ({})",
+        np.name.as_deref().unwrap_or("").escape_debug(),
+        np.op_type.as_deref().unwrap_or("")
+    )
 }
 
 impl<'f> Importer<'f> {
     /// Prepares to import `file`.
     pub fn new(file: &'f OnnxFile) -> Result<Importer<'f>, ImportError> {
-        let kinds = OpKind::ALL.iter().map(|k| (k.ident(), *k)).collect();
+        let kinds = OpKind::ALL
+            .iter()
+            .filter(|k| !k.is_internal())
+            .map(|k| (k.ident(), *k))
+            .collect();
         let functions = file
             .model
             .functions
             .iter()
-            .map(|f| ((f.domain.clone().unwrap_or_default(), f.name.clone().unwrap_or_default()), f))
+            .map(|f| {
+                (
+                    (
+                        f.domain.clone().unwrap_or_default(),
+                        f.name.clone().unwrap_or_default(),
+                    ),
+                    f,
+                )
+            })
             .collect();
-        Ok(Importer { file, g: Graph::default(), kinds, functions, fresh: 0, calls: 0 })
+        Ok(Importer {
+            file,
+            g: Graph::default(),
+            kinds,
+            functions,
+            fresh: 0,
+            calls: 0,
+        })
     }
 
     /// Imports the main graph.
     pub fn run(mut self) -> Result<Graph, ImportError> {
         let file = self.file;
         let Some(gp) = file.model.graph.as_ref() else {
-            return Err(ImportError::Invalid { location: "model".into(), reason: "has no graph".into() });
+            return Err(ImportError::Invalid {
+                location: "model".into(),
+                reason: "has no graph".into(),
+            });
         };
-        let ctx = Context { opsets: opsets(&file.model.opset_import), env: None, prefix: String::new() };
+        let ctx = Context {
+            opsets: opsets(&file.model.opset_import),
+            env: None,
+            prefix: String::new(),
+        };
         let mut scope = Scope::default();
         self.g.body = self.region(gp, &mut scope, &ctx, None)?;
         Ok(self.g)
@@ -115,14 +148,26 @@ impl<'f> Importer<'f> {
 
     /// Imports `gp` as a region. `fallback` gives parameter types for subgraph inputs that do
     /// not declare a full type (Loop bodies often leave shapes out).
-    fn region(&mut self, gp: &'f GraphProto, scope: &mut Scope, ctx: &Context<'f>, fallback: Option<&[TensorType]>) -> Result<Region, ImportError> {
+    fn region(
+        &mut self,
+        gp: &'f GraphProto,
+        scope: &mut Scope,
+        ctx: &Context<'f>,
+        fallback: Option<&[TensorType]>,
+    ) -> Result<Region, ImportError> {
         scope.frames.push(HashMap::new());
         let result = self.region_inner(gp, scope, ctx, fallback);
         scope.frames.pop();
         result
     }
 
-    fn region_inner(&mut self, gp: &'f GraphProto, scope: &mut Scope, ctx: &Context<'f>, fallback: Option<&[TensorType]>) -> Result<Region, ImportError> {
+    fn region_inner(
+        &mut self,
+        gp: &'f GraphProto,
+        scope: &mut Scope,
+        ctx: &Context<'f>,
+        fallback: Option<&[TensorType]>,
+    ) -> Result<Region, ImportError> {
         let mut region = Region::default();
         let mut initialized = std::collections::HashSet::new();
         for t in &gp.initializer {
@@ -134,7 +179,10 @@ impl<'f> Importer<'f> {
             initialized.insert(name);
         }
         if !gp.sparse_initializer.is_empty() {
-            return Err(ImportError::Unsupported { location: "graph".into(), reason: "sparse initializers".into() });
+            return Err(ImportError::Unsupported {
+                location: "graph".into(),
+                reason: "sparse initializers".into(),
+            });
         }
         for (i, vi) in gp.input.iter().enumerate() {
             let name = vi.name.clone().unwrap_or_default();
@@ -144,13 +192,24 @@ impl<'f> Importer<'f> {
             }
             let what = format!("input \"{}\"", name.escape_debug());
             let sym = symbol_name(&name);
-            let declared = tensor_type(vi.r#type.as_ref(), &what, &mut |axis| Dim::sym(&format!("{sym}_{axis}")))?;
+            let declared = tensor_type(vi.r#type.as_ref(), &what, &mut |axis| {
+                Dim::sym(&format!("{sym}_{axis}"))
+            })?;
             let ty = match (declared, fallback.and_then(|f| f.get(i))) {
-                (Some(d), Some(f)) if d.shape.iter().any(|x| x.known().is_none()) && f.rank() == d.rank() && f.dtype == d.dtype => f.clone(),
+                (Some(d), Some(f))
+                    if d.shape.iter().any(|x| x.known().is_none())
+                        && f.rank() == d.rank()
+                        && f.dtype == d.dtype =>
+                {
+                    f.clone()
+                }
                 (Some(d), _) => d,
                 (None, Some(f)) => f.clone(),
                 (None, None) => {
-                    return Err(ImportError::Unsupported { location: what, reason: "no element type or shape is declared".into() });
+                    return Err(ImportError::Unsupported {
+                        location: what,
+                        reason: "no element type or shape is declared".into(),
+                    });
                 }
             };
             let v = self.g.add_value(ty, name.clone(), ValueDef::Param);
@@ -165,25 +224,41 @@ impl<'f> Importer<'f> {
             match scope.lookup(&name) {
                 Some(Some(v)) => region.results.push(v),
                 _ => {
-                    return Err(ImportError::Invalid { location: format!("output \"{}\"", name.escape_debug()), reason: "is not produced by any node, input or initializer".into() });
+                    return Err(ImportError::Invalid {
+                        location: format!("output \"{}\"", name.escape_debug()),
+                        reason: "is not produced by any node, input or initializer".into(),
+                    });
                 }
             }
         }
         Ok(region)
     }
 
-    fn node(&mut self, np: &'f NodeProto, scope: &mut Scope, ctx: &Context<'f>, region: &mut Region) -> Result<(), ImportError> {
+    fn node(
+        &mut self,
+        np: &'f NodeProto,
+        scope: &mut Scope,
+        ctx: &Context<'f>,
+        region: &mut Region,
+    ) -> Result<(), ImportError> {
         let location = node_location(np);
         let op_type = np.op_type.as_deref().unwrap_or("");
         let domain = match np.domain.as_deref().unwrap_or("") {
             "ai.onnx" => "",
             d => d,
         };
-        if let Some(f) = self.functions.get(&(domain.to_string(), op_type.to_string())).copied() {
+        if let Some(f) = self
+            .functions
+            .get(&(domain.to_string(), op_type.to_string()))
+            .copied()
+        {
             return self.inline(np, f, scope, ctx, region);
         }
         if !domain.is_empty() {
-            return Err(ImportError::Unsupported { location, reason: format!("operator domain \"{domain}\"") });
+            return Err(ImportError::Unsupported {
+                location,
+                reason: format!("operator domain \"{domain}\""),
+            });
         }
         let version = ctx.opsets.get("").copied().unwrap_or(1);
 
@@ -199,7 +274,10 @@ impl<'f> Importer<'f> {
             return self.constant(np, values, scope, ctx, region, &location);
         }
         if NON_TENSOR_OPS.contains(&op_type) {
-            return Err(ImportError::Unsupported { location, reason: "sequence and optional values are not supported".into() });
+            return Err(ImportError::Unsupported {
+                location,
+                reason: "sequence and optional values are not supported".into(),
+            });
         }
 
         let mut inputs = Vec::with_capacity(np.input.len());
@@ -210,34 +288,72 @@ impl<'f> Importer<'f> {
             }
             match scope.lookup(name) {
                 Some(v) => inputs.push(v),
-                None => return Err(ImportError::Invalid { location, reason: format!("input \"{}\" is not defined before this node", name.escape_debug()) }),
+                None => {
+                    return Err(ImportError::Invalid {
+                        location,
+                        reason: format!(
+                            "input \"{}\" is not defined before this node",
+                            name.escape_debug()
+                        ),
+                    });
+                }
             }
         }
-        let kind = upgrade::kind_of(op_type, &self.kinds).ok_or_else(|| ImportError::Unsupported { location: location.clone(), reason: format!("unknown operator {op_type}") })?;
-        let mut pending = Pending { kind, attrs: values, inputs, num_outputs: np.output.len() };
-        let input_types: Vec<Option<TensorType>> = pending.inputs.iter().map(|i| i.map(|v| self.g.ty(v).clone())).collect();
+        let kind =
+            upgrade::kind_of(op_type, &self.kinds).ok_or_else(|| ImportError::Unsupported {
+                location: location.clone(),
+                reason: format!("unknown operator {op_type}"),
+            })?;
+        let mut pending = Pending {
+            kind,
+            attrs: values,
+            inputs,
+            num_outputs: np.output.len(),
+        };
+        let input_types: Vec<Option<TensorType>> = pending
+            .inputs
+            .iter()
+            .map(|i| i.map(|v| self.g.ty(v).clone()))
+            .collect();
         let g = &mut self.g;
         let mut new_const = |t: Tensor| {
             let v = g.add_value(t.ty(), String::new(), ValueDef::Const(t));
             region.consts.push(v);
             v
         };
-        upgrade::upgrade(op_type, version, &mut pending, &input_types, &mut new_const).map_err(|reason| ImportError::Unsupported { location: location.clone(), reason })?;
+        upgrade::upgrade(op_type, version, &mut pending, &input_types, &mut new_const).map_err(
+            |reason| ImportError::Unsupported {
+                location: location.clone(),
+                reason,
+            },
+        )?;
 
-        let op = pending.kind.with_attrs(pending.attrs).map_err(|e| ImportError::Invalid { location: location.clone(), reason: e.to_string() })?;
+        let op = pending
+            .kind
+            .with_attrs(pending.attrs)
+            .map_err(|e| ImportError::Invalid {
+                location: location.clone(),
+                reason: e.to_string(),
+            })?;
 
         // Regions, in the order the op names them.
         let mut regions = Vec::new();
         for rname in pending.kind.region_names() {
             let Some(pos) = graphs.iter().position(|(n, _)| n == rname) else {
-                return Err(ImportError::Invalid { location, reason: format!("missing graph attribute `{rname}`") });
+                return Err(ImportError::Invalid {
+                    location,
+                    reason: format!("missing graph attribute `{rname}`"),
+                });
             };
             let (_, gp) = graphs.swap_remove(pos);
             let fallback = self.body_param_types(&op, &pending.inputs);
             regions.push(self.region(gp, scope, ctx, fallback.as_deref())?);
         }
         if let Some((n, _)) = graphs.first() {
-            return Err(ImportError::Invalid { location, reason: format!("unexpected graph attribute `{n}`") });
+            return Err(ImportError::Invalid {
+                location,
+                reason: format!("unexpected graph attribute `{n}`"),
+            });
         }
 
         let sigs: Vec<RegionSig> = regions
@@ -248,7 +364,16 @@ impl<'f> Importer<'f> {
             })
             .collect();
         let types = {
-            let inputs: Vec<Option<InferInput<'_>>> = pending.inputs.iter().map(|i| i.map(|v| InferInput { ty: self.g.ty(v), value: self.g.const_value(v) })).collect();
+            let inputs: Vec<Option<InferInput<'_>>> = pending
+                .inputs
+                .iter()
+                .map(|i| {
+                    i.map(|v| InferInput {
+                        ty: self.g.ty(v),
+                        value: self.g.const_value(v),
+                    })
+                })
+                .collect();
             let mut counter = self.fresh;
             let mut fresh = || {
                 counter += 1;
@@ -259,8 +384,14 @@ impl<'f> Importer<'f> {
             r.map_err(|e| match e {
                 // kiln compiles for static ranks; a rank that depends on input data is a limit of
                 // kiln, not a fault of the model.
-                InferError::NotStatic(_) => ImportError::Unsupported { location: location.clone(), reason: format!("shape depends on run-time data: {e}") },
-                _ => ImportError::Invalid { location: location.clone(), reason: e.to_string() },
+                InferError::NotStatic(_) => ImportError::Unsupported {
+                    location: location.clone(),
+                    reason: format!("shape depends on run-time data: {e}"),
+                },
+                _ => ImportError::Invalid {
+                    location: location.clone(),
+                    reason: e.to_string(),
+                },
             })?
         };
 
@@ -297,7 +428,10 @@ impl<'f> Importer<'f> {
         let ty = |v: &Option<ValueId>| v.map(|v| self.g.ty(v).clone());
         match op {
             Op::Loop(_) => {
-                let mut types = vec![TensorType::known(DType::I64, &[]), TensorType::known(DType::Bool, &[])];
+                let mut types = vec![
+                    TensorType::known(DType::I64, &[]),
+                    TensorType::known(DType::Bool, &[]),
+                ];
                 for v in inputs.iter().skip(2) {
                     types.push(ty(v)?);
                 }
@@ -306,11 +440,16 @@ impl<'f> Importer<'f> {
             Op::Scan(s) => {
                 let scanned = usize::try_from(s.num_scan_inputs).ok()?;
                 let states = inputs.len().checked_sub(scanned)?;
-                let mut types: Vec<TensorType> = inputs[..states].iter().map(ty).collect::<Option<_>>()?;
+                let mut types: Vec<TensorType> =
+                    inputs[..states].iter().map(ty).collect::<Option<_>>()?;
                 for (i, v) in inputs[states..].iter().enumerate() {
                     let mut t = ty(v)?;
                     let axis = s.scan_input_axes.get(i).copied().unwrap_or(0);
-                    let axis = if axis < 0 { axis + t.rank() as i64 } else { axis };
+                    let axis = if axis < 0 {
+                        axis + t.rank() as i64
+                    } else {
+                        axis
+                    };
                     if axis < 0 || axis as usize >= t.rank() {
                         return None;
                     }
@@ -323,8 +462,19 @@ impl<'f> Importer<'f> {
         }
     }
 
-    fn constant(&mut self, np: &NodeProto, attrs: Vec<(String, AttrValue)>, scope: &mut Scope, ctx: &Context<'f>, region: &mut Region, location: &str) -> Result<(), ImportError> {
-        let invalid = |reason: &str| ImportError::Invalid { location: location.to_string(), reason: reason.to_string() };
+    fn constant(
+        &mut self,
+        np: &NodeProto,
+        attrs: Vec<(String, AttrValue)>,
+        scope: &mut Scope,
+        ctx: &Context<'f>,
+        region: &mut Region,
+        location: &str,
+    ) -> Result<(), ImportError> {
+        let invalid = |reason: &str| ImportError::Invalid {
+            location: location.to_string(),
+            reason: reason.to_string(),
+        };
         let [(name, value)] = &attrs[..] else {
             return Err(invalid("Constant needs exactly one value attribute"));
         };
@@ -336,8 +486,18 @@ impl<'f> Importer<'f> {
             ("value_ints", AttrValue::Ints(i)) => Tensor::from_i64s(&[i.len() as u64], i),
             ("value_string", AttrValue::Str(s)) => string_tensor(&[], std::slice::from_ref(s)),
             ("value_strings", AttrValue::Strs(s)) => string_tensor(&[s.len() as u64], s),
-            ("sparse_value", _) => return Err(ImportError::Unsupported { location: location.to_string(), reason: "sparse constants".into() }),
-            _ => return Err(invalid(&format!("unexpected attribute `{name}` of kind {}", value.kind()))),
+            ("sparse_value", _) => {
+                return Err(ImportError::Unsupported {
+                    location: location.to_string(),
+                    reason: "sparse constants".into(),
+                });
+            }
+            _ => {
+                return Err(invalid(&format!(
+                    "unexpected attribute `{name}` of kind {}",
+                    value.kind()
+                )));
+            }
         };
         let Some(out) = np.output.first() else {
             return Err(invalid("Constant has no output"));
@@ -349,7 +509,14 @@ impl<'f> Importer<'f> {
 
     /// Inlines a call of model-local function `f`: its body is imported in a scope of its own
     /// where the formal inputs name the actual ones, and the formal outputs then name the call's.
-    fn inline(&mut self, np: &'f NodeProto, f: &'f FunctionProto, scope: &mut Scope, ctx: &Context<'f>, region: &mut Region) -> Result<(), ImportError> {
+    fn inline(
+        &mut self,
+        np: &'f NodeProto,
+        f: &'f FunctionProto,
+        scope: &mut Scope,
+        ctx: &Context<'f>,
+        region: &mut Region,
+    ) -> Result<(), ImportError> {
         let location = node_location(np);
         self.calls += 1;
         let call_name = match np.name.as_deref() {
@@ -363,7 +530,15 @@ impl<'f> Importer<'f> {
                 None | Some("") => None,
                 Some(name) => match scope.lookup(name) {
                     Some(v) => v,
-                    None => return Err(ImportError::Invalid { location, reason: format!("input \"{}\" is not defined before this node", name.escape_debug()) }),
+                    None => {
+                        return Err(ImportError::Invalid {
+                            location,
+                            reason: format!(
+                                "input \"{}\" is not defined before this node",
+                                name.escape_debug()
+                            ),
+                        });
+                    }
                 },
             };
             inner.bind(formal, actual);
@@ -377,7 +552,11 @@ impl<'f> Importer<'f> {
         }
         let mut fn_opsets = ctx.opsets.clone();
         fn_opsets.extend(opsets(&f.opset_import));
-        let inner_ctx = Context { opsets: fn_opsets, env: Some(env), prefix: format!("{}{call_name}/", ctx.prefix) };
+        let inner_ctx = Context {
+            opsets: fn_opsets,
+            env: Some(env),
+            prefix: format!("{}{call_name}/", ctx.prefix),
+        };
         for body_node in &f.node {
             self.node(body_node, &mut inner, &inner_ctx, region)?;
         }
@@ -390,7 +569,15 @@ impl<'f> Importer<'f> {
                     self.g.values[v.index()].name = format!("{}{actual}", ctx.prefix);
                     scope.bind(actual, Some(v));
                 }
-                _ => return Err(ImportError::Invalid { location, reason: format!("function output \"{}\" is never defined", formal.escape_debug()) }),
+                _ => {
+                    return Err(ImportError::Invalid {
+                        location,
+                        reason: format!(
+                            "function output \"{}\" is never defined",
+                            formal.escape_debug()
+                        ),
+                    });
+                }
             }
         }
         Ok(())
@@ -398,5 +585,13 @@ impl<'f> Importer<'f> {
 }
 
 fn string_tensor(shape: &[u64], s: &[String]) -> Tensor {
-    Tensor { dtype: kiln_tir::DType::String, shape: shape.to_vec(), data: kiln_tir::TensorData::Strings(s.iter().map(|x| bytes::Bytes::from(x.clone().into_bytes())).collect()) }
+    Tensor {
+        dtype: kiln_tir::DType::String,
+        shape: shape.to_vec(),
+        data: kiln_tir::TensorData::Strings(
+            s.iter()
+                .map(|x| bytes::Bytes::from(x.clone().into_bytes()))
+                .collect(),
+        ),
+    }
 }

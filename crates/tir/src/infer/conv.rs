@@ -3,10 +3,15 @@
 
 use crate::dim::Dim;
 use crate::dtype::DType;
-use crate::op::{AutoPad, Col2Im, Conv, ConvInteger, ConvTranspose, DeformConv, QLinearConv};
+use crate::op::{
+    AutoPad, Col2Im, Conv, ConvInteger, ConvTranspose, DeformConv, FusedConv, QLinearConv,
+};
 use crate::types::TensorType;
 
-use super::common::{Cx, Res, attr_err, fmt_dims, known, mul, offset, per_axis, positive, product, set, shape_err, tt, unify};
+use super::common::{
+    Cx, Res, attr_err, fmt_dims, known, mul, offset, per_axis, positive, product, set, shape_err,
+    tt, unify,
+};
 
 /// The attributes of a sliding window over the spatial axes.
 pub(super) struct Window<'a> {
@@ -33,20 +38,38 @@ struct Resolved {
 
 impl Window<'_> {
     fn resolve(&self, n: usize) -> Res<Resolved> {
-        let pos = |list: &[i64], what: &str| -> Res<Vec<u64>> { per_axis(list, n, 1, what)?.into_iter().map(|v| positive(v, what)).collect() };
+        let pos = |list: &[i64], what: &str| -> Res<Vec<u64>> {
+            per_axis(list, n, 1, what)?
+                .into_iter()
+                .map(|v| positive(v, what))
+                .collect()
+        };
         let pads = per_axis(self.pads, 2 * n, 0, "pads")?;
         let pads = match self.auto_pad {
-            AutoPad::Notset => {
-                pads.iter().map(|&p| u64::try_from(p).map_err(|_| attr_err(format!("pads must not be negative, found {p}")))).collect::<Res<_>>()?
-            }
+            AutoPad::Notset => pads
+                .iter()
+                .map(|&p| {
+                    u64::try_from(p)
+                        .map_err(|_| attr_err(format!("pads must not be negative, found {p}")))
+                })
+                .collect::<Res<_>>()?,
             _ => vec![0; 2 * n],
         };
-        Ok(Resolved { strides: pos(self.strides, "strides")?, dilations: pos(self.dilations, "dilations")?, pads })
+        Ok(Resolved {
+            strides: pos(self.strides, "strides")?,
+            dilations: pos(self.dilations, "dilations")?,
+            pads,
+        })
     }
 
     /// Output sizes of the window over `spatial` input sizes with `kernel` sizes (`None` for a
     /// kernel size that is not static).
-    pub fn output(&self, cx: &mut Cx<'_, '_>, spatial: &[Dim], kernel: &[Option<u64>]) -> Res<Vec<Dim>> {
+    pub fn output(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        spatial: &[Dim],
+        kernel: &[Option<u64>],
+    ) -> Res<Vec<Dim>> {
         let n = spatial.len();
         let r = self.resolve(n)?;
         let mut out = Vec::with_capacity(n);
@@ -69,7 +92,11 @@ impl Window<'_> {
                         shape_err(format!("window of {ek} (kernel {k}, dilation {}) exceeds padded input {total} on spatial axis {i}", r.dilations[i]))
                     })?;
                     let s = u128::from(s);
-                    let mut o = if self.ceil_mode { span.div_ceil(s) + 1 } else { span / s + 1 };
+                    let mut o = if self.ceil_mode {
+                        span.div_ceil(s) + 1
+                    } else {
+                        span / s + 1
+                    };
                     // The last window must start inside the input or its begin padding.
                     if self.ceil_mode && (o - 1) * s >= u128::from(*x) + u128::from(pb) {
                         o -= 1;
@@ -77,7 +104,8 @@ impl Window<'_> {
                     Dim::Known(u64::try_from(o).map_err(|_| shape_err("output size overflows"))?)
                 }
                 Dim::Sym(_) => {
-                    let delta = i64::try_from(i128::from(pb) + i128::from(pe) - i128::from(ek)).map_err(|_| shape_err("pads overflow"))?;
+                    let delta = i64::try_from(i128::from(pb) + i128::from(pe) - i128::from(ek))
+                        .map_err(|_| shape_err("pads overflow"))?;
                     let span = offset(input, delta)?;
                     match span.div_exact(&Dim::Known(s)) {
                         Some(q) => offset(&q, 1)?,
@@ -96,7 +124,11 @@ pub(super) fn effective(k: u64, d: u64) -> Res<u64> {
     k.checked_sub(1)
         .and_then(|k| k.checked_mul(d))
         .and_then(|v| v.checked_add(1))
-        .ok_or_else(|| shape_err(format!("kernel {k} with dilation {d} is not a valid window")))
+        .ok_or_else(|| {
+            shape_err(format!(
+                "kernel {k} with dilation {d} is not a valid window"
+            ))
+        })
 }
 
 /// Kernel sizes: the attribute when given (checked against the weight), else the weight's
@@ -106,14 +138,21 @@ pub(super) fn kernel(attr: &[i64], weight_spatial: &[Dim]) -> Res<Vec<Option<u64
         return Ok(weight_spatial.iter().map(Dim::known).collect());
     }
     if attr.len() != weight_spatial.len() {
-        return Err(attr_err(format!("kernel_shape has {} values for {} spatial axes", attr.len(), weight_spatial.len())));
+        return Err(attr_err(format!(
+            "kernel_shape has {} values for {} spatial axes",
+            attr.len(),
+            weight_spatial.len()
+        )));
     }
     attr.iter()
         .zip(weight_spatial)
         .map(|(&k, w)| {
             let k = positive(k, "kernel_shape")?;
             if matches!(w, Dim::Known(n) if *n != k) {
-                return Err(shape_err(format!("kernel_shape {attr:?} does not match the weight's spatial dims {}", fmt_dims(weight_spatial))));
+                return Err(shape_err(format!(
+                    "kernel_shape {attr:?} does not match the weight's spatial dims {}",
+                    fmt_dims(weight_spatial)
+                )));
             }
             Ok(Some(k))
         })
@@ -121,24 +160,39 @@ pub(super) fn kernel(attr: &[i64], weight_spatial: &[Dim]) -> Res<Vec<Option<u64
 }
 
 /// The shape of a (grouped) convolution of input `xi` with weight `wi`: `[N, M, out...]`.
-fn conv_shape(cx: &mut Cx<'_, '_>, xi: usize, wi: usize, group: i64, window: &Window<'_>) -> Res<Vec<Dim>> {
+fn conv_shape(
+    cx: &mut Cx<'_, '_>,
+    xi: usize,
+    wi: usize,
+    group: i64,
+    window: &Window<'_>,
+) -> Res<Vec<Dim>> {
     let (x, w) = (cx.ty(xi)?, cx.ty(wi)?);
     if x.rank() < 3 {
-        return Err(shape_err(format!("input must have rank at least 3 (N, C, spatial...), found {x}")));
+        return Err(shape_err(format!(
+            "input must have rank at least 3 (N, C, spatial...), found {x}"
+        )));
     }
     if w.rank() != x.rank() {
-        return Err(shape_err(format!("weight {w} must have the input's rank {}", x.rank())));
+        return Err(shape_err(format!(
+            "weight {w} must have the input's rank {}",
+            x.rank()
+        )));
     }
     let g = positive(group, "group")?;
     if let (Dim::Known(c), Dim::Known(wc)) = (&x.shape[1], &w.shape[1])
         && wc.checked_mul(g) != Some(*c)
     {
-        return Err(shape_err(format!("input has {c} channels but weight expects {wc} x group {g}")));
+        return Err(shape_err(format!(
+            "input has {c} channels but weight expects {wc} x group {g}"
+        )));
     }
     if let Dim::Known(m) = w.shape[0]
         && m % g != 0
     {
-        return Err(shape_err(format!("{m} output channels do not divide into {g} groups")));
+        return Err(shape_err(format!(
+            "{m} output channels do not divide into {g} groups"
+        )));
     }
     let k = kernel(window.kernel_shape, &w.shape[2..])?;
     let spatial = window.output(cx, &x.shape[2..], &k)?;
@@ -166,10 +220,49 @@ pub(super) fn conv(cx: &mut Cx<'_, '_>, a: &Conv) -> Res<Vec<TensorType>> {
     let d = cx.check(0, set::FLOAT)?;
     cx.same(0, 1)?;
     cx.same(0, 2)?;
-    let window = Window { kernel_shape: &a.kernel_shape, strides: &a.strides, dilations: &a.dilations, pads: &a.pads, auto_pad: a.auto_pad, ceil_mode: false };
+    let window = Window {
+        kernel_shape: &a.kernel_shape,
+        strides: &a.strides,
+        dilations: &a.dilations,
+        pads: &a.pads,
+        auto_pad: a.auto_pad,
+        ceil_mode: false,
+    };
     let shape = conv_shape(cx, 0, 1, a.group, &window)?;
     bias(cx, 2, &shape[1])?;
     Ok(vec![tt(d, shape)])
+}
+
+/// FusedConv: Conv's inputs plus a residual addend `Z` of the output's type.
+pub(super) fn fused_conv(cx: &mut Cx<'_, '_>, a: &FusedConv) -> Res<Vec<TensorType>> {
+    cx.arity(2, 4)?;
+    let d = cx.check(0, set::FLOAT)?;
+    for i in 1..4 {
+        cx.same(0, i)?;
+    }
+    let window = Window {
+        kernel_shape: &a.kernel_shape,
+        strides: &a.strides,
+        dilations: &a.dilations,
+        pads: &a.pads,
+        auto_pad: a.auto_pad,
+        ceil_mode: false,
+    };
+    let shape = conv_shape(cx, 0, 1, a.group, &window)?;
+    bias(cx, 2, &shape[1])?;
+    let y = tt(d, shape);
+    residual(cx, 3, &y)?;
+    Ok(vec![y])
+}
+
+/// Checks the optional residual addend `i` has exactly the output's type.
+pub(super) fn residual(cx: &Cx<'_, '_>, i: usize, y: &TensorType) -> Res<()> {
+    match cx.opt(i) {
+        Some(z) if z.shape != y.shape => Err(shape_err(format!(
+            "residual addend {z} differs from the output {y}"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// ConvInteger: 8-bit operands, i32 output.
@@ -179,8 +272,18 @@ pub(super) fn conv_integer(cx: &mut Cx<'_, '_>, a: &ConvInteger) -> Res<Vec<Tens
     cx.check(1, set::INT8)?;
     cx.same(0, 2)?;
     cx.same(1, 3)?;
-    let window = Window { kernel_shape: &a.kernel_shape, strides: &a.strides, dilations: &a.dilations, pads: &a.pads, auto_pad: a.auto_pad, ceil_mode: false };
-    Ok(vec![tt(DType::I32, conv_shape(cx, 0, 1, a.group, &window)?)])
+    let window = Window {
+        kernel_shape: &a.kernel_shape,
+        strides: &a.strides,
+        dilations: &a.dilations,
+        pads: &a.pads,
+        auto_pad: a.auto_pad,
+        ceil_mode: false,
+    };
+    Ok(vec![tt(
+        DType::I32,
+        conv_shape(cx, 0, 1, a.group, &window)?,
+    )])
 }
 
 /// QLinearConv: x, its scale and zero point, w, its scale and zero point, y's scale and zero
@@ -196,7 +299,14 @@ pub(super) fn qlinear_conv(cx: &mut Cx<'_, '_>, a: &QLinearConv) -> Res<Vec<Tens
         cx.check(i, set::F32)?;
     }
     cx.check_opt(8, set::I32)?;
-    let window = Window { kernel_shape: &a.kernel_shape, strides: &a.strides, dilations: &a.dilations, pads: &a.pads, auto_pad: a.auto_pad, ceil_mode: false };
+    let window = Window {
+        kernel_shape: &a.kernel_shape,
+        strides: &a.strides,
+        dilations: &a.dilations,
+        pads: &a.pads,
+        auto_pad: a.auto_pad,
+        ceil_mode: false,
+    };
     let shape = conv_shape(cx, 0, 3, a.group, &window)?;
     bias(cx, 8, &shape[1])?;
     Ok(vec![tt(d, shape)])
@@ -211,14 +321,27 @@ pub(super) fn conv_transpose(cx: &mut Cx<'_, '_>, a: &ConvTranspose) -> Res<Vec<
     cx.same(0, 2)?;
     let (x, w) = (cx.ty(0)?, cx.ty(1)?);
     if x.rank() < 3 || w.rank() != x.rank() {
-        return Err(shape_err(format!("input {x} and weight {w} must have one rank of at least 3")));
+        return Err(shape_err(format!(
+            "input {x} and weight {w} must have one rank of at least 3"
+        )));
     }
     let n = x.rank() - 2;
     let g = positive(a.group, "group")?;
-    unify(&x.shape[1], &w.shape[0], "input channels differ from the weight's first dim")?;
+    unify(
+        &x.shape[1],
+        &w.shape[0],
+        "input channels differ from the weight's first dim",
+    )?;
     let m = mul(&w.shape[1], &Dim::Known(g))?;
     let k = kernel(&a.kernel_shape, &w.shape[2..])?;
-    let window = Window { kernel_shape: &[], strides: &a.strides, dilations: &a.dilations, pads: &a.pads, auto_pad: a.auto_pad, ceil_mode: false };
+    let window = Window {
+        kernel_shape: &[],
+        strides: &a.strides,
+        dilations: &a.dilations,
+        pads: &a.pads,
+        auto_pad: a.auto_pad,
+        ceil_mode: false,
+    };
     let r = window.resolve(n)?;
     let out_pad = per_axis(&a.output_padding, n, 0, "output_padding")?;
     let mut shape = vec![x.shape[0].clone(), m];
@@ -226,7 +349,11 @@ pub(super) fn conv_transpose(cx: &mut Cx<'_, '_>, a: &ConvTranspose) -> Res<Vec<
         let given = match a.output_shape.len() {
             l if l == n => &a.output_shape[..],
             l if l == n + 2 => &a.output_shape[2..],
-            l => return Err(attr_err(format!("output_shape has {l} values for {n} spatial axes"))),
+            l => {
+                return Err(attr_err(format!(
+                    "output_shape has {l} values for {n} spatial axes"
+                )));
+            }
         };
         for &v in given {
             shape.push(known(v, "output_shape")?);
@@ -246,7 +373,10 @@ pub(super) fn conv_transpose(cx: &mut Cx<'_, '_>, a: &ConvTranspose) -> Res<Vec<
             };
             let ek = effective(k, r.dilations[i])?;
             // stride * (in - 1) + output_padding + ek - pads = in * stride + (the rest).
-            let rest = i128::from(out_pad[i]) + i128::from(ek) - i128::from(s) - i128::from(r.pads[i]) - i128::from(r.pads[i + n]);
+            let rest = i128::from(out_pad[i]) + i128::from(ek)
+                - i128::from(s)
+                - i128::from(r.pads[i])
+                - i128::from(r.pads[i + n]);
             let rest = i64::try_from(rest).map_err(|_| shape_err("pads overflow"))?;
             shape.push(offset(&scaled, rest)?);
         }
@@ -262,16 +392,29 @@ pub(super) fn deform_conv(cx: &mut Cx<'_, '_>, a: &DeformConv) -> Res<Vec<Tensor
     for i in 1..5 {
         cx.same(0, i)?;
     }
-    let window =
-        Window { kernel_shape: &a.kernel_shape, strides: &a.strides, dilations: &a.dilations, pads: &a.pads, auto_pad: AutoPad::Notset, ceil_mode: false };
+    let window = Window {
+        kernel_shape: &a.kernel_shape,
+        strides: &a.strides,
+        dilations: &a.dilations,
+        pads: &a.pads,
+        auto_pad: AutoPad::Notset,
+        ceil_mode: false,
+    };
     let mut shape = conv_shape(cx, 0, 1, a.group, &window)?;
     positive(a.offset_group, "offset_group")?;
     let off = cx.ty(2)?;
     if off.rank() != shape.len() {
-        return Err(shape_err(format!("offset {off} must have the input's rank {}", shape.len())));
+        return Err(shape_err(format!(
+            "offset {off} must have the input's rank {}",
+            shape.len()
+        )));
     }
     for (i, o) in off.shape[2..].iter().enumerate() {
-        shape[2 + i] = unify(&shape[2 + i], o, "offset spatial size differs from the output's")?;
+        shape[2 + i] = unify(
+            &shape[2 + i],
+            o,
+            "offset spatial size differs from the output's",
+        )?;
     }
     bias(cx, 3, &shape[1])?;
     Ok(vec![tt(d, shape)])
@@ -287,7 +430,11 @@ pub(super) fn causal_conv(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
     cx.rank_is(0, 3, "input")?;
     cx.rank_is(1, 3, "weight")?;
     let (x, w) = (cx.ty(0)?, cx.ty(1)?);
-    unify(&x.shape[1], &w.shape[0], "weight channels differ from the input's")?;
+    unify(
+        &x.shape[1],
+        &w.shape[0],
+        "weight channels differ from the input's",
+    )?;
     let state = match &w.shape[2] {
         Dim::Known(0) => return Err(shape_err("kernel size must be positive")),
         Dim::Known(k) => Dim::Known(k - 1),
@@ -297,7 +444,10 @@ pub(super) fn causal_conv(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
     if let Some(past) = cx.opt(3)
         && past.shape.len() != 3
     {
-        return Err(shape_err(format!("past_state must have shape {}, found {past}", fmt_dims(&state_shape))));
+        return Err(shape_err(format!(
+            "past_state must have shape {}, found {past}",
+            fmt_dims(&state_shape)
+        )));
     }
     Ok(vec![x.clone(), tt(d, state_shape)])
 }
@@ -314,18 +464,32 @@ pub(super) fn col2im(cx: &mut Cx<'_, '_>, a: &Col2Im) -> Res<Vec<TensorType>> {
     let n = match (&image, cx.vector_len(1, "image_shape")?) {
         (Some(v), _) => v.len(),
         (None, Dim::Known(n)) => n as usize,
-        (None, Dim::Sym(_)) => return Err(super::InferError::NotStatic("the output rank depends on image_shape's length, which is not static".into())),
+        (None, Dim::Sym(_)) => {
+            return Err(super::InferError::NotStatic(
+                "the output rank depends on image_shape's length, which is not static".into(),
+            ));
+        }
     };
     let channels = match &block {
         Some(b) => {
             if b.len() != n {
-                return Err(shape_err(format!("block_shape has {} values for {n} image axes", b.len())));
+                return Err(shape_err(format!(
+                    "block_shape has {} values for {n} image axes",
+                    b.len()
+                )));
             }
-            let dims: Vec<Dim> = b.iter().map(|&v| positive(v, "block_shape").map(Dim::Known)).collect::<Res<_>>()?;
+            let dims: Vec<Dim> = b
+                .iter()
+                .map(|&v| positive(v, "block_shape").map(Dim::Known))
+                .collect::<Res<_>>()?;
             let p = product(&dims)?;
             match (&x.shape[1], x.shape[1].div_exact(&p)) {
                 (_, Some(c)) => c,
-                (Dim::Known(c), None) => return Err(shape_err(format!("{c} channels do not divide by the block size {p}"))),
+                (Dim::Known(c), None) => {
+                    return Err(shape_err(format!(
+                        "{c} channels do not divide by the block size {p}"
+                    )));
+                }
                 (_, None) => cx.fresh(),
             }
         }
@@ -357,16 +521,24 @@ fn check_col2im_blocks(a: &Col2Im, image: &[Dim], block: &[i64], l: &Dim) -> Res
         let Dim::Known(size) = image[i] else {
             return Ok(());
         };
-        let ek = effective(positive(block[i], "block_shape")?, positive(dil[i], "dilations")?)?;
-        let span = i128::from(size) + i128::from(pads[i]) + i128::from(pads[i + n]) - i128::from(ek);
+        let ek = effective(
+            positive(block[i], "block_shape")?,
+            positive(dil[i], "dilations")?,
+        )?;
+        let span =
+            i128::from(size) + i128::from(pads[i]) + i128::from(pads[i + n]) - i128::from(ek);
         if span < 0 {
-            return Err(shape_err(format!("block of {ek} exceeds the padded image on axis {i}")));
+            return Err(shape_err(format!(
+                "block of {ek} exceeds the padded image on axis {i}"
+            )));
         }
         let s = i128::from(positive(strides[i], "strides")?);
         count = count.saturating_mul((span / s + 1) as u128);
     }
     match l {
-        Dim::Known(l) if u128::from(*l) != count => Err(shape_err(format!("input has {l} blocks, but the image and block shapes give {count}"))),
+        Dim::Known(l) if u128::from(*l) != count => Err(shape_err(format!(
+            "input has {l} blocks, but the image and block shapes give {count}"
+        ))),
         _ => Ok(()),
     }
 }

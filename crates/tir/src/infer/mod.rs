@@ -48,7 +48,10 @@ use crate::op::Op;
 use crate::tensor::Tensor;
 use crate::types::TensorType;
 
-pub use bind::{bind_input_shapes, bind_input_values, bind_symbols, shape_deciding_inputs, substitute_input_values};
+pub use bind::{
+    bind_input_shapes, bind_input_values, bind_symbols, shape_deciding_inputs,
+    substitute_input_values,
+};
 pub use walk::infer_graph;
 
 use common::{Cx, set};
@@ -130,7 +133,11 @@ pub struct GraphInferError {
 impl fmt::Display for GraphInferError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.node.is_some() || !self.op.is_empty() {
-            write!(f, "node {:?} (tensor.{}): {}", self.node_name, self.op, self.message)
+            write!(
+                f,
+                "node {:?} (tensor.{}): {}",
+                self.node_name, self.op, self.message
+            )
         } else {
             write!(f, "{}: {}", self.node_name, self.message)
         }
@@ -155,12 +162,20 @@ pub fn infer_op(
 ) -> Result<Vec<TensorType>, InferError> {
     let want = op.kind().region_names().len();
     if regions.len() != want {
-        return Err(InferError::Arity { what: "regions", expected: want.to_string(), found: regions.len() });
+        return Err(InferError::Arity {
+            what: "regions",
+            expected: want.to_string(),
+            found: regions.len(),
+        });
     }
     let mut cx = Cx::new(inputs, regions, num_outputs, fresh);
     let mut out = dispatch(op, &mut cx)?;
     if out.len() < num_outputs {
-        return Err(InferError::Arity { what: "outputs", expected: format!("at most {}", out.len()), found: num_outputs });
+        return Err(InferError::Arity {
+            what: "outputs",
+            expected: format!("at most {}", out.len()),
+            found: num_outputs,
+        });
     }
     out.truncate(num_outputs);
     Ok(out)
@@ -174,10 +189,36 @@ fn dispatch(op: &Op, cx: &mut Cx<'_, '_>) -> Result<Vec<TensorType>, InferError>
         Op::Abs(_) | Op::Sign(_) => ew::unary(cx, set::NUMERIC),
         Op::Neg(_) | Op::Relu(_) => ew::unary(cx, set::SIGNED),
         Op::Shrink(_) => ew::unary(cx, set::NUMERIC),
-        Op::Acos(_) | Op::Acosh(_) | Op::Asin(_) | Op::Asinh(_) | Op::Atan(_) | Op::Atanh(_) | Op::Cos(_) | Op::Cosh(_) => ew::unary(cx, set::FLOAT),
-        Op::Sin(_) | Op::Sinh(_) | Op::Tan(_) | Op::Tanh(_) | Op::Ceil(_) | Op::Floor(_) | Op::Round(_) | Op::Erf(_) => ew::unary(cx, set::FLOAT),
-        Op::Exp(_) | Op::Log(_) | Op::Sqrt(_) | Op::Reciprocal(_) | Op::Sigmoid(_) | Op::Softplus(_) | Op::Softsign(_) => ew::unary(cx, set::FLOAT),
-        Op::Celu(_) | Op::Elu(_) | Op::Selu(_) | Op::LeakyRelu(_) | Op::HardSigmoid(_) | Op::HardSwish(_) | Op::Mish(_) => ew::unary(cx, set::FLOAT),
+        Op::Acos(_)
+        | Op::Acosh(_)
+        | Op::Asin(_)
+        | Op::Asinh(_)
+        | Op::Atan(_)
+        | Op::Atanh(_)
+        | Op::Cos(_)
+        | Op::Cosh(_) => ew::unary(cx, set::FLOAT),
+        Op::Sin(_)
+        | Op::Sinh(_)
+        | Op::Tan(_)
+        | Op::Tanh(_)
+        | Op::Ceil(_)
+        | Op::Floor(_)
+        | Op::Round(_)
+        | Op::Erf(_) => ew::unary(cx, set::FLOAT),
+        Op::Exp(_)
+        | Op::Log(_)
+        | Op::Sqrt(_)
+        | Op::Reciprocal(_)
+        | Op::Sigmoid(_)
+        | Op::Softplus(_)
+        | Op::Softsign(_) => ew::unary(cx, set::FLOAT),
+        Op::Celu(_)
+        | Op::Elu(_)
+        | Op::Selu(_)
+        | Op::LeakyRelu(_)
+        | Op::HardSigmoid(_)
+        | Op::HardSwish(_)
+        | Op::Mish(_) => ew::unary(cx, set::FLOAT),
         Op::ThresholdedRelu(_) | Op::Gelu(_) | Op::Swish(_) => ew::unary(cx, set::FLOAT),
         Op::BitwiseNot(_) => ew::unary(cx, set::INTEGER),
         Op::Not(_) => ew::unary(cx, set::BOOL),
@@ -191,11 +232,17 @@ fn dispatch(op: &Op, cx: &mut Cx<'_, '_>) -> Result<Vec<TensorType>, InferError>
         Op::Clip(_) => ew::clip(cx),
 
         // Broadcasting binary and variadic maps.
-        Op::Add(_) | Op::Sub(_) | Op::Mul(_) | Op::Div(_) | Op::Mod(_) => ew::binary(cx, set::NUMERIC, None),
-        Op::BitwiseAnd(_) | Op::BitwiseOr(_) | Op::BitwiseXor(_) | Op::BitShift(_) => ew::binary(cx, set::INTEGER, None),
+        Op::Add(_) | Op::Sub(_) | Op::Mul(_) | Op::Div(_) | Op::Mod(_) => {
+            ew::binary(cx, set::NUMERIC, None)
+        }
+        Op::BitwiseAnd(_) | Op::BitwiseOr(_) | Op::BitwiseXor(_) | Op::BitShift(_) => {
+            ew::binary(cx, set::INTEGER, None)
+        }
         Op::And(_) | Op::Or(_) | Op::Xor(_) => ew::binary(cx, set::BOOL, None),
         Op::Equal(_) => ew::binary(cx, set::EQUATABLE, Some(DType::Bool)),
-        Op::Greater(_) | Op::GreaterOrEqual(_) | Op::Less(_) | Op::LessOrEqual(_) => ew::binary(cx, set::NUMERIC, Some(DType::Bool)),
+        Op::Greater(_) | Op::GreaterOrEqual(_) | Op::Less(_) | Op::LessOrEqual(_) => {
+            ew::binary(cx, set::NUMERIC, Some(DType::Bool))
+        }
         Op::StringConcat(_) => ew::binary(cx, set::STRING, None),
         Op::Pow(_) => ew::pow(cx),
         Op::PRelu(_) => ew::prelu(cx),
@@ -208,13 +255,17 @@ fn dispatch(op: &Op, cx: &mut Cx<'_, '_>) -> Result<Vec<TensorType>, InferError>
         Op::ReduceL1(a) => reduce::reduce(cx, set::REDUCIBLE, a.keepdims, a.noop_with_empty_axes),
         Op::ReduceL2(a) => reduce::reduce(cx, set::REDUCIBLE, a.keepdims, a.noop_with_empty_axes),
         Op::ReduceLogSum(a) => reduce::reduce(cx, set::FLOAT, a.keepdims, a.noop_with_empty_axes),
-        Op::ReduceLogSumExp(a) => reduce::reduce(cx, set::FLOAT, a.keepdims, a.noop_with_empty_axes),
+        Op::ReduceLogSumExp(a) => {
+            reduce::reduce(cx, set::FLOAT, a.keepdims, a.noop_with_empty_axes)
+        }
         Op::ReduceMax(a) => reduce::reduce(cx, set::ORDERED, a.keepdims, a.noop_with_empty_axes),
         Op::ReduceMean(a) => reduce::reduce(cx, set::REDUCIBLE, a.keepdims, a.noop_with_empty_axes),
         Op::ReduceMin(a) => reduce::reduce(cx, set::ORDERED, a.keepdims, a.noop_with_empty_axes),
         Op::ReduceProd(a) => reduce::reduce(cx, set::REDUCIBLE, a.keepdims, a.noop_with_empty_axes),
         Op::ReduceSum(a) => reduce::reduce(cx, set::REDUCIBLE, a.keepdims, a.noop_with_empty_axes),
-        Op::ReduceSumSquare(a) => reduce::reduce(cx, set::REDUCIBLE, a.keepdims, a.noop_with_empty_axes),
+        Op::ReduceSumSquare(a) => {
+            reduce::reduce(cx, set::REDUCIBLE, a.keepdims, a.noop_with_empty_axes)
+        }
         Op::ArgMax(a) => reduce::arg(cx, a.axis, a.keepdims),
         Op::ArgMin(a) => reduce::arg(cx, a.axis, a.keepdims),
         Op::CumSum(_) | Op::CumProd(_) => reduce::cumulative(cx),
@@ -235,6 +286,7 @@ fn dispatch(op: &Op, cx: &mut Cx<'_, '_>) -> Result<Vec<TensorType>, InferError>
 
         // Convolution and pooling.
         Op::Conv(a) => conv::conv(cx, a),
+        Op::FusedConv(a) => conv::fused_conv(cx, a),
         Op::ConvInteger(a) => conv::conv_integer(cx, a),
         Op::QLinearConv(a) => conv::qlinear_conv(cx, a),
         Op::ConvTranspose(a) => conv::conv_transpose(cx, a),
@@ -244,7 +296,9 @@ fn dispatch(op: &Op, cx: &mut Cx<'_, '_>) -> Result<Vec<TensorType>, InferError>
         Op::AveragePool(a) => pool::average_pool(cx, a),
         Op::MaxPool(a) => pool::max_pool(cx, a),
         Op::LpPool(a) => pool::lp_pool(cx, a),
-        Op::GlobalAveragePool(_) | Op::GlobalMaxPool(_) | Op::GlobalLpPool(_) => pool::global_pool(cx),
+        Op::GlobalAveragePool(_) | Op::GlobalMaxPool(_) | Op::GlobalLpPool(_) => {
+            pool::global_pool(cx)
+        }
         Op::MaxRoiPool(a) => pool::max_roi_pool(cx, a),
         Op::MaxUnpool(a) => pool::max_unpool(cx, a),
         Op::RoiAlign(a) => pool::roi_align(cx, a),
@@ -254,6 +308,7 @@ fn dispatch(op: &Op, cx: &mut Cx<'_, '_>) -> Result<Vec<TensorType>, InferError>
         Op::MatMulInteger(_) => matmul::matmul_integer(cx),
         Op::QLinearMatMul(_) => matmul::qlinear_matmul(cx),
         Op::Gemm(a) => matmul::gemm(cx, a),
+        Op::FusedMatMul(a) => matmul::fused_matmul(cx, a),
         Op::Einsum(a) => matmul::einsum(cx, &a.equation),
         Op::Det(_) => matmul::det(cx),
 
@@ -298,9 +353,39 @@ fn dispatch(op: &Op, cx: &mut Cx<'_, '_>) -> Result<Vec<TensorType>, InferError>
         Op::DynamicQuantizeLinear(_) => quant::dynamic_quantize(cx),
 
         // Recurrent and attention layers.
-        Op::RNN(a) => rnn::rnn(cx, rnn::Cell { gates: 1, direction: &a.direction, hidden_size: a.hidden_size, layout: a.layout, max_inputs: 6, outputs: 2 }),
-        Op::GRU(a) => rnn::rnn(cx, rnn::Cell { gates: 3, direction: &a.direction, hidden_size: a.hidden_size, layout: a.layout, max_inputs: 6, outputs: 2 }),
-        Op::LSTM(a) => rnn::rnn(cx, rnn::Cell { gates: 4, direction: &a.direction, hidden_size: a.hidden_size, layout: a.layout, max_inputs: 8, outputs: 3 }),
+        Op::RNN(a) => rnn::rnn(
+            cx,
+            rnn::Cell {
+                gates: 1,
+                direction: &a.direction,
+                hidden_size: a.hidden_size,
+                layout: a.layout,
+                max_inputs: 6,
+                outputs: 2,
+            },
+        ),
+        Op::GRU(a) => rnn::rnn(
+            cx,
+            rnn::Cell {
+                gates: 3,
+                direction: &a.direction,
+                hidden_size: a.hidden_size,
+                layout: a.layout,
+                max_inputs: 6,
+                outputs: 2,
+            },
+        ),
+        Op::LSTM(a) => rnn::rnn(
+            cx,
+            rnn::Cell {
+                gates: 4,
+                direction: &a.direction,
+                hidden_size: a.hidden_size,
+                layout: a.layout,
+                max_inputs: 8,
+                outputs: 3,
+            },
+        ),
         Op::Attention(a) => attention::attention(cx, a),
         Op::RotaryEmbedding(a) => attention::rotary_embedding(cx, a),
         Op::LinearAttention(a) => attention::linear_attention(cx, a),

@@ -152,7 +152,8 @@ impl Attr for DType {
     fn from_value(v: AttrValue) -> Result<Self, String> {
         match v {
             AttrValue::DType(d) => Ok(d),
-            AttrValue::Int(code) => DType::from_onnx(code as i32).ok_or_else(|| format!("unknown element type code {code}")),
+            AttrValue::Int(code) => DType::from_onnx(code as i32)
+                .ok_or_else(|| format!("unknown element type code {code}")),
             other => mismatch("dtype", &other),
         }
     }
@@ -234,6 +235,19 @@ attr_enums! {
     AspectPolicy { Stretch = "stretch", NotLarger = "not_larger", NotSmaller = "not_smaller" }
     /// Gelu's formula.
     GeluApprox { None = "none", Tanh = "tanh" }
+    /// The activation a fused op applies last; `clip` bounds to `[alpha, beta]`, `leaky_relu`
+    /// uses `alpha` as the slope.
+    Activation {
+        None = "none",
+        Relu = "relu",
+        Clip = "clip",
+        LeakyRelu = "leaky_relu",
+        Sigmoid = "sigmoid",
+        Tanh = "tanh",
+        HardSwish = "hard_swish",
+        Gelu = "gelu",
+        GeluTanh = "gelu_tanh",
+    }
     /// Channel order of DepthToSpace.
     DepthToSpaceMode { Dcr = "DCR", Crd = "CRD" }
     /// How Scatter* combine updates with existing values.

@@ -388,4 +388,23 @@ define_ops! {
     Where "where" {}
     /// ONNX `Xor` (opset 7).
     Xor "xor" {}
+
+    // kiln's own ops, made by the optimizer (never imported; see `OpKind::is_internal`).
+
+    /// `Y = act(Conv(X, W) + B + Z)`: a convolution with its bias (`[M]`, optional), residual
+    /// addend (`Z`, Y's shape, optional) and activation applied in one kernel. Inputs `X, W, B,
+    /// Z`; the convolution attributes are Conv's.
+    FusedConv "fused_conv" { activation: Activation = Activation::None, alpha: f32 = 0.0_f32, auto_pad: AutoPad = AutoPad::Notset, beta: f32 = 0.0_f32, dilations: Vec<i64> = Vec::new(), group: i64 = 1, kernel_shape: Vec<i64> = Vec::new(), pads: Vec<i64> = Vec::new(), strides: Vec<i64> = Vec::new() }
+    /// `Y = act(A · op(B) + bias + Z)`: a (batched, numpy-broadcast) matrix product with a bias
+    /// over the last axis (`[N]`, optional), a residual addend (`Z`, Y's shape, optional) and
+    /// an activation in one kernel. `op(B)` is `B` transposed in its last two axes when
+    /// `transB` is 1. Inputs `A, B, bias, Z`.
+    FusedMatMul "fused_matmul" { activation: Activation = Activation::None, alpha: f32 = 0.0_f32, beta: f32 = 0.0_f32, transB: i64 = 0 }
+}
+
+impl OpKind {
+    /// True for kiln's own ops: the optimizer makes them; no ONNX model names them.
+    pub fn is_internal(self) -> bool {
+        matches!(self, OpKind::FusedConv | OpKind::FusedMatMul)
+    }
 }

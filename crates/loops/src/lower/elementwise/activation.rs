@@ -3,11 +3,11 @@
 //! (more).
 //! Formulas follow the ONNX reference implementation.
 
-use kiln_tir::op::GeluApprox;
+use kiln_tir::op::{Activation, Gelu, GeluApprox, HardSwish, LeakyRelu, Relu, Sigmoid, Tanh};
 use kiln_tir::{NodeId, Op};
 
 use super::unary::sigmoid;
-use super::{c, cast_to, common_type, map_n, need_float, need_number, Scope, UnaryFn};
+use super::{ElemResult, Scope, UnaryFn, c, cast_to, common_type, map_n, need_float, need_number};
 use crate::ir::*;
 use crate::lower::{LowerError, Lowerer};
 
@@ -60,12 +60,19 @@ pub(super) fn unary_fn(op: &Op) -> Option<UnaryFn> {
         // x > 0 ? x : α(e^x − 1)
         Op::Elu(a) => {
             let alpha = f64::from(a.alpha);
-            float(move |s, x, ty| positive(&x, ty).select(x.clone(), mul(c(ty, alpha), expm1(s, x, ty))))
+            float(move |s, x, ty| {
+                positive(&x, ty).select(x.clone(), mul(c(ty, alpha), expm1(s, x, ty)))
+            })
         }
         // γ · (x > 0 ? x : α(e^x − 1))
         Op::Selu(a) => {
             let (alpha, gamma) = (f64::from(a.alpha), f64::from(a.gamma));
-            float(move |s, x, ty| mul(positive(&x, ty).select(x.clone(), mul(c(ty, alpha), expm1(s, x, ty))), c(ty, gamma)))
+            float(move |s, x, ty| {
+                mul(
+                    positive(&x, ty).select(x.clone(), mul(c(ty, alpha), expm1(s, x, ty))),
+                    c(ty, gamma),
+                )
+            })
         }
         // max(0, x) + min(0, α(e^(x/α) − 1))
         Op::Celu(a) => {
@@ -87,7 +94,9 @@ pub(super) fn unary_fn(op: &Op) -> Option<UnaryFn> {
             float(move |s, x, ty| {
                 let inner = match approx {
                     // ½x(1 + erf(x/√2))
-                    GeluApprox::None => mul(x.clone(), c(ty, std::f64::consts::FRAC_1_SQRT_2)).math(MathFn::Erf),
+                    GeluApprox::None => {
+                        mul(x.clone(), c(ty, std::f64::consts::FRAC_1_SQRT_2)).math(MathFn::Erf)
+                    }
                     // ½x(1 + tanh(√(2/π)(x + 0.044715x³)))
                     GeluApprox::Tanh => {
                         let cube = mul(mul(x.clone(), x.clone()), x.clone());
@@ -104,7 +113,9 @@ pub(super) fn unary_fn(op: &Op) -> Option<UnaryFn> {
         // ln(1 + e^x)
         Op::Softplus(_) => float(|_, x, _| x.math(MathFn::Softplus)),
         // x / (1 + |x|)
-        Op::Softsign(_) => float(|_, x, ty| x.clone().bin(BinOp::Div, add(c(ty, 1.0), x.un(UnOp::Abs)))),
+        Op::Softsign(_) => {
+            float(|_, x, ty| x.clone().bin(BinOp::Div, add(c(ty, 1.0), x.un(UnOp::Abs))))
+        }
         // x > α ? x : 0
         Op::ThresholdedRelu(a) => {
             let alpha = f64::from(a.alpha);
@@ -120,7 +131,10 @@ pub(super) fn unary_fn(op: &Op) -> Option<UnaryFn> {
                 let xf = s.bind(cast_to(x, ty, ft));
                 let low = xf.clone().cmp(CmpOp::Lt, c(ft, -lambd));
                 let high = xf.clone().cmp(CmpOp::Gt, c(ft, lambd));
-                let r = low.select(add(xf.clone(), c(ft, bias)), high.select(xf.bin(BinOp::Sub, c(ft, bias)), c(ft, 0.0)));
+                let r = low.select(
+                    add(xf.clone(), c(ft, bias)),
+                    high.select(xf.bin(BinOp::Sub, c(ft, bias)), c(ft, 0.0)),
+                );
                 Ok(cast_to(r, ft, ty))
             })
         }
@@ -135,7 +149,9 @@ pub(super) fn unary_fn(op: &Op) -> Option<UnaryFn> {
 
 /// max(0, min(1, αx + β)), NaN-propagating.
 fn hard_sigmoid(x: Expr, ty: ScalarType, alpha: f64, beta: f64) -> Expr {
-    add(mul(x, c(ty, alpha)), c(ty, beta)).min(c(ty, 1.0)).max(c(ty, 0.0))
+    add(mul(x, c(ty, alpha)), c(ty, beta))
+        .min(c(ty, 1.0))
+        .max(c(ty, 0.0))
 }
 
 /// Lowers PRelu, SwiGLU and Clip.
@@ -169,7 +185,10 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
             for (i, bound) in [(1, BinOp::Max), (2, BinOp::Min)] {
                 if let Some(b) = cx.input(n, i)? {
                     if b.numel() != 1 {
-                        return Err(cx.unsupported(n, format!("bound {i} has {} elements, not one", b.numel())));
+                        return Err(cx.unsupported(
+                            n,
+                            format!("bound {i} has {} elements, not one", b.numel()),
+                        ));
                     }
                     ops.push(b);
                     bounds.push(bound);
@@ -178,9 +197,52 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
             let ty = common_type(&ops).map_err(|why| cx.unsupported(n, why))?;
             map_n(cx, n, &ops, |_, a| {
                 need_number(ty)?;
-                Ok(bounds.iter().zip(&a[1..]).fold(a[0].clone(), |v, (&op, b)| v.bin(op, b.clone())))
+                Ok(bounds
+                    .iter()
+                    .zip(&a[1..])
+                    .fold(a[0].clone(), |v, (&op, b)| v.bin(op, b.clone())))
             })
         }
         _ => Ok(false),
     }
+}
+
+/// The activation of a fused op (FusedConv, FusedMatMul) applied to `x`, a value of type `ty`
+/// bound to a variable (the formulas use it more than once). `clip` bounds to `[alpha, beta]`
+/// as Clip does; `leaky_relu` uses `alpha` as the slope.
+pub(crate) fn activation_expr(
+    s: &mut Scope<'_>,
+    act: Activation,
+    alpha: f32,
+    beta: f32,
+    x: Expr,
+    ty: ScalarType,
+) -> ElemResult {
+    let op = match act {
+        Activation::None => return Ok(x),
+        Activation::Clip => {
+            need_number(ty)?;
+            return Ok(x.max(c(ty, f64::from(alpha))).min(c(ty, f64::from(beta))));
+        }
+        Activation::Relu => Op::Relu(Relu {}),
+        Activation::LeakyRelu => Op::LeakyRelu(LeakyRelu { alpha }),
+        Activation::Sigmoid => Op::Sigmoid(Sigmoid {}),
+        Activation::Tanh => Op::Tanh(Tanh {}),
+        Activation::HardSwish => Op::HardSwish(HardSwish {}),
+        Activation::Gelu => Op::Gelu(Gelu {
+            approximate: GeluApprox::None,
+        }),
+        Activation::GeluTanh => Op::Gelu(Gelu {
+            approximate: GeluApprox::Tanh,
+        }),
+    };
+    let f = super::unary::unary_fn(&op)
+        .or_else(|| unary_fn(&op))
+        .ok_or_else(|| {
+            format!(
+                "kiln bug: no element function for activation {}",
+                act.as_str()
+            )
+        })?;
+    f(s, x, ty)
 }

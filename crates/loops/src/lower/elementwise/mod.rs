@@ -24,7 +24,8 @@ mod cast;
 mod logic;
 mod unary;
 
-pub(super) use cast::{convert, round_to_odd_f32, CastOpts};
+pub(super) use activation::activation_expr;
+pub(super) use cast::{CastOpts, convert, round_to_odd_f32};
 use kiln_tir::NodeId;
 
 use super::{LowerError, Lowerer, Operand};
@@ -46,7 +47,10 @@ pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
         let ty = x.ty();
         return map_n(cx, n, &[x], |s, a| f(s, a[0].clone(), ty));
     }
-    Ok(arith::lower(cx, n)? || logic::lower(cx, n)? || activation::lower(cx, n)? || cast::lower(cx, n)?)
+    Ok(arith::lower(cx, n)?
+        || logic::lower(cx, n)?
+        || activation::lower(cx, n)?
+        || cast::lower(cx, n)?)
 }
 
 /// The statements of one element of the loop nest, as they are being built.
@@ -109,32 +113,59 @@ pub(super) fn cast_to(e: Expr, from: ScalarType, to: ScalarType) -> Expr {
 
 /// An `Err` unless `ty` is a float type.
 pub(super) fn need_float(ty: ScalarType) -> Result<(), String> {
-    if ty.is_float() { Ok(()) } else { Err(format!("{} operands (the op is defined on floats)", ty.name())) }
+    if ty.is_float() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} operands (the op is defined on floats)",
+            ty.name()
+        ))
+    }
 }
 
 /// An `Err` unless `ty` is an integer type.
 pub(super) fn need_int(ty: ScalarType) -> Result<(), String> {
-    if ty.is_float() || ty == ScalarType::Bool { Err(format!("{} operands (the op is defined on integers)", ty.name())) } else { Ok(()) }
+    if ty.is_float() || ty == ScalarType::Bool {
+        Err(format!(
+            "{} operands (the op is defined on integers)",
+            ty.name()
+        ))
+    } else {
+        Ok(())
+    }
 }
 
 /// An `Err` if `ty` is `bool` (arithmetic needs numbers).
 pub(super) fn need_number(ty: ScalarType) -> Result<(), String> {
-    if ty == ScalarType::Bool { Err("bool operands (the op is defined on numbers)".into()) } else { Ok(()) }
+    if ty == ScalarType::Bool {
+        Err("bool operands (the op is defined on numbers)".into())
+    } else {
+        Ok(())
+    }
 }
 
 /// An `Err` unless every operand has the same value type; returns it.
 pub(super) fn common_type(ops: &[Operand]) -> Result<ScalarType, String> {
     let ty = ops.first().map(Operand::ty).ok_or("no operands")?;
     match ops.iter().find(|o| o.ty() != ty) {
-        Some(o) => Err(format!("operand types differ ({} and {})", ty.name(), o.ty().name())),
+        Some(o) => Err(format!(
+            "operand types differ ({} and {})",
+            ty.name(),
+            o.ty().name()
+        )),
         None => Ok(ty),
     }
 }
 
 /// Every input of `n` (all required) and their common value type.
-pub(super) fn operands(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(Vec<Operand>, ScalarType), LowerError> {
+pub(super) fn operands(
+    cx: &mut Lowerer<'_>,
+    n: NodeId,
+) -> Result<(Vec<Operand>, ScalarType), LowerError> {
     let count = cx.node(n).inputs.len();
-    let ops = (0..count).map(|i| cx.required(n, i)).collect::<Result<Vec<_>, _>>()?;
+    let ops = (0..count)
+        .map(|i| cx.required(n, i))
+        .collect::<Result<Vec<_>, _>>()?;
     let ty = common_type(&ops).map_err(|why| cx.unsupported(n, why))?;
     Ok((ops, ty))
 }
@@ -159,19 +190,30 @@ fn plan(out: &[u64], operands: &[&[u64]]) -> Option<Nest> {
             continue;
         }
         let skip = rank.checked_sub(d.len())?;
-        let p: Vec<u64> = std::iter::repeat_n(1, skip).chain(d.iter().copied()).collect();
+        let p: Vec<u64> = std::iter::repeat_n(1, skip)
+            .chain(d.iter().copied())
+            .collect();
         if p.iter().zip(out).any(|(&a, &o)| a != o && a != 1) {
             return None;
         }
         padded.push(Some(p));
     }
-    let mut nest = Nest { dims: Vec::new(), operands: padded.iter().map(|p| p.as_ref().map(|_| Vec::new())).collect() };
+    let mut nest = Nest {
+        dims: Vec::new(),
+        operands: padded
+            .iter()
+            .map(|p| p.as_ref().map(|_| Vec::new()))
+            .collect(),
+    };
     let mut last: Option<Vec<bool>> = None;
     for (axis, &o) in out.iter().enumerate() {
         if o == 1 {
             continue;
         }
-        let spans: Vec<bool> = padded.iter().map(|p| p.as_ref().is_some_and(|p| p[axis] == o)).collect();
+        let spans: Vec<bool> = padded
+            .iter()
+            .map(|p| p.as_ref().is_some_and(|p| p[axis] == o))
+            .collect();
         let merge = last.as_ref() == Some(&spans);
         for (dims, &span) in nest.operands.iter_mut().zip(&spans) {
             if let Some(dims) = dims {
@@ -194,19 +236,33 @@ fn plan(out: &[u64], operands: &[&[u64]]) -> Option<Nest> {
 /// Lowers `n` to one kernel that computes output 0 element by element: `f` gets the operands'
 /// elements (broadcast to the output's shape, bound to variables) and returns the output
 /// element, of the output's value type. An unused output produces no kernel.
-pub(super) fn map_n(cx: &mut Lowerer<'_>, n: NodeId, operands: &[Operand], f: impl FnOnce(&mut Scope<'_>, &[Expr]) -> ElemResult) -> Result<bool, LowerError> {
+pub(super) fn map_n(
+    cx: &mut Lowerer<'_>,
+    n: NodeId,
+    operands: &[Operand],
+    f: impl FnOnce(&mut Scope<'_>, &[Expr]) -> ElemResult,
+) -> Result<bool, LowerError> {
     let Some(out) = cx.output(n, 0)? else {
         return Ok(true);
     };
     let dims: Vec<&[u64]> = operands.iter().map(|o| o.dims.as_slice()).collect();
     let Some(nest) = plan(&out.dims, &dims) else {
-        return Err(cx.unsupported(n, format!("operand shapes {dims:?} do not broadcast to the output shape {:?}", out.dims)));
+        return Err(cx.unsupported(
+            n,
+            format!(
+                "operand shapes {dims:?} do not broadcast to the output shape {:?}",
+                out.dims
+            ),
+        ));
     };
     let mut k = cx.kernel(n);
     let mut failure = None;
     let out_strides = strides(&nest.dims);
     let body = k.nest(&nest.dims, |k, idx| {
-        let mut s = Scope { k, stmts: Vec::new() };
+        let mut s = Scope {
+            k,
+            stmts: Vec::new(),
+        };
         let args: Vec<Expr> = operands
             .iter()
             .zip(&nest.operands)
@@ -219,8 +275,18 @@ pub(super) fn map_n(cx: &mut Lowerer<'_>, n: NodeId, operands: &[Operand], f: im
             .collect();
         match f(&mut s, &args) {
             Ok(value) => match type_of(&value, &s.k.vars) {
-                Some(t) if t != out.ty() => failure = Some(format!("kiln bug: the element is {}, the output {}", t.name(), out.elem.name())),
-                _ => s.stmts.push(Stmt::Store { buf: out.buf, index: linear(idx, &out_strides), value }),
+                Some(t) if t != out.ty() => {
+                    failure = Some(format!(
+                        "kiln bug: the element is {}, the output {}",
+                        t.name(),
+                        out.elem.name()
+                    ))
+                }
+                _ => s.stmts.push(Stmt::Store {
+                    buf: out.buf,
+                    index: linear(idx, &out_strides),
+                    value,
+                }),
             },
             Err(why) => failure = Some(why),
         }

@@ -3,9 +3,10 @@
 
 use kiln_tir::NodeId;
 
-use super::matmul::{matmul_nest, MatShape};
+use super::matmul::{MatShape, matmul_nest, plain};
 use crate::build::broadcast_index;
 use crate::ir::*;
+use crate::lower::elementwise::Scope;
 use crate::lower::{LowerError, Lowerer, Operand};
 
 /// Which operand a quantization parameter belongs to: `A`'s vary per row, `B`'s (and the
@@ -32,15 +33,32 @@ fn param(p: Option<Operand>, side: Side, s: &MatShape, default: Expr) -> Result<
     }
     let along = if side == Side::Rows { s.m } else { s.n };
     match p.dims[..] {
-        [d] if d == along => Ok(Box::new(move |idx| Expr::load(buf, idx[idx.len() - if side == Side::Rows { 2 } else { 1 }].clone()))),
-        [.., r, c] if (side == Side::Rows && c == 1 && (r == 1 || r == s.m)) || (side == Side::Cols && r == 1 && (c == 1 || c == s.n)) => {
+        [d] if d == along => Ok(Box::new(move |idx| {
+            Expr::load(
+                buf,
+                idx[idx.len() - if side == Side::Rows { 2 } else { 1 }].clone(),
+            )
+        })),
+        [.., r, c]
+            if (side == Side::Rows && c == 1 && (r == 1 || r == s.m))
+                || (side == Side::Cols && r == 1 && (c == 1 || c == s.n)) =>
+        {
             if p.rank() > s.batch.len() + 2 {
-                return Err(format!("quantization parameter of shape {:?} has too many dims", p.dims));
+                return Err(format!(
+                    "quantization parameter of shape {:?} has too many dims",
+                    p.dims
+                ));
             }
             let dims = p.dims.clone();
-            Ok(Box::new(move |idx| Expr::load(buf, broadcast_index(idx, &dims))))
+            Ok(Box::new(move |idx| {
+                Expr::load(buf, broadcast_index(idx, &dims))
+            }))
         }
-        _ => Err(format!("quantization parameter of shape {:?} is neither per tensor nor per {}", p.dims, if side == Side::Rows { "row" } else { "column" })),
+        _ => Err(format!(
+            "quantization parameter of shape {:?} is neither per tensor nor per {}",
+            p.dims,
+            if side == Side::Rows { "row" } else { "column" }
+        )),
     }
 }
 
@@ -51,20 +69,33 @@ fn is_8bit(op: &Operand) -> bool {
 
 /// MatMulInteger: `Y = (A - a_zero_point) · (B - b_zero_point)` in `i32`.
 pub(super) fn matmul_integer(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
-    let (a, b, y) = (cx.required(n, 0)?, cx.required(n, 1)?, cx.required_output(n, 0)?);
+    let (a, b, y) = (
+        cx.required(n, 0)?,
+        cx.required(n, 1)?,
+        cx.required_output(n, 0)?,
+    );
     let (az, bz) = (cx.input(n, 2)?, cx.input(n, 3)?);
     let s = MatShape::new(&a.dims, &b.dims).map_err(|e| cx.unsupported(n, e))?;
-    if !is_8bit(&a) || !is_8bit(&b) || y.elem != ElemType::Scalar(ScalarType::I32) || s.numel() != y.numel() {
+    if !is_8bit(&a)
+        || !is_8bit(&b)
+        || y.elem != ElemType::Scalar(ScalarType::I32)
+        || s.numel() != y.numel()
+    {
         return Err(cx.unsupported(n, "operands must be 8-bit integers and the result i32"));
     }
     let i32z = Expr::int(ScalarType::I32, 0);
     let azp = param(az, Side::Rows, &s, i32z.clone()).map_err(|e| cx.unsupported(n, e))?;
     let bzp = param(bz, Side::Cols, &s, i32z).map_err(|e| cx.unsupported(n, e))?;
     let (ab, bb) = (a.buf, b.buf);
-    let load_a = move |i: Expr, idx: &[Expr]| Expr::load(ab, i).cast(ScalarType::I32) - azp(idx).cast(ScalarType::I32);
-    let load_b = move |i: Expr, idx: &[Expr]| Expr::load(bb, i).cast(ScalarType::I32) - bzp(idx).cast(ScalarType::I32);
+    let load_a = move |i: Expr, idx: &[Expr]| {
+        Expr::load(ab, i).cast(ScalarType::I32) - azp(idx).cast(ScalarType::I32)
+    };
+    let load_b = move |i: Expr, idx: &[Expr]| {
+        Expr::load(bb, i).cast(ScalarType::I32) - bzp(idx).cast(ScalarType::I32)
+    };
     let mut k = cx.kernel(n);
-    k.body = matmul_nest(&mut k, &s, ScalarType::I32, &load_a, &load_b, y.buf, &|acc, _| acc);
+    k.body = matmul_nest(&mut k, &s, ScalarType::I32, &load_a, &load_b, y.buf, &plain)
+        .map_err(|e| cx.unsupported(n, e))?;
     cx.push(k);
     Ok(())
 }
@@ -81,7 +112,10 @@ pub(super) fn qlinear_matmul(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), Lowe
     if !is_8bit(&a) || !is_8bit(&b) || !is_8bit(&y) || s.numel() != y.numel() {
         return Err(cx.unsupported(n, "operands and result must be 8-bit integers"));
     }
-    if [&a_scale, &b_scale, &y_scale].iter().any(|sc| !sc.ty().is_float()) {
+    if [&a_scale, &b_scale, &y_scale]
+        .iter()
+        .any(|sc| !sc.ty().is_float())
+    {
         return Err(cx.unsupported(n, "scales must be floats"));
     }
     let bad = |e: String| cx.unsupported(n, e);
@@ -93,16 +127,29 @@ pub(super) fn qlinear_matmul(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), Lowe
     let sb = param(Some(b_scale), Side::Cols, &s, Expr::f32(1.0)).map_err(bad)?;
     let sy = param(Some(y_scale), Side::Cols, &s, Expr::f32(1.0)).map_err(bad)?;
     let (ab, bb, yty) = (a.buf, b.buf, y.ty());
-    let load_a = move |i: Expr, idx: &[Expr]| Expr::load(ab, i).cast(ScalarType::I32) - azp(idx).cast(ScalarType::I32);
-    let load_b = move |i: Expr, idx: &[Expr]| Expr::load(bb, i).cast(ScalarType::I32) - bzp(idx).cast(ScalarType::I32);
-    let finish = move |acc: Expr, idx: &[Expr]| {
+    let load_a = move |i: Expr, idx: &[Expr]| {
+        Expr::load(ab, i).cast(ScalarType::I32) - azp(idx).cast(ScalarType::I32)
+    };
+    let load_b = move |i: Expr, idx: &[Expr]| {
+        Expr::load(bb, i).cast(ScalarType::I32) - bzp(idx).cast(ScalarType::I32)
+    };
+    let finish = move |_: &mut Scope<'_>, acc: Expr, idx: &[Expr], _: &Expr| {
         let f64_of = |e: Expr| e.cast(ScalarType::F64);
         let scale = f64_of(sa(idx) * sb(idx) / sy(idx));
         let d = f64_of(acc) * scale + f64_of(yzp(idx));
-        d.math(MathFn::Rint).cast(yty)
+        Ok(d.math(MathFn::Rint).cast(yty))
     };
     let mut k = cx.kernel(n);
-    k.body = matmul_nest(&mut k, &s, ScalarType::I32, &load_a, &load_b, y.buf, &finish);
+    k.body = matmul_nest(
+        &mut k,
+        &s,
+        ScalarType::I32,
+        &load_a,
+        &load_b,
+        y.buf,
+        &finish,
+    )
+    .map_err(|e| cx.unsupported(n, e))?;
     cx.push(k);
     Ok(())
 }

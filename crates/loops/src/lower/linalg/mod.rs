@@ -1,14 +1,19 @@
-//! Lowering of the linear-algebra family: MatMul, Gemm, MatMulInteger, QLinearMatMul and
-//! Einsum.
+//! Lowering of the linear-algebra family: MatMul, Gemm, MatMulInteger, QLinearMatMul, Einsum
+//! and kiln's FusedMatMul.
 //!
 //! `f32` products call the runtime's `sgemm` micro-kernel ([`Sgemm`]); every other element
 //! type is a plain loop nest with an accumulator (half precision computes in `f32`, as loads
-//! give `f32` values). The helpers here ([`Sgemm`], [`zero`], [`accumulate`]) are shared with
-//! the `nn` family.
+//! give `f32` values). The helpers here ([`Sgemm`], [`zero`], [`accumulate`]) and the fused
+//! kernels' [`Epilogue`] are shared with the `nn` family.
 
 mod einsum;
+mod epilogue;
 mod integer;
 mod matmul;
+#[cfg(test)]
+pub(crate) mod tests;
+
+pub(crate) use epilogue::Epilogue;
 
 use kiln_tir::{NodeId, Op};
 
@@ -19,6 +24,7 @@ use crate::ir::*;
 pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     match &cx.node(n).op {
         Op::MatMul(_) => matmul::matmul(cx, n)?,
+        Op::FusedMatMul(attrs) => matmul::fused_matmul(cx, n, attrs)?,
         Op::Gemm(attrs) => matmul::gemm(cx, n, attrs)?,
         Op::MatMulInteger(_) => integer::matmul_integer(cx, n)?,
         Op::QLinearMatMul(_) => integer::qlinear_matmul(cx, n)?,
@@ -97,7 +103,13 @@ pub(crate) fn is_f32(op: &Operand) -> bool {
 
 /// A sum over `extents`: `Local acc = init; for ... { acc = acc + term(idx) }`. Returns the
 /// accumulator and the statements; `term` gets the reduction indices.
-pub(crate) fn accumulate(k: &mut Kernel, ty: ScalarType, init: Expr, extents: &[u64], term: impl FnOnce(&mut Kernel, &[Expr]) -> Expr) -> (Var, Vec<Stmt>) {
+pub(crate) fn accumulate(
+    k: &mut Kernel,
+    ty: ScalarType,
+    init: Expr,
+    extents: &[u64],
+    term: impl FnOnce(&mut Kernel, &[Expr]) -> Expr,
+) -> (Var, Vec<Stmt>) {
     let acc = k.var(ty);
     let mut stmts = vec![Stmt::Local(acc, init)];
     stmts.extend(k.nest(extents, |k, idx| {

@@ -1,17 +1,20 @@
-//! Conv, ConvInteger and QLinearConv.
+//! Conv, kiln's FusedConv, ConvInteger and QLinearConv.
 //!
 //! `f32` Conv is im2col into a scratch buffer plus one `sgemm` per image and group (a 1×1
 //! unstrided, unpadded convolution multiplies the input directly); a bias is written into the
 //! output first and accumulated with `beta = 1`. Depthwise convolutions, other element types
-//! and the quantized forms are a direct loop nest.
+//! and the quantized forms are a direct loop nest. FusedConv is Conv followed, in the same
+//! kernel, by its [`Epilogue`]: a pass over the output after the `sgemm` calls, or part of
+//! each element's store in the direct nest.
 
-use kiln_tir::op::AutoPad;
 use kiln_tir::NodeId;
+use kiln_tir::op::{AutoPad, FusedConv};
 
-use super::{guarded, spatial, Window, WindowAttrs};
+use super::{Window, WindowAttrs, guarded, spatial};
 use crate::build::{linear, strides};
 use crate::ir::*;
-use crate::lower::linalg::{is_f32, zero, Sgemm};
+use crate::lower::elementwise::{ElemResult, Scope};
+use crate::lower::linalg::{Epilogue, Sgemm, is_f32, zero};
 use crate::lower::{LowerError, Lowerer, Operand};
 
 /// The attributes the three convolutions share.
@@ -37,49 +40,103 @@ struct ConvShape {
 
 impl ConvShape {
     fn new(x: &Operand, w: &Operand, y: &Operand, a: &ConvAttrs<'_>) -> Result<ConvShape, String> {
-        let (xin, wk, yout) = (spatial(&x.dims, "X")?, spatial(&w.dims, "W")?, spatial(&y.dims, "Y")?);
+        let (xin, wk, yout) = (
+            spatial(&x.dims, "X")?,
+            spatial(&w.dims, "W")?,
+            spatial(&y.dims, "Y")?,
+        );
         let (batch, c, m) = (x.dims[0], x.dims[1], w.dims[0]);
         if wk.len() != xin.len() || yout.len() != xin.len() {
             return Err("X, W and Y differ in rank".into());
         }
-        if !a.kernel_shape.is_empty() && a.kernel_shape.iter().zip(wk).any(|(&k, &w)| k as u64 != w) {
-            return Err(format!("kernel_shape {:?} differs from W's dims {wk:?}", a.kernel_shape));
+        if !a.kernel_shape.is_empty() && a.kernel_shape.iter().zip(wk).any(|(&k, &w)| k as u64 != w)
+        {
+            return Err(format!(
+                "kernel_shape {:?} differs from W's dims {wk:?}",
+                a.kernel_shape
+            ));
         }
-        let groups = u64::try_from(a.group).ok().filter(|&g| g > 0 && c % g == 0 && m % g == 0).ok_or_else(|| format!("group {} does not divide {c} input and {m} output channels", a.group))?;
+        let groups = u64::try_from(a.group)
+            .ok()
+            .filter(|&g| g > 0 && c % g == 0 && m % g == 0)
+            .ok_or_else(|| {
+                format!(
+                    "group {} does not divide {c} input and {m} output channels",
+                    a.group
+                )
+            })?;
         let (cg, mg) = (c / groups, m / groups);
         if w.dims[1] != cg || y.dims[..2] != [batch, m] {
-            return Err(format!("W {:?} and Y {:?} do not fit X {:?} with {groups} groups", w.dims, y.dims, x.dims));
+            return Err(format!(
+                "W {:?} and Y {:?} do not fit X {:?} with {groups} groups",
+                w.dims, y.dims, x.dims
+            ));
         }
-        let win = Window::new(&WindowAttrs { auto_pad: a.auto_pad, kernel: wk, strides: a.strides, dilations: a.dilations, pads: a.pads }, xin, yout)?;
-        Ok(ConvShape { batch, c, m, groups, cg, mg, win })
+        let win = Window::new(
+            &WindowAttrs {
+                auto_pad: a.auto_pad,
+                kernel: wk,
+                strides: a.strides,
+                dilations: a.dilations,
+                pads: a.pads,
+            },
+            xin,
+            yout,
+        )?;
+        Ok(ConvShape {
+            batch,
+            c,
+            m,
+            groups,
+            cg,
+            mg,
+            win,
+        })
     }
 
     /// True for a 1×1 convolution without stride or padding: the input is already the
     /// im2col matrix.
     fn pointwise(&self) -> bool {
-        self.win.kernel.iter().all(|&k| k == 1) && self.win.strides.iter().all(|&s| s == 1) && self.win.input == self.win.output && self.win.pad_begin.iter().all(|&p| p == 0)
+        self.win.kernel.iter().all(|&k| k == 1)
+            && self.win.strides.iter().all(|&s| s == 1)
+            && self.win.input == self.win.output
+            && self.win.pad_begin.iter().all(|&p| p == 0)
     }
 }
 
 /// How a direct convolution computes: the accumulator's type and start (per output channel
-/// `m`), one product term from loaded input and weight values, and the stored result.
+/// `m`), one product term from loaded input and weight values, and the stored result from the
+/// sum, `m` and the output element's flat index (statements it needs go into the scope).
 struct Direct<'a> {
     acc_ty: ScalarType,
     init: &'a dyn Fn(&Expr) -> Expr,
     term: &'a dyn Fn(Expr, Expr, &Expr) -> Expr,
-    finish: &'a dyn Fn(Expr, &Expr) -> Expr,
+    finish: &'a dyn Fn(&mut Scope<'_>, Expr, &Expr, &Expr) -> ElemResult,
+}
+
+/// The sum itself as the stored result.
+fn plain(_: &mut Scope<'_>, acc: Expr, _: &Expr, _: &Expr) -> ElemResult {
+    Ok(acc)
 }
 
 /// `y[n, m, o] = finish(init(m) + Σ_{c, t} term(x[n, c, pos(o, t)], w[m, c, t], m))`, with
-/// taps outside the input skipped (zero padding).
-fn direct(k: &mut Kernel, s: &ConvShape, x: BufId, w: BufId, y: BufId, d: &Direct<'_>) -> Vec<Stmt> {
+/// taps outside the input skipped (zero padding); an `Err` is `finish`'s.
+fn direct(
+    k: &mut Kernel,
+    s: &ConvShape,
+    x: BufId,
+    w: BufId,
+    y: BufId,
+    d: &Direct<'_>,
+) -> Result<Vec<Stmt>, String> {
     let r = s.win.rank();
     let mut dims = vec![s.batch, s.groups, s.mg];
     dims.extend(&s.win.output);
     let mut inner = vec![s.cg];
     inner.extend(&s.win.kernel);
     let (kst, ost) = (strides(&s.win.kernel), strides(&s.win.output));
-    k.nest(&dims, |k, idx| {
+    let mut result = Ok(());
+    let stmts = k.nest(&dims, |k, idx| {
         let (nn, g, o) = (&idx[0], &idx[1], &idx[3..]);
         let m = g.clone() * s.mg as i64 + idx[2].clone();
         let acc = k.var(d.acc_ty);
@@ -88,35 +145,98 @@ fn direct(k: &mut Kernel, s: &ConvShape, x: BufId, w: BufId, y: BufId, d: &Direc
             let (ci, t) = (&it[0], &it[1..=r]);
             let c = g.clone() * s.cg as i64 + ci.clone();
             let pos = s.win.positions(o, t);
-            let xv = Expr::load(x, (nn.clone() * s.c as i64 + c) * s.win.plane() as i64 + s.win.flat(&pos));
-            let wv = Expr::load(w, (m.clone() * s.cg as i64 + ci.clone()) * s.win.taps() as i64 + linear(t, &kst));
-            guarded(s.win.inside(&pos), vec![Stmt::Assign(acc, Expr::Var(acc) + (d.term)(xv, wv, &m))])
+            let xv = Expr::load(
+                x,
+                (nn.clone() * s.c as i64 + c) * s.win.plane() as i64 + s.win.flat(&pos),
+            );
+            let wv = Expr::load(
+                w,
+                (m.clone() * s.cg as i64 + ci.clone()) * s.win.taps() as i64 + linear(t, &kst),
+            );
+            guarded(
+                s.win.inside(&pos),
+                vec![Stmt::Assign(acc, Expr::Var(acc) + (d.term)(xv, wv, &m))],
+            )
         }));
         let at = (nn.clone() * s.m as i64 + m.clone()) * s.win.out_plane() as i64 + linear(o, &ost);
-        body.push(Stmt::Store { buf: y, index: at, value: (d.finish)(Expr::Var(acc), &m) });
-        body
-    })
+        let mut sc = Scope { k, stmts: body };
+        match (d.finish)(&mut sc, Expr::Var(acc), &m, &at) {
+            Ok(value) => sc.stmts.push(Stmt::Store {
+                buf: y,
+                index: at,
+                value,
+            }),
+            Err(why) => result = Err(why),
+        }
+        sc.stmts
+    });
+    result.map(|()| stmts)
 }
 
 /// Conv.
 pub(super) fn conv(cx: &mut Lowerer<'_>, n: NodeId, a: &ConvAttrs<'_>) -> Result<(), LowerError> {
-    let (x, w, bias, y) = (cx.required(n, 0)?, cx.required(n, 1)?, cx.input(n, 2)?, cx.required_output(n, 0)?);
+    conv_kernel(cx, n, a, None)
+}
+
+/// FusedConv: Conv's kernel with the epilogue of the residual addend `Z` (input 3) and the
+/// activation.
+pub(super) fn fused_conv(
+    cx: &mut Lowerer<'_>,
+    n: NodeId,
+    a: &ConvAttrs<'_>,
+    f: &FusedConv,
+) -> Result<(), LowerError> {
+    conv_kernel(cx, n, a, Some(f))
+}
+
+/// Conv, or FusedConv when `fused` gives its activation.
+fn conv_kernel(
+    cx: &mut Lowerer<'_>,
+    n: NodeId,
+    a: &ConvAttrs<'_>,
+    fused: Option<&FusedConv>,
+) -> Result<(), LowerError> {
+    let (x, w, bias, y) = (
+        cx.required(n, 0)?,
+        cx.required(n, 1)?,
+        cx.input(n, 2)?,
+        cx.required_output(n, 0)?,
+    );
     let s = ConvShape::new(&x, &w, &y, a).map_err(|e| cx.unsupported(n, e))?;
     if x.elem != w.elem || x.elem != y.elem || !x.ty().is_float() {
         return Err(cx.unsupported(n, "X, W and Y must have one float element type"));
     }
-    if bias.as_ref().is_some_and(|b| b.dims != [s.m] || b.elem != y.elem) {
+    if bias
+        .as_ref()
+        .is_some_and(|b| b.dims != [s.m] || b.elem != y.elem)
+    {
         return Err(cx.unsupported(n, "B must be a vector over the output channels"));
     }
+    let epilogue = match fused {
+        Some(f) => Epilogue::new(cx.input(n, 3)?.as_ref(), f.activation, f.alpha, f.beta, &y)
+            .map_err(|e| cx.unsupported(n, e))?,
+        None => Epilogue::NONE,
+    };
     let mut k = cx.kernel(n);
     if is_f32(&x) && !(s.cg == 1 && s.mg == 1) {
         k.body = im2col_sgemm(cx, &mut k, &s, &x, &w, bias.as_ref(), &y);
+        let pass = epilogue
+            .pass(&mut k, &y)
+            .map_err(|e| cx.unsupported(n, e))?;
+        k.body.extend(pass);
     } else {
         let ty = y.ty();
         let bb = bias.as_ref().map(|b| b.buf);
         let init = move |m: &Expr| bb.map_or_else(|| zero(ty), |b| Expr::load(b, m.clone()));
-        let d = Direct { acc_ty: ty, init: &init, term: &|xv, wv, _| xv * wv, finish: &|acc, _| acc };
-        k.body = direct(&mut k, &s, x.buf, w.buf, y.buf, &d);
+        let finish =
+            |sc: &mut Scope<'_>, acc: Expr, _: &Expr, at: &Expr| epilogue.apply(sc, acc, at, ty);
+        let d = Direct {
+            acc_ty: ty,
+            init: &init,
+            term: &|xv, wv, _| xv * wv,
+            finish: &finish,
+        };
+        k.body = direct(&mut k, &s, x.buf, w.buf, y.buf, &d).map_err(|e| cx.unsupported(n, e))?;
     }
     cx.push(k);
     Ok(())
@@ -124,13 +244,34 @@ pub(super) fn conv(cx: &mut Lowerer<'_>, n: NodeId, a: &ConvAttrs<'_>) -> Result
 
 /// The `f32` Conv: per image and group, im2col of the group's input channels into a scratch
 /// matrix `[Cg·taps, P]` and `Y_g[Mg, P] = W_g[Mg, Cg·taps] · col`.
-fn im2col_sgemm(cx: &mut Lowerer<'_>, k: &mut Kernel, s: &ConvShape, x: &Operand, w: &Operand, bias: Option<&Operand>, y: &Operand) -> Vec<Stmt> {
+fn im2col_sgemm(
+    cx: &mut Lowerer<'_>,
+    k: &mut Kernel,
+    s: &ConvShape,
+    x: &Operand,
+    w: &Operand,
+    bias: Option<&Operand>,
+    y: &Operand,
+) -> Vec<Stmt> {
     let (p, taps) = (s.win.out_plane(), s.win.taps());
     let mut body = Vec::new();
     if let Some(b) = bias {
-        body.extend(k.nest(&[s.batch, s.m, p], |_, idx| vec![Stmt::Store { buf: y.buf, index: (idx[0].clone() * s.m as i64 + idx[1].clone()) * p as i64 + idx[2].clone(), value: Expr::load(b.buf, idx[1].clone()) }]));
+        body.extend(k.nest(&[s.batch, s.m, p], |_, idx| {
+            vec![Stmt::Store {
+                buf: y.buf,
+                index: (idx[0].clone() * s.m as i64 + idx[1].clone()) * p as i64 + idx[2].clone(),
+                value: Expr::load(b.buf, idx[1].clone()),
+            }]
+        }));
     }
-    let col = (!s.pointwise()).then(|| cx.program.add_buffer(Buffer { name: format!("{}_col", k.name), elem: x.elem, len: s.cg * taps * p, kind: BufferKind::Temp }));
+    let col = (!s.pointwise()).then(|| {
+        cx.program.add_buffer(Buffer {
+            name: format!("{}_col", k.name),
+            elem: x.elem,
+            len: s.cg * taps * p,
+            kind: BufferKind::Temp,
+        })
+    });
     let r = s.win.rank();
     let (kst, ost) = (strides(&s.win.kernel), strides(&s.win.output));
     body.extend(k.nest(&[s.batch, s.groups], |k, idx| {
@@ -146,11 +287,27 @@ fn im2col_sgemm(cx: &mut Lowerer<'_>, k: &mut Kernel, s: &ConvShape, x: &Operand
                 stmts.extend(k.nest(&dims, |_, it| {
                     let (ci, t, o) = (&it[0], &it[1..=r], &it[r + 1..]);
                     let pos = s.win.positions(o, t);
-                    let at = (ci.clone() * taps as i64 + linear(t, &kst)) * p as i64 + linear(o, &ost);
-                    let load = Stmt::Store { buf: col, index: at.clone(), value: Expr::load(x.buf, (c0.clone() + ci.clone()) * s.win.plane() as i64 + s.win.flat(&pos)) };
+                    let at =
+                        (ci.clone() * taps as i64 + linear(t, &kst)) * p as i64 + linear(o, &ost);
+                    let load = Stmt::Store {
+                        buf: col,
+                        index: at.clone(),
+                        value: Expr::load(
+                            x.buf,
+                            (c0.clone() + ci.clone()) * s.win.plane() as i64 + s.win.flat(&pos),
+                        ),
+                    };
                     match s.win.inside(&pos) {
                         None => vec![load],
-                        Some(cond) => vec![Stmt::If { cond, then: vec![load], otherwise: vec![Stmt::Store { buf: col, index: at, value: Expr::f32(0.0) }] }],
+                        Some(cond) => vec![Stmt::If {
+                            cond,
+                            then: vec![load],
+                            otherwise: vec![Stmt::Store {
+                                buf: col,
+                                index: at,
+                                value: Expr::f32(0.0),
+                            }],
+                        }],
                     }
                 }));
                 (col, Expr::idx(0))
@@ -161,7 +318,10 @@ fn im2col_sgemm(cx: &mut Lowerer<'_>, k: &mut Kernel, s: &ConvShape, x: &Operand
             Sgemm {
                 a: (w.buf, g.clone() * (s.mg * kk) as i64),
                 b: b_matrix,
-                c: (y.buf, (nn.clone() * s.m as i64 + g.clone() * s.mg as i64) * p as i64),
+                c: (
+                    y.buf,
+                    (nn.clone() * s.m as i64 + g.clone() * s.mg as i64) * p as i64,
+                ),
                 m: s.mg,
                 n: p,
                 k: kk,
@@ -206,21 +366,44 @@ fn per_channel(p: Option<&Operand>, m_count: u64, default: Expr) -> Option<Chann
 }
 
 /// ConvInteger: the convolution of `x − x_zero_point` and `w − w_zero_point` in `i32`.
-pub(super) fn conv_integer(cx: &mut Lowerer<'_>, n: NodeId, a: &ConvAttrs<'_>) -> Result<(), LowerError> {
-    let (x, w, xz, wz, y) = (cx.required(n, 0)?, cx.required(n, 1)?, cx.input(n, 2)?, cx.input(n, 3)?, cx.required_output(n, 0)?);
+pub(super) fn conv_integer(
+    cx: &mut Lowerer<'_>,
+    n: NodeId,
+    a: &ConvAttrs<'_>,
+) -> Result<(), LowerError> {
+    let (x, w, xz, wz, y) = (
+        cx.required(n, 0)?,
+        cx.required(n, 1)?,
+        cx.input(n, 2)?,
+        cx.input(n, 3)?,
+        cx.required_output(n, 0)?,
+    );
     let s = ConvShape::new(&x, &w, &y, a).map_err(|e| cx.unsupported(n, e))?;
     if !is_8bit(&x) || !is_8bit(&w) || y.elem != ElemType::Scalar(ScalarType::I32) {
         return Err(cx.unsupported(n, "X and W must be 8-bit integers and Y i32"));
     }
     let i32z = Expr::int(ScalarType::I32, 0);
-    let (Some(xzp), Some(wzp)) = (per_channel(xz.as_ref(), 1, i32z.clone()), per_channel(wz.as_ref(), s.m, i32z.clone())) else {
-        return Err(cx.unsupported(n, "zero points must be per tensor (X) or per tensor or output channel (W)"));
+    let (Some(xzp), Some(wzp)) = (
+        per_channel(xz.as_ref(), 1, i32z.clone()),
+        per_channel(wz.as_ref(), s.m, i32z.clone()),
+    ) else {
+        return Err(cx.unsupported(
+            n,
+            "zero points must be per tensor (X) or per tensor or output channel (W)",
+        ));
     };
     let i32t = ScalarType::I32;
-    let term = move |xv: Expr, wv: Expr, m: &Expr| (xv.cast(i32t) - xzp(m).cast(i32t)) * (wv.cast(i32t) - wzp(m).cast(i32t));
-    let d = Direct { acc_ty: i32t, init: &|_| i32z.clone(), term: &term, finish: &|acc, _| acc };
+    let term = move |xv: Expr, wv: Expr, m: &Expr| {
+        (xv.cast(i32t) - xzp(m).cast(i32t)) * (wv.cast(i32t) - wzp(m).cast(i32t))
+    };
+    let d = Direct {
+        acc_ty: i32t,
+        init: &|_| i32z.clone(),
+        term: &term,
+        finish: &plain,
+    };
     let mut k = cx.kernel(n);
-    k.body = direct(&mut k, &s, x.buf, w.buf, y.buf, &d);
+    k.body = direct(&mut k, &s, x.buf, w.buf, y.buf, &d).map_err(|e| cx.unsupported(n, e))?;
     cx.push(k);
     Ok(())
 }
@@ -228,40 +411,71 @@ pub(super) fn conv_integer(cx: &mut Lowerer<'_>, n: NodeId, a: &ConvAttrs<'_>) -
 /// QLinearConv: the integer convolution of the zero-point-shifted operands plus the `i32`
 /// bias, rescaled by `x_scale·w_scale / y_scale` (per output channel when `w_scale` is),
 /// shifted by `y_zero_point`, rounded half to even and saturated.
-pub(super) fn qlinear_conv(cx: &mut Lowerer<'_>, n: NodeId, a: &ConvAttrs<'_>) -> Result<(), LowerError> {
+pub(super) fn qlinear_conv(
+    cx: &mut Lowerer<'_>,
+    n: NodeId,
+    a: &ConvAttrs<'_>,
+) -> Result<(), LowerError> {
     let (x, x_scale, xz) = (cx.required(n, 0)?, cx.required(n, 1)?, cx.input(n, 2)?);
     let (w, w_scale, wz) = (cx.required(n, 3)?, cx.required(n, 4)?, cx.input(n, 5)?);
     let (y_scale, yz, bias) = (cx.required(n, 6)?, cx.input(n, 7)?, cx.input(n, 8)?);
     let y = cx.required_output(n, 0)?;
     let s = ConvShape::new(&x, &w, &y, a).map_err(|e| cx.unsupported(n, e))?;
-    if !is_8bit(&x) || !is_8bit(&w) || !is_8bit(&y) || [&x_scale, &w_scale, &y_scale].iter().any(|sc| !sc.ty().is_float()) {
+    if !is_8bit(&x)
+        || !is_8bit(&w)
+        || !is_8bit(&y)
+        || [&x_scale, &w_scale, &y_scale]
+            .iter()
+            .any(|sc| !sc.ty().is_float())
+    {
         return Err(cx.unsupported(n, "X, W and Y must be 8-bit integers and the scales floats"));
     }
     let scalar = |o: &Option<Operand>| o.as_ref().is_none_or(|z| z.numel() == 1);
     if !scalar(&xz) || !scalar(&yz) || x_scale.numel() != 1 || y_scale.numel() != 1 {
         return Err(cx.unsupported(n, "X's and Y's zero points and scales must be scalars"));
     }
-    if bias.as_ref().is_some_and(|b| b.dims != [s.m] || b.elem != ElemType::Scalar(ScalarType::I32)) {
+    if bias
+        .as_ref()
+        .is_some_and(|b| b.dims != [s.m] || b.elem != ElemType::Scalar(ScalarType::I32))
+    {
         return Err(cx.unsupported(n, "B must be an i32 vector over the output channels"));
     }
     let i32t = ScalarType::I32;
     let i32z = Expr::int(i32t, 0);
-    let params = (per_channel(xz.as_ref(), 1, i32z.clone()), per_channel(wz.as_ref(), s.m, i32z.clone()), per_channel(yz.as_ref(), 1, i32z.clone()), per_channel(Some(&w_scale), s.m, Expr::f32(1.0)));
+    let params = (
+        per_channel(xz.as_ref(), 1, i32z.clone()),
+        per_channel(wz.as_ref(), s.m, i32z.clone()),
+        per_channel(yz.as_ref(), 1, i32z.clone()),
+        per_channel(Some(&w_scale), s.m, Expr::f32(1.0)),
+    );
     let (Some(xzp), Some(wzp), Some(yzp), Some(ws)) = params else {
-        return Err(cx.unsupported(n, "W's zero point and scale must be per tensor or per output channel"));
+        return Err(cx.unsupported(
+            n,
+            "W's zero point and scale must be per tensor or per output channel",
+        ));
     };
     let (xs, ys, yty) = (x_scale.buf, y_scale.buf, y.ty());
     let bb = bias.as_ref().map(|b| b.buf);
     let init = move |m: &Expr| bb.map_or_else(|| Expr::int(i32t, 0), |b| Expr::load(b, m.clone()));
-    let term = move |xv: Expr, wv: Expr, m: &Expr| (xv.cast(i32t) - xzp(m).cast(i32t)) * (wv.cast(i32t) - wzp(m).cast(i32t));
-    let finish = move |acc: Expr, m: &Expr| {
-        let f64t = ScalarType::F64;
-        let scale = (Expr::load(xs, Expr::idx(0)) * ws(m) / Expr::load(ys, Expr::idx(0))).cast(f64t);
-        (acc.cast(f64t) * scale + yzp(m).cast(f64t)).math(MathFn::Rint).cast(yty)
+    let term = move |xv: Expr, wv: Expr, m: &Expr| {
+        (xv.cast(i32t) - xzp(m).cast(i32t)) * (wv.cast(i32t) - wzp(m).cast(i32t))
     };
-    let d = Direct { acc_ty: i32t, init: &init, term: &term, finish: &finish };
+    let finish = move |_: &mut Scope<'_>, acc: Expr, m: &Expr, _: &Expr| {
+        let f64t = ScalarType::F64;
+        let scale =
+            (Expr::load(xs, Expr::idx(0)) * ws(m) / Expr::load(ys, Expr::idx(0))).cast(f64t);
+        Ok((acc.cast(f64t) * scale + yzp(m).cast(f64t))
+            .math(MathFn::Rint)
+            .cast(yty))
+    };
+    let d = Direct {
+        acc_ty: i32t,
+        init: &init,
+        term: &term,
+        finish: &finish,
+    };
     let mut k = cx.kernel(n);
-    k.body = direct(&mut k, &s, x.buf, w.buf, y.buf, &d);
+    k.body = direct(&mut k, &s, x.buf, w.buf, y.buf, &d).map_err(|e| cx.unsupported(n, e))?;
     cx.push(k);
     Ok(())
 }

@@ -1,5 +1,6 @@
-//! Lowering of the neural-network family: Conv, ConvInteger, QLinearConv, ConvTranspose, the
-//! windowed pools (MaxPool, AveragePool, LpPool), the global pools and MaxUnpool.
+//! Lowering of the neural-network family: Conv, FusedConv, ConvInteger, QLinearConv,
+//! ConvTranspose, the windowed pools (MaxPool, AveragePool, LpPool), the global pools and
+//! MaxUnpool.
 //!
 //! All of them slide a window over the spatial dims of an `[N, C, spatial...]` tensor;
 //! [`Window`] holds that geometry once the attributes (`auto_pad`, `pads`, `strides`,
@@ -8,6 +9,8 @@
 mod conv;
 mod conv_transpose;
 mod pool;
+#[cfg(test)]
+mod tests;
 
 use kiln_tir::op::AutoPad;
 use kiln_tir::{NodeId, Op};
@@ -19,11 +22,62 @@ use crate::ir::*;
 /// Lowers `n` if this family handles its op.
 pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     match &cx.node(n).op {
-        Op::Conv(a) => conv::conv(cx, n, &conv::ConvAttrs { auto_pad: a.auto_pad, dilations: &a.dilations, group: a.group, kernel_shape: &a.kernel_shape, pads: &a.pads, strides: &a.strides })?,
-        Op::ConvInteger(a) => conv::conv_integer(cx, n, &conv::ConvAttrs { auto_pad: a.auto_pad, dilations: &a.dilations, group: a.group, kernel_shape: &a.kernel_shape, pads: &a.pads, strides: &a.strides })?,
-        Op::QLinearConv(a) => conv::qlinear_conv(cx, n, &conv::ConvAttrs { auto_pad: a.auto_pad, dilations: &a.dilations, group: a.group, kernel_shape: &a.kernel_shape, pads: &a.pads, strides: &a.strides })?,
+        Op::Conv(a) => conv::conv(
+            cx,
+            n,
+            &conv::ConvAttrs {
+                auto_pad: a.auto_pad,
+                dilations: &a.dilations,
+                group: a.group,
+                kernel_shape: &a.kernel_shape,
+                pads: &a.pads,
+                strides: &a.strides,
+            },
+        )?,
+        Op::FusedConv(a) => conv::fused_conv(
+            cx,
+            n,
+            &conv::ConvAttrs {
+                auto_pad: a.auto_pad,
+                dilations: &a.dilations,
+                group: a.group,
+                kernel_shape: &a.kernel_shape,
+                pads: &a.pads,
+                strides: &a.strides,
+            },
+            a,
+        )?,
+        Op::ConvInteger(a) => conv::conv_integer(
+            cx,
+            n,
+            &conv::ConvAttrs {
+                auto_pad: a.auto_pad,
+                dilations: &a.dilations,
+                group: a.group,
+                kernel_shape: &a.kernel_shape,
+                pads: &a.pads,
+                strides: &a.strides,
+            },
+        )?,
+        Op::QLinearConv(a) => conv::qlinear_conv(
+            cx,
+            n,
+            &conv::ConvAttrs {
+                auto_pad: a.auto_pad,
+                dilations: &a.dilations,
+                group: a.group,
+                kernel_shape: &a.kernel_shape,
+                pads: &a.pads,
+                strides: &a.strides,
+            },
+        )?,
         Op::ConvTranspose(a) => conv_transpose::conv_transpose(cx, n, a)?,
-        Op::MaxPool(_) | Op::AveragePool(_) | Op::LpPool(_) | Op::GlobalMaxPool(_) | Op::GlobalAveragePool(_) | Op::GlobalLpPool(_) => pool::pool(cx, n)?,
+        Op::MaxPool(_)
+        | Op::AveragePool(_)
+        | Op::LpPool(_)
+        | Op::GlobalMaxPool(_)
+        | Op::GlobalAveragePool(_)
+        | Op::GlobalLpPool(_) => pool::pool(cx, n)?,
         Op::MaxUnpool(a) => pool::max_unpool(cx, n, a)?,
         _ => return Ok(false),
     }
@@ -78,7 +132,10 @@ impl Window {
             return Err("strides and dilations must be positive".into());
         }
         if a.kernel.len() != r || output.len() != r {
-            return Err(format!("kernel of rank {} over {r} spatial dims", a.kernel.len()));
+            return Err(format!(
+                "kernel of rank {} over {r} spatial dims",
+                a.kernel.len()
+            ));
         }
         let (mut pad_begin, mut pad_end) = (vec![0; r], vec![0; r]);
         match a.auto_pad {
@@ -95,13 +152,26 @@ impl Window {
             AutoPad::SameUpper | AutoPad::SameLower => {
                 for i in 0..r {
                     let span = (a.kernel[i] as i64 - 1) * dilations[i] + 1;
-                    let total = ((output[i] as i64 - 1) * strides[i] + span - input[i] as i64).max(0);
+                    let total =
+                        ((output[i] as i64 - 1) * strides[i] + span - input[i] as i64).max(0);
                     let small = total / 2;
-                    (pad_begin[i], pad_end[i]) = if a.auto_pad == AutoPad::SameUpper { (small, total - small) } else { (total - small, small) };
+                    (pad_begin[i], pad_end[i]) = if a.auto_pad == AutoPad::SameUpper {
+                        (small, total - small)
+                    } else {
+                        (total - small, small)
+                    };
                 }
             }
         }
-        Ok(Window { input: input.to_vec(), output: output.to_vec(), kernel: a.kernel.to_vec(), strides, dilations, pad_begin, pad_end })
+        Ok(Window {
+            input: input.to_vec(),
+            output: output.to_vec(),
+            kernel: a.kernel.to_vec(),
+            strides,
+            dilations,
+            pad_begin,
+            pad_end,
+        })
     }
 
     /// Number of spatial dims.
@@ -111,18 +181,27 @@ impl Window {
 
     /// True if every tap of every output position along dim `i` lands inside the input.
     pub fn always_inside(&self, i: usize) -> bool {
-        let last = (self.output[i] as i64 - 1) * self.strides[i] + (self.kernel[i] as i64 - 1) * self.dilations[i] - self.pad_begin[i];
+        let last = (self.output[i] as i64 - 1) * self.strides[i]
+            + (self.kernel[i] as i64 - 1) * self.dilations[i]
+            - self.pad_begin[i];
         self.pad_begin[i] == 0 && (self.output[i] == 0 || last < self.input[i] as i64)
     }
 
     /// Input positions read by output position `o` at kernel tap `t`.
     pub fn positions(&self, o: &[Expr], t: &[Expr]) -> Vec<Expr> {
-        (0..self.rank()).map(|i| o[i].clone() * self.strides[i] + t[i].clone() * self.dilations[i] - self.pad_begin[i]).collect()
+        (0..self.rank())
+            .map(|i| {
+                o[i].clone() * self.strides[i] + t[i].clone() * self.dilations[i]
+                    - self.pad_begin[i]
+            })
+            .collect()
     }
 
     /// The condition that `pos` lies inside the input (`None`: always).
     pub fn inside(&self, pos: &[Expr]) -> Option<Expr> {
-        all((0..self.rank()).filter(|&i| !self.always_inside(i)).map(|i| in_range(pos[i].clone(), 0, self.input[i] as i64)))
+        all((0..self.rank())
+            .filter(|&i| !self.always_inside(i))
+            .map(|i| in_range(pos[i].clone(), 0, self.input[i] as i64)))
     }
 
     /// Row-major flat index of `pos` within one input plane.
@@ -148,7 +227,9 @@ impl Window {
 
 /// `lo <= e < hi` for an `i64` expression.
 pub(crate) fn in_range(e: Expr, lo: i64, hi: i64) -> Expr {
-    e.clone().cmp(CmpOp::Ge, Expr::idx(lo)).bin(BinOp::And, e.cmp(CmpOp::Lt, Expr::idx(hi)))
+    e.clone()
+        .cmp(CmpOp::Ge, Expr::idx(lo))
+        .bin(BinOp::And, e.cmp(CmpOp::Lt, Expr::idx(hi)))
 }
 
 /// The conjunction of `conds` (`None` if there are none).
@@ -159,7 +240,11 @@ pub(crate) fn all(conds: impl IntoIterator<Item = Expr>) -> Option<Expr> {
 /// `then` guarded by `cond` (unguarded when `cond` is `None`).
 pub(crate) fn guarded(cond: Option<Expr>, then: Vec<Stmt>) -> Vec<Stmt> {
     match cond {
-        Some(cond) => vec![Stmt::If { cond, then, otherwise: Vec::new() }],
+        Some(cond) => vec![Stmt::If {
+            cond,
+            then,
+            otherwise: Vec::new(),
+        }],
         None => then,
     }
 }
@@ -167,7 +252,9 @@ pub(crate) fn guarded(cond: Option<Expr>, then: Vec<Stmt>) -> Vec<Stmt> {
 /// The spatial dims of an `[N, C, spatial...]` tensor, or an error naming `what`.
 pub(crate) fn spatial<'a>(dims: &'a [u64], what: &str) -> Result<&'a [u64], String> {
     if dims.len() < 3 {
-        return Err(format!("{what} must have a batch, a channel and at least one spatial dim"));
+        return Err(format!(
+            "{what} must have a batch, a channel and at least one spatial dim"
+        ));
     }
     Ok(&dims[2..])
 }

@@ -1,0 +1,771 @@
+//! Fusion: Conv and matrix products absorb their bias, residual addend and activation into one
+//! kernel (`fused_conv`, `fused_matmul`); exporter-decomposed GELU, LayerNorm and Softmax are
+//! recognized as the single ops; scaled dot-product attention becomes `Attention`.
+//!
+//! The epilogue order is fixed: `act(product + bias + Z)`. A bias or residual is absorbed only
+//! while no activation is, so the order of the graph's adds does not matter.
+
+use egg::Id;
+use kiln_tir::op::{
+    Activation, Attention, FusedConv, FusedMatMul, Gelu, GeluApprox, LayerNormalization, Softmax,
+    Transpose,
+};
+use kiln_tir::{DType, Op, OpKind, Tensor};
+
+use super::{
+    Hit, Rule, Topic, add, add_constant, constant, dtype, f32s, find, pick, root, same_type, splat,
+    ty, value,
+};
+use crate::analysis::Egraph;
+use crate::lang::ENode;
+
+type Apply = fn(&mut Egraph, &Hit<'_>) -> Option<Id>;
+
+pub(super) fn rules() -> Vec<Rule> {
+    let r = |name, algebra, pattern, apply: Apply| Rule {
+        name,
+        algebra,
+        topic: Topic::Fusion,
+        pattern,
+        apply,
+    };
+    vec![
+        r(
+            "gemm-as-matmul",
+            "gemm(a, b) -> fused_matmul(a, b)",
+            "(gemm ?a ?b)",
+            gemm,
+        ),
+        r(
+            "gemm-bias-as-matmul",
+            "gemm(a, b, c[N]) -> fused_matmul(a, b, c)",
+            "(gemm ?a ?b ?c)",
+            gemm,
+        ),
+        r(
+            "matmul-bias",
+            "mm(a, b) + c[N] -> fused_matmul(a, b, c)",
+            "(add ?m ?c)",
+            matmul_bias,
+        ),
+        r(
+            "matmul-residual",
+            "mm(a, b, c) + z -> fused_matmul(a, b, c, z)",
+            "(add ?m ?z)",
+            matmul_residual,
+        ),
+        r(
+            "matmul-relu",
+            "relu(mm(...)) -> fused_matmul<relu>(...)",
+            "(relu ?m)",
+            matmul_act,
+        ),
+        r(
+            "matmul-leaky-relu",
+            "leaky_relu<α>(mm(...)) -> fused_matmul<leaky_relu α>(...)",
+            "(leaky_relu ?m)",
+            matmul_act,
+        ),
+        r(
+            "matmul-sigmoid",
+            "sigmoid(mm(...)) -> fused_matmul<sigmoid>(...)",
+            "(sigmoid ?m)",
+            matmul_act,
+        ),
+        r(
+            "matmul-tanh",
+            "tanh(mm(...)) -> fused_matmul<tanh>(...)",
+            "(tanh ?m)",
+            matmul_act,
+        ),
+        r(
+            "matmul-hard-swish",
+            "hard_swish(mm(...)) -> fused_matmul<hard_swish>(...)",
+            "(hard_swish ?m)",
+            matmul_act,
+        ),
+        r(
+            "matmul-gelu",
+            "gelu(mm(...)) -> fused_matmul<gelu>(...)",
+            "(gelu ?m)",
+            matmul_act,
+        ),
+        r(
+            "matmul-clip",
+            "clip(mm(...), lo, hi) -> fused_matmul<clip lo hi>(...)",
+            "(clip ?m ?lo ?hi)",
+            matmul_act,
+        ),
+        r(
+            "conv-bias",
+            "conv(x, w, b) + c[1,M,1,1] -> conv(x, w, b + c)",
+            "(add ?m ?c)",
+            conv_bias,
+        ),
+        r(
+            "conv-residual",
+            "conv(x, w, b) + z -> fused_conv(x, w, b, z)",
+            "(add ?m ?z)",
+            conv_residual,
+        ),
+        r(
+            "conv-relu",
+            "relu(conv(...)) -> fused_conv<relu>(...)",
+            "(relu ?m)",
+            conv_act,
+        ),
+        r(
+            "conv-leaky-relu",
+            "leaky_relu<α>(conv(...)) -> fused_conv<leaky_relu α>(...)",
+            "(leaky_relu ?m)",
+            conv_act,
+        ),
+        r(
+            "conv-sigmoid",
+            "sigmoid(conv(...)) -> fused_conv<sigmoid>(...)",
+            "(sigmoid ?m)",
+            conv_act,
+        ),
+        r(
+            "conv-tanh",
+            "tanh(conv(...)) -> fused_conv<tanh>(...)",
+            "(tanh ?m)",
+            conv_act,
+        ),
+        r(
+            "conv-hard-swish",
+            "hard_swish(conv(...)) -> fused_conv<hard_swish>(...)",
+            "(hard_swish ?m)",
+            conv_act,
+        ),
+        r(
+            "conv-gelu",
+            "gelu(conv(...)) -> fused_conv<gelu>(...)",
+            "(gelu ?m)",
+            conv_act,
+        ),
+        r(
+            "conv-clip",
+            "clip(conv(...), lo, hi) -> fused_conv<clip lo hi>(...)",
+            "(clip ?m ?lo ?hi)",
+            conv_act,
+        ),
+        r(
+            "gelu-erf",
+            "x · (½ · (1 + erf(x/√2))) -> gelu(x)",
+            "(mul ?x (mul ?h (add (erf ?u) ?one)))",
+            gelu_erf,
+        ),
+        r(
+            "gelu-erf-half-first",
+            "(x · ½) · (1 + erf(x/√2)) -> gelu(x)",
+            "(mul (mul ?x ?h) (add (erf ?u) ?one))",
+            gelu_erf,
+        ),
+        r(
+            "gelu-erf-half-last",
+            "(x · (1 + erf(x/√2))) · ½ -> gelu(x)",
+            "(mul (mul ?x (add (erf ?u) ?one)) ?h)",
+            gelu_erf,
+        ),
+        r(
+            "gelu-tanh",
+            "(½x) · (1 + tanh(√(2/π)·(x + 0.044715·x³))) -> gelu<tanh>(x)",
+            "(mul ?hx (add ?one (tanh ?u)))",
+            gelu_tanh,
+        ),
+        r(
+            "layer-norm",
+            "(x - mean(x)) / √(mean((x - mean(x))²) + ε) · γ + β -> layer_norm(x, γ, β)",
+            "(add (mul (div ?d (sqrt (add ?var ?eps))) ?gamma) ?beta)",
+            layer_norm,
+        ),
+        r(
+            "softmax",
+            "exp(x - max(x)) / Σ exp(x - max(x)) -> softmax(x)",
+            "(div ?e (reduce_sum ?e ?axes))",
+            softmax,
+        ),
+        r(
+            "attention",
+            "softmax(s·(q·kᵀ) + mask) · v -> attention(q, k, v, mask)",
+            "(matmul (softmax ?s) ?v)",
+            attention,
+        ),
+    ]
+}
+
+// ---- matrix products ----
+
+/// A product in a class, seen as a `fused_matmul`: attributes, `[a, b, bias, z]`, and the
+/// node it came from.
+struct Product {
+    op: FusedMatMul,
+    args: [Option<Id>; 4],
+    node: ENode,
+}
+
+fn is_f32(eg: &Egraph, id: Id) -> bool {
+    dtype(eg, id) == Some(DType::F32)
+}
+
+fn as_product(eg: &mut Egraph, class: Id) -> Option<Product> {
+    if !is_f32(eg, class) {
+        return None;
+    }
+    if let Some((Op::FusedMatMul(op), args, node)) = find(eg, class, OpKind::FusedMatMul) {
+        let arg = |i: usize| args.get(i).copied().flatten();
+        return Some(Product {
+            op,
+            args: [arg(0), arg(1), arg(2), arg(3)],
+            node,
+        });
+    }
+    if let Some((_, args, node)) = find(eg, class, OpKind::MatMul) {
+        return Some(Product {
+            op: FusedMatMul::default(),
+            args: [args[0], args[1], None, None],
+            node,
+        });
+    }
+    let (Op::Gemm(g), args, node) = find(eg, class, OpKind::Gemm)? else {
+        return None;
+    };
+    if g.alpha != 1.0 || g.transA != 0 {
+        return None;
+    }
+    let n = *ty(eg, class)?.known_dims()?.last()?;
+    let bias = match args.get(2).copied().flatten() {
+        None => None,
+        Some(_) if g.beta == 0.0 => None,
+        Some(c) if g.beta == 1.0 => Some(vector(eg, c, n)?),
+        Some(_) => return None,
+    };
+    Some(Product {
+        op: FusedMatMul {
+            transB: g.transB,
+            ..Default::default()
+        },
+        args: [args[0], args[1], bias, None],
+        node,
+    })
+}
+
+/// Class `c` as a vector of `n` elements: itself when it is `[n]`, or a reshaped copy of a
+/// constant whose other axes are all 1.
+fn vector(eg: &mut Egraph, c: Id, n: u64) -> Option<Id> {
+    let dims = ty(eg, c)?.known_dims()?;
+    if dims == [n] {
+        return Some(c);
+    }
+    if dims.iter().product::<u64>() != n || dims.last() != Some(&n) {
+        return None;
+    }
+    let mut t = constant(eg, c)?.clone();
+    t.shape = vec![n];
+    Some(add_constant(eg, t))
+}
+
+fn build_product(eg: &mut Egraph, hit: &Hit<'_>, p: Product, consumed: &[&ENode]) -> Option<Id> {
+    let mut all = vec![&p.node];
+    all.extend_from_slice(consumed);
+    add(eg, hit.rule, Op::FusedMatMul(p.op), &p.args, &all)
+}
+
+fn gemm(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let (Op::Gemm(_), ..) = find(eg, hit.class, OpKind::Gemm)? else {
+        return None;
+    };
+    let p = as_product(eg, hit.class)?;
+    (p.node.kind() == Some(OpKind::Gemm)).then(|| build_product(eg, hit, p, &[]))?
+}
+
+fn matmul_bias(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let (m, c) = (hit.var("?m"), hit.var("?c"));
+    let mut p = as_product(eg, m)?;
+    if p.args[2].is_some()
+        || p.args[3].is_some()
+        || p.op.activation != Activation::None
+        || !same_type(eg, m, hit.class)
+    {
+        return None;
+    }
+    let n = *ty(eg, m)?.known_dims()?.last()?;
+    p.args[2] = Some(vector(eg, c, n)?);
+    let (.., add_node) = root(eg, hit, &[Some(m), Some(c)])?;
+    build_product(eg, hit, p, &[&add_node])
+}
+
+fn matmul_residual(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let (m, z) = (hit.var("?m"), hit.var("?z"));
+    let mut p = as_product(eg, m)?;
+    if p.args[3].is_some()
+        || p.op.activation != Activation::None
+        || !same_type(eg, m, z)
+        || !same_type(eg, m, hit.class)
+    {
+        return None;
+    }
+    p.args[3] = Some(z);
+    let (.., add_node) = root(eg, hit, &[Some(m), Some(z)])?;
+    build_product(eg, hit, p, &[&add_node])
+}
+
+/// The activation the matched root applies, with its `alpha`/`beta`, and its node.
+fn activation(eg: &Egraph, hit: &Hit<'_>) -> Option<(Activation, f32, f32, ENode)> {
+    let m = Some(hit.var("?m"));
+    let args = if hit.root == Some(OpKind::Clip) {
+        vec![m, Some(hit.var("?lo")), Some(hit.var("?hi"))]
+    } else {
+        vec![m]
+    };
+    let (op, _, node) = root(eg, hit, &args)?;
+    let (act, alpha, beta) = match op {
+        Op::Relu(_) => (Activation::Relu, 0.0, 0.0),
+        Op::LeakyRelu(l) => (Activation::LeakyRelu, l.alpha, 0.0),
+        Op::Sigmoid(_) => (Activation::Sigmoid, 0.0, 0.0),
+        Op::Tanh(_) => (Activation::Tanh, 0.0, 0.0),
+        Op::HardSwish(_) => (Activation::HardSwish, 0.0, 0.0),
+        Op::Gelu(g) => (
+            if g.approximate == GeluApprox::Tanh {
+                Activation::GeluTanh
+            } else {
+                Activation::Gelu
+            },
+            0.0,
+            0.0,
+        ),
+        Op::Clip(_) => {
+            let bound = |name: &str| splat(eg, hit.var(name)).map(|v| v as f32);
+            (Activation::Clip, bound("?lo")?, bound("?hi")?)
+        }
+        _ => return None,
+    };
+    Some((act, alpha, beta, node))
+}
+
+fn matmul_act(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let mut p = as_product(eg, hit.var("?m"))?;
+    if p.op.activation != Activation::None {
+        return None;
+    }
+    let (act, alpha, beta, node) = activation(eg, hit)?;
+    (p.op.activation, p.op.alpha, p.op.beta) = (act, alpha, beta);
+    build_product(eg, hit, p, &[&node])
+}
+
+// ---- convolutions ----
+
+struct Convolution {
+    op: FusedConv,
+    args: [Option<Id>; 4],
+    node: ENode,
+}
+
+fn as_conv(eg: &Egraph, class: Id) -> Option<Convolution> {
+    if !is_f32(eg, class) {
+        return None;
+    }
+    if let Some((Op::FusedConv(op), args, node)) = find(eg, class, OpKind::FusedConv) {
+        let arg = |i: usize| args.get(i).copied().flatten();
+        return Some(Convolution {
+            op,
+            args: [arg(0), arg(1), arg(2), arg(3)],
+            node,
+        });
+    }
+    let (Op::Conv(c), args, node) = find(eg, class, OpKind::Conv)? else {
+        return None;
+    };
+    let op = FusedConv {
+        auto_pad: c.auto_pad,
+        dilations: c.dilations,
+        group: c.group,
+        kernel_shape: c.kernel_shape,
+        pads: c.pads,
+        strides: c.strides,
+        ..Default::default()
+    };
+    Some(Convolution {
+        op,
+        args: [
+            args.first().copied().flatten(),
+            args.get(1).copied().flatten(),
+            args.get(2).copied().flatten(),
+            None,
+        ],
+        node,
+    })
+}
+
+fn build_conv(eg: &mut Egraph, hit: &Hit<'_>, c: Convolution, consumed: &ENode) -> Option<Id> {
+    add(
+        eg,
+        hit.rule,
+        Op::FusedConv(c.op),
+        &c.args,
+        &[&c.node, consumed],
+    )
+}
+
+fn conv_bias(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let (m, b) = (hit.var("?m"), hit.var("?c"));
+    let mut c = as_conv(eg, m)?;
+    if c.op.activation != Activation::None || !same_type(eg, m, hit.class) {
+        return None;
+    }
+    let out = ty(eg, m)?.known_dims()?;
+    let bd = ty(eg, b)?.known_dims()?;
+    let channels = *out.get(1)?;
+    // The addend must vary along the channel axis only: [M, 1, ...] or [1, M, 1, ...].
+    let lead = out.len().checked_sub(bd.len())?;
+    let per_channel = lead <= 1
+        && bd
+            .iter()
+            .enumerate()
+            .all(|(i, &d)| if i + lead == 1 { d == channels } else { d == 1 });
+    if !per_channel {
+        return None;
+    }
+    let add_v = f32s(eg, b)?;
+    let sum: Vec<f32> = match c.args[2] {
+        Some(old) => f32s(eg, old)?
+            .iter()
+            .zip(&add_v)
+            .map(|(x, y)| x + y)
+            .collect(),
+        None => add_v,
+    };
+    c.args[2] = Some(add_constant(eg, Tensor::from_f32s(&[channels], &sum)));
+    let (.., add_node) = root(eg, hit, &[Some(m), Some(b)])?;
+    build_conv(eg, hit, c, &add_node)
+}
+
+fn conv_residual(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let (m, z) = (hit.var("?m"), hit.var("?z"));
+    let mut c = as_conv(eg, m)?;
+    if c.args[3].is_some()
+        || c.op.activation != Activation::None
+        || !same_type(eg, m, z)
+        || !same_type(eg, m, hit.class)
+    {
+        return None;
+    }
+    c.args[3] = Some(z);
+    let (.., add_node) = root(eg, hit, &[Some(m), Some(z)])?;
+    build_conv(eg, hit, c, &add_node)
+}
+
+fn conv_act(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let mut c = as_conv(eg, hit.var("?m"))?;
+    if c.op.activation != Activation::None {
+        return None;
+    }
+    let (act, alpha, beta, node) = activation(eg, hit)?;
+    (c.op.activation, c.op.alpha, c.op.beta) = (act, alpha, beta);
+    build_conv(eg, hit, c, &node)
+}
+
+// ---- recognized ops ----
+
+fn near(v: Option<f64>, want: f64) -> bool {
+    v.is_some_and(|v| (v - want).abs() <= 1e-6 * want.abs().max(1.0))
+}
+
+/// True when class `u` computes `x / √2` (or `x · (1/√2)`).
+fn is_x_over_sqrt2(eg: &Egraph, u: Id, x: Id) -> bool {
+    let x = eg.find(x);
+    eg[u].nodes.iter().any(|n| match (n.kind(), &n.args[..]) {
+        (Some(OpKind::Div), [a, c]) => {
+            eg.find(*a) == x && near(splat(eg, *c), std::f64::consts::SQRT_2)
+        }
+        (Some(OpKind::Mul), [a, c]) => {
+            eg.find(*a) == x && near(splat(eg, *c), std::f64::consts::FRAC_1_SQRT_2)
+        }
+        _ => false,
+    })
+}
+
+fn gelu_erf(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let (x, h, u, one) = (hit.var("?x"), hit.var("?h"), hit.var("?u"), hit.var("?one"));
+    let float = dtype(eg, x)
+        .is_some_and(|d| matches!(d, DType::F32 | DType::F64 | DType::F16 | DType::BF16));
+    if !float
+        || !near(splat(eg, h), 0.5)
+        || !near(splat(eg, one), 1.0)
+        || !is_x_over_sqrt2(eg, u, x)
+        || !same_type(eg, x, hit.class)
+    {
+        return None;
+    }
+    let (.., node) = find(eg, hit.class, OpKind::Mul)?;
+    add(
+        eg,
+        hit.rule,
+        Op::Gelu(Gelu {
+            approximate: GeluApprox::None,
+        }),
+        &[Some(x)],
+        &[&node],
+    )
+}
+
+/// The `x` of a class computing `½·x` (either operand order).
+fn half_of(eg: &Egraph, hx: Id) -> Option<Id> {
+    eg[hx]
+        .nodes
+        .iter()
+        .find_map(|n| match (n.kind(), &n.args[..]) {
+            (Some(OpKind::Mul), [a, c]) if near(splat(eg, *c), 0.5) => Some(*a),
+            _ => None,
+        })
+}
+
+/// True when class `u` computes `√(2/π)·(x + 0.044715·x³)` in the exporters' usual shape.
+fn is_tanh_arg(eg: &Egraph, u: Id, x: Id) -> bool {
+    let x = eg.find(x);
+    let cube = |c: Id| {
+        eg[c].nodes.iter().any(|n| match (n.kind(), &n.args[..]) {
+            (Some(OpKind::Pow), [a, e]) => eg.find(*a) == x && near(splat(eg, *e), 3.0),
+            _ => false,
+        })
+    };
+    let inner = |s: Id| {
+        eg[s].nodes.iter().any(|n| match (n.kind(), &n.args[..]) {
+            (Some(OpKind::Add), [a, t]) => {
+                eg.find(*a) == x
+                    && eg[*t].nodes.iter().any(|m| match (m.kind(), &m.args[..]) {
+                        (Some(OpKind::Mul), [p, k]) => cube(*p) && near(splat(eg, *k), 0.044715),
+                        _ => false,
+                    })
+            }
+            _ => false,
+        })
+    };
+    eg[u].nodes.iter().any(|n| match (n.kind(), &n.args[..]) {
+        (Some(OpKind::Mul), [s, k]) => {
+            inner(*s) && near(splat(eg, *k), (2.0 / std::f64::consts::PI).sqrt())
+        }
+        _ => false,
+    })
+}
+
+fn gelu_tanh(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let (hx, one, u) = (hit.var("?hx"), hit.var("?one"), hit.var("?u"));
+    let x = half_of(eg, hx)?;
+    if !near(splat(eg, one), 1.0)
+        || !is_tanh_arg(eg, u, x)
+        || !same_type(eg, x, hit.class)
+        || !is_f32(eg, x)
+    {
+        return None;
+    }
+    let (.., node) = find(eg, hit.class, OpKind::Mul)?;
+    add(
+        eg,
+        hit.rule,
+        Op::Gelu(Gelu {
+            approximate: GeluApprox::Tanh,
+        }),
+        &[Some(x)],
+        &[&node],
+    )
+}
+
+/// True when `axes` (a class) is the single last axis of a rank-`rank` tensor.
+fn last_axis(eg: &Egraph, axes: Option<Id>, rank: usize) -> bool {
+    let Some(v) = axes.and_then(|a| value(eg, a)).and_then(|t| t.to_i64s()) else {
+        return false;
+    };
+    v.len() == 1 && (v[0] == -1 || v[0] == rank as i64 - 1)
+}
+
+/// The `x` of a class computing `ReduceMean(x, [-1], keepdims=1)`.
+fn mean_last(eg: &Egraph, class: Id) -> Option<Id> {
+    let (Op::ReduceMean(r), args, _) = find(eg, class, OpKind::ReduceMean)? else {
+        return None;
+    };
+    let x = args.first().copied().flatten()?;
+    (r.keepdims == 1 && last_axis(eg, args.get(1).copied().flatten(), ty(eg, x)?.rank()))
+        .then_some(x)
+}
+
+fn layer_norm(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let (d, var, eps, gamma, beta) = (
+        hit.var("?d"),
+        hit.var("?var"),
+        hit.var("?eps"),
+        hit.var("?gamma"),
+        hit.var("?beta"),
+    );
+    // d = x - mean(x)
+    let (_, sub, _) = find(eg, d, OpKind::Sub)?;
+    let (x, mean) = (
+        sub.first().copied().flatten()?,
+        sub.get(1).copied().flatten()?,
+    );
+    if mean_last(eg, mean).map(|m| eg.find(m)) != Some(eg.find(x)) {
+        return None;
+    }
+    // var = mean(d²), with d² as Pow(d, 2) or d·d.
+    let sq = mean_last(eg, var)?;
+    let d = eg.find(d);
+    let squares = eg[sq].nodes.iter().any(|n| match (n.kind(), &n.args[..]) {
+        (Some(OpKind::Pow), [a, e]) => eg.find(*a) == d && near(splat(eg, *e), 2.0),
+        (Some(OpKind::Mul), [a, b]) => eg.find(*a) == d && eg.find(*b) == d,
+        _ => false,
+    });
+    let width = *ty(eg, x)?.known_dims()?.last()?;
+    let vec_of_width = |c: Id| {
+        ty(eg, c)
+            .and_then(|t| t.known_dims())
+            .is_some_and(|s| s == [width])
+    };
+    if !squares
+        || !is_f32(eg, x)
+        || !vec_of_width(gamma)
+        || !vec_of_width(beta)
+        || !same_type(eg, x, hit.class)
+    {
+        return None;
+    }
+    let epsilon = splat(eg, eps)? as f32;
+    let (.., node) = find(eg, hit.class, OpKind::Add)?;
+    add(
+        eg,
+        hit.rule,
+        Op::LayerNormalization(LayerNormalization {
+            axis: -1,
+            epsilon,
+            stash_type: DType::F32,
+        }),
+        &[Some(x), Some(gamma), Some(beta)],
+        &[&node],
+    )
+}
+
+fn softmax(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let (e, axes) = (hit.var("?e"), hit.var("?axes"));
+    let (fe, fa) = (eg.find(e), eg.find(axes));
+    let sum_of_e = |eg: &Egraph, c: Id| {
+        pick(eg, c, OpKind::ReduceSum, |n| {
+            eg.find(n.args[0]) == fe && n.args.get(1).map(|&a| eg.find(a)) == Some(fa)
+        })
+    };
+    let (.., div) = pick(eg, hit.class, OpKind::Div, |n| {
+        eg.find(n.args[0]) == fe && sum_of_e(eg, n.args[1]).is_some()
+    })?;
+    let (Op::ReduceSum(rs), ..) = sum_of_e(eg, div.args[1])? else {
+        return None;
+    };
+    let (_, exp_args, _) = find(eg, e, OpKind::Exp)?;
+    let shifted = exp_args.first().copied().flatten()?;
+    let (_, sub, _) = find(eg, shifted, OpKind::Sub)?;
+    let (x, m) = (
+        sub.first().copied().flatten()?,
+        sub.get(1).copied().flatten()?,
+    );
+    let rank = ty(eg, x)?.rank();
+    let (Op::ReduceMax(rm), max_args, _) = find(eg, m, OpKind::ReduceMax)? else {
+        return None;
+    };
+    let max_of_x = max_args.first().copied().flatten().map(|a| eg.find(a)) == Some(eg.find(x))
+        && rm.keepdims == 1
+        && last_axis(eg, max_args.get(1).copied().flatten(), rank);
+    if !max_of_x
+        || rs.keepdims != 1
+        || !last_axis(eg, Some(axes), rank)
+        || !same_type(eg, x, hit.class)
+    {
+        return None;
+    }
+    add(
+        eg,
+        hit.rule,
+        Op::Softmax(Softmax { axis: -1 }),
+        &[Some(x)],
+        &[&div],
+    )
+}
+
+/// Peels constant scalar factors off class `c`: `(c', s)` with `c = c' · s`.
+fn unscale(eg: &Egraph, mut c: Id) -> (Id, f64) {
+    let mut scale = 1.0;
+    for _ in 0..4 {
+        let step = eg[c]
+            .nodes
+            .iter()
+            .find_map(|n| match (n.kind(), &n.args[..]) {
+                (Some(OpKind::Mul), [a, k]) => splat(eg, *k)
+                    .filter(|_| ty(eg, *k).is_some_and(|t| t.numel() == Some(1)))
+                    .map(|s| (*a, s)),
+                (Some(OpKind::Div), [a, k]) => splat(eg, *k)
+                    .filter(|s| *s != 0.0 && ty(eg, *k).is_some_and(|t| t.numel() == Some(1)))
+                    .map(|s| (*a, 1.0 / s)),
+                _ => None,
+            });
+        match step {
+            Some((a, s)) => {
+                c = a;
+                scale *= s;
+            }
+            None => break,
+        }
+    }
+    (c, scale)
+}
+
+fn attention(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let (s, v) = (hit.var("?s"), hit.var("?v"));
+    let (fs, fv) = (eg.find(s), eg.find(v));
+    let softmax_of_s =
+        |eg: &Egraph, c: Id| pick(eg, c, OpKind::Softmax, |n| eg.find(n.args[0]) == fs);
+    let (.., mm) = pick(eg, hit.class, OpKind::MatMul, |n| {
+        eg.find(n.args[1]) == fv && softmax_of_s(eg, n.args[0]).is_some()
+    })?;
+    let (Op::Softmax(sm), ..) = softmax_of_s(eg, mm.args[0])? else {
+        return None;
+    };
+    let rank = ty(eg, s)?.rank();
+    if rank != 4 || !(sm.axis == -1 || sm.axis == 3) || !is_f32(eg, v) || ty(eg, v)?.rank() != 4 {
+        return None;
+    }
+    // scores = scale · (q · kᵀ) [+ mask]
+    let (mut scores, mut mask) = (s, None);
+    if let Some((_, args, _)) = find(eg, s, OpKind::Add) {
+        let (a, b) = (
+            args.first().copied().flatten()?,
+            args.get(1).copied().flatten()?,
+        );
+        if find(eg, unscale(eg, a).0, OpKind::MatMul).is_some() {
+            (scores, mask) = (a, Some(b));
+        }
+    }
+    let (qk, outer) = unscale(eg, scores);
+    let (_, qk_args, _) = find(eg, qk, OpKind::MatMul)?;
+    let (q, sq) = unscale(eg, qk_args.first().copied().flatten()?);
+    let (kt, sk) = unscale(eg, qk_args.get(1).copied().flatten()?);
+    if ty(eg, q)?.rank() != 4 || ty(eg, kt)?.rank() != 4 || mask.is_some_and(|m| !is_f32(eg, m)) {
+        return None;
+    }
+    let scale = (outer * sq * sk) as f32;
+    let k = add(
+        eg,
+        hit.rule,
+        Op::Transpose(Transpose {
+            perm: vec![0, 1, 3, 2],
+        }),
+        &[Some(kt)],
+        &[],
+    )?;
+    add(
+        eg,
+        hit.rule,
+        Op::Attention(Attention {
+            scale: Some(scale),
+            ..Default::default()
+        }),
+        &[Some(q), Some(k), Some(v), mask],
+        &[&mm],
+    )
+}

@@ -1,0 +1,348 @@
+//! Layout: Transpose and Reshape cancel, shrink to views, or disappear into the op that
+//! reads them; BatchNormalization and per-channel constant Mul fold into Conv weights.
+
+use egg::Id;
+use kiln_tir::op::{Conv, FusedMatMul, Reshape, Transpose};
+use kiln_tir::{DType, Op, OpKind, Tensor};
+
+use super::{
+    Hit, Rule, Topic, add, add_constant, add_shape, f32s, find, pick, root, same_type, ty,
+};
+use crate::analysis::Egraph;
+
+type Apply = fn(&mut Egraph, &Hit<'_>) -> Option<Id>;
+
+pub(super) fn rules() -> Vec<Rule> {
+    let r = |name, algebra, pattern, apply: Apply| Rule {
+        name,
+        algebra,
+        topic: Topic::Layout,
+        pattern,
+        apply,
+    };
+    vec![
+        r(
+            "transpose-transpose",
+            "transpose<q>(transpose<p>(x)) -> transpose<p∘q>(x)",
+            "(transpose (transpose ?x))",
+            transpose_transpose,
+        ),
+        r(
+            "transpose-identity",
+            "transpose<0,1,...>(x) -> x",
+            "(transpose ?x)",
+            transpose_identity,
+        ),
+        r(
+            "transpose-unit-dims",
+            "transpose<p>(x) -> reshape(x) when p only moves size-1 axes",
+            "(transpose ?x)",
+            transpose_unit_dims,
+        ),
+        r(
+            "reshape-reshape",
+            "reshape(reshape(x, s), t) -> reshape(x, t)",
+            "(reshape (reshape ?x ?s) ?t)",
+            reshape_reshape,
+        ),
+        r(
+            "view-identity",
+            "reshape(x: T, s): T -> x",
+            "(reshape ?x ?s)",
+            view_identity,
+        ),
+        r(
+            "squeeze-identity",
+            "squeeze(x: T, a): T -> x",
+            "(squeeze ?x ?s)",
+            view_identity,
+        ),
+        r(
+            "unsqueeze-identity",
+            "unsqueeze(x: T, a): T -> x",
+            "(unsqueeze ?x ?s)",
+            view_identity,
+        ),
+        r(
+            "identity-op",
+            "identity(x) -> x",
+            "(identity ?x)",
+            |_, hit| Some(hit.var("?x")),
+        ),
+        r(
+            "transpose-into-matmul",
+            "a · transpose<..., n-1, n-2>(b) -> fused_matmul<transB>(a, b)",
+            "(matmul ?a (transpose ?b))",
+            transpose_into_matmul,
+        ),
+        r(
+            "batchnorm-into-conv",
+            "bn(conv(x, w, b), s, t, m, v) -> conv(x, w·s/√(v+ε), (b-m)·s/√(v+ε)+t)",
+            "(batch_normalization ?c ?s ?t ?m ?v)",
+            batchnorm_into_conv,
+        ),
+        r(
+            "mul-into-conv",
+            "conv(x, w, b) · k[M,1,1] -> conv(x, w·k, b·k)",
+            "(mul ?c ?k)",
+            mul_into_conv,
+        ),
+    ]
+}
+
+fn perm_of(op: &Op, rank: usize) -> Option<Vec<usize>> {
+    let Op::Transpose(t) = op else { return None };
+    if t.perm.is_empty() {
+        return Some((0..rank).rev().collect());
+    }
+    let p: Vec<usize> = t
+        .perm
+        .iter()
+        .map(|&i| usize::try_from(i).ok().filter(|&i| i < rank))
+        .collect::<Option<_>>()?;
+    (p.len() == rank).then_some(p)
+}
+
+fn transpose_op(perm: &[usize]) -> Op {
+    Op::Transpose(Transpose {
+        perm: perm.iter().map(|&i| i as i64).collect(),
+    })
+}
+
+fn transpose_transpose(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let x = hit.var("?x");
+    let rank = ty(eg, x)?.rank();
+    let fx = eg.find(x);
+    let of_x = |eg: &Egraph, c: Id| pick(eg, c, OpKind::Transpose, |m| eg.find(m.args[0]) == fx);
+    let (outer, inner_args, node) = pick(eg, hit.class, OpKind::Transpose, |n| {
+        of_x(eg, n.args[0]).is_some()
+    })?;
+    let (inner, _, inner_node) = of_x(eg, inner_args.first().copied().flatten()?)?;
+    let (p, q) = (perm_of(&inner, rank)?, perm_of(&outer, rank)?);
+    // out[i] = mid[q[i]] = x[p[q[i]]].
+    let composed: Vec<usize> = q.iter().map(|&i| p[i]).collect();
+    add(
+        eg,
+        hit.rule,
+        transpose_op(&composed),
+        &[Some(x)],
+        &[&node, &inner_node],
+    )
+}
+
+fn transpose_identity(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let x = hit.var("?x");
+    let (op, ..) = root(eg, hit, &[Some(x)])?;
+    let p = perm_of(&op, ty(eg, x)?.rank())?;
+    p.iter().enumerate().all(|(i, &j)| i == j).then_some(x)
+}
+
+fn transpose_unit_dims(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let x = hit.var("?x");
+    let dims = ty(eg, x)?.known_dims()?;
+    let out = ty(eg, hit.class)?.known_dims()?;
+    let (op, _, node) = root(eg, hit, &[Some(x)])?;
+    let p = perm_of(&op, dims.len())?;
+    // The axes longer than 1 must keep their order; then the bytes do not move.
+    let moved: Vec<usize> = p.iter().copied().filter(|&i| dims[i] != 1).collect();
+    if !moved.windows(2).all(|w| w[0] < w[1]) || p.iter().enumerate().all(|(i, &j)| i == j) {
+        return None;
+    }
+    let shape = add_shape(eg, &out);
+    add(
+        eg,
+        hit.rule,
+        Op::Reshape(Reshape { allowzero: 0 }),
+        &[Some(x), Some(shape)],
+        &[&node],
+    )
+}
+
+fn reshape_reshape(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let x = hit.var("?x");
+    let out = ty(eg, hit.class)?.known_dims()?;
+    let (.., node) = root(eg, hit, &[None, Some(hit.var("?t"))])?;
+    let shape = add_shape(eg, &out);
+    add(
+        eg,
+        hit.rule,
+        Op::Reshape(Reshape { allowzero: 0 }),
+        &[Some(x), Some(shape)],
+        &[&node],
+    )
+}
+
+fn view_identity(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let x = hit.var("?x");
+    (same_type(eg, x, hit.class) && ty(eg, x)?.known_dims().is_some()).then_some(x)
+}
+
+fn transpose_into_matmul(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let (a, b) = (hit.var("?a"), hit.var("?b"));
+    let rank = ty(eg, b)?.rank();
+    let (fa, fb) = (eg.find(a), eg.find(b));
+    let of_b = |eg: &Egraph, c: Id| pick(eg, c, OpKind::Transpose, |m| eg.find(m.args[0]) == fb);
+    let (.., mm) = pick(eg, hit.class, OpKind::MatMul, |n| {
+        eg.find(n.args[0]) == fa && of_b(eg, n.args[1]).is_some()
+    })?;
+    let (t, _, tnode) = of_b(eg, mm.args[1])?;
+    let p = perm_of(&t, rank)?;
+    let swapped = rank >= 2
+        && p[rank - 2] == rank - 1
+        && p[rank - 1] == rank - 2
+        && p[..rank - 2].iter().enumerate().all(|(i, &j)| i == j);
+    if !swapped || ty(eg, a)?.dtype != DType::F32 {
+        return None;
+    }
+    add(
+        eg,
+        hit.rule,
+        Op::FusedMatMul(FusedMatMul {
+            transB: 1,
+            ..Default::default()
+        }),
+        &[Some(a), Some(b)],
+        &[&mm, &tnode],
+    )
+}
+
+fn to_tensor(shape: &[u64], v: &[f32]) -> Tensor {
+    Tensor::from_f32s(shape, v)
+}
+
+/// The Conv in class `c` with constant f32 weights (and bias), as `(op, x, w, b, m)`.
+fn const_conv(
+    eg: &Egraph,
+    c: Id,
+) -> Option<(
+    Conv,
+    Id,
+    Vec<f32>,
+    Vec<u64>,
+    Option<Vec<f32>>,
+    crate::lang::ENode,
+)> {
+    let (Op::Conv(conv), args, node) = find(eg, c, OpKind::Conv)? else {
+        return None;
+    };
+    let (x, w) = (
+        args.first().copied().flatten()?,
+        args.get(1).copied().flatten()?,
+    );
+    let wshape = ty(eg, w)?.known_dims()?;
+    let wv = f32s(eg, w)?;
+    let b = match args.get(2).copied().flatten() {
+        Some(b) => Some(f32s(eg, b)?),
+        None => None,
+    };
+    Some((conv, x, wv, wshape, b, node))
+}
+
+/// Scales conv weights and bias per output channel: `w[m] · k[m]`, `b[m] · k[m] + t[m]`.
+fn rescale(
+    eg: &mut Egraph,
+    rule: &'static str,
+    conv: Conv,
+    x: Id,
+    w: &[f32],
+    wshape: &[u64],
+    b: Option<&[f32]>,
+    k: &[f64],
+    t: &[f64],
+    consumed: &[&crate::lang::ENode],
+) -> Option<Id> {
+    let m = wshape[0] as usize;
+    if k.len() != m || t.len() != m || m == 0 || w.len() % m != 0 {
+        return None;
+    }
+    let per = w.len() / m;
+    let nw: Vec<f32> = w
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| (f64::from(v) * k[i / per]) as f32)
+        .collect();
+    let nb: Vec<f32> = (0..m)
+        .map(|i| (b.map_or(0.0, |b| f64::from(b[i])) * k[i] + t[i]) as f32)
+        .collect();
+    let wc = add_constant(eg, to_tensor(wshape, &nw));
+    let bc = add_constant(eg, to_tensor(&[m as u64], &nb));
+    add(
+        eg,
+        rule,
+        Op::Conv(conv),
+        &[Some(x), Some(wc), Some(bc)],
+        consumed,
+    )
+}
+
+fn batchnorm_into_conv(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let args = ["?c", "?s", "?t", "?m", "?v"].map(|v| Some(hit.var(v)));
+    let (Op::BatchNormalization(bn), _, bnode) = root(eg, hit, &args)? else {
+        return None;
+    };
+    if bn.training_mode != 0 {
+        return None;
+    }
+    let (conv, x, w, wshape, b, cnode) = const_conv(eg, hit.var("?c"))?;
+    let [s, t, mean, var] = ["?s", "?t", "?m", "?v"].map(|v| f32s(eg, hit.var(v)));
+    let (s, t, mean, var) = (s?, t?, mean?, var?);
+    let inv: Vec<f64> = s
+        .iter()
+        .zip(&var)
+        .map(|(&s, &v)| f64::from(s) / (f64::from(v) + f64::from(bn.epsilon)).sqrt())
+        .collect();
+    let shift: Vec<f64> = (0..inv.len())
+        .map(|i| f64::from(t[i]) - f64::from(mean[i]) * inv[i])
+        .collect();
+    rescale(
+        eg,
+        hit.rule,
+        conv,
+        x,
+        &w,
+        &wshape,
+        b.as_deref(),
+        &inv,
+        &shift,
+        &[&bnode, &cnode],
+    )
+}
+
+fn mul_into_conv(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let (conv, x, w, wshape, b, cnode) = const_conv(eg, hit.var("?c"))?;
+    let k = hit.var("?k");
+    let m = wshape[0];
+    let kd = ty(eg, k)?.known_dims()?;
+    // k must be one scalar or per output channel: [M, 1, ...] or [1, M, 1, ...] against
+    // the output's [N, M, spatial...].
+    let rank = ty(eg, hit.class)?.rank();
+    let numel: u64 = kd.iter().product();
+    let per_channel = numel == m && kd.len() <= rank && kd.len() + 1 >= rank && {
+        let lead = rank - kd.len();
+        kd.iter()
+            .enumerate()
+            .all(|(i, &d)| if i + lead == 1 { d == m } else { d == 1 })
+    };
+    if !(per_channel || numel == 1 && kd.len() <= rank) || !same_type(eg, hit.class, hit.var("?c"))
+    {
+        return None;
+    }
+    let mut kv: Vec<f64> = f32s(eg, k)?.into_iter().map(f64::from).collect();
+    if kv.len() == 1 {
+        kv = vec![kv[0]; m as usize];
+    }
+    let (.., mnode) = root(eg, hit, &[Some(hit.var("?c")), Some(k)])?;
+    let zeros = vec![0.0; kv.len()];
+    rescale(
+        eg,
+        hit.rule,
+        conv,
+        x,
+        &w,
+        &wshape,
+        b.as_deref(),
+        &kv,
+        &zeros,
+        &[&mnode, &cnode],
+    )
+}
