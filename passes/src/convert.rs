@@ -345,9 +345,22 @@ pub fn rebuild(
             &mut memo,
             &mut used_consts,
         );
-        if out.values[v.index()].name.is_empty() {
-            out.values[v.index()].name = g.value(r).name.clone();
-        }
+        // Outputs keep their names. A value computed here can take the name; a parameter,
+        // a constant or a value another output already is gets an Identity (a view) named
+        // after the output.
+        let want = g.value(r).name.clone();
+        let taken = body.results.contains(&v);
+        let v = if out.values[v.index()].name == want && !taken {
+            v
+        } else if matches!(out.values[v.index()].def, ValueDef::Node { .. }) && !taken {
+            out.values[v.index()].name = want;
+            v
+        } else {
+            let ty = out.values[v.index()].ty.clone();
+            let n = out.add_node(kiln_tir::Op::Identity(kiln_tir::op::Identity {}), want.clone(), vec![Some(v)], vec![Some((ty, want))], Vec::new());
+            body.nodes.push(n);
+            out.nodes[n.index()].outputs[0].unwrap_or_else(|| unreachable!("just added"))
+        };
         body.results.push(v);
     }
     // Constants in their original order, then the folded ones.
@@ -373,4 +386,43 @@ pub fn rebuild(
         graph: out,
         class_of_node,
     }
+}
+
+/// `g` with only what its regions reach, renumbered densely in definition order. Rebuilding
+/// leaves replaced nodes and values behind in the arrays; the verifier (rightly) wants every
+/// node and value in a region.
+/// Returns the new graph and the new id of every node kept.
+pub fn compact(g: &Graph) -> (Graph, HashMap<NodeId, NodeId>) {
+    let mut out = Graph::default();
+    let mut values: HashMap<ValueId, ValueId> = HashMap::new();
+    let mut nodes: HashMap<NodeId, NodeId> = HashMap::new();
+    out.body = compact_region(g, &g.body, &mut out, &mut values, &mut nodes);
+    (out, nodes)
+}
+
+fn compact_region(g: &Graph, r: &Region, out: &mut Graph, values: &mut HashMap<ValueId, ValueId>, renumbered: &mut HashMap<NodeId, NodeId>) -> Region {
+    let copy = |out: &mut Graph, values: &mut HashMap<ValueId, ValueId>, v: ValueId, def: ValueDef| {
+        let old = g.value(v);
+        let nv = out.add_value(old.ty.clone(), old.name.clone(), def);
+        values.insert(v, nv);
+        nv
+    };
+    let params = r.params.iter().map(|&p| copy(out, values, p, ValueDef::Param)).collect();
+    let consts = r.consts.iter().map(|&c| copy(out, values, c, g.value(c).def.clone())).collect();
+    let mut nodes = Vec::with_capacity(r.nodes.len());
+    for &n in &r.nodes {
+        let node = g.node(n);
+        let id = NodeId(out.nodes.len() as u32);
+        let inputs = node.inputs.iter().map(|i| i.map(|v| values.get(&v).copied().unwrap_or(v))).collect();
+        out.nodes.push(kiln_tir::Node { op: node.op.clone(), name: node.name.clone(), inputs, outputs: Vec::new(), regions: Vec::new() });
+        renumbered.insert(n, id);
+        let regions = node.regions.iter().map(|sub| compact_region(g, sub, out, values, renumbered)).collect();
+        let outputs = node.outputs.iter().enumerate().map(|(i, o)| o.map(|v| copy(out, values, v, ValueDef::Node { node: id, output: i as u32 }))).collect();
+        let slot = &mut out.nodes[id.index()];
+        slot.regions = regions;
+        slot.outputs = outputs;
+        nodes.push(id);
+    }
+    let results = r.results.iter().map(|&v| values.get(&v).copied().unwrap_or(v)).collect();
+    Region { params, consts, nodes, results }
 }

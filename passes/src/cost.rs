@@ -12,7 +12,8 @@
 //! - Bytes are each operand's and the result's storage; an intermediate that fusion removes
 //!   stops being written and read again.
 //! - FLOPs count multiply-adds as two for products (MatMul, Gemm, Conv and their fused forms)
-//!   and one per output element otherwise; at ~100 GFLOP/s against ~30-100 GB/s, eight FLOPs
+//!   and one per output element otherwise (four for Div, Sqrt and Reciprocal, which run at a
+//!   quarter of a multiply's throughput); at ~100 GFLOP/s against ~30-100 GB/s, eight FLOPs
 //!   weigh about one byte.
 //! - Views (Reshape, Squeeze, Unsqueeze, Flatten, Identity) move nothing and cost 1.
 //!
@@ -107,6 +108,8 @@ impl<'a> CostModel<'a> {
                     .max(1);
                 2.0 * out * w / m as f64
             }
+            // Division and roots take several times a multiply's throughput.
+            OpKind::Div | OpKind::Sqrt | OpKind::Reciprocal => 4.0 * out,
             _ => out,
         };
         KERNEL + written + read + flops / FLOPS_PER_BYTE

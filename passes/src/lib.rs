@@ -201,9 +201,11 @@ pub fn optimize(g: &Graph, limits: &Limits) -> Result<Optimized, OptError> {
             .unwrap_or_default()
     };
     let rebuilt = convert::rebuild(g, &conv, &best, &name_of);
+    let (graph, renumbered) = convert::compact(&rebuilt.graph);
     let created = analysis::Tir::created_canonical(&conv.eg);
     let mut explain = HashMap::new();
-    for (&n, &c) in &rebuilt.class_of_node {
+    for (&old, &c) in &rebuilt.class_of_node {
+        let Some(&n) = renumbered.get(&old) else { continue };
         let node = best(c);
         let rules = created
             .get(&node)
@@ -243,12 +245,12 @@ pub fn optimize(g: &Graph, limits: &Limits) -> Result<Optimized, OptError> {
         total: start.elapsed(),
         rules: counts,
         nodes_before: g.body.nodes.len(),
-        nodes_after: rebuilt.graph.body.nodes.len(),
+        nodes_after: graph.body.nodes.len(),
         cost_before,
         cost_after,
     };
     Ok(Optimized {
-        graph: rebuilt.graph,
+        graph,
         stats,
         explain,
     })

@@ -6,16 +6,10 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use kiln::conformance::{Outcome, run_suite};
+use kiln::conformance::{run_suite, Outcome};
 
-pub fn conformance(
-    dir: &Path,
-    report: &Path,
-    filter: Option<&str>,
-    min_pass_file: Option<&Path>,
-) -> Result<ExitCode> {
-    let results =
-        run_suite(dir, filter).with_context(|| format!("cannot read {}", dir.display()))?;
+pub fn conformance(dir: &Path, report: &Path, filter: Option<&str>, min_pass_file: Option<&Path>) -> Result<ExitCode> {
+    let results = run_suite(dir, filter).with_context(|| format!("cannot read {}", dir.display()))?;
     let mut table = String::from("case\tresult\tstage\treason\tms\n");
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     let mut passed = 0;
@@ -27,14 +21,8 @@ pub fn conformance(
             }
             Outcome::Fail { stage, reason } => {
                 let one_line = reason.replace(['\n', '\t'], " ");
-                let _ = writeln!(
-                    table,
-                    "{}\tfail\t{stage}\t{one_line}\t{:.1}",
-                    r.name, r.millis
-                );
-                *reasons
-                    .entry(format!("{stage}: {}", group_key(&one_line)))
-                    .or_default() += 1;
+                let _ = writeln!(table, "{}\tfail\t{stage}\t{one_line}\t{:.1}", r.name, r.millis);
+                *reasons.entry(format!("{stage}: {}", group_key(&one_line))).or_default() += 1;
             }
         }
     }
@@ -50,19 +38,10 @@ pub fn conformance(
     let failed = results.len() - passed;
     println!("{passed} passed, {failed} failed");
     if let Some(file) = min_pass_file {
-        let text = std::fs::read_to_string(file)
-            .with_context(|| format!("cannot read {}", file.display()))?;
-        let floor: usize = text
-            .split_whitespace()
-            .next()
-            .unwrap_or("0")
-            .parse()
-            .with_context(|| format!("{} does not start with a count", file.display()))?;
+        let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+        let floor: usize = text.split_whitespace().next().unwrap_or("0").parse().with_context(|| format!("{} does not start with a count", file.display()))?;
         if passed < floor {
-            eprintln!(
-                "error: {passed} cases pass, fewer than the {floor} recorded in {}",
-                file.display()
-            );
+            eprintln!("error: {passed} cases pass, fewer than the {floor} recorded in {}", file.display());
             return Ok(ExitCode::FAILURE);
         }
     }

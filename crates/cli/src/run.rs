@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{anyhow, bail, Context, Result};
 use kiln::{CompileOptions, Model, Tensor};
 
 /// A deterministic tensor for `dtype`/`dims`: floats uniform in [-1, 1), integers in 0..8192.
@@ -18,36 +18,23 @@ pub fn random_tensor(dtype: kiln::DType, dims: &[u64], state: &mut u64) -> Resul
     for _ in 0..n {
         let r = next();
         match dtype {
-            kiln::DType::F32 => bytes
-                .extend_from_slice(&((r >> 40) as f32 / (1u64 << 23) as f32 - 1.0).to_le_bytes()),
-            kiln::DType::F64 => bytes
-                .extend_from_slice(&((r >> 11) as f64 / (1u64 << 52) as f64 - 1.0).to_le_bytes()),
+            kiln::DType::F32 => bytes.extend_from_slice(&((r >> 40) as f32 / (1u64 << 23) as f32 - 1.0).to_le_bytes()),
+            kiln::DType::F64 => bytes.extend_from_slice(&((r >> 11) as f64 / (1u64 << 52) as f64 - 1.0).to_le_bytes()),
             kiln::DType::I64 => bytes.extend_from_slice(&((r % 8192) as i64).to_le_bytes()),
             kiln::DType::I32 => bytes.extend_from_slice(&((r % 8192) as i32).to_le_bytes()),
             kiln::DType::Bool => bytes.push((r & 1) as u8),
             other => bail!("--random-inputs cannot make {other} tensors"),
         }
     }
-    Ok(Tensor {
-        dtype,
-        shape: dims.to_vec(),
-        data: kiln::TensorData::Raw(bytes.into()),
-    })
+    Ok(Tensor { dtype, shape: dims.to_vec(), data: kiln::TensorData::Raw(bytes.into()) })
 }
 
 /// Inputs for every graph input: from files where given, else random when allowed.
-pub fn gather_inputs(
-    model: &Model,
-    given: &[String],
-    random: bool,
-    seed: u64,
-) -> Result<Vec<Tensor>> {
+pub fn gather_inputs(model: &Model, given: &[String], random: bool, seed: u64) -> Result<Vec<Tensor>> {
     let g = model.graph();
     let mut files = Vec::new();
     for spec in given {
-        let (name, file) = spec
-            .split_once('=')
-            .ok_or_else(|| anyhow!("--input {spec}: expected NAME=FILE"))?;
+        let (name, file) = spec.split_once('=').ok_or_else(|| anyhow!("--input {spec}: expected NAME=FILE"))?;
         if !g.inputs().iter().any(|&v| g.value(v).name == name) {
             bail!("--input {spec}: the model has no input named \"{name}\"");
         }
@@ -61,19 +48,10 @@ pub fn gather_inputs(
             Some((_, path)) => read_tensor(path)?,
             None if random => {
                 // Symbolic dims (a batch size) are 1 for random inputs.
-                let dims: Vec<u64> = val
-                    .ty
-                    .shape
-                    .iter()
-                    .map(|d| d.known().unwrap_or(1))
-                    .collect();
+                let dims: Vec<u64> = val.ty.shape.iter().map(|d| d.known().unwrap_or(1)).collect();
                 random_tensor(val.ty.dtype, &dims, &mut state)?
             }
-            None => bail!(
-                "input \"{}\" is not given (use --input {}=FILE or --random-inputs)",
-                val.name,
-                val.name
-            ),
+            None => bail!("input \"{}\" is not given (use --input {}=FILE or --random-inputs)", val.name, val.name),
         };
         inputs.push(t);
     }
@@ -82,49 +60,25 @@ pub fn gather_inputs(
 
 fn read_tensor(path: &Path) -> Result<Tensor> {
     if path.extension().is_some_and(|e| e == "npy") {
-        let bytes =
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
         kiln::npy::read(&bytes).map_err(|e| anyhow!("{}: {e}", path.display()))
     } else {
-        Ok(kiln_onnx::import::read_tensor_file(path)
-            .with_context(|| format!("cannot read {}", path.display()))?
-            .1)
+        Ok(kiln_onnx::import::read_tensor_file(path).with_context(|| format!("cannot read {}", path.display()))?.1)
     }
 }
 
-pub fn run(
-    model_path: &Path,
-    given: &[String],
-    random: bool,
-    seed: u64,
-    out_dir: &Path,
-) -> Result<()> {
-    let model = Model::load(model_path)
-        .with_context(|| format!("cannot import {}", model_path.display()))?;
+pub fn run(model_path: &Path, given: &[String], random: bool, seed: u64, out_dir: &Path) -> Result<()> {
+    let model = Model::load(model_path).with_context(|| format!("cannot import {}", model_path.display()))?;
     let inputs = gather_inputs(&model, given, random, seed)?;
     let compiled = model.compile(&CompileOptions::default())?;
     let outputs = compiled.run(&inputs)?;
-    std::fs::create_dir_all(out_dir)
-        .with_context(|| format!("cannot create {}", out_dir.display()))?;
+    std::fs::create_dir_all(out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
     let g = model.graph();
     for (&v, t) in g.outputs().iter().zip(&outputs) {
         let name = &g.value(v).name;
-        let file: String = name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
+        let file: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
         let path = out_dir.join(format!("{file}.npy"));
-        std::fs::write(
-            &path,
-            kiln::npy::write(t).map_err(|e| anyhow!("output \"{name}\": {e}"))?,
-        )
-        .with_context(|| format!("cannot write {}", path.display()))?;
+        std::fs::write(&path, kiln::npy::write(t).map_err(|e| anyhow!("output \"{name}\": {e}"))?).with_context(|| format!("cannot write {}", path.display()))?;
         println!("{} {} → {}", name, t.ty(), path.display());
     }
     Ok(())

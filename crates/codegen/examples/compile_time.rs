@@ -7,12 +7,7 @@ use kiln_codegen::compile_jit;
 use kiln_loops::*;
 
 fn f32_buffer(p: &mut Program, len: u64, kind: BufferKind) -> BufId {
-    p.add_buffer(Buffer {
-        name: "x".into(),
-        elem: ElemType::Scalar(ScalarType::F32),
-        len,
-        kind,
-    })
+    p.add_buffer(Buffer { name: "x".into(), elem: ElemType::Scalar(ScalarType::F32), len, kind })
 }
 
 fn main() {
@@ -29,23 +24,13 @@ fn main() {
         k.body = k.nest(&dims, |_, i| {
             let flat = kiln_loops::build::linear(i, &st);
             let bi = kiln_loops::build::broadcast_index(i, &[16, 1, 1]);
-            let v = Expr::load(a, flat.clone())
-                .bin(BinOp::Mul, Expr::load(b, bi))
-                .bin(BinOp::Add, Expr::load(c, flat.clone()));
-            vec![Stmt::Store {
-                buf: out,
-                index: flat,
-                value: v,
-            }]
+            let v = Expr::load(a, flat.clone()).bin(BinOp::Mul, Expr::load(b, bi)).bin(BinOp::Add, Expr::load(c, flat.clone()));
+            vec![Stmt::Store { buf: out, index: flat, value: v }]
         });
         p.kernels.push(k);
     }
     let jit = compile_jit(&p).unwrap();
-    let per: Vec<f64> = jit
-        .kernel_stats()
-        .iter()
-        .map(|s| s.compile_time.as_secs_f64() * 1e6)
-        .collect();
+    let per: Vec<f64> = jit.kernel_stats().iter().map(|s| s.compile_time.as_secs_f64() * 1e6).collect();
     let mut sorted = per.clone();
     sorted.sort_by(f64::total_cmp);
     println!(

@@ -4,11 +4,11 @@
 //! for division, remainder, shifts, min/max, comparisons and conversions.
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{InstBuilder, MemFlagsData, Type, Value, types};
+use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
 use kiln_loops::{BinOp, CastMode, CmpOp, Expr, Scalar, ScalarType, UnOp};
 
-use crate::CodegenError;
 use crate::kernel::Cx;
+use crate::CodegenError;
 
 /// The Cranelift type holding values of `t`.
 pub(crate) fn cl_type(t: ScalarType) -> Type {
@@ -72,24 +72,18 @@ impl Cx<'_, '_> {
             }
             Expr::Binary(op, a, b) => {
                 let (x, t) = self.expr(a)?;
-                let y = self
-                    .typed(b, t)
-                    .map_err(|e| self.invalid(format!("{op:?}: {e}")))?;
+                let y = self.typed(b, t).map_err(|e| self.invalid(format!("{op:?}: {e}")))?;
                 (self.binary(*op, t, x, y, const_int(b, t))?, t)
             }
             Expr::Cmp(op, a, b) => {
                 let (x, t) = self.expr(a)?;
-                let y = self
-                    .typed(b, t)
-                    .map_err(|e| self.invalid(format!("{op:?}: {e}")))?;
+                let y = self.typed(b, t).map_err(|e| self.invalid(format!("{op:?}: {e}")))?;
                 (self.compare(*op, t, x, y), ScalarType::Bool)
             }
             Expr::Select(c, a, b) => {
                 let c = self.typed(c, ScalarType::Bool)?;
                 let (x, t) = self.expr(a)?;
-                let y = self
-                    .typed(b, t)
-                    .map_err(|e| self.invalid(format!("select arms: {e}")))?;
+                let y = self.typed(b, t).map_err(|e| self.invalid(format!("select arms: {e}")))?;
                 (self.b.ins().select(c, x, y), t)
             }
             Expr::Cast(to, CastMode::Default, a) => {
@@ -108,11 +102,7 @@ impl Cx<'_, '_> {
     pub fn int_const(&mut self, t: ScalarType, v: i64) -> Value {
         let ty = cl_type(t);
         let bits = ty.bits();
-        let masked = if bits >= 64 {
-            v
-        } else {
-            v & ((1i64 << bits) - 1)
-        };
+        let masked = if bits >= 64 { v } else { v & ((1i64 << bits) - 1) };
         self.b.ins().iconst(ty, masked)
     }
 
@@ -120,20 +110,13 @@ impl Cx<'_, '_> {
         Ok(match s {
             Scalar::Bool(b) => self.b.ins().iconst(types::I8, i64::from(b)),
             Scalar::Int(t, v) if is_int(t) => self.int_const(t, v),
-            Scalar::Int(t, _) => {
-                return Err(self.invalid(format!("integer constant of type {}", t.name())));
-            }
+            Scalar::Int(t, _) => return Err(self.invalid(format!("integer constant of type {}", t.name()))),
             Scalar::F32(f) => self.b.ins().f32const(f),
             Scalar::F64(f) => self.b.ins().f64const(f),
         })
     }
 
-    fn unary(
-        &mut self,
-        op: UnOp,
-        x: Value,
-        t: ScalarType,
-    ) -> Result<(Value, ScalarType), CodegenError> {
+    fn unary(&mut self, op: UnOp, x: Value, t: ScalarType) -> Result<(Value, ScalarType), CodegenError> {
         let ins = self.b.ins();
         let v = match (op, t) {
             (UnOp::Not, ScalarType::Bool) => ins.bxor_imm_u(x, 1),
@@ -148,23 +131,14 @@ impl Cx<'_, '_> {
             (UnOp::Round, t) if t.is_float() => ins.nearest(x),
             (UnOp::Trunc, t) if t.is_float() => ins.trunc(x),
             (UnOp::Sqrt, t) if t.is_float() => ins.sqrt(x),
-            (UnOp::IsNan, t) if t.is_float() => {
-                return Ok((ins.fcmp(FloatCC::Unordered, x, x), ScalarType::Bool));
-            }
+            (UnOp::IsNan, t) if t.is_float() => return Ok((ins.fcmp(FloatCC::Unordered, x, x), ScalarType::Bool)),
             (op, t) => return Err(self.unsupported(format!("{op:?} of {}", t.name()))),
         };
         Ok((v, t))
     }
 
     /// `x op y` on operands of type `t`; `y_const` is `y`'s value when it is a constant.
-    fn binary(
-        &mut self,
-        op: BinOp,
-        t: ScalarType,
-        x: Value,
-        y: Value,
-        y_const: Option<i64>,
-    ) -> Result<Value, CodegenError> {
+    fn binary(&mut self, op: BinOp, t: ScalarType, x: Value, y: Value, y_const: Option<i64>) -> Result<Value, CodegenError> {
         if t == ScalarType::Bool {
             let ins = self.b.ins();
             return Ok(match op {
@@ -216,15 +190,8 @@ impl Cx<'_, '_> {
                     self.b.ins().sshr(x, s)
                 }
                 _ => {
-                    let shifted = if op == BinOp::Shl {
-                        self.b.ins().ishl(x, y)
-                    } else {
-                        self.b.ins().ushr(x, y)
-                    };
-                    let too_far =
-                        self.b
-                            .ins()
-                            .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, y, width);
+                    let shifted = if op == BinOp::Shl { self.b.ins().ishl(x, y) } else { self.b.ins().ushr(x, y) };
+                    let too_far = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, y, width);
                     let zero = self.int_const(t, 0);
                     self.b.ins().select(too_far, zero, shifted)
                 }
@@ -236,15 +203,7 @@ impl Cx<'_, '_> {
     /// `MIN / -1`; the interpreter wraps the latter (`MIN / -1 = MIN`, `MIN % -1 = 0`) and
     /// rejects the former, which lowering must have checked. Generated code never traps: a
     /// zero divisor is replaced by 1 (the result is then meaningless but defined).
-    fn divide(
-        &mut self,
-        div: bool,
-        signed: bool,
-        t: ScalarType,
-        x: Value,
-        y: Value,
-        y_const: Option<i64>,
-    ) -> Value {
+    fn divide(&mut self, div: bool, signed: bool, t: ScalarType, x: Value, y: Value, y_const: Option<i64>) -> Value {
         let safe_const = matches!(y_const, Some(c) if c != 0 && (c != -1 || !signed));
         if safe_const {
             let ins = self.b.ins();
@@ -259,11 +218,7 @@ impl Cx<'_, '_> {
         let is_zero = self.b.ins().icmp_imm_u(IntCC::Equal, y, 0);
         if !signed {
             let d = self.b.ins().select(is_zero, one, y);
-            return if div {
-                self.b.ins().udiv(x, d)
-            } else {
-                self.b.ins().urem(x, d)
-            };
+            return if div { self.b.ins().udiv(x, d) } else { self.b.ins().urem(x, d) };
         }
         let is_minus_one = self.b.ins().icmp_imm_s(IntCC::Equal, y, -1);
         let replace = self.b.ins().bor(is_zero, is_minus_one);
@@ -314,11 +269,7 @@ impl Cx<'_, '_> {
         if have.bits() > to.bits() {
             self.b.ins().ireduce(to, x)
         } else if have.bits() < to.bits() {
-            if from.is_signed_int() {
-                self.b.ins().sextend(to, x)
-            } else {
-                self.b.ins().uextend(to, x)
-            }
+            if from.is_signed_int() { self.b.ins().sextend(to, x) } else { self.b.ins().uextend(to, x) }
         } else {
             x
         }
@@ -332,11 +283,7 @@ impl Cx<'_, '_> {
         let to_ty = cl_type(to);
         match (from.is_float(), to) {
             (true, ScalarType::Bool) => {
-                let zero = if from == ScalarType::F32 {
-                    self.b.ins().f32const(0.0)
-                } else {
-                    self.b.ins().f64const(0.0)
-                };
+                let zero = if from == ScalarType::F32 { self.b.ins().f32const(0.0) } else { self.b.ins().f64const(0.0) };
                 // NaN != 0 is true, as in the interpreter.
                 self.b.ins().fcmp(FloatCC::NotEqual, x, zero)
             }
@@ -348,32 +295,12 @@ impl Cx<'_, '_> {
                 if from == ScalarType::U64 {
                     self.b.ins().fcvt_from_uint(to_ty, x)
                 } else {
-                    let wide = if from == ScalarType::U32 {
-                        types::I64
-                    } else {
-                        types::I32.max_bits_with(cl_type(from))
-                    };
-                    let w = self.resize(
-                        x,
-                        if from == ScalarType::Bool {
-                            ScalarType::U8
-                        } else {
-                            from
-                        },
-                        wide,
-                    );
+                    let wide = if from == ScalarType::U32 { types::I64 } else { types::I32.max_bits_with(cl_type(from)) };
+                    let w = self.resize(x, if from == ScalarType::Bool { ScalarType::U8 } else { from }, wide);
                     self.b.ins().fcvt_from_sint(to_ty, w)
                 }
             }
-            (false, _) => self.resize(
-                x,
-                if from == ScalarType::Bool {
-                    ScalarType::U8
-                } else {
-                    from
-                },
-                to_ty,
-            ),
+            (false, _) => self.resize(x, if from == ScalarType::Bool { ScalarType::U8 } else { from }, to_ty),
             (true, _) => self.float_to_int(to, x),
         }
     }
@@ -387,11 +314,7 @@ impl Cx<'_, '_> {
             ScalarType::I32 => ins.fcvt_to_sint_sat(types::I32, x),
             ScalarType::U32 => ins.fcvt_to_uint_sat(types::I32, x),
             ScalarType::I8 | ScalarType::I16 => {
-                let (lo, hi) = if to == ScalarType::I8 {
-                    (i8::MIN as i64, i8::MAX as i64)
-                } else {
-                    (i16::MIN as i64, i16::MAX as i64)
-                };
+                let (lo, hi) = if to == ScalarType::I8 { (i8::MIN as i64, i8::MAX as i64) } else { (i16::MIN as i64, i16::MAX as i64) };
                 let w = ins.fcvt_to_sint_sat(types::I32, x);
                 let lo = self.b.ins().iconst(types::I32, lo & 0xffff_ffff);
                 let hi = self.b.ins().iconst(types::I32, hi);
@@ -400,11 +323,7 @@ impl Cx<'_, '_> {
                 self.b.ins().ireduce(cl_type(to), w)
             }
             _ => {
-                let hi = if to == ScalarType::U8 {
-                    u8::MAX as i64
-                } else {
-                    u16::MAX as i64
-                };
+                let hi = if to == ScalarType::U8 { u8::MAX as i64 } else { u16::MAX as i64 };
                 let w = ins.fcvt_to_uint_sat(types::I32, x);
                 let hi = self.b.ins().iconst(types::I32, hi);
                 let w = self.b.ins().umin(w, hi);
@@ -414,18 +333,9 @@ impl Cx<'_, '_> {
     }
 
     /// Reinterprets the bits of `x` as `to` (same width).
-    fn bitcast(
-        &mut self,
-        to: ScalarType,
-        from: ScalarType,
-        x: Value,
-    ) -> Result<Value, CodegenError> {
+    fn bitcast(&mut self, to: ScalarType, from: ScalarType, x: Value) -> Result<Value, CodegenError> {
         if to.bytes() != from.bytes() {
-            return Err(self.invalid(format!(
-                "bitcast from {} to {} changes the width",
-                from.name(),
-                to.name()
-            )));
+            return Err(self.invalid(format!("bitcast from {} to {} changes the width", from.name(), to.name())));
         }
         Ok(if to == ScalarType::Bool {
             // The interpreter keeps the lowest bit.
@@ -445,10 +355,6 @@ trait MaxBits {
 
 impl MaxBits for Type {
     fn max_bits_with(self, other: Type) -> Type {
-        if other.bits() > self.bits() {
-            other
-        } else {
-            self
-        }
+        if other.bits() > self.bits() { other } else { self }
     }
 }

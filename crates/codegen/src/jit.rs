@@ -7,8 +7,8 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::default_libcall_names;
 use kiln_loops::Program;
 
-use crate::CodegenError;
 use crate::module::{host_isa, translate};
+use crate::CodegenError;
 
 /// A compiled kernel or entry function: `(table) -> status`.
 type KernelFn = unsafe extern "C" fn(*const *mut u8) -> u32;
@@ -60,12 +60,7 @@ pub fn compile_jit(program: &Program) -> Result<JitProgram, CodegenError> {
     let start = Instant::now();
     let mut module = new_module()?;
     let translated = translate(&mut module, program, &mut |module, id, ctx| {
-        module
-            .define_function(id, ctx)
-            .map_err(|e| CodegenError::Cranelift {
-                kernel: String::new(),
-                message: format!("{e:?}"),
-            })
+        module.define_function(id, ctx).map_err(|e| CodegenError::Cranelift { kernel: String::new(), message: format!("{e:?}") })
     });
     let translated = match translated {
         Ok(t) => t,
@@ -78,10 +73,7 @@ pub fn compile_jit(program: &Program) -> Result<JitProgram, CodegenError> {
     if let Err(e) = module.finalize_definitions() {
         // SAFETY: as above.
         unsafe { module.free_memory() };
-        return Err(CodegenError::Cranelift {
-            kernel: "(module)".into(),
-            message: e.to_string(),
-        });
+        return Err(CodegenError::Cranelift { kernel: "(module)".into(), message: e.to_string() });
     }
     let pointer = |id| {
         // SAFETY: every kernel and the entry were defined with the `KernelFn` signature
@@ -90,14 +82,7 @@ pub fn compile_jit(program: &Program) -> Result<JitProgram, CodegenError> {
     };
     let entry = pointer(translated.entry);
     let kernels = translated.kernels.iter().map(|&id| pointer(id)).collect();
-    Ok(JitProgram {
-        module: ManuallyDrop::new(module),
-        entry,
-        kernels,
-        buffers: program.buffers.len(),
-        stats: translated.stats,
-        total: start.elapsed(),
-    })
+    Ok(JitProgram { module: ManuallyDrop::new(module), entry, kernels, buffers: program.buffers.len(), stats: translated.stats, total: start.elapsed() })
 }
 
 impl JitProgram {
@@ -115,11 +100,7 @@ impl JitProgram {
     /// outputs and intermediates. Buffers a kernel writes must not overlap buffers it reads at
     /// other indices, and no other thread may access written buffers during the call.
     pub unsafe fn run(&self, table: &[*mut u8]) -> Result<(), u32> {
-        assert_eq!(
-            table.len(),
-            self.buffers,
-            "the buffer table needs one entry per buffer"
-        );
+        assert_eq!(table.len(), self.buffers, "the buffer table needs one entry per buffer");
         // SAFETY: the caller's contract covers every address the code computes from the table.
         status(unsafe { (self.entry)(table.as_ptr()) })
     }
@@ -135,11 +116,7 @@ impl JitProgram {
     /// As for [`run`](JitProgram::run); the kernels before `index` must have run when this one
     /// reads what they write.
     pub unsafe fn run_kernel(&self, index: usize, table: &[*mut u8]) -> Result<(), u32> {
-        assert_eq!(
-            table.len(),
-            self.buffers,
-            "the buffer table needs one entry per buffer"
-        );
+        assert_eq!(table.len(), self.buffers, "the buffer table needs one entry per buffer");
         // SAFETY: as for `run`.
         status(unsafe { (self.kernels[index])(table.as_ptr()) })
     }
@@ -179,10 +156,6 @@ impl Drop for JitProgram {
 
 impl std::fmt::Debug for JitProgram {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JitProgram")
-            .field("kernels", &self.kernels.len())
-            .field("buffers", &self.buffers)
-            .field("compile_time", &self.total)
-            .finish()
+        f.debug_struct("JitProgram").field("kernels", &self.kernels.len()).field("buffers", &self.buffers).field("compile_time", &self.total).finish()
     }
 }

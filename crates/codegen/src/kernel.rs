@@ -8,16 +8,14 @@
 
 use std::collections::BTreeMap;
 
+use cranelift_codegen::ir::{types, Block, BlockArg, FuncRef, Function, InstBuilder, MemFlagsData, Value};
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{
-    Block, BlockArg, FuncRef, Function, InstBuilder, MemFlagsData, Value, types,
-};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_module::Module;
 use kiln_loops::{Arg, BufId, Expr, Kernel, Program, ScalarType, Stmt, Var};
 
-use crate::CodegenError;
 use crate::expr::cl_type;
+use crate::CodegenError;
 
 /// Translation state of one kernel.
 pub(crate) struct Cx<'a, 'f> {
@@ -40,13 +38,7 @@ pub(crate) struct Cx<'a, 'f> {
 }
 
 /// Translates `kernel` into `func` (whose signature is already set).
-pub(crate) fn translate_kernel(
-    module: &mut dyn Module,
-    func: &mut Function,
-    fctx: &mut FunctionBuilderContext,
-    program: &Program,
-    kernel: &Kernel,
-) -> Result<(), CodegenError> {
+pub(crate) fn translate_kernel(module: &mut dyn Module, func: &mut Function, fctx: &mut FunctionBuilderContext, program: &Program, kernel: &Kernel) -> Result<(), CodegenError> {
     let mut used = vec![false; program.buffers.len()];
     let mut bad = None;
     for s in &kernel.body {
@@ -56,10 +48,7 @@ pub(crate) fn translate_kernel(
         });
     }
     if let Some(b) = bad {
-        return Err(CodegenError::Invalid {
-            kernel: kernel.name.clone(),
-            message: format!("{b:?} does not exist ({} buffers)", program.buffers.len()),
-        });
+        return Err(CodegenError::Invalid { kernel: kernel.name.clone(), message: format!("{b:?} does not exist ({} buffers)", program.buffers.len()) });
     }
 
     let ptr = module.target_config().pointer_type();
@@ -69,33 +58,16 @@ pub(crate) fn translate_kernel(
     b.switch_to_block(entry);
     b.seal_block(entry);
     let table = b.block_params(entry)[0];
-    let vars = kernel
-        .vars
-        .iter()
-        .map(|&t| b.declare_var(cl_type(t)))
-        .collect();
+    let vars = kernel.vars.iter().map(|&t| b.declare_var(cl_type(t))).collect();
     // The table does not change during a run and every entry is read before any store.
     let table_flags = MemFlagsData::trusted().with_readonly().with_can_move();
     let mut bases = vec![None; program.buffers.len()];
     for (i, _) in used.iter().enumerate().filter(|(_, u)| **u) {
-        let offset =
-            i32::try_from(i * ptr.bytes() as usize).map_err(|_| CodegenError::Invalid {
-                kernel: kernel.name.clone(),
-                message: "too many buffers".into(),
-            })?;
+        let offset = i32::try_from(i * ptr.bytes() as usize).map_err(|_| CodegenError::Invalid { kernel: kernel.name.clone(), message: "too many buffers".into() })?;
         bases[i] = Some(b.ins().load(ptr, table_flags, table, offset));
     }
 
-    let mut cx = Cx {
-        module,
-        b,
-        program,
-        kernel,
-        vars,
-        bases,
-        fail: BTreeMap::new(),
-        funcs: BTreeMap::new(),
-    };
+    let mut cx = Cx { module, b, program, kernel, vars, bases, fail: BTreeMap::new(), funcs: BTreeMap::new() };
     cx.stmts(&kernel.body)?;
     let ok = cx.b.ins().iconst(types::I32, 0);
     cx.b.ins().return_(&[ok]);
@@ -113,19 +85,13 @@ pub(crate) fn translate_kernel(
 fn visit_bufs(s: &Stmt, f: &mut dyn FnMut(BufId)) {
     match s {
         Stmt::For { body, .. } => body.iter().for_each(|s| visit_bufs(s, f)),
-        Stmt::Let(_, e) | Stmt::Local(_, e) | Stmt::Assign(_, e) | Stmt::Check { cond: e, .. } => {
-            visit_expr_bufs(e, f)
-        }
+        Stmt::Let(_, e) | Stmt::Local(_, e) | Stmt::Assign(_, e) | Stmt::Check { cond: e, .. } => visit_expr_bufs(e, f),
         Stmt::Store { buf, index, value } => {
             f(*buf);
             visit_expr_bufs(index, f);
             visit_expr_bufs(value, f);
         }
-        Stmt::If {
-            cond,
-            then,
-            otherwise,
-        } => {
+        Stmt::If { cond, then, otherwise } => {
             visit_expr_bufs(cond, f);
             then.iter().chain(otherwise).for_each(|s| visit_bufs(s, f));
         }
@@ -167,26 +133,17 @@ fn visit_expr_bufs(e: &Expr, f: &mut dyn FnMut(BufId)) {
 impl Cx<'_, '_> {
     /// An [`CodegenError::Invalid`] for this kernel.
     pub fn invalid(&self, message: impl Into<String>) -> CodegenError {
-        CodegenError::Invalid {
-            kernel: self.kernel.name.clone(),
-            message: message.into(),
-        }
+        CodegenError::Invalid { kernel: self.kernel.name.clone(), message: message.into() }
     }
 
     /// An [`CodegenError::Unsupported`] for this kernel.
     pub fn unsupported(&self, what: impl Into<String>) -> CodegenError {
-        CodegenError::Unsupported {
-            kernel: self.kernel.name.clone(),
-            what: what.into(),
-        }
+        CodegenError::Unsupported { kernel: self.kernel.name.clone(), what: what.into() }
     }
 
     /// The frontend variable for `v` and its declared type.
     pub fn var(&self, v: Var) -> Result<(Variable, ScalarType), CodegenError> {
-        match (
-            self.vars.get(v.0 as usize),
-            self.kernel.vars.get(v.0 as usize),
-        ) {
+        match (self.vars.get(v.0 as usize), self.kernel.vars.get(v.0 as usize)) {
             (Some(&var), Some(&t)) => Ok((var, t)),
             _ => Err(self.invalid(format!("{v:?} is not declared"))),
         }
@@ -201,18 +158,12 @@ impl Cx<'_, '_> {
             Stmt::For { var, extent, body } => self.for_loop(*var, *extent, body),
             Stmt::Let(v, e) | Stmt::Local(v, e) | Stmt::Assign(v, e) => {
                 let (var, ty) = self.var(*v)?;
-                let x = self
-                    .typed(e, ty)
-                    .map_err(|err| self.context(err, &format!("the value of {v:?}")))?;
+                let x = self.typed(e, ty).map_err(|err| self.context(err, &format!("the value of {v:?}")))?;
                 self.b.def_var(var, x);
                 Ok(())
             }
             Stmt::Store { buf, index, value } => self.store(*buf, index, value),
-            Stmt::If {
-                cond,
-                then,
-                otherwise,
-            } => self.if_else(cond, then, otherwise),
+            Stmt::If { cond, then, otherwise } => self.if_else(cond, then, otherwise),
             Stmt::Check { cond, error } => self.check(cond, *error),
             Stmt::Call(f, args) => self.call(*f, args),
         }
@@ -221,10 +172,7 @@ impl Cx<'_, '_> {
     /// Adds `what` to a type error's message.
     fn context(&self, err: CodegenError, what: &str) -> CodegenError {
         match err {
-            CodegenError::Invalid { kernel, message } => CodegenError::Invalid {
-                kernel,
-                message: format!("{what}: {message}"),
-            },
+            CodegenError::Invalid { kernel, message } => CodegenError::Invalid { kernel, message: format!("{what}: {message}") },
             other => other,
         }
     }
@@ -252,35 +200,19 @@ impl Cx<'_, '_> {
         self.b.def_var(var, i);
         self.stmts(body)?;
         let next = self.b.ins().iadd_imm_u(i, 1);
-        let more = self
-            .b
-            .ins()
-            .icmp_imm_u(IntCC::UnsignedLessThan, next, extent as i64);
-        self.b
-            .ins()
-            .brif(more, head, &[BlockArg::Value(next)], exit, &[]);
+        let more = self.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, next, extent as i64);
+        self.b.ins().brif(more, head, &[BlockArg::Value(next)], exit, &[]);
         self.b.seal_block(head);
         self.b.seal_block(exit);
         self.b.switch_to_block(exit);
         Ok(())
     }
 
-    fn if_else(
-        &mut self,
-        cond: &Expr,
-        then: &[Stmt],
-        otherwise: &[Stmt],
-    ) -> Result<(), CodegenError> {
-        let c = self
-            .typed(cond, ScalarType::Bool)
-            .map_err(|e| self.context(e, "an if condition"))?;
+    fn if_else(&mut self, cond: &Expr, then: &[Stmt], otherwise: &[Stmt]) -> Result<(), CodegenError> {
+        let c = self.typed(cond, ScalarType::Bool).map_err(|e| self.context(e, "an if condition"))?;
         let then_block = self.b.create_block();
         let merge = self.b.create_block();
-        let else_block = if otherwise.is_empty() {
-            merge
-        } else {
-            self.b.create_block()
-        };
+        let else_block = if otherwise.is_empty() { merge } else { self.b.create_block() };
         self.b.ins().brif(c, then_block, &[], else_block, &[]);
         self.b.seal_block(then_block);
         self.b.switch_to_block(then_block);
@@ -301,9 +233,7 @@ impl Cx<'_, '_> {
         if error == u32::MAX {
             return Err(self.invalid("error code u32::MAX cannot be reported (status is code + 1)"));
         }
-        let c = self
-            .typed(cond, ScalarType::Bool)
-            .map_err(|e| self.context(e, "a check condition"))?;
+        let c = self.typed(cond, ScalarType::Bool).map_err(|e| self.context(e, "a check condition"))?;
         let fail = match self.fail.get(&error) {
             Some(&b) => b,
             None => {

@@ -47,8 +47,8 @@ mod math;
 mod memory;
 mod module;
 
-pub use jit::{JitProgram, KernelStats, compile_jit};
-pub use module::{ENTRY_SYMBOL, clif_text};
+pub use jit::{compile_jit, JitProgram, KernelStats};
+pub use module::{clif_text, ENTRY_SYMBOL};
 
 /// Why a program could not be compiled.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -1,13 +1,13 @@
 //! Calls into the runtime library: math functions, float remainder, and micro-kernels. Each
 //! callee is an imported symbol (`Linkage::Import`) named as `kiln_runtime` exports it.
 
-use cranelift_codegen::ir::{AbiParam, FuncRef, InstBuilder, Type, Value, types};
+use cranelift_codegen::ir::{types, AbiParam, FuncRef, InstBuilder, Type, Value};
 use cranelift_module::Linkage;
 use kiln_loops::{Arg, ElemType, Expr, MathFn, RuntimeFn, ScalarType};
 
-use crate::CodegenError;
 use crate::expr::cl_type;
 use crate::kernel::Cx;
+use crate::CodegenError;
 
 /// The runtime symbols of `f` for `f32` and for `f64` arguments.
 fn math_symbols(f: MathFn) -> (&'static str, &'static str) {
@@ -35,38 +35,24 @@ fn math_symbols(f: MathFn) -> (&'static str, &'static str) {
 
 impl Cx<'_, '_> {
     /// The runtime function `name` with the given signature, imported into this function once.
-    fn runtime(
-        &mut self,
-        name: &'static str,
-        params: &[Type],
-        returns: &[Type],
-    ) -> Result<FuncRef, CodegenError> {
+    fn runtime(&mut self, name: &'static str, params: &[Type], returns: &[Type]) -> Result<FuncRef, CodegenError> {
         if let Some(&f) = self.funcs.get(name) {
             return Ok(f);
         }
         let mut sig = self.module.make_signature();
         sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
-        sig.returns
-            .extend(returns.iter().map(|&t| AbiParam::new(t)));
+        sig.returns.extend(returns.iter().map(|&t| AbiParam::new(t)));
         let id = self
             .module
             .declare_function(name, Linkage::Import, &sig)
-            .map_err(|e| CodegenError::Cranelift {
-                kernel: self.kernel.name.clone(),
-                message: format!("importing {name}: {e}"),
-            })?;
+            .map_err(|e| CodegenError::Cranelift { kernel: self.kernel.name.clone(), message: format!("importing {name}: {e}") })?;
         let f = self.module.declare_func_in_func(id, self.b.func);
         self.funcs.insert(name, f);
         Ok(f)
     }
 
     /// Calls a runtime function returning one value.
-    fn call_value(
-        &mut self,
-        name: &'static str,
-        ty: Type,
-        args: &[Value],
-    ) -> Result<Value, CodegenError> {
+    fn call_value(&mut self, name: &'static str, ty: Type, args: &[Value]) -> Result<Value, CodegenError> {
         let params = vec![ty; args.len()];
         let f = self.runtime(name, &params, &[ty])?;
         let call = self.b.ins().call(f, args);
@@ -75,11 +61,7 @@ impl Cx<'_, '_> {
 
     /// `fmod(x, y)`: float `Rem` has no Cranelift instruction.
     pub fn fmod(&mut self, t: ScalarType, x: Value, y: Value) -> Result<Value, CodegenError> {
-        let name = if t == ScalarType::F32 {
-            "kiln_rt_fmodf"
-        } else {
-            "kiln_rt_fmod"
-        };
+        let name = if t == ScalarType::F32 { "kiln_rt_fmodf" } else { "kiln_rt_fmod" };
         self.call_value(name, cl_type(t), &[x, y])
     }
 
@@ -87,10 +69,7 @@ impl Cx<'_, '_> {
     pub fn math(&mut self, f: MathFn, args: &[Expr]) -> Result<(Value, ScalarType), CodegenError> {
         let arity = if f == MathFn::Pow { 2 } else { 1 };
         if args.len() != arity {
-            return Err(self.invalid(format!(
-                "{f:?} takes {arity} argument(s), not {}",
-                args.len()
-            )));
+            return Err(self.invalid(format!("{f:?} takes {arity} argument(s), not {}", args.len())));
         }
         let (first, t) = self.expr(&args[0])?;
         if !t.is_float() {
@@ -98,17 +77,10 @@ impl Cx<'_, '_> {
         }
         let mut vals = vec![first];
         for a in &args[1..] {
-            vals.push(
-                self.typed(a, t)
-                    .map_err(|e| self.invalid(format!("{f:?}: {e}")))?,
-            );
+            vals.push(self.typed(a, t).map_err(|e| self.invalid(format!("{f:?}: {e}")))?);
         }
         let (f32_name, f64_name) = math_symbols(f);
-        let name = if t == ScalarType::F32 {
-            f32_name
-        } else {
-            f64_name
-        };
+        let name = if t == ScalarType::F32 { f32_name } else { f64_name };
         Ok((self.call_value(name, cl_type(t), &vals)?, t))
     }
 
@@ -139,37 +111,23 @@ impl Cx<'_, '_> {
     /// the interpreter, the integer arguments may have any integer type (extended to `i64`) and
     /// are told apart from the two `f32` ones by type.
     fn sgemm(&mut self, args: &[Arg]) -> Result<(), CodegenError> {
-        let [
-            Arg::Addr(a, ai),
-            Arg::Addr(b, bi),
-            Arg::Addr(c, ci),
-            rest @ ..,
-        ] = args
-        else {
+        let [Arg::Addr(a, ai), Arg::Addr(b, bi), Arg::Addr(c, ci), rest @ ..] = args else {
             return Err(self.invalid("sgemm takes three buffer addresses first"));
         };
         let mut values = Vec::with_capacity(13);
         for (buf, index) in [(a, ai), (b, bi), (c, ci)] {
-            if self.program.buffers.get(buf.0 as usize).map(|x| x.elem)
-                != Some(ElemType::Scalar(ScalarType::F32))
-            {
-                return Err(
-                    self.unsupported(format!("sgemm on {buf:?}, which is not an f32 buffer"))
-                );
+            if self.program.buffers.get(buf.0 as usize).map(|x| x.elem) != Some(ElemType::Scalar(ScalarType::F32)) {
+                return Err(self.unsupported(format!("sgemm on {buf:?}, which is not an f32 buffer")));
             }
             values.push(self.address(*buf, index)?);
         }
         let (mut ints, mut floats) = (Vec::new(), Vec::new());
         for arg in rest {
-            let Arg::Value(e) = arg else {
-                return Err(self.invalid("sgemm takes scalars after the three addresses"));
-            };
+            let Arg::Value(e) = arg else { return Err(self.invalid("sgemm takes scalars after the three addresses")) };
             let (v, t) = self.expr(e)?;
             match t {
                 ScalarType::F32 => floats.push(v),
-                t if t.is_float() || t == ScalarType::Bool => {
-                    return Err(self.invalid(format!("sgemm argument of type {}", t.name())));
-                }
+                t if t.is_float() || t == ScalarType::Bool => return Err(self.invalid(format!("sgemm argument of type {}", t.name()))),
                 t => ints.push(self.resize(v, t, types::I64)),
             }
         }

@@ -10,30 +10,24 @@
 //! read-modify-write of the byte.
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{Endianness, InstBuilder, MemFlagsData, Value, types};
+use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Value};
 use kiln_loops::{BufId, ElemType, Expr, ScalarType};
 use kiln_runtime::minifloat::{self, Format, Specials};
 
-use crate::CodegenError;
 use crate::expr::cl_type;
 use crate::kernel::Cx;
+use crate::CodegenError;
 
 /// Flags of buffer accesses: the addresses are valid by the program's contract (lowering checks
 /// data-dependent indices), but constants from a model file need not be aligned.
 fn buffer_flags() -> MemFlagsData {
-    MemFlagsData::new()
-        .with_notrap()
-        .with_endianness(Endianness::Little)
+    MemFlagsData::new().with_notrap().with_endianness(Endianness::Little)
 }
 
 impl Cx<'_, '_> {
     /// The element type of `buf`.
     fn elem(&self, buf: BufId) -> Result<ElemType, CodegenError> {
-        self.program
-            .buffers
-            .get(buf.0 as usize)
-            .map(|b| b.elem)
-            .ok_or_else(|| self.invalid(format!("{buf:?} does not exist")))
+        self.program.buffers.get(buf.0 as usize).map(|b| b.elem).ok_or_else(|| self.invalid(format!("{buf:?} does not exist")))
     }
 
     /// The address of element `index` (an `i64` expression) of `buf`, whose elements are
@@ -41,10 +35,7 @@ impl Cx<'_, '_> {
     pub fn address(&mut self, buf: BufId, index: &Expr) -> Result<Value, CodegenError> {
         let elem = self.elem(buf)?;
         if elem.is_packed() {
-            return Err(self.invalid(format!(
-                "the address of an element of {buf:?}, whose {} elements share bytes",
-                elem.name()
-            )));
+            return Err(self.invalid(format!("the address of an element of {buf:?}, whose {} elements share bytes", elem.name())));
         }
         let (base, i) = self.base_and_index(buf, index)?;
         let offset = match elem.bits() / 8 {
@@ -55,32 +46,17 @@ impl Cx<'_, '_> {
     }
 
     fn base_and_index(&mut self, buf: BufId, index: &Expr) -> Result<(Value, Value), CodegenError> {
-        let base = self
-            .bases
-            .get(buf.0 as usize)
-            .copied()
-            .flatten()
-            .ok_or_else(|| self.invalid(format!("{buf:?} has no base address")))?;
-        let i = self
-            .typed(index, ScalarType::I64)
-            .map_err(|e| self.invalid(format!("index into {buf:?}: {e}")))?;
+        let base = self.bases.get(buf.0 as usize).copied().flatten().ok_or_else(|| self.invalid(format!("{buf:?} has no base address")))?;
+        let i = self.typed(index, ScalarType::I64).map_err(|e| self.invalid(format!("index into {buf:?}: {e}")))?;
         Ok((base, i))
     }
 
     /// The byte address of element `index` of a packed `buf` and the element's bit offset in
     /// that byte (`i64`).
-    fn packed_slot(
-        &mut self,
-        buf: BufId,
-        elem: ElemType,
-        index: &Expr,
-    ) -> Result<(Value, Value), CodegenError> {
+    fn packed_slot(&mut self, buf: BufId, elem: ElemType, index: &Expr) -> Result<(Value, Value), CodegenError> {
         let (base, i) = self.base_and_index(buf, index)?;
         let per_byte = 8 / elem.bits();
-        let byte = self
-            .b
-            .ins()
-            .ushr_imm_u(i, i64::from(per_byte.trailing_zeros()));
+        let byte = self.b.ins().ushr_imm_u(i, i64::from(per_byte.trailing_zeros()));
         let addr = self.b.ins().iadd(base, byte);
         let lane = self.b.ins().band_imm_u(i, i64::from(per_byte - 1));
         let shift = self.b.ins().imul_imm_u(lane, i64::from(elem.bits()));
@@ -132,8 +108,7 @@ impl Cx<'_, '_> {
                 self.e8m0_to_f32(code)
             }
             _ => {
-                let format = minifloat_format(elem)
-                    .ok_or_else(|| self.unsupported(format!("loads of {}", elem.name())))?;
+                let format = minifloat_format(elem).ok_or_else(|| self.unsupported(format!("loads of {}", elem.name())))?;
                 let byte = self.b.ins().load(types::I8, buffer_flags(), addr, 0);
                 let code = self.b.ins().uextend(types::I32, byte);
                 self.minifloat_to_f32(code, format)
@@ -145,9 +120,7 @@ impl Cx<'_, '_> {
     /// Stores `value` at element `index` of `buf`, converted to the element type.
     pub fn store(&mut self, buf: BufId, index: &Expr, value: &Expr) -> Result<(), CodegenError> {
         let elem = self.elem(buf)?;
-        let v = self
-            .typed(value, elem.value_type())
-            .map_err(|e| self.invalid(format!("store into {buf:?} of {}: {e}", elem.name())))?;
+        let v = self.typed(value, elem.value_type()).map_err(|e| self.invalid(format!("store into {buf:?} of {}: {e}", elem.name())))?;
         if elem.is_packed() {
             let bits = match elem {
                 ElemType::F4E2M1 => {
@@ -207,10 +180,7 @@ impl Cx<'_, '_> {
         let normal = self.b.ins().bor(e, m);
         // Zero and subnormal: man · 2^(1 − bias − man_bits), exact in f32.
         let mf = self.b.ins().fcvt_from_sint(types::F32, man);
-        let scale = self
-            .b
-            .ins()
-            .f32const(2f32.powi(1 - f.bias - f.man_bits as i32));
+        let scale = self.b.ins().f32const(2f32.powi(1 - f.bias - f.man_bits as i32));
         let small = self.b.ins().fmul(mf, scale);
         let small = self.b.ins().bitcast(types::I32, MemFlagsData::new(), small);
         let is_small = self.b.ins().icmp_imm_u(IntCC::Equal, exp, 0);
@@ -232,10 +202,7 @@ impl Cx<'_, '_> {
                 self.b.ins().select(is_nan, quiet, r)
             }
             Specials::FiniteNanUnsignedZero => {
-                let is_nan = self
-                    .b
-                    .ins()
-                    .icmp_imm_u(IntCC::Equal, code, i64::from(f.sign_bit()));
+                let is_nan = self.b.ins().icmp_imm_u(IntCC::Equal, code, i64::from(f.sign_bit()));
                 let quiet = self.b.ins().iconst(types::I32, 0x7fc0_0000);
                 self.b.ins().select(is_nan, quiet, r)
             }
@@ -335,14 +302,8 @@ impl Cx<'_, '_> {
         let sub = self.b.ins().iadd(sub, up);
 
         let is_special = self.b.ins().icmp_imm_u(IntCC::Equal, exp, 0xff);
-        let is_overflow = self
-            .b
-            .ins()
-            .icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, exp, 143);
-        let is_sub = self
-            .b
-            .ins()
-            .icmp_imm_u(IntCC::UnsignedLessThanOrEqual, exp, 112);
+        let is_overflow = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, exp, 143);
+        let is_sub = self.b.ins().icmp_imm_u(IntCC::UnsignedLessThanOrEqual, exp, 112);
         let inf = self.b.ins().iconst(types::I32, 0x7c00);
         let r = self.b.ins().select(is_sub, sub, normal);
         let r = self.b.ins().select(is_overflow, inf, r);
@@ -380,10 +341,7 @@ impl Cx<'_, '_> {
         let h = self.b.ins().uextend(types::I32, h);
         let x = self.b.ins().ishl_imm_u(h, 16);
         let abs = self.b.ins().band_imm_u(h, 0x7fff);
-        let nan = self
-            .b
-            .ins()
-            .icmp_imm_u(IntCC::UnsignedGreaterThan, abs, 0x7f80);
+        let nan = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThan, abs, 0x7f80);
         let quiet = self.select_i32(nan, 0x40_0000, 0);
         let x = self.b.ins().bor(x, quiet);
         self.b.ins().bitcast(types::F32, MemFlagsData::new(), x)
@@ -398,10 +356,7 @@ impl Cx<'_, '_> {
         let rounded = self.b.ins().iadd(hi, up);
         let quiet = self.b.ins().bor_imm_u(hi, 0x40);
         let abs = self.b.ins().band_imm_u(x, 0x7fff_ffff);
-        let nan = self
-            .b
-            .ins()
-            .icmp_imm_u(IntCC::UnsignedGreaterThan, abs, 0x7f80_0000);
+        let nan = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThan, abs, 0x7f80_0000);
         let r = self.b.ins().select(nan, quiet, rounded);
         self.b.ins().ireduce(types::I16, r)
     }

@@ -4,17 +4,17 @@
 
 use std::time::Instant;
 
-use cranelift_codegen::Context;
-use cranelift_codegen::ir::{AbiParam, BlockArg, InstBuilder, Signature, UserFuncName, types};
+use cranelift_codegen::ir::{types, AbiParam, BlockArg, InstBuilder, Signature, UserFuncName};
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
 use kiln_loops::Program;
 
-use crate::CodegenError;
 use crate::jit::KernelStats;
 use crate::kernel::translate_kernel;
+use crate::CodegenError;
 
 /// The exported symbol of the function that runs every kernel in order.
 pub const ENTRY_SYMBOL: &str = "kiln_entry";
@@ -25,51 +25,26 @@ pub(crate) fn host_isa(pic: bool) -> Result<OwnedTargetIsa, CodegenError> {
     let isa_err = |e: &dyn std::fmt::Display| CodegenError::Isa(e.to_string());
     let mut flags = settings::builder();
     flags.set("opt_level", "speed").map_err(|e| isa_err(&e))?;
-    flags
-        .set("is_pic", if pic { "true" } else { "false" })
-        .map_err(|e| isa_err(&e))?;
+    flags.set("is_pic", if pic { "true" } else { "false" }).map_err(|e| isa_err(&e))?;
     // Runtime symbols can be anywhere in the address space of the process.
-    flags
-        .set("use_colocated_libcalls", "false")
-        .map_err(|e| isa_err(&e))?;
+    flags.set("use_colocated_libcalls", "false").map_err(|e| isa_err(&e))?;
     // The IR verifier costs compile time; debug builds (and so the tests) keep it on.
-    flags
-        .set(
-            "enable_verifier",
-            if cfg!(debug_assertions) {
-                "true"
-            } else {
-                "false"
-            },
-        )
-        .map_err(|e| isa_err(&e))?;
+    flags.set("enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" }).map_err(|e| isa_err(&e))?;
     let builder = cranelift_native::builder().map_err(|e| isa_err(&e))?;
-    builder
-        .finish(settings::Flags::new(flags))
-        .map_err(|e| isa_err(&e))
+    builder.finish(settings::Flags::new(flags)).map_err(|e| isa_err(&e))
 }
 
 /// The signature of kernels and of the entry function: `(table: *const *mut u8) -> u32`.
 pub(crate) fn kernel_signature(module: &dyn Module) -> Signature {
     let mut sig = module.make_signature();
-    sig.params
-        .push(AbiParam::new(module.target_config().pointer_type()));
+    sig.params.push(AbiParam::new(module.target_config().pointer_type()));
     sig.returns.push(AbiParam::new(types::I32));
     sig
 }
 
 /// The symbol of kernel `index`: unique, and made of characters every object format accepts.
 fn kernel_symbol(index: usize, name: &str) -> String {
-    let clean: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let clean: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
     format!("kiln_k{index}_{clean}")
 }
 
@@ -84,19 +59,11 @@ pub(crate) struct Translated {
 }
 
 /// Receives each finished function: defines it in the module (compiling it) or prints it.
-pub(crate) type Sink<'s> =
-    dyn FnMut(&mut dyn Module, FuncId, &mut Context) -> Result<(), CodegenError> + 's;
+pub(crate) type Sink<'s> = dyn FnMut(&mut dyn Module, FuncId, &mut Context) -> Result<(), CodegenError> + 's;
 
 /// Translates every kernel and the entry function, handing each to `sink`.
-pub(crate) fn translate(
-    module: &mut dyn Module,
-    program: &Program,
-    sink: &mut Sink<'_>,
-) -> Result<Translated, CodegenError> {
-    let cl_err = |kernel: &str, e: &dyn std::fmt::Display| CodegenError::Cranelift {
-        kernel: kernel.to_string(),
-        message: e.to_string(),
-    };
+pub(crate) fn translate(module: &mut dyn Module, program: &Program, sink: &mut Sink<'_>) -> Result<Translated, CodegenError> {
+    let cl_err = |kernel: &str, e: &dyn std::fmt::Display| CodegenError::Cranelift { kernel: kernel.to_string(), message: e.to_string() };
     let sig = kernel_signature(module);
     let mut ctx = module.make_context();
     let mut fctx = FunctionBuilderContext::new();
@@ -104,9 +71,7 @@ pub(crate) fn translate(
     let mut stats = Vec::with_capacity(program.kernels.len());
     for (i, kernel) in program.kernels.iter().enumerate() {
         let symbol = kernel_symbol(i, &kernel.name);
-        let id = module
-            .declare_function(&symbol, Linkage::Local, &sig)
-            .map_err(|e| cl_err(&kernel.name, &e))?;
+        let id = module.declare_function(&symbol, Linkage::Local, &sig).map_err(|e| cl_err(&kernel.name, &e))?;
         let start = Instant::now();
         module.clear_context(&mut ctx);
         ctx.func.signature = sig.clone();
@@ -114,31 +79,18 @@ pub(crate) fn translate(
         translate_kernel(module, &mut ctx.func, &mut fctx, program, kernel)?;
         let insts = ctx.func.dfg.num_insts();
         sink(module, id, &mut ctx).map_err(|e| match e {
-            CodegenError::Cranelift { message, .. } => CodegenError::Cranelift {
-                kernel: kernel.name.clone(),
-                message,
-            },
+            CodegenError::Cranelift { message, .. } => CodegenError::Cranelift { kernel: kernel.name.clone(), message },
             other => other,
         })?;
-        stats.push(KernelStats {
-            name: kernel.name.clone(),
-            symbol,
-            clif_insts: insts,
-            compile_time: start.elapsed(),
-        });
+        stats.push(KernelStats { name: kernel.name.clone(), symbol, clif_insts: insts, compile_time: start.elapsed() });
         kernels.push(id);
     }
 
-    let entry = module
-        .declare_function(ENTRY_SYMBOL, Linkage::Export, &sig)
-        .map_err(|e| cl_err(ENTRY_SYMBOL, &e))?;
+    let entry = module.declare_function(ENTRY_SYMBOL, Linkage::Export, &sig).map_err(|e| cl_err(ENTRY_SYMBOL, &e))?;
     module.clear_context(&mut ctx);
     ctx.func.signature = sig.clone();
     ctx.func.name = UserFuncName::testcase(ENTRY_SYMBOL);
-    let refs: Vec<_> = kernels
-        .iter()
-        .map(|&k| module.declare_func_in_func(k, &mut ctx.func))
-        .collect();
+    let refs: Vec<_> = kernels.iter().map(|&k| module.declare_func_in_func(k, &mut ctx.func)).collect();
     let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
     let start = b.create_block();
     b.append_block_params_for_function_params(start);
@@ -163,17 +115,10 @@ pub(crate) fn translate(
     b.ins().return_(&[status]);
     b.finalize(module.target_config());
     sink(module, entry, &mut ctx).map_err(|e| match e {
-        CodegenError::Cranelift { message, .. } => CodegenError::Cranelift {
-            kernel: ENTRY_SYMBOL.into(),
-            message,
-        },
+        CodegenError::Cranelift { message, .. } => CodegenError::Cranelift { kernel: ENTRY_SYMBOL.into(), message },
         other => other,
     })?;
-    Ok(Translated {
-        kernels,
-        entry,
-        stats,
-    })
+    Ok(Translated { kernels, entry, stats })
 }
 
 /// The CLIF of every function of `program` as generated, before Cranelift optimizes it (for
@@ -181,12 +126,7 @@ pub(crate) fn translate(
 pub fn clif_text(program: &Program) -> Result<String, CodegenError> {
     let mut module = crate::jit::new_module()?;
     let mut out = String::new();
-    let names: Vec<&str> = program
-        .kernels
-        .iter()
-        .map(|k| k.name.as_str())
-        .chain([ENTRY_SYMBOL])
-        .collect();
+    let names: Vec<&str> = program.kernels.iter().map(|k| k.name.as_str()).chain([ENTRY_SYMBOL]).collect();
     let mut next = 0;
     translate(&mut module, program, &mut |_, _, ctx| {
         out.push_str(&format!("; {}\n{}\n", names[next], ctx.func.display()));

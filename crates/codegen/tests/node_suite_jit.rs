@@ -13,12 +13,12 @@
 
 use std::collections::BTreeMap;
 
-use kiln_codegen::{CodegenError, compile_jit};
+use kiln_codegen::{compile_jit, CodegenError};
 use kiln_loops::interp::{self, InterpError};
-use kiln_loops::lower::{LowerError, lower};
+use kiln_loops::lower::{lower, LowerError};
 use kiln_loops::{BufferKind, ElemType, Program, ScalarType};
 use kiln_onnx::import::import_path;
-use kiln_testkit::{Case, compare, node_cases, read_case};
+use kiln_testkit::{compare, node_cases, read_case, Case};
 use kiln_tir::{Graph, Tensor, TensorData};
 
 enum Outcome {
@@ -36,11 +36,7 @@ fn initial_memory(program: &Program, inputs: &[Tensor]) -> Result<Vec<Vec<u8>>, 
         .iter()
         .map(|b| {
             Ok(match &b.kind {
-                BufferKind::Input(i) => inputs
-                    .get(*i)
-                    .and_then(Tensor::raw)
-                    .ok_or("missing input")?
-                    .to_vec(),
+                BufferKind::Input(i) => inputs.get(*i).and_then(Tensor::raw).ok_or("missing input")?.to_vec(),
                 BufferKind::Const(t) => t.raw().ok_or("constant without bytes")?.to_vec(),
                 BufferKind::Output(_) | BufferKind::Temp => vec![0u8; b.bytes() as usize],
             })
@@ -50,32 +46,19 @@ fn initial_memory(program: &Program, inputs: &[Tensor]) -> Result<Vec<Vec<u8>>, 
 
 /// Runs the compiled program on a copy of `memory` (8-byte aligned, at least one word per
 /// buffer) and returns the final memory, or the failed check's code.
-fn run_jit(
-    program: &Program,
-    memory: &[Vec<u8>],
-) -> Result<Result<Vec<Vec<u8>>, u32>, CodegenError> {
+fn run_jit(program: &Program, memory: &[Vec<u8>]) -> Result<Result<Vec<Vec<u8>>, u32>, CodegenError> {
     let jit = compile_jit(program)?;
-    let mut words: Vec<Vec<u64>> = memory
-        .iter()
-        .map(|m| vec![0u64; m.len().div_ceil(8).max(1)])
-        .collect();
+    let mut words: Vec<Vec<u64>> = memory.iter().map(|m| vec![0u64; m.len().div_ceil(8).max(1)]).collect();
     for (w, m) in words.iter_mut().zip(memory) {
         as_bytes_mut(w)[..m.len()].copy_from_slice(m);
     }
-    let table: Vec<*mut u8> = words
-        .iter_mut()
-        .map(|w| w.as_mut_ptr().cast::<u8>())
-        .collect();
+    let table: Vec<*mut u8> = words.iter_mut().map(|w| w.as_mut_ptr().cast::<u8>()).collect();
     // SAFETY: every buffer is live and as long as the program says; the interpreter has run
     // this program on these inputs without an out-of-bounds access.
     if let Err(code) = unsafe { jit.run(&table) } {
         return Ok(Err(code));
     }
-    Ok(Ok(words
-        .iter_mut()
-        .zip(memory)
-        .map(|(w, m)| as_bytes_mut(w)[..m.len()].to_vec())
-        .collect()))
+    Ok(Ok(words.iter_mut().zip(memory).map(|(w, m)| as_bytes_mut(w)[..m.len()].to_vec()).collect()))
 }
 
 fn as_bytes_mut(w: &mut [u64]) -> &mut [u8] {
@@ -87,48 +70,26 @@ fn as_bytes_mut(w: &mut [u64]) -> &mut [u8] {
 /// the first byte.
 fn first_difference(elem: ElemType, got: &[u8], want: &[u8]) -> Option<usize> {
     let n = elem.bits().div_ceil(8) as usize;
-    got.chunks_exact(n)
-        .zip(want.chunks_exact(n))
-        .position(|(g, w)| {
-            g != w
-                && !match elem {
-                    ElemType::Scalar(ScalarType::F32) => {
-                        f32::from_le_bytes(g.try_into().unwrap()).is_nan()
-                            && f32::from_le_bytes(w.try_into().unwrap()).is_nan()
-                    }
-                    ElemType::Scalar(ScalarType::F64) => {
-                        f64::from_le_bytes(g.try_into().unwrap()).is_nan()
-                            && f64::from_le_bytes(w.try_into().unwrap()).is_nan()
-                    }
-                    ElemType::F16 => {
-                        u16::from_le_bytes(g.try_into().unwrap()) & 0x7fff > 0x7c00
-                            && u16::from_le_bytes(w.try_into().unwrap()) & 0x7fff > 0x7c00
-                    }
-                    ElemType::BF16 => {
-                        u16::from_le_bytes(g.try_into().unwrap()) & 0x7fff > 0x7f80
-                            && u16::from_le_bytes(w.try_into().unwrap()) & 0x7fff > 0x7f80
-                    }
-                    // Integers, and the float8/float4 formats, whose NaNs both sides encode alike.
-                    _ => false,
-                }
-        })
+    got.chunks_exact(n).zip(want.chunks_exact(n)).position(|(g, w)| {
+        g != w
+            && !match elem {
+                ElemType::Scalar(ScalarType::F32) => f32::from_le_bytes(g.try_into().unwrap()).is_nan() && f32::from_le_bytes(w.try_into().unwrap()).is_nan(),
+                ElemType::Scalar(ScalarType::F64) => f64::from_le_bytes(g.try_into().unwrap()).is_nan() && f64::from_le_bytes(w.try_into().unwrap()).is_nan(),
+                ElemType::F16 => u16::from_le_bytes(g.try_into().unwrap()) & 0x7fff > 0x7c00 && u16::from_le_bytes(w.try_into().unwrap()) & 0x7fff > 0x7c00,
+                ElemType::BF16 => u16::from_le_bytes(g.try_into().unwrap()) & 0x7fff > 0x7f80 && u16::from_le_bytes(w.try_into().unwrap()) & 0x7fff > 0x7f80,
+                // Integers, and the float8/float4 formats, whose NaNs both sides encode alike.
+                _ => false,
+            }
+    })
 }
 
 /// The graph outputs held in `memory`.
 fn outputs(g: &Graph, program: &Program, memory: &[Vec<u8>]) -> Result<Vec<Tensor>, String> {
     let mut out = Vec::new();
     for (i, &v) in g.outputs().iter().enumerate() {
-        let pos = program
-            .buffers
-            .iter()
-            .position(|b| b.kind == BufferKind::Output(i))
-            .ok_or("output buffer missing")?;
+        let pos = program.buffers.iter().position(|b| b.kind == BufferKind::Output(i)).ok_or("output buffer missing")?;
         let ty = g.ty(v);
-        out.push(Tensor {
-            dtype: ty.dtype,
-            shape: ty.known_dims().ok_or("symbolic output")?,
-            data: TensorData::Raw(memory[pos].clone().into()),
-        });
+        out.push(Tensor { dtype: ty.dtype, shape: ty.known_dims().ok_or("symbolic output")?, data: TensorData::Raw(memory[pos].clone().into()) });
     }
     Ok(out)
 }
@@ -139,9 +100,7 @@ fn run_case(case: &Case) -> Outcome {
     };
     let program = match lower(&g) {
         Ok(p) => p,
-        Err(LowerError::Unsupported { op, reason, .. }) => {
-            return Outcome::Unsupported(format!("tensor.{op}: {reason}"));
-        }
+        Err(LowerError::Unsupported { op, reason, .. }) => return Outcome::Unsupported(format!("tensor.{op}: {reason}")),
         Err(e) => return Outcome::Unsupported(e.to_string()),
     };
     let Ok((inputs, expected)) = read_case(case) else {
@@ -159,30 +118,17 @@ fn run_case(case: &Case) -> Outcome {
     };
     let got = match run_jit(&program, &memory) {
         Ok(Ok(got)) => got,
-        Ok(Err(code)) if want_status == Err(code) => {
-            return Outcome::Lowering(format!("run-time error {code} in both"));
-        }
-        Ok(Err(code)) => {
-            return Outcome::Fail(format!(
-                "JIT stopped with error {code}, the interpreter with {want_status:?}"
-            ));
-        }
-        Err(e @ CodegenError::Unsupported { .. }) => {
-            return Outcome::Unsupported(format!("codegen: {e}"));
-        }
+        Ok(Err(code)) if want_status == Err(code) => return Outcome::Lowering(format!("run-time error {code} in both")),
+        Ok(Err(code)) => return Outcome::Fail(format!("JIT stopped with error {code}, the interpreter with {want_status:?}")),
+        Err(e @ CodegenError::Unsupported { .. }) => return Outcome::Unsupported(format!("codegen: {e}")),
         Err(e) => return Outcome::Fail(format!("codegen: {e}")),
     };
     if let Err(code) = want_status {
-        return Outcome::Fail(format!(
-            "the interpreter stopped with error {code}, the JIT did not"
-        ));
+        return Outcome::Fail(format!("the interpreter stopped with error {code}, the JIT did not"));
     }
     for (i, b) in program.buffers.iter().enumerate() {
         if let Some(at) = first_difference(b.elem, &got[i], &want[i]) {
-            return Outcome::Fail(format!(
-                "buffer @{i} `{}` differs from the interpreter at element {at}",
-                b.name
-            ));
+            return Outcome::Fail(format!("buffer @{i} `{}` differs from the interpreter at element {at}", b.name));
         }
     }
     let got = match outputs(&g, &program, &got) {
@@ -201,20 +147,12 @@ fn run_case(case: &Case) -> Outcome {
 #[test]
 fn lowered_node_suite_matches_onnx_through_the_jit() {
     let filter = std::env::var("KILN_CASES").unwrap_or_default();
-    let cases: Vec<Case> = node_cases()
-        .into_iter()
-        .filter(|c| c.name.contains(&filter))
-        .collect();
-    let (mut pass, mut unsupported, mut lowering, mut failures) =
-        (0, BTreeMap::<String, usize>::new(), Vec::new(), Vec::new());
+    let cases: Vec<Case> = node_cases().into_iter().filter(|c| c.name.contains(&filter)).collect();
+    let (mut pass, mut unsupported, mut lowering, mut failures) = (0, BTreeMap::<String, usize>::new(), Vec::new(), Vec::new());
     for case in &cases {
-        match std::panic::catch_unwind(|| run_case(case))
-            .unwrap_or_else(|_| Outcome::Fail("panic".into()))
-        {
+        match std::panic::catch_unwind(|| run_case(case)).unwrap_or_else(|_| Outcome::Fail("panic".into())) {
             Outcome::Pass => pass += 1,
-            Outcome::Unsupported(r) => {
-                *unsupported.entry(r.chars().take(90).collect()).or_default() += 1
-            }
+            Outcome::Unsupported(r) => *unsupported.entry(r.chars().take(90).collect()).or_default() += 1,
             Outcome::Lowering(why) => lowering.push(format!("{}: {why}", case.name)),
             Outcome::Fail(why) => failures.push(format!("{}: {why}", case.name)),
         }
@@ -237,9 +175,5 @@ fn lowered_node_suite_matches_onnx_through_the_jit() {
     for f in &failures {
         println!("  FAILED {f}");
     }
-    assert!(
-        failures.is_empty(),
-        "{} lowered cases compute wrong answers through the JIT",
-        failures.len()
-    );
+    assert!(failures.is_empty(), "{} lowered cases compute wrong answers through the JIT", failures.len());
 }

@@ -16,16 +16,8 @@ pub(crate) struct Args<'a> {
 
 impl<'a> Args<'a> {
     /// Wraps the inputs of `op`.
-    pub(crate) fn new(
-        op: &'static str,
-        inputs: &'a [Option<&'a Tensor>],
-        num_outputs: usize,
-    ) -> Args<'a> {
-        Args {
-            op,
-            inputs,
-            num_outputs,
-        }
+    pub(crate) fn new(op: &'static str, inputs: &'a [Option<&'a Tensor>], num_outputs: usize) -> Args<'a> {
+        Args { op, inputs, num_outputs }
     }
 
     /// Input `i` as a tensor, if present.
@@ -35,8 +27,7 @@ impl<'a> Args<'a> {
 
     /// Input `i` as a tensor; an error if absent.
     pub(crate) fn tensor(&self, i: usize) -> Result<&'a Tensor> {
-        self.opt_tensor(i)
-            .ok_or_else(|| invalid(self.op, format!("required input {i} is missing")))
+        self.opt_tensor(i).ok_or_else(|| invalid(self.op, format!("required input {i} is missing")))
     }
 
     /// Input `i` decoded; an error if absent.
@@ -46,18 +37,12 @@ impl<'a> Args<'a> {
 
     /// Input `i` decoded, if present.
     pub(crate) fn opt_arr(&self, i: usize) -> Result<Option<Arr>> {
-        self.opt_tensor(i)
-            .map(|t| Arr::from_tensor(self.op, t))
-            .transpose()
+        self.opt_tensor(i).map(|t| Arr::from_tensor(self.op, t)).transpose()
     }
 
     /// Every present input, decoded, in order (for variadic ops).
     pub(crate) fn all(&self) -> Result<Vec<Arr>> {
-        self.inputs
-            .iter()
-            .flatten()
-            .map(|t| Arr::from_tensor(self.op, t))
-            .collect()
+        self.inputs.iter().flatten().map(|t| Arr::from_tensor(self.op, t)).collect()
     }
 
     /// Integer input `i` as `i64`s, if present (axes, pads, shapes, ...).
@@ -75,10 +60,7 @@ impl<'a> Args<'a> {
         match self.opt_i64s(i)? {
             None => Ok(None),
             Some(v) if v.len() == 1 => Ok(Some(v[0])),
-            Some(v) => Err(invalid(
-                self.op,
-                format!("input {i} must hold one element, holds {}", v.len()),
-            )),
+            Some(v) => Err(invalid(self.op, format!("input {i} must hold one element, holds {}", v.len()))),
         }
     }
 
@@ -87,10 +69,7 @@ impl<'a> Args<'a> {
         match self.opt_arr(i)? {
             None => Ok(None),
             Some(a) if a.len() == 1 => Ok(Some(a.to_f64s(self.op)?[0])),
-            Some(a) => Err(invalid(
-                self.op,
-                format!("input {i} must hold one element, holds {}", a.len()),
-            )),
+            Some(a) => Err(invalid(self.op, format!("input {i} must hold one element, holds {}", a.len()))),
         }
     }
 }

@@ -80,21 +80,9 @@ impl Buf {
     }
 
     /// Appends `src[range]`; `src` must be of the same kind.
-    pub(crate) fn extend_range(
-        &mut self,
-        op: &'static str,
-        src: &Buf,
-        range: std::ops::Range<usize>,
-    ) -> Result<()> {
-        fn ext<T: Clone>(
-            op: &'static str,
-            dst: &mut Vec<T>,
-            src: &[T],
-            range: std::ops::Range<usize>,
-        ) -> Result<()> {
-            let part = src
-                .get(range)
-                .ok_or_else(|| internal(op, "range out of bounds"))?;
+    pub(crate) fn extend_range(&mut self, op: &'static str, src: &Buf, range: std::ops::Range<usize>) -> Result<()> {
+        fn ext<T: Clone>(op: &'static str, dst: &mut Vec<T>, src: &[T], range: std::ops::Range<usize>) -> Result<()> {
+            let part = src.get(range).ok_or_else(|| internal(op, "range out of bounds"))?;
             dst.extend_from_slice(part);
             Ok(())
         }
@@ -124,11 +112,7 @@ pub(crate) fn map_vec<T: Copy, U: Clone + Default>(v: &[T], f: impl Fn(T) -> U) 
 }
 
 /// `f` of each pair of elements at the same position (over the shorter length).
-pub(crate) fn zip_vec<T: Copy, S: Copy, U: Clone + Default>(
-    a: &[T],
-    b: &[S],
-    f: impl Fn(T, S) -> U,
-) -> Vec<U> {
+pub(crate) fn zip_vec<T: Copy, S: Copy, U: Clone + Default>(a: &[T], b: &[S], f: impl Fn(T, S) -> U) -> Vec<U> {
     let n = a.len().min(b.len());
     let mut out = vec![U::default(); n];
     let mut i = 0;
@@ -141,10 +125,7 @@ pub(crate) fn zip_vec<T: Copy, S: Copy, U: Clone + Default>(
 
 /// An [`EvalError::Internal`]: a kiln bug rather than bad input.
 pub(crate) fn internal(op: &'static str, what: &str) -> EvalError {
-    EvalError::Internal {
-        op,
-        reason: what.to_string(),
-    }
+    EvalError::Internal { op, reason: what.to_string() }
 }
 
 /// A tensor being computed on.
@@ -163,10 +144,7 @@ pub(crate) fn numel(op: &'static str, shape: &[usize]) -> Result<usize> {
     let n = shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
     match n {
         Some(n) if n <= MAX_ELEMENTS => Ok(n),
-        _ => Err(unsupported(
-            op,
-            format!("tensor of shape {shape:?} is too large to evaluate"),
-        )),
+        _ => Err(unsupported(op, format!("tensor of shape {shape:?} is too large to evaluate"))),
     }
 }
 
@@ -183,14 +161,7 @@ pub(crate) fn strides(shape: &[usize]) -> Vec<usize> {
 pub(crate) fn norm_axis(op: &'static str, axis: i64, rank: usize) -> Result<usize> {
     let r = rank as i64;
     let a = if axis < 0 { axis + r } else { axis };
-    if (0..r).contains(&a) {
-        Ok(a as usize)
-    } else {
-        Err(invalid(
-            op,
-            format!("axis {axis} is out of range for rank {rank}"),
-        ))
-    }
+    if (0..r).contains(&a) { Ok(a as usize) } else { Err(invalid(op, format!("axis {axis} is out of range for rank {rank}"))) }
 }
 
 /// Wraps an integer to the range of `dtype` (two's complement for signed types).
@@ -203,11 +174,7 @@ pub(crate) fn wrap_int(v: i128, dtype: DType) -> i128 {
         return v;
     }
     let low = (v as u128) & ((1u128 << bits) - 1);
-    if dtype.kind() == DTypeKind::Signed && (low >> (bits - 1)) & 1 == 1 {
-        low as i128 - (1i128 << bits)
-    } else {
-        low as i128
-    }
+    if dtype.kind() == DTypeKind::Signed && (low >> (bits - 1)) & 1 == 1 { low as i128 - (1i128 << bits) } else { low as i128 }
 }
 
 /// The narrow float format of `dtype`, if it is one.
@@ -274,39 +241,23 @@ fn write_packed(codes: impl Iterator<Item = u32>, n: usize, bits: usize) -> Vec<
 /// Sign-extends a `bits`-wide field.
 fn sign_extend(code: u32, bits: usize) -> i128 {
     let v = i128::from(code);
-    if (code >> (bits - 1)) & 1 == 1 {
-        v - (1i128 << bits)
-    } else {
-        v
-    }
+    if (code >> (bits - 1)) & 1 == 1 { v - (1i128 << bits) } else { v }
 }
 
 impl Arr {
     /// A float array.
     pub(crate) fn floats(dtype: DType, shape: Vec<usize>, v: Vec<f64>) -> Arr {
-        Arr {
-            dtype,
-            shape,
-            buf: Buf::F(v),
-        }
+        Arr { dtype, shape, buf: Buf::F(v) }
     }
 
     /// An integer array.
     pub(crate) fn ints(dtype: DType, shape: Vec<usize>, v: Vec<i128>) -> Arr {
-        Arr {
-            dtype,
-            shape,
-            buf: Buf::I(v),
-        }
+        Arr { dtype, shape, buf: Buf::I(v) }
     }
 
     /// A bool array.
     pub(crate) fn bools(shape: Vec<usize>, v: Vec<bool>) -> Arr {
-        Arr {
-            dtype: DType::Bool,
-            shape,
-            buf: Buf::B(v),
-        }
+        Arr { dtype: DType::Bool, shape, buf: Buf::B(v) }
     }
 
     /// An `i64` array.
@@ -326,21 +277,14 @@ impl Arr {
 
     /// The elements at `idx` as an array of `shape`.
     pub(crate) fn take(&self, op: &'static str, idx: &[usize], shape: Vec<usize>) -> Result<Arr> {
-        Ok(Arr {
-            dtype: self.dtype,
-            shape,
-            buf: self.buf.take(op, idx)?,
-        })
+        Ok(Arr { dtype: self.dtype, shape, buf: self.buf.take(op, idx)? })
     }
 
     /// The float elements, or an error naming the dtype if the array is not float.
     pub(crate) fn f(&self, op: &'static str) -> Result<&[f64]> {
         match &self.buf {
             Buf::F(v) => Ok(v),
-            _ => Err(unsupported(
-                op,
-                format!("element type {} (expected a float type)", self.dtype),
-            )),
+            _ => Err(unsupported(op, format!("element type {} (expected a float type)", self.dtype))),
         }
     }
 
@@ -348,10 +292,7 @@ impl Arr {
     pub(crate) fn i(&self, op: &'static str) -> Result<&[i128]> {
         match &self.buf {
             Buf::I(v) => Ok(v),
-            _ => Err(invalid(
-                op,
-                format!("element type {} (expected an integer type)", self.dtype),
-            )),
+            _ => Err(invalid(op, format!("element type {} (expected an integer type)", self.dtype))),
         }
     }
 
@@ -359,10 +300,7 @@ impl Arr {
     pub(crate) fn as_i64s(&self, op: &'static str) -> Result<Vec<i64>> {
         self.i(op)?
             .iter()
-            .map(|&v| {
-                i64::try_from(v)
-                    .map_err(|_| invalid(op, format!("index value {v} does not fit i64")))
-            })
+            .map(|&v| i64::try_from(v).map_err(|_| invalid(op, format!("index value {v} does not fit i64"))))
             .collect()
     }
 
@@ -380,10 +318,7 @@ impl Arr {
     pub(crate) fn b(&self, op: &'static str) -> Result<&[bool]> {
         match &self.buf {
             Buf::B(v) => Ok(v),
-            _ => Err(invalid(
-                op,
-                format!("element type {} (expected bool)", self.dtype),
-            )),
+            _ => Err(invalid(op, format!("element type {} (expected bool)", self.dtype))),
         }
     }
 
@@ -392,49 +327,22 @@ impl Arr {
         let shape: Vec<usize> = t
             .shape
             .iter()
-            .map(|&d| {
-                usize::try_from(d)
-                    .map_err(|_| unsupported(op, format!("dim {d} does not fit usize")))
-            })
+            .map(|&d| usize::try_from(d).map_err(|_| unsupported(op, format!("dim {d} does not fit usize"))))
             .collect::<Result<_>>()?;
         let n = numel(op, &shape)?;
         let raw = match &t.data {
             TensorData::Raw(b) => b,
             TensorData::Strings(s) => {
                 if t.dtype != DType::String || s.len() != n {
-                    return Err(invalid(
-                        op,
-                        format!(
-                            "string tensor holds {} elements for shape {shape:?}",
-                            s.len()
-                        ),
-                    ));
+                    return Err(invalid(op, format!("string tensor holds {} elements for shape {shape:?}", s.len())));
                 }
-                return Ok(Arr {
-                    dtype: DType::String,
-                    shape,
-                    buf: Buf::S(s.clone()),
-                });
+                return Ok(Arr { dtype: DType::String, shape, buf: Buf::S(s.clone()) });
             }
-            TensorData::Absent => {
-                return Err(EvalError::MissingData {
-                    value: format!("input of {op}"),
-                });
-            }
+            TensorData::Absent => return Err(EvalError::MissingData { value: format!("input of {op}") }),
         };
-        let expect = t
-            .dtype
-            .storage_bytes(n as u64)
-            .ok_or_else(|| invalid(op, "string tensor without strings"))?;
+        let expect = t.dtype.storage_bytes(n as u64).ok_or_else(|| invalid(op, "string tensor without strings"))?;
         if raw.len() as u64 != expect {
-            return Err(invalid(
-                op,
-                format!(
-                    "{} tensor of shape {shape:?} needs {expect} bytes, has {}",
-                    t.dtype,
-                    raw.len()
-                ),
-            ));
+            return Err(invalid(op, format!("{} tensor of shape {shape:?} needs {expect} bytes, has {}", t.dtype, raw.len())));
         }
         let dtype = t.dtype;
         let buf = match dtype {
@@ -443,28 +351,15 @@ impl Arr {
                 let mut i = 0;
                 while i < n {
                     let b = 4 * i;
-                    v[i] = f32::from_bits(
-                        raw[b] as u32
-                            | (raw[b + 1] as u32) << 8
-                            | (raw[b + 2] as u32) << 16
-                            | (raw[b + 3] as u32) << 24,
-                    ) as f64;
+                    v[i] = f32::from_bits(raw[b] as u32 | (raw[b + 1] as u32) << 8 | (raw[b + 2] as u32) << 16 | (raw[b + 3] as u32) << 24) as f64;
                     i += 1;
                 }
                 Buf::F(v)
             }
-            DType::F64 => Buf::F(
-                raw.chunks_exact(8)
-                    .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-                    .collect(),
-            ),
+            DType::F64 => Buf::F(raw.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect()),
             DType::F16 | DType::BF16 => {
                 let fmt = minifloat_of(dtype).ok_or_else(|| internal(op, "no format"))?;
-                Buf::F(
-                    raw.chunks_exact(2)
-                        .map(|c| fmt.decode(u32::from(u16::from_le_bytes([c[0], c[1]]))))
-                        .collect(),
-                )
+                Buf::F(raw.chunks_exact(2).map(|c| fmt.decode(u32::from(u16::from_le_bytes([c[0], c[1]])))).collect())
             }
             DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ => {
                 let fmt = minifloat_of(dtype).ok_or_else(|| internal(op, "no format"))?;
@@ -472,45 +367,24 @@ impl Arr {
             }
             DType::F4E2M1 | DType::F6E2M3 | DType::F6E3M2 => {
                 let fmt = minifloat_of(dtype).ok_or_else(|| internal(op, "no format"))?;
-                Buf::F(
-                    read_packed(raw, n, dtype.bits() as usize)
-                        .into_iter()
-                        .map(|c| fmt.decode(c))
-                        .collect(),
-                )
+                Buf::F(read_packed(raw, n, dtype.bits() as usize).into_iter().map(|c| fmt.decode(c)).collect())
             }
             DType::F8E8M0 => Buf::F(raw.iter().map(|&b| minifloat::e8m0_decode(b)).collect()),
-            DType::I8 | DType::I16 | DType::I32 | DType::I64 => {
-                Buf::I(read_ints(raw, (dtype.bits() / 8) as usize, true))
-            }
-            DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
-                Buf::I(read_ints(raw, (dtype.bits() / 8) as usize, false))
-            }
+            DType::I8 | DType::I16 | DType::I32 | DType::I64 => Buf::I(read_ints(raw, (dtype.bits() / 8) as usize, true)),
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => Buf::I(read_ints(raw, (dtype.bits() / 8) as usize, false)),
             DType::I4 | DType::I2 => {
                 let bits = dtype.bits() as usize;
-                Buf::I(
-                    read_packed(raw, n, bits)
-                        .into_iter()
-                        .map(|c| sign_extend(c, bits))
-                        .collect(),
-                )
+                Buf::I(read_packed(raw, n, bits).into_iter().map(|c| sign_extend(c, bits)).collect())
             }
-            DType::U4 | DType::U2 => Buf::I(
-                read_packed(raw, n, dtype.bits() as usize)
-                    .into_iter()
-                    .map(i128::from)
-                    .collect(),
-            ),
+            DType::U4 | DType::U2 => Buf::I(read_packed(raw, n, dtype.bits() as usize).into_iter().map(i128::from).collect()),
             DType::Bool => Buf::B(raw.iter().map(|&b| b != 0).collect()),
-            DType::String | DType::C64 | DType::C128 => {
-                return Err(unsupported(op, format!("element type {dtype}")));
-            }
+            DType::String | DType::C64 | DType::C128 => return Err(unsupported(op, format!("element type {dtype}"))),
         };
         Ok(Arr { dtype, shape, buf })
     }
 
     /// Encodes the array as a tensor of its dtype: integers wrap; floats round to nearest even
-    /// without saturation (Cast applies its saturation rules before this).
+/// without saturation (Cast applies its saturation rules before this).
     pub(crate) fn into_tensor(self, op: &'static str) -> Result<Tensor> {
         let dtype = self.dtype;
         let shape: Vec<u64> = self.shape.iter().map(|&d| d as u64).collect();
@@ -519,13 +393,7 @@ impl Arr {
             return Err(internal(op, "element count does not match the shape"));
         }
         let bytes: Vec<u8> = match (&self.buf, dtype.kind()) {
-            (Buf::S(s), DTypeKind::String) => {
-                return Ok(Tensor {
-                    dtype,
-                    shape,
-                    data: TensorData::Strings(s.clone()),
-                });
-            }
+            (Buf::S(s), DTypeKind::String) => return Ok(Tensor { dtype, shape, data: TensorData::Strings(s.clone()) }),
             (Buf::F(v), DTypeKind::Float) => match dtype {
                 DType::F32 => {
                     let mut out = vec![0u8; 4 * n];
@@ -542,23 +410,14 @@ impl Arr {
                 }
                 DType::F64 => v.iter().flat_map(|&x| x.to_le_bytes()).collect(),
                 // Cast has already rounded e8m0 results to powers of two, which truncation keeps.
-                DType::F8E8M0 => v
-                    .iter()
-                    .map(|&x| minifloat::e8m0_encode(x, true, E8M0Round::Down))
-                    .collect(),
+                DType::F8E8M0 => v.iter().map(|&x| minifloat::e8m0_encode(x, true, E8M0Round::Down)).collect(),
                 DType::F4E2M1 | DType::F6E2M3 | DType::F6E3M2 => {
                     let fmt = minifloat_of(dtype).ok_or_else(|| internal(op, "no format"))?;
-                    write_packed(
-                        v.iter().map(|&x| fmt.encode(x, false)),
-                        n,
-                        dtype.bits() as usize,
-                    )
+                    write_packed(v.iter().map(|&x| fmt.encode(x, false)), n, dtype.bits() as usize)
                 }
                 DType::F16 | DType::BF16 => {
                     let fmt = minifloat_of(dtype).ok_or_else(|| internal(op, "no format"))?;
-                    v.iter()
-                        .flat_map(|&x| (fmt.encode(x, false) as u16).to_le_bytes())
-                        .collect()
+                    v.iter().flat_map(|&x| (fmt.encode(x, false) as u16).to_le_bytes()).collect()
                 }
                 _ => {
                     let fmt = minifloat_of(dtype).ok_or_else(|| internal(op, "no format"))?;
@@ -571,24 +430,13 @@ impl Arr {
                     write_packed(v.iter().map(|&x| wrap_int(x, dtype) as u32), n, bits)
                 } else {
                     let width = bits / 8;
-                    v.iter()
-                        .flat_map(|&x| wrap_int(x, dtype).to_le_bytes().into_iter().take(width))
-                        .collect()
+                    v.iter().flat_map(|&x| wrap_int(x, dtype).to_le_bytes().into_iter().take(width)).collect()
                 }
             }
             (Buf::B(v), DTypeKind::Bool) => v.iter().map(|&b| u8::from(b)).collect(),
-            _ => {
-                return Err(internal(
-                    op,
-                    &format!("{dtype} result held in the wrong element kind"),
-                ));
-            }
+            _ => return Err(internal(op, &format!("{dtype} result held in the wrong element kind"))),
         };
-        Ok(Tensor {
-            dtype,
-            shape,
-            data: TensorData::Raw(Bytes::from(bytes)),
-        })
+        Ok(Tensor { dtype, shape, data: TensorData::Raw(Bytes::from(bytes)) })
     }
 }
 
@@ -630,26 +478,13 @@ pub(crate) fn broadcast_shape(op: &'static str, a: &[usize], b: &[usize]) -> Res
     let rank = a.len().max(b.len());
     let mut out = vec![0; rank];
     for i in 0..rank {
-        let da = if i + a.len() >= rank {
-            a[i + a.len() - rank]
-        } else {
-            1
-        };
-        let db = if i + b.len() >= rank {
-            b[i + b.len() - rank]
-        } else {
-            1
-        };
+        let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
+        let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
         out[i] = match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
             (x, 1) => x,
-            _ => {
-                return Err(invalid(
-                    op,
-                    format!("shapes {a:?} and {b:?} do not broadcast"),
-                ));
-            }
+            _ => return Err(invalid(op, format!("shapes {a:?} and {b:?} do not broadcast"))),
         };
     }
     Ok(out)
@@ -657,16 +492,9 @@ pub(crate) fn broadcast_shape(op: &'static str, a: &[usize], b: &[usize]) -> Res
 
 /// For each element of `out` (row-major), the offset of the element of an array of shape
 /// `shape` that broadcasts to it. `shape` must broadcast to `out`.
-pub(crate) fn broadcast_index(
-    op: &'static str,
-    shape: &[usize],
-    out: &[usize],
-) -> Result<Vec<usize>> {
+pub(crate) fn broadcast_index(op: &'static str, shape: &[usize], out: &[usize]) -> Result<Vec<usize>> {
     if shape.len() > out.len() {
-        return Err(invalid(
-            op,
-            format!("shape {shape:?} does not broadcast to {out:?}"),
-        ));
+        return Err(invalid(op, format!("shape {shape:?} does not broadcast to {out:?}")));
     }
     let lead = out.len() - shape.len();
     let st = strides(shape);
@@ -675,10 +503,7 @@ pub(crate) fn broadcast_index(
         if d == out[lead + i] {
             steps[lead + i] = st[i] as isize;
         } else if d != 1 {
-            return Err(invalid(
-                op,
-                format!("shape {shape:?} does not broadcast to {out:?}"),
-            ));
+            return Err(invalid(op, format!("shape {shape:?} does not broadcast to {out:?}")));
         }
     }
     Ok(walk(out, &steps, 0))
@@ -699,9 +524,5 @@ pub(crate) fn broadcast_to(op: &'static str, arr: &Arr, out: &[usize]) -> Result
 pub(crate) fn float_to_int(v: f64) -> i128 {
     let t = v.trunc();
     let (lo, hi) = (-(2f64.powi(63)), 2f64.powi(64));
-    if t.is_finite() && t > lo && t < hi {
-        t as i128
-    } else {
-        i128::from(i64::MIN)
-    }
+    if t.is_finite() && t > lo && t < hi { t as i128 } else { i128::from(i64::MIN) }
 }

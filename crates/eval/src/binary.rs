@@ -16,18 +16,14 @@ pub(crate) fn eval(op: &Op, a: &Args) -> Option<Result<Vec<Arr>>> {
         Op::Sub(_) => arith(a, |x, y| x - y, |x, y| Some(x.wrapping_sub(y))),
         Op::Mul(_) => arith(a, |x, y| x * y, |x, y| Some(x.wrapping_mul(y))),
         Op::Div(_) => arith(a, |x, y| x / y, |x, y| (y != 0).then(|| x.wrapping_div(y))),
-        Op::Mod(o) if o.fmod != 0 => {
-            arith(a, |x, y| x % y, |x, y| (y != 0).then(|| x.wrapping_rem(y)))
-        }
+        Op::Mod(o) if o.fmod != 0 => arith(a, |x, y| x % y, |x, y| (y != 0).then(|| x.wrapping_rem(y))),
         Op::Mod(_) => arith(a, floor_mod_f, floor_mod_i),
         Op::Pow(_) => pow(a),
         Op::Equal(_) => compare(a, |o| o == Some(Ordering::Equal)),
         Op::Less(_) => compare(a, |o| o == Some(Ordering::Less)),
         Op::LessOrEqual(_) => compare(a, |o| matches!(o, Some(Ordering::Less | Ordering::Equal))),
         Op::Greater(_) => compare(a, |o| o == Some(Ordering::Greater)),
-        Op::GreaterOrEqual(_) => compare(a, |o| {
-            matches!(o, Some(Ordering::Greater | Ordering::Equal))
-        }),
+        Op::GreaterOrEqual(_) => compare(a, |o| matches!(o, Some(Ordering::Greater | Ordering::Equal))),
         Op::And(_) => logical(a, |x, y| x && y),
         Op::Or(_) => logical(a, |x, y| x || y),
         Op::Xor(_) => logical(a, |x, y| x != y),
@@ -48,11 +44,7 @@ pub(crate) fn eval(op: &Op, a: &Args) -> Option<Result<Vec<Arr>>> {
 /// Python-style float modulo: the result takes the sign of the divisor.
 fn floor_mod_f(x: f64, y: f64) -> f64 {
     let r = x % y;
-    if r != 0.0 && (r < 0.0) != (y < 0.0) {
-        r + y
-    } else {
-        r
-    }
+    if r != 0.0 && (r < 0.0) != (y < 0.0) { r + y } else { r }
 }
 
 /// Python-style integer modulo; `None` for a zero divisor.
@@ -61,62 +53,33 @@ fn floor_mod_i(x: i128, y: i128) -> Option<i128> {
         return None;
     }
     let r = x.wrapping_rem(y);
-    Some(if r != 0 && (r < 0) != (y < 0) {
-        r + y
-    } else {
-        r
-    })
+    Some(if r != 0 && (r < 0) != (y < 0) { r + y } else { r })
 }
 
 /// NaN-propagating maximum (numpy `maximum`).
 fn max_f(x: f64, y: f64) -> f64 {
-    if x.is_nan() || y.is_nan() {
-        f64::NAN
-    } else {
-        x.max(y)
-    }
+    if x.is_nan() || y.is_nan() { f64::NAN } else { x.max(y) }
 }
 
 /// NaN-propagating minimum (numpy `minimum`).
 fn min_f(x: f64, y: f64) -> f64 {
-    if x.is_nan() || y.is_nan() {
-        f64::NAN
-    } else {
-        x.min(y)
-    }
+    if x.is_nan() || y.is_nan() { f64::NAN } else { x.min(y) }
 }
 
 /// `x` and `y` broadcast to their common shape.
 pub(crate) fn broadcast2(op: &'static str, x: &Arr, y: &Arr) -> Result<(Vec<usize>, Arr, Arr)> {
     let shape = broadcast_shape(op, &x.shape, &y.shape)?;
     numel(op, &shape)?;
-    Ok((
-        shape.clone(),
-        broadcast_to(op, x, &shape)?,
-        broadcast_to(op, y, &shape)?,
-    ))
+    Ok((shape.clone(), broadcast_to(op, x, &shape)?, broadcast_to(op, y, &shape)?))
 }
 
 fn same_dtype(op: &'static str, x: &Arr, y: &Arr) -> Result<()> {
-    if x.dtype == y.dtype {
-        Ok(())
-    } else {
-        Err(invalid(
-            op,
-            format!("operand types {} and {} differ", x.dtype, y.dtype),
-        ))
-    }
+    if x.dtype == y.dtype { Ok(()) } else { Err(invalid(op, format!("operand types {} and {} differ", x.dtype, y.dtype))) }
 }
 
 /// Combines two arrays of one numeric type elementwise; `g` answers `None` for an integer
 /// division by zero.
-fn combine(
-    op: &'static str,
-    x: &Arr,
-    y: &Arr,
-    f: &impl Fn(f64, f64) -> f64,
-    g: &impl Fn(i128, i128) -> Option<i128>,
-) -> Result<Arr> {
+fn combine(op: &'static str, x: &Arr, y: &Arr, f: &impl Fn(f64, f64) -> f64, g: &impl Fn(i128, i128) -> Option<i128>) -> Result<Arr> {
     same_dtype(op, x, y)?;
     let (shape, x, y) = broadcast2(op, x, y)?;
     let buf = match (&x.buf, &y.buf) {
@@ -130,18 +93,10 @@ fn combine(
         }
         _ => return Err(unsupported(op, format!("element type {}", x.dtype))),
     };
-    Ok(Arr {
-        dtype: x.dtype,
-        shape,
-        buf,
-    })
+    Ok(Arr { dtype: x.dtype, shape, buf })
 }
 
-fn arith(
-    a: &Args,
-    f: impl Fn(f64, f64) -> f64,
-    g: impl Fn(i128, i128) -> Option<i128>,
-) -> Result<Vec<Arr>> {
+fn arith(a: &Args, f: impl Fn(f64, f64) -> f64, g: impl Fn(i128, i128) -> Option<i128>) -> Result<Vec<Arr>> {
     Ok(vec![combine(a.op, &a.arr(0)?, &a.arr(1)?, &f, &g)?])
 }
 
@@ -149,9 +104,7 @@ fn arith_int(a: &Args, g: impl Fn(i128, i128) -> i128) -> Result<Vec<Arr>> {
     let (x, y) = (a.arr(0)?, a.arr(1)?);
     x.i(a.op)?;
     let no_float = |_: f64, _: f64| f64::NAN;
-    Ok(vec![combine(a.op, &x, &y, &no_float, &|u, v| {
-        Some(g(u, v))
-    })?])
+    Ok(vec![combine(a.op, &x, &y, &no_float, &|u, v| Some(g(u, v)))?])
 }
 
 /// Shifts by amounts in `[0, width)`; other amounts shift everything out (a negative value
@@ -159,38 +112,15 @@ fn arith_int(a: &Args, g: impl Fn(i128, i128) -> i128) -> Result<Vec<Arr>> {
 fn bit_shift(a: &Args, direction: &str) -> Result<Vec<Arr>> {
     let width = i128::from(a.tensor(0)?.dtype.bits());
     match direction {
-        "LEFT" => arith_int(a, |x, s| {
-            if (0..width).contains(&s) {
-                ((x as u128) << s) as i128
-            } else {
-                0
-            }
-        }),
-        "RIGHT" => arith_int(a, |x, s| {
-            if (0..width).contains(&s) {
-                x >> s
-            } else if x < 0 {
-                -1
-            } else {
-                0
-            }
-        }),
-        d => Err(invalid(
-            a.op,
-            format!("direction `{d}` is neither LEFT nor RIGHT"),
-        )),
+        "LEFT" => arith_int(a, |x, s| if (0..width).contains(&s) { ((x as u128) << s) as i128 } else { 0 }),
+        "RIGHT" => arith_int(a, |x, s| if (0..width).contains(&s) { x >> s } else if x < 0 { -1 } else { 0 }),
+        d => Err(invalid(a.op, format!("direction `{d}` is neither LEFT nor RIGHT"))),
     }
 }
 
-fn variadic(
-    a: &Args,
-    f: impl Fn(f64, f64) -> f64,
-    g: impl Fn(i128, i128) -> Option<i128>,
-) -> Result<Vec<Arr>> {
+fn variadic(a: &Args, f: impl Fn(f64, f64) -> f64, g: impl Fn(i128, i128) -> Option<i128>) -> Result<Vec<Arr>> {
     let mut all = a.all()?.into_iter();
-    let mut acc = all
-        .next()
-        .ok_or_else(|| invalid(a.op, "needs at least one input"))?;
+    let mut acc = all.next().ok_or_else(|| invalid(a.op, "needs at least one input"))?;
     for next in all {
         acc = combine(a.op, &acc, &next, &f, &g)?;
     }
@@ -212,12 +142,7 @@ fn pow(a: &Args) -> Result<Vec<Arr>> {
         (Buf::F(p), _) => Buf::F(zip_vec(p, &y.to_f64s(a.op)?, f64::powf)),
         (Buf::I(p), Buf::I(q)) => Buf::I(zip_vec(p, q, int_pow)),
         (Buf::I(p), Buf::F(q)) => Buf::I(zip_vec(p, q, |u, v| float_to_int((u as f64).powf(v)))),
-        _ => {
-            return Err(unsupported(
-                a.op,
-                format!("element types {} and {}", x.dtype, y.dtype),
-            ));
-        }
+        _ => return Err(unsupported(a.op, format!("element types {} and {}", x.dtype, y.dtype))),
     };
     Ok(vec![Arr { buf, ..x }])
 }
@@ -264,18 +189,10 @@ fn prelu(a: &Args) -> Result<Vec<Arr>> {
     let (shape, x, slope) = broadcast2(a.op, &x, &slope)?;
     let buf = match (&x.buf, &slope.buf) {
         (Buf::F(p), Buf::F(q)) => Buf::F(zip_vec(p, q, |u, s| if u < 0.0 { u * s } else { u })),
-        (Buf::I(p), Buf::I(q)) => Buf::I(zip_vec(
-            p,
-            q,
-            |u, s| if u < 0 { u.wrapping_mul(s) } else { u },
-        )),
+        (Buf::I(p), Buf::I(q)) => Buf::I(zip_vec(p, q, |u, s| if u < 0 { u.wrapping_mul(s) } else { u })),
         _ => return Err(unsupported(a.op, format!("element type {}", x.dtype))),
     };
-    Ok(vec![Arr {
-        dtype: x.dtype,
-        shape,
-        buf,
-    }])
+    Ok(vec![Arr { dtype: x.dtype, shape, buf }])
 }
 
 fn where_(a: &Args) -> Result<Vec<Arr>> {
@@ -284,16 +201,10 @@ fn where_(a: &Args) -> Result<Vec<Arr>> {
     let shape = broadcast_shape(a.op, &broadcast_shape(a.op, &c.shape, &x.shape)?, &y.shape)?;
     numel(a.op, &shape)?;
     let c = broadcast_to(a.op, &c, &shape)?;
-    let (x, y) = (
-        broadcast_to(a.op, &x, &shape)?,
-        broadcast_to(a.op, &y, &shape)?,
-    );
+    let (x, y) = (broadcast_to(a.op, &x, &shape)?, broadcast_to(a.op, &y, &shape)?);
     let mask = c.b(a.op)?;
     fn pick<T: Clone>(mask: &[bool], x: &[T], y: &[T]) -> Vec<T> {
-        mask.iter()
-            .zip(x.iter().zip(y))
-            .map(|(&m, (u, v))| if m { u.clone() } else { v.clone() })
-            .collect()
+        mask.iter().zip(x.iter().zip(y)).map(|(&m, (u, v))| if m { u.clone() } else { v.clone() }).collect()
     }
     let buf = match (&x.buf, &y.buf) {
         (Buf::F(p), Buf::F(q)) => Buf::F(pick(mask, p, q)),
@@ -302,9 +213,5 @@ fn where_(a: &Args) -> Result<Vec<Arr>> {
         (Buf::S(p), Buf::S(q)) => Buf::S(pick(mask, p, q)),
         _ => return Err(unsupported(a.op, format!("element type {}", x.dtype))),
     };
-    Ok(vec![Arr {
-        dtype: x.dtype,
-        shape,
-        buf,
-    }])
+    Ok(vec![Arr { dtype: x.dtype, shape, buf }])
 }

@@ -25,19 +25,9 @@ pub(crate) fn eval(op: &Op, a: &Args) -> Option<Result<Vec<Arr>>> {
             "up" => E8M0Round::Up,
             "down" => E8M0Round::Down,
             "nearest" => E8M0Round::Nearest,
-            m => {
-                return Err(invalid(
-                    a.op,
-                    format!("round_mode `{m}` is not up, down or nearest"),
-                ));
-            }
+            m => return Err(invalid(a.op, format!("round_mode `{m}` is not up, down or nearest"))),
         };
-        Ok(vec![cast(
-            a.op,
-            &a.arr(0)?,
-            to?,
-            Rounding { saturate, round },
-        )?])
+        Ok(vec![cast(a.op, &a.arr(0)?, to?, Rounding { saturate, round })?])
     })())
 }
 
@@ -52,10 +42,7 @@ pub(crate) struct Rounding {
 
 impl Default for Rounding {
     fn default() -> Rounding {
-        Rounding {
-            saturate: true,
-            round: E8M0Round::Up,
-        }
+        Rounding { saturate: true, round: E8M0Round::Up }
     }
 }
 
@@ -68,19 +55,12 @@ pub(crate) fn cast(op: &'static str, x: &Arr, to: DType, r: Rounding) -> Result<
             Buf::F(v) => v.iter().map(|&e| e != 0.0).collect(),
             Buf::I(v) => v.iter().map(|&e| e != 0).collect(),
             Buf::B(v) => v.clone(),
-            Buf::S(v) => v
-                .iter()
-                .map(|s| parse_f64(op, s).map(|f| f != 0.0))
-                .collect::<Result<_>>()?,
+            Buf::S(v) => v.iter().map(|s| parse_f64(op, s).map(|f| f != 0.0)).collect::<Result<_>>()?,
         }),
         DTypeKind::String => Buf::S(to_strings(x)),
         DTypeKind::Complex => return Err(unsupported(op, format!("cast to {to}"))),
     };
-    Ok(Arr {
-        dtype: to,
-        shape: x.shape.clone(),
-        buf,
-    })
+    Ok(Arr { dtype: to, shape: x.shape.clone(), buf })
 }
 
 /// Rounds each value to the float type `to`.
@@ -104,10 +84,7 @@ fn to_floats(op: &'static str, x: &Arr, to: DType, r: Rounding) -> Result<Vec<f6
         Buf::I(v) if to == DType::F32 => v.iter().map(|&e| f64::from(e as f32)).collect(),
         Buf::I(v) => v.iter().map(|&e| round(e as f64)).collect(),
         Buf::B(v) => v.iter().map(|&e| if e { 1.0 } else { 0.0 }).collect(),
-        Buf::S(v) => v
-            .iter()
-            .map(|s| parse_f64(op, s).map(round))
-            .collect::<Result<_>>()?,
+        Buf::S(v) => v.iter().map(|s| parse_f64(op, s).map(round)).collect::<Result<_>>()?,
     })
 }
 
@@ -120,9 +97,7 @@ fn to_ints(op: &'static str, x: &Arr, to: DType) -> Result<Vec<i128>> {
         Buf::S(v) => v
             .iter()
             .map(|s| {
-                let text = std::str::from_utf8(s)
-                    .map_err(|_| invalid(op, "string is not UTF-8"))?
-                    .trim();
+                let text = std::str::from_utf8(s).map_err(|_| invalid(op, "string is not UTF-8"))?.trim();
                 match text.parse::<i128>() {
                     Ok(i) => Ok(wrap_int(i, to)),
                     Err(_) => parse_f64(op, s).map(|f| wrap_int(float_to_int(f), to)),
@@ -134,17 +109,14 @@ fn to_ints(op: &'static str, x: &Arr, to: DType) -> Result<Vec<i128>> {
 
 /// Parses a numeric literal; `INF`, `+INF`, `-INF` and `NaN` in any case are special values.
 fn parse_f64(op: &'static str, s: &[u8]) -> Result<f64> {
-    let text = std::str::from_utf8(s)
-        .map_err(|_| invalid(op, "string is not UTF-8"))?
-        .trim();
+    let text = std::str::from_utf8(s).map_err(|_| invalid(op, "string is not UTF-8"))?.trim();
     match text.to_ascii_lowercase().as_str() {
         "inf" | "+inf" | "infinity" | "+infinity" => return Ok(f64::INFINITY),
         "-inf" | "-infinity" => return Ok(f64::NEG_INFINITY),
         "nan" | "+nan" | "-nan" => return Ok(f64::NAN),
         _ => {}
     }
-    text.parse::<f64>()
-        .map_err(|_| invalid(op, format!("`{text}` is not a number")))
+    text.parse::<f64>().map_err(|_| invalid(op, format!("`{text}` is not a number")))
 }
 
 /// Formats each value the way numpy's `astype(str)` does.
@@ -152,10 +124,7 @@ fn to_strings(x: &Arr) -> Vec<Bytes> {
     let text: Vec<String> = match &x.buf {
         Buf::F(v) => v.iter().map(|&e| float_text(e, x.dtype)).collect(),
         Buf::I(v) => v.iter().map(|e| e.to_string()).collect(),
-        Buf::B(v) => v
-            .iter()
-            .map(|&e| if e { "True" } else { "False" }.to_string())
-            .collect(),
+        Buf::B(v) => v.iter().map(|&e| if e { "True" } else { "False" }.to_string()).collect(),
         Buf::S(v) => return v.clone(),
     };
     text.into_iter().map(Bytes::from).collect()
@@ -170,24 +139,12 @@ fn float_text(v: f64, dtype: DType) -> String {
     if v.is_infinite() {
         return if v > 0.0 { "inf" } else { "-inf" }.into();
     }
-    let (sci, pos) = if dtype == DType::F64 {
-        (format!("{v:e}"), format!("{v}"))
-    } else {
-        (format!("{:e}", v as f32), format!("{}", v as f32))
-    };
+    let (sci, pos) = if dtype == DType::F64 { (format!("{v:e}"), format!("{v}")) } else { (format!("{:e}", v as f32), format!("{}", v as f32)) };
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     if (-4..16).contains(&exp) {
-        if pos.contains('.') {
-            pos
-        } else {
-            format!("{pos}.0")
-        }
+        if pos.contains('.') { pos } else { format!("{pos}.0") }
     } else {
-        format!(
-            "{mantissa}e{}{:02}",
-            if exp < 0 { '-' } else { '+' },
-            exp.abs()
-        )
+        format!("{mantissa}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
     }
 }

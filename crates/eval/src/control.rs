@@ -17,18 +17,13 @@ fn truth(op: &'static str, t: &Tensor) -> Result<bool> {
     let a = Arr::from_tensor(op, t)?;
     match a.b(op)? {
         [b] => Ok(*b),
-        v => Err(invalid(
-            op,
-            format!("condition must hold one bool, holds {}", v.len()),
-        )),
+        v => Err(invalid(op, format!("condition must hold one bool, holds {}", v.len()))),
     }
 }
 
 /// The region at `i`, or an error.
 fn region<'n>(op: &'static str, node: &'n Node, i: usize) -> Result<&'n Region> {
-    node.regions
-        .get(i)
-        .ok_or_else(|| invalid(op, format!("region {i} is missing")))
+    node.regions.get(i).ok_or_else(|| invalid(op, format!("region {i} is missing")))
 }
 
 /// Arrays of one shape stacked along a new axis 0; `empty` gives the dtype and item shape
@@ -37,14 +32,7 @@ fn stack(op: &'static str, items: &[Arr], empty: (kiln_tir::DType, Vec<usize>)) 
     let Some(first) = items.first() else {
         let mut shape = vec![0];
         shape.extend(empty.1);
-        let x = Arr::from_tensor(
-            op,
-            &Tensor {
-                dtype: empty.0,
-                shape: shape.iter().map(|&d| d as u64).collect(),
-                data: kiln_tir::TensorData::Raw(bytes::Bytes::new()),
-            },
-        )?;
+        let x = Arr::from_tensor(op, &Tensor { dtype: empty.0, shape: shape.iter().map(|&d| d as u64).collect(), data: kiln_tir::TensorData::Raw(bytes::Bytes::new()) })?;
         return Ok(x);
     };
     let mut shape = vec![items.len()];
@@ -52,46 +40,23 @@ fn stack(op: &'static str, items: &[Arr], empty: (kiln_tir::DType, Vec<usize>)) 
     let mut buf = first.buf.empty_like();
     for it in items {
         if it.shape != first.shape || it.dtype != first.dtype {
-            return Err(invalid(
-                op,
-                format!(
-                    "iteration outputs differ: {}{:?} vs {}{:?}",
-                    first.dtype, first.shape, it.dtype, it.shape
-                ),
-            ));
+            return Err(invalid(op, format!("iteration outputs differ: {}{:?} vs {}{:?}", first.dtype, first.shape, it.dtype, it.shape)));
         }
         buf.extend_range(op, &it.buf, 0..it.len())?;
     }
-    Ok(Arr {
-        dtype: first.dtype,
-        shape,
-        buf,
-    })
+    Ok(Arr { dtype: first.dtype, shape, buf })
 }
 
 impl Env<'_> {
     /// The declared dtype and dims (unknown dims as 0) of a value, for empty scan outputs.
     fn declared(&self, id: ValueId) -> (kiln_tir::DType, Vec<usize>) {
         let ty = self.g.ty(id);
-        (
-            ty.dtype,
-            ty.shape
-                .iter()
-                .map(|d| d.known().unwrap_or(0) as usize)
-                .collect(),
-        )
+        (ty.dtype, ty.shape.iter().map(|d| d.known().unwrap_or(0) as usize).collect())
     }
 
     fn bind_params(&mut self, op: &'static str, r: &Region, values: Vec<Tensor>) -> Result<()> {
         if r.params.len() != values.len() {
-            return Err(invalid(
-                op,
-                format!(
-                    "body takes {} parameters, {} given",
-                    r.params.len(),
-                    values.len()
-                ),
-            ));
+            return Err(invalid(op, format!("body takes {} parameters, {} given", r.params.len(), values.len())));
         }
         for (&p, t) in r.params.iter().zip(values) {
             self.set(p, t);
@@ -101,22 +66,12 @@ impl Env<'_> {
 
     /// Present inputs of `node` from position `from`, in order.
     fn inputs_from(&self, node: &Node, from: usize) -> Result<Vec<Tensor>> {
-        node.inputs
-            .iter()
-            .skip(from)
-            .flatten()
-            .map(|&v| self.get(v).cloned())
-            .collect()
+        node.inputs.iter().skip(from).flatten().map(|&v| self.get(v).cloned()).collect()
     }
 
     pub(crate) fn run_if(&mut self, node: &Node) -> Result<Vec<Tensor>> {
         const OP: &str = "if";
-        let cond = node
-            .inputs
-            .first()
-            .copied()
-            .flatten()
-            .ok_or_else(|| invalid(OP, "condition input is missing"))?;
+        let cond = node.inputs.first().copied().flatten().ok_or_else(|| invalid(OP, "condition input is missing"))?;
         let branch = region(OP, node, if truth(OP, self.get(cond)?)? { 0 } else { 1 })?;
         self.run_region(branch)?;
         self.results(branch)
@@ -127,13 +82,7 @@ impl Env<'_> {
         let body = region(OP, node, 0)?;
         let input = |i: usize| node.inputs.get(i).copied().flatten();
         let max_trip = match input(0) {
-            Some(m) => Some(
-                Arr::from_tensor(OP, self.get(m)?)?
-                    .as_i64s(OP)?
-                    .first()
-                    .copied()
-                    .ok_or_else(|| invalid(OP, "trip count is empty"))?,
-            ),
+            Some(m) => Some(Arr::from_tensor(OP, self.get(m)?)?.as_i64s(OP)?.first().copied().ok_or_else(|| invalid(OP, "trip count is empty"))?),
             None => None,
         };
         let mut cond = match input(1) {
@@ -141,37 +90,20 @@ impl Env<'_> {
             None => true,
         };
         let mut carried = self.inputs_from(node, 2)?;
-        let n_scan = body
-            .results
-            .len()
-            .checked_sub(1 + carried.len())
-            .ok_or_else(|| invalid(OP, "body has too few results"))?;
+        let n_scan = body.results.len().checked_sub(1 + carried.len()).ok_or_else(|| invalid(OP, "body has too few results"))?;
         let mut scans: Vec<Vec<Arr>> = vec![Vec::new(); n_scan];
         let mut i: i64 = 0;
         while cond && max_trip.is_none_or(|m| i < m) {
             if max_trip.is_none() && i >= MAX_ITERATIONS {
-                return Err(unsupported(
-                    OP,
-                    format!("loop ran {MAX_ITERATIONS} iterations without stopping"),
-                ));
+                return Err(unsupported(OP, format!("loop ran {MAX_ITERATIONS} iterations without stopping")));
             }
-            let mut params = vec![
-                Tensor::from_i64s(&[], &[i]),
-                Arr::bools(vec![], vec![cond]).into_tensor(OP)?,
-            ];
+            let mut params = vec![Tensor::from_i64s(&[], &[i]), Arr::bools(vec![], vec![cond]).into_tensor(OP)?];
             params.append(&mut carried);
             self.bind_params(OP, body, params)?;
             self.run_region(body)?;
             let mut results = self.results(body)?.into_iter();
-            cond = results
-                .next()
-                .map(|t| truth(OP, &t))
-                .transpose()?
-                .unwrap_or(false);
-            carried = results
-                .by_ref()
-                .take(body.results.len() - 1 - n_scan)
-                .collect();
+            cond = results.next().map(|t| truth(OP, &t)).transpose()?.unwrap_or(false);
+            carried = results.by_ref().take(body.results.len() - 1 - n_scan).collect();
             for (s, t) in scans.iter_mut().zip(results) {
                 s.push(Arr::from_tensor(OP, &t)?);
             }
@@ -190,16 +122,9 @@ impl Env<'_> {
         const OP: &str = "scan";
         let body = region(OP, node, 0)?;
         let all = self.inputs_from(node, 0)?;
-        let m = usize::try_from(o.num_scan_inputs)
-            .ok()
-            .filter(|&m| m <= all.len())
-            .ok_or_else(|| invalid(OP, "num_scan_inputs does not fit the inputs"))?;
+        let m = usize::try_from(o.num_scan_inputs).ok().filter(|&m| m <= all.len()).ok_or_else(|| invalid(OP, "num_scan_inputs does not fit the inputs"))?;
         let n = all.len() - m;
-        let k = body
-            .results
-            .len()
-            .checked_sub(n)
-            .ok_or_else(|| invalid(OP, "body has too few results"))?;
+        let k = body.results.len().checked_sub(n).ok_or_else(|| invalid(OP, "body has too few results"))?;
         let attr = |list: &[i64], i: usize| list.get(i).copied().unwrap_or(0);
         let mut seq_len = None;
         let mut scan_inputs = Vec::with_capacity(m);
@@ -220,11 +145,7 @@ impl Env<'_> {
                 let at = if *reverse { len - 1 - t } else { t };
                 let mut shape = x.shape.clone();
                 shape.remove(*ax);
-                params.push(
-                    slice_axis(OP, x, *ax, at, 1)?
-                        .with_shape(shape)
-                        .into_tensor(OP)?,
-                );
+                params.push(slice_axis(OP, x, *ax, at, 1)?.with_shape(shape).into_tensor(OP)?);
             }
             self.bind_params(OP, body, params)?;
             self.run_region(body)?;

@@ -33,45 +33,17 @@ struct Dims {
 /// Checks the ranks and types of X and W, `group` and `kernel_shape`.
 fn dims(a: &Args, x: &Arr, w: &Arr, group: i64, kernel_shape: &[i64]) -> Result<Dims> {
     if x.shape.len() < 3 || w.shape.len() != x.shape.len() {
-        return Err(invalid(
-            a.op,
-            format!(
-                "input {:?} and weight {:?} must have one rank of 3 or more",
-                x.shape, w.shape
-            ),
-        ));
+        return Err(invalid(a.op, format!("input {:?} and weight {:?} must have one rank of 3 or more", x.shape, w.shape)));
     }
     if x.dtype != w.dtype {
-        return Err(invalid(
-            a.op,
-            format!(
-                "input type {} differs from weight type {}",
-                x.dtype, w.dtype
-            ),
-        ));
+        return Err(invalid(a.op, format!("input type {} differs from weight type {}", x.dtype, w.dtype)));
     }
-    let groups = usize::try_from(group)
-        .ok()
-        .filter(|&g| g > 0)
-        .ok_or_else(|| invalid(a.op, format!("group {group} must be positive")))?;
+    let groups = usize::try_from(group).ok().filter(|&g| g > 0).ok_or_else(|| invalid(a.op, format!("group {group} must be positive")))?;
     let kernel = w.shape[2..].to_vec();
-    if !kernel_shape.is_empty()
-        && kernel_shape
-            .iter()
-            .map(|&k| k as usize)
-            .ne(kernel.iter().copied())
-    {
-        return Err(invalid(
-            a.op,
-            format!("kernel_shape {kernel_shape:?} differs from the weight's {kernel:?}"),
-        ));
+    if !kernel_shape.is_empty() && kernel_shape.iter().map(|&k| k as usize).ne(kernel.iter().copied()) {
+        return Err(invalid(a.op, format!("kernel_shape {kernel_shape:?} differs from the weight's {kernel:?}")));
     }
-    Ok(Dims {
-        batch: x.shape[0],
-        in_channels: x.shape[1],
-        groups,
-        kernel,
-    })
+    Ok(Dims { batch: x.shape[0], in_channels: x.shape[1], groups, kernel })
 }
 
 /// The bias input, checked to hold one value per output channel.
@@ -79,10 +51,7 @@ fn bias(a: &Args, channels: usize) -> Result<Vec<f64>> {
     match a.opt_arr(2)? {
         None => Ok(vec![0.0; channels]),
         Some(b) if b.len() == channels => Ok(b.f(a.op)?.to_vec()),
-        Some(b) => Err(invalid(
-            a.op,
-            format!("bias has {} values for {channels} output channels", b.len()),
-        )),
+        Some(b) => Err(invalid(a.op, format!("bias has {} values for {channels} output channels", b.len()))),
     }
 }
 
@@ -91,22 +60,10 @@ fn conv(a: &Args, o: &Conv) -> Result<Vec<Arr>> {
     let d = dims(a, &x, &w, o.group, &o.kernel_shape)?;
     let (m, cg) = (w.shape[0], w.shape[1]);
     if d.in_channels != cg * d.groups || m % d.groups != 0 {
-        return Err(invalid(
-            a.op,
-            format!(
-                "{} input channels and weight {:?} do not fit group {}",
-                d.in_channels, w.shape, d.groups
-            ),
-        ));
+        return Err(invalid(a.op, format!("{} input channels and weight {:?} do not fit group {}", d.in_channels, w.shape, d.groups)));
     }
     let mg = m / d.groups;
-    let attrs = WindowAttrs {
-        auto_pad: o.auto_pad,
-        strides: &o.strides,
-        dilations: &o.dilations,
-        pads: &o.pads,
-        ceil_mode: false,
-    };
+    let attrs = WindowAttrs { auto_pad: o.auto_pad, strides: &o.strides, dilations: &o.dilations, pads: &o.pads, ceil_mode: false };
     let win = Window::new(a.op, &x.shape[2..], &d.kernel, &attrs)?;
     let (kl, ol, il) = (win.kernel_len(), win.output_len(), win.input_len());
     let taps = win.taps();
@@ -145,13 +102,7 @@ fn conv_transpose(a: &Args, o: &ConvTranspose) -> Result<Vec<Arr>> {
     let (x, w) = (a.arr(0)?, a.arr(1)?);
     let d = dims(a, &x, &w, o.group, &o.kernel_shape)?;
     if w.shape[0] != d.in_channels || d.in_channels % d.groups != 0 {
-        return Err(invalid(
-            a.op,
-            format!(
-                "{} input channels and weight {:?} do not fit group {}",
-                d.in_channels, w.shape, d.groups
-            ),
-        ));
+        return Err(invalid(a.op, format!("{} input channels and weight {:?} do not fit group {}", d.in_channels, w.shape, d.groups)));
     }
     let (cg, mg) = (d.in_channels / d.groups, w.shape[1]);
     let m = mg * d.groups;
@@ -162,10 +113,7 @@ fn conv_transpose(a: &Args, o: &ConvTranspose) -> Result<Vec<Arr>> {
         match v.len() {
             0 => Ok(vec![default; rank]),
             n if n == rank => Ok(v.iter().map(|&e| i128::from(e)).collect()),
-            n => Err(invalid(
-                a.op,
-                format!("{name} has {n} values for {rank} spatial dims"),
-            )),
+            n => Err(invalid(a.op, format!("{name} has {n} values for {rank} spatial dims"))),
         }
     };
     let strides_ = list("strides", &o.strides, 1)?;
@@ -174,16 +122,9 @@ fn conv_transpose(a: &Args, o: &ConvTranspose) -> Result<Vec<Arr>> {
     if strides_.iter().chain(&dil).any(|&v| v <= 0) {
         return Err(invalid(a.op, "strides and dilations must be positive"));
     }
-    let mut pads: Vec<i128> = if o.pads.is_empty() {
-        vec![0; 2 * rank]
-    } else {
-        o.pads.iter().map(|&p| i128::from(p)).collect()
-    };
+    let mut pads: Vec<i128> = if o.pads.is_empty() { vec![0; 2 * rank] } else { o.pads.iter().map(|&p| i128::from(p)).collect() };
     if pads.len() != 2 * rank {
-        return Err(invalid(
-            a.op,
-            format!("pads has {} values for {rank} spatial dims", pads.len()),
-        ));
+        return Err(invalid(a.op, format!("pads has {} values for {rank} spatial dims", pads.len())));
     }
     let mut output = vec![0i128; rank];
     for dd in 0..rank {
@@ -196,11 +137,7 @@ fn conv_transpose(a: &Args, o: &ConvTranspose) -> Result<Vec<Arr>> {
         };
         if let Some(out) = wanted {
             let total = (full - out).max(0);
-            let (b, e) = if o.auto_pad == AutoPad::SameUpper {
-                (total / 2, total - total / 2)
-            } else {
-                (total - total / 2, total / 2)
-            };
+            let (b, e) = if o.auto_pad == AutoPad::SameUpper { (total / 2, total - total / 2) } else { (total - total / 2, total / 2) };
             pads[dd] = b;
             pads[dd + rank] = e;
             output[dd] = out;
@@ -208,21 +145,14 @@ fn conv_transpose(a: &Args, o: &ConvTranspose) -> Result<Vec<Arr>> {
             output[dd] = full - pads[dd] - pads[dd + rank];
         }
         if !(0..=i128::from(u32::MAX)).contains(&output[dd]) {
-            return Err(invalid(
-                a.op,
-                format!("output size {} is out of range", output[dd]),
-            ));
+            return Err(invalid(a.op, format!("output size {} is out of range", output[dd])));
         }
     }
     let output: Vec<usize> = output.iter().map(|&v| v as usize).collect();
     let mut shape = vec![d.batch, m];
     shape.extend(&output);
     let mut out = vec![0.0; numel(a.op, &shape)?];
-    let (ol, il, kl) = (
-        output.iter().product::<usize>(),
-        input.iter().product::<usize>(),
-        d.kernel.iter().product::<usize>(),
-    );
+    let (ol, il, kl) = (output.iter().product::<usize>(), input.iter().product::<usize>(), d.kernel.iter().product::<usize>());
     let ost = strides(&output);
     // For each (kernel position, input position), the output offset it adds into.
     let mut scatter = Vec::with_capacity(kl * il);
@@ -231,9 +161,7 @@ fn conv_transpose(a: &Args, o: &ConvTranspose) -> Result<Vec<Arr>> {
             let mut off = Some(0usize);
             for dd in 0..rank {
                 let pos = ic[dd] as i128 * strides_[dd] + kc[dd] as i128 * dil[dd] - pads[dd];
-                off = off
-                    .filter(|_| (0..output[dd] as i128).contains(&pos))
-                    .map(|v| v + pos as usize * ost[dd]);
+                off = off.filter(|_| (0..output[dd] as i128).contains(&pos)).map(|v| v + pos as usize * ost[dd]);
             }
             scatter.push(off);
         }

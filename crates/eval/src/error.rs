@@ -60,16 +60,10 @@ pub type Result<T, E = EvalError> = std::result::Result<T, E>;
 
 /// An [`EvalError::Invalid`] for `op`.
 pub(crate) fn invalid(op: &'static str, reason: impl Into<String>) -> EvalError {
-    EvalError::Invalid {
-        op,
-        reason: reason.into(),
-    }
+    EvalError::Invalid { op, reason: reason.into() }
 }
 
 /// An [`EvalError::Unsupported`] for `op`.
 pub(crate) fn unsupported(op: &'static str, reason: impl Into<String>) -> EvalError {
-    EvalError::Unsupported {
-        op,
-        reason: reason.into(),
-    }
+    EvalError::Unsupported { op, reason: reason.into() }
 }

@@ -7,7 +7,7 @@
 //! constant. The importer folds as it goes; [`fold_graph`] folds again after input shapes or
 //! values are bound. Float arithmetic and large tensors are left to the optimizer.
 
-use kiln_tir::infer::{InferInput, RegionSig, infer_op};
+use kiln_tir::infer::{infer_op, InferInput, RegionSig};
 use kiln_tir::{DType, Dim, Graph, NodeId, Op, OpKind, Tensor, TensorType, ValueDef, ValueId};
 
 /// Ops that appear in shape arithmetic.
@@ -56,12 +56,7 @@ fn is_shape_dtype(d: DType) -> bool {
 }
 
 /// The node's outputs as constants, if it is a shape computation whose inputs are all known.
-pub fn fold_node(
-    g: &Graph,
-    op: &Op,
-    inputs: &[Option<ValueId>],
-    outputs: &[TensorType],
-) -> Option<Vec<Tensor>> {
+pub fn fold_node(g: &Graph, op: &Op, inputs: &[Option<ValueId>], outputs: &[TensorType]) -> Option<Vec<Tensor>> {
     let kind = op.kind();
     if !SHAPE_OPS.contains(&kind) || outputs.is_empty() {
         return None;
@@ -82,10 +77,7 @@ pub fn fold_node(
                 let clamp = |i: i64| (if i < 0 { i + rank } else { i }).clamp(0, rank) as usize;
                 let start = clamp(s.start);
                 let end = clamp(s.end.unwrap_or(rank));
-                dims.get(start..end.max(start))?
-                    .iter()
-                    .map(|&d| i64::try_from(d).ok())
-                    .collect::<Option<_>>()?
+                dims.get(start..end.max(start))?.iter().map(|&d| i64::try_from(d).ok()).collect::<Option<_>>()?
             }
             _ => return None,
         };
@@ -107,8 +99,7 @@ pub fn fold_node(
     }
     let results = crate::eval_op(op, &tensors, outputs.len()).ok()?;
     // The evaluator's answer must agree with inference, or the fold is not trusted.
-    let agrees =
-        results.len() == outputs.len() && results.iter().zip(outputs).all(|(r, t)| r.ty() == *t);
+    let agrees = results.len() == outputs.len() && results.iter().zip(outputs).all(|(r, t)| r.ty() == *t);
     agrees.then_some(results)
 }
 
@@ -122,23 +113,11 @@ pub fn fold_graph(g: &mut Graph) -> usize {
     for n in g.body.nodes.clone() {
         let node = g.node(n).clone();
         let types = {
-            let inputs: Vec<Option<InferInput<'_>>> = node
-                .inputs
-                .iter()
-                .map(|i| {
-                    i.map(|v| InferInput {
-                        ty: g.ty(v),
-                        value: g.const_value(v),
-                    })
-                })
-                .collect();
+            let inputs: Vec<Option<InferInput<'_>>> = node.inputs.iter().map(|i| i.map(|v| InferInput { ty: g.ty(v), value: g.const_value(v) })).collect();
             let regions: Vec<RegionSig> = node
                 .regions
                 .iter()
-                .map(|r| RegionSig {
-                    params: r.params.iter().map(|&p| g.ty(p).clone()).collect(),
-                    results: r.results.iter().map(|&p| g.ty(p).clone()).collect(),
-                })
+                .map(|r| RegionSig { params: r.params.iter().map(|&p| g.ty(p).clone()).collect(), results: r.results.iter().map(|&p| g.ty(p).clone()).collect() })
                 .collect();
             let mut fresh = || {
                 fresh_count += 1;

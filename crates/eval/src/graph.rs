@@ -12,14 +12,7 @@ use crate::error::{EvalError, Result};
 pub fn eval_graph(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
     let params = g.inputs();
     if inputs.len() != params.len() {
-        return Err(EvalError::BadInput {
-            index: inputs.len().min(params.len()),
-            reason: format!(
-                "graph takes {} inputs, {} given",
-                params.len(),
-                inputs.len()
-            ),
-        });
+        return Err(EvalError::BadInput { index: inputs.len().min(params.len()), reason: format!("graph takes {} inputs, {} given", params.len(), inputs.len()) });
     }
     let mut env = Env::new(g);
     for (index, (&id, t)) in params.iter().zip(inputs).enumerate() {
@@ -34,33 +27,20 @@ pub fn eval_graph(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
 fn check_input(g: &Graph, id: ValueId, t: &Tensor) -> std::result::Result<(), String> {
     let ty = g.ty(id);
     if ty.dtype != t.dtype {
-        return Err(format!(
-            "expected element type {}, got {}",
-            ty.dtype, t.dtype
-        ));
+        return Err(format!("expected element type {}, got {}", ty.dtype, t.dtype));
     }
     let rank_ok = ty.shape.len() == t.shape.len();
-    let dims_ok = rank_ok
-        && ty
-            .shape
-            .iter()
-            .zip(&t.shape)
-            .all(|(d, &n)| d.known().is_none_or(|k| k == n));
+    let dims_ok = rank_ok && ty.shape.iter().zip(&t.shape).all(|(d, &n)| d.known().is_none_or(|k| k == n));
     if !dims_ok {
         return Err(format!("expected shape {ty}, got {:?}", t.shape));
     }
     let bytes_ok = match &t.data {
-        TensorData::Raw(b) => {
-            t.numel().and_then(|n| t.dtype.storage_bytes(n)) == Some(b.len() as u64)
-        }
+        TensorData::Raw(b) => t.numel().and_then(|n| t.dtype.storage_bytes(n)) == Some(b.len() as u64),
         TensorData::Strings(s) => t.numel() == Some(s.len() as u64),
         TensorData::Absent => false,
     };
     if !bytes_ok {
-        return Err(format!(
-            "data does not hold {:?} elements of {}",
-            t.shape, t.dtype
-        ));
+        return Err(format!("data does not hold {:?} elements of {}", t.shape, t.dtype));
     }
     Ok(())
 }
@@ -73,20 +53,13 @@ pub(crate) struct Env<'g> {
 
 impl<'g> Env<'g> {
     fn new(g: &'g Graph) -> Env<'g> {
-        Env {
-            g,
-            vals: vec![None; g.values.len()],
-        }
+        Env { g, vals: vec![None; g.values.len()] }
     }
 
     /// A printable name for a value.
     fn value_name(&self, id: ValueId) -> String {
         let name = &self.g.value(id).name;
-        if name.is_empty() {
-            id.to_string()
-        } else {
-            name.clone()
-        }
+        if name.is_empty() { id.to_string() } else { name.clone() }
     }
 
     /// Binds `id` to `t`.
@@ -103,9 +76,7 @@ impl<'g> Env<'g> {
         }
         match self.g.values.get(id.index()).map(|v| &v.def) {
             Some(ValueDef::Const(t)) if t.data != TensorData::Absent => Ok(t),
-            _ => Err(EvalError::MissingData {
-                value: self.value_name(id),
-            }),
+            _ => Err(EvalError::MissingData { value: self.value_name(id) }),
         }
     }
 
@@ -114,14 +85,7 @@ impl<'g> Env<'g> {
         for &n in &r.nodes {
             self.run_node(n).map_err(|e| {
                 let node = self.g.node(n);
-                EvalError::AtNode {
-                    node: if node.name.is_empty() {
-                        n.to_string()
-                    } else {
-                        node.name.clone()
-                    },
-                    source: Box::new(e),
-                }
+                EvalError::AtNode { node: if node.name.is_empty() { n.to_string() } else { node.name.clone() }, source: Box::new(e) }
             })?;
         }
         Ok(())
@@ -139,11 +103,7 @@ impl<'g> Env<'g> {
             Op::Loop(_) => self.run_loop(node)?,
             Op::Scan(o) => self.run_scan(node, o)?,
             op => {
-                let ins = node
-                    .inputs
-                    .iter()
-                    .map(|i| i.map(|v| self.get(v)).transpose())
-                    .collect::<Result<Vec<_>>>()?;
+                let ins = node.inputs.iter().map(|i| i.map(|v| self.get(v)).transpose()).collect::<Result<Vec<_>>>()?;
                 crate::eval_op(op, &ins, node.outputs.len())?
             }
         };

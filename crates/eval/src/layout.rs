@@ -5,9 +5,7 @@ use kiln_tir::Op;
 use kiln_tir::op::{DepthToSpaceMode, PadMode};
 
 use crate::args::Args;
-use crate::array::{
-    Arr, Buf, broadcast_shape, broadcast_to, internal, norm_axis, numel, strides, walk,
-};
+use crate::array::{Arr, Buf, broadcast_shape, broadcast_to, internal, norm_axis, numel, strides, walk};
 use crate::error::{Result, invalid, unsupported};
 use crate::shape_ops::{dims_input, norm_axes};
 
@@ -15,11 +13,7 @@ use crate::shape_ops::{dims_input, norm_axes};
 pub(crate) fn eval(op: &Op, a: &Args) -> Option<Result<Vec<Arr>>> {
     Some(match op {
         Op::Transpose(o) => a.arr(0).and_then(|x| {
-            let perm = if o.perm.is_empty() {
-                (0..x.shape.len()).rev().collect()
-            } else {
-                perm_of(a.op, &o.perm, x.shape.len())?
-            };
+            let perm = if o.perm.is_empty() { (0..x.shape.len()).rev().collect() } else { perm_of(a.op, &o.perm, x.shape.len())? };
             Ok(vec![transpose(a.op, &x, &perm)?])
         }),
         Op::Expand(_) => expand(a),
@@ -39,10 +33,7 @@ pub(crate) fn eval(op: &Op, a: &Args) -> Option<Result<Vec<Arr>>> {
 fn perm_of(op: &'static str, perm: &[i64], rank: usize) -> Result<Vec<usize>> {
     let p = norm_axes(op, perm, rank)?;
     if p.len() != rank {
-        return Err(invalid(
-            op,
-            format!("perm {perm:?} does not permute {rank} axes"),
-        ));
+        return Err(invalid(op, format!("perm {perm:?} does not permute {rank} axes")));
     }
     Ok(p)
 }
@@ -64,24 +55,15 @@ fn expand(a: &Args) -> Result<Vec<Arr>> {
 
 /// Joins arrays along `axis`.
 pub(crate) fn concat(op: &'static str, xs: &[Arr], axis: i64) -> Result<Arr> {
-    let first = xs
-        .first()
-        .ok_or_else(|| invalid(op, "needs at least one input"))?;
+    let first = xs.first().ok_or_else(|| invalid(op, "needs at least one input"))?;
     let rank = first.shape.len();
     let ax = norm_axis(op, axis, rank)?;
     let mut shape = first.shape.clone();
     shape[ax] = 0;
     for x in xs {
-        let same_rest =
-            x.shape.len() == rank && (0..rank).all(|d| d == ax || x.shape[d] == first.shape[d]);
+        let same_rest = x.shape.len() == rank && (0..rank).all(|d| d == ax || x.shape[d] == first.shape[d]);
         if !same_rest || x.dtype != first.dtype {
-            return Err(invalid(
-                op,
-                format!(
-                    "cannot join {}{:?} and {}{:?} along axis {ax}",
-                    first.dtype, first.shape, x.dtype, x.shape
-                ),
-            ));
+            return Err(invalid(op, format!("cannot join {}{:?} and {}{:?} along axis {ax}", first.dtype, first.shape, x.dtype, x.shape)));
         }
         shape[ax] += x.shape[ax];
     }
@@ -95,21 +77,11 @@ pub(crate) fn concat(op: &'static str, xs: &[Arr], axis: i64) -> Result<Arr> {
             buf.extend_range(op, &x.buf, o * chunk..(o + 1) * chunk)?;
         }
     }
-    Ok(Arr {
-        dtype: first.dtype,
-        shape,
-        buf,
-    })
+    Ok(Arr { dtype: first.dtype, shape, buf })
 }
 
 /// The part `start..start + len` of `x` along `axis`.
-pub(crate) fn slice_axis(
-    op: &'static str,
-    x: &Arr,
-    axis: usize,
-    start: usize,
-    len: usize,
-) -> Result<Arr> {
+pub(crate) fn slice_axis(op: &'static str, x: &Arr, axis: usize, start: usize, len: usize) -> Result<Arr> {
     let outer: usize = x.shape[..axis].iter().product();
     let inner: usize = x.shape[axis + 1..].iter().product();
     let dim = x.shape[axis];
@@ -123,11 +95,7 @@ pub(crate) fn slice_axis(
     }
     let mut shape = x.shape.clone();
     shape[axis] = len;
-    Ok(Arr {
-        dtype: x.dtype,
-        shape,
-        buf,
-    })
+    Ok(Arr { dtype: x.dtype, shape, buf })
 }
 
 fn split(a: &Args, axis: i64, num_outputs: Option<i64>) -> Result<Vec<Arr>> {
@@ -136,26 +104,15 @@ fn split(a: &Args, axis: i64, num_outputs: Option<i64>) -> Result<Vec<Arr>> {
     let dim = x.shape[ax];
     let sizes: Vec<usize> = match a.opt_i64s(1)? {
         Some(split) => {
-            let sizes: Vec<usize> = split
-                .iter()
-                .map(|&s| {
-                    usize::try_from(s)
-                        .map_err(|_| invalid(a.op, format!("split size {s} is negative")))
-                })
-                .collect::<Result<_>>()?;
+            let sizes: Vec<usize> = split.iter().map(|&s| usize::try_from(s).map_err(|_| invalid(a.op, format!("split size {s} is negative")))).collect::<Result<_>>()?;
             if sizes.iter().sum::<usize>() != dim {
-                return Err(invalid(
-                    a.op,
-                    format!("split sizes {split:?} do not add up to {dim}"),
-                ));
+                return Err(invalid(a.op, format!("split sizes {split:?} do not add up to {dim}")));
             }
             sizes
         }
         None => {
             let n = match num_outputs {
-                Some(n) => {
-                    usize::try_from(n).map_err(|_| invalid(a.op, "num_outputs is negative"))?
-                }
+                Some(n) => usize::try_from(n).map_err(|_| invalid(a.op, "num_outputs is negative"))?,
                 None => a.num_outputs,
             };
             if n == 0 {
@@ -195,10 +152,7 @@ fn slice(a: &Args) -> Result<Vec<Arr>> {
     };
     let steps = a.opt_i64s(4)?.unwrap_or_else(|| vec![1; starts.len()]);
     if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
-        return Err(invalid(
-            a.op,
-            "starts, ends, axes and steps differ in length",
-        ));
+        return Err(invalid(a.op, "starts, ends, axes and steps differ in length"));
     }
     let st = strides(&x.shape);
     let mut shape = x.shape.clone();
@@ -212,13 +166,7 @@ fn slice(a: &Args) -> Result<Vec<Arr>> {
         if step == 0 {
             return Err(invalid(a.op, "step is zero"));
         }
-        let adjust = |v: i64| {
-            if v < 0 {
-                i128::from(v) + dim
-            } else {
-                i128::from(v)
-            }
-        };
+        let adjust = |v: i64| if v < 0 { i128::from(v) + dim } else { i128::from(v) };
         let (mut s, mut e) = (adjust(starts[j]), adjust(ends[j]));
         let len = if dim == 0 {
             s = 0;
@@ -238,14 +186,8 @@ fn slice(a: &Args) -> Result<Vec<Arr>> {
         base += (s as usize * st[ax]) as isize;
     }
     numel(a.op, &shape)?;
-    let walk_steps: Vec<isize> = (0..rank)
-        .map(|d| step_of[d] as isize * st[d] as isize)
-        .collect();
-    let idx = if shape.contains(&0) {
-        Vec::new()
-    } else {
-        walk(&shape, &walk_steps, base)
-    };
+    let walk_steps: Vec<isize> = (0..rank).map(|d| step_of[d] as isize * st[d] as isize).collect();
+    let idx = if shape.contains(&0) { Vec::new() } else { walk(&shape, &walk_steps, base) };
     Ok(vec![x.take(a.op, &idx, shape)?])
 }
 
@@ -274,51 +216,23 @@ fn remap(x_shape: &[usize], shape: &[usize], maps: &[Vec<Option<usize>>]) -> Vec
 }
 
 /// `x` read at `idx`, with `fill` (a one-element array) where `idx` is `None`.
-fn take_or_fill(
-    op: &'static str,
-    x: &Arr,
-    idx: &[Option<usize>],
-    fill: &Arr,
-    shape: Vec<usize>,
-) -> Result<Arr> {
+fn take_or_fill(op: &'static str, x: &Arr, idx: &[Option<usize>], fill: &Arr, shape: Vec<usize>) -> Result<Arr> {
     let mut src = x.buf.clone();
     src.extend_range(op, &fill.buf, 0..1)?;
     let flat: Vec<usize> = idx.iter().map(|i| i.unwrap_or(x.len())).collect();
-    Ok(Arr {
-        dtype: x.dtype,
-        shape,
-        buf: src.take(op, &flat)?,
-    })
+    Ok(Arr { dtype: x.dtype, shape, buf: src.take(op, &flat)? })
 }
 
 fn tile(a: &Args) -> Result<Vec<Arr>> {
     let x = a.arr(0)?;
     let reps = dims_input(a, 1)?;
     if reps.len() != x.shape.len() {
-        return Err(invalid(
-            a.op,
-            format!("{} repeats for rank {}", reps.len(), x.shape.len()),
-        ));
+        return Err(invalid(a.op, format!("{} repeats for rank {}", reps.len(), x.shape.len())));
     }
-    let shape: Vec<usize> = x
-        .shape
-        .iter()
-        .zip(&reps)
-        .map(|(&d, &r)| {
-            d.checked_mul(r)
-                .ok_or_else(|| invalid(a.op, "shape overflows"))
-        })
-        .collect::<Result<_>>()?;
+    let shape: Vec<usize> = x.shape.iter().zip(&reps).map(|(&d, &r)| d.checked_mul(r).ok_or_else(|| invalid(a.op, "shape overflows"))).collect::<Result<_>>()?;
     numel(a.op, &shape)?;
-    let maps: Vec<Vec<Option<usize>>> = shape
-        .iter()
-        .zip(&x.shape)
-        .map(|(&n, &d)| (0..n).map(|c| Some(c % d)).collect())
-        .collect();
-    let idx: Vec<usize> = remap(&x.shape, &shape, &maps)
-        .into_iter()
-        .flatten()
-        .collect();
+    let maps: Vec<Vec<Option<usize>>> = shape.iter().zip(&x.shape).map(|(&n, &d)| (0..n).map(|c| Some(c % d)).collect()).collect();
+    let idx: Vec<usize> = remap(&x.shape, &shape, &maps).into_iter().flatten().collect();
     Ok(vec![x.take(a.op, &idx, shape)?])
 }
 
@@ -331,24 +245,12 @@ fn pad(a: &Args, mode: PadMode) -> Result<Vec<Arr>> {
         None => (0..rank).collect(),
     };
     if pads.len() != 2 * axes.len() {
-        return Err(invalid(
-            a.op,
-            format!("{} pads for {} axes", pads.len(), axes.len()),
-        ));
+        return Err(invalid(a.op, format!("{} pads for {} axes", pads.len(), axes.len())));
     }
     let fill = match a.opt_arr(2)? {
         Some(v) if v.len() == 1 && v.dtype == x.dtype => v,
-        Some(_) => {
-            return Err(invalid(
-                a.op,
-                "constant_value must be one element of the input's type",
-            ));
-        }
-        None => Arr {
-            dtype: x.dtype,
-            shape: vec![1],
-            buf: zero_of(&x.buf),
-        },
+        Some(_) => return Err(invalid(a.op, "constant_value must be one element of the input's type")),
+        None => Arr { dtype: x.dtype, shape: vec![1], buf: zero_of(&x.buf) },
     };
     let mut begin = vec![0i128; rank];
     let mut shape = x.shape.clone();
@@ -366,10 +268,7 @@ fn pad(a: &Args, mode: PadMode) -> Result<Vec<Arr>> {
     for d in 0..rank {
         let dim = x.shape[d] as i128;
         if dim == 0 && shape[d] > 0 && mode != PadMode::Constant {
-            return Err(invalid(
-                a.op,
-                format!("cannot pad empty axis {d} in {} mode", mode.as_str()),
-            ));
+            return Err(invalid(a.op, format!("cannot pad empty axis {d} in {} mode", mode.as_str())));
         }
         let map = (0..shape[d] as i128)
             .map(|o| {
@@ -418,34 +317,20 @@ fn trilu(a: &Args, upper: bool) -> Result<Vec<Arr>> {
         .map(|e| {
             let (i, j) = ((e / cols.max(1)) % rows.max(1), e % cols.max(1));
             let diff = j as i128 - i as i128;
-            let keep = if upper {
-                diff >= i128::from(k)
-            } else {
-                diff <= i128::from(k)
-            };
+            let keep = if upper { diff >= i128::from(k) } else { diff <= i128::from(k) };
             keep.then_some(e)
         })
         .collect();
-    let zero = Arr {
-        dtype: x.dtype,
-        shape: vec![1],
-        buf: zero_of(&x.buf),
-    };
+    let zero = Arr { dtype: x.dtype, shape: vec![1], buf: zero_of(&x.buf) };
     Ok(vec![take_or_fill(a.op, &x, &idx, &zero, x.shape.clone())?])
 }
 
 /// The NCHW dims of a 4-D input and a positive block size dividing what it must.
 fn blocked(a: &Args, x: &Arr, blocksize: i64) -> Result<([usize; 4], usize)> {
     let [n, c, h, w] = x.shape[..] else {
-        return Err(invalid(
-            a.op,
-            format!("input must be 4-D, has shape {:?}", x.shape),
-        ));
+        return Err(invalid(a.op, format!("input must be 4-D, has shape {:?}", x.shape)));
     };
-    let b = usize::try_from(blocksize)
-        .ok()
-        .filter(|&b| b > 0)
-        .ok_or_else(|| invalid(a.op, format!("blocksize {blocksize} must be positive")))?;
+    let b = usize::try_from(blocksize).ok().filter(|&b| b > 0).ok_or_else(|| invalid(a.op, format!("blocksize {blocksize} must be positive")))?;
     Ok(([n, c, h, w], b))
 }
 
@@ -453,10 +338,7 @@ fn depth_to_space(a: &Args, blocksize: i64, mode: DepthToSpaceMode) -> Result<Ve
     let x = a.arr(0)?;
     let ([n, c, h, w], b) = blocked(a, &x, blocksize)?;
     if c % (b * b) != 0 {
-        return Err(invalid(
-            a.op,
-            format!("{c} channels do not divide by blocksize^2 = {}", b * b),
-        ));
+        return Err(invalid(a.op, format!("{c} channels do not divide by blocksize^2 = {}", b * b)));
     }
     let cb = c / (b * b);
     let (split, perm) = match mode {
@@ -471,10 +353,7 @@ fn space_to_depth(a: &Args, blocksize: i64, mode: &str) -> Result<Vec<Arr>> {
     let x = a.arr(0)?;
     let ([n, c, h, w], b) = blocked(a, &x, blocksize)?;
     if h % b != 0 || w % b != 0 {
-        return Err(invalid(
-            a.op,
-            format!("spatial dims {h}x{w} do not divide by blocksize {b}"),
-        ));
+        return Err(invalid(a.op, format!("spatial dims {h}x{w} do not divide by blocksize {b}")));
     }
     let perm = match mode {
         "DCR" => [0, 3, 5, 1, 2, 4],

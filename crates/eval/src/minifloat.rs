@@ -28,68 +28,23 @@ pub(crate) struct MiniFloat {
 }
 
 /// IEEE half precision.
-pub(crate) const F16: MiniFloat = MiniFloat {
-    exp_bits: 5,
-    man_bits: 10,
-    bias: 15,
-    specials: Specials::Ieee,
-};
+pub(crate) const F16: MiniFloat = MiniFloat { exp_bits: 5, man_bits: 10, bias: 15, specials: Specials::Ieee };
 /// bfloat16.
-pub(crate) const BF16: MiniFloat = MiniFloat {
-    exp_bits: 8,
-    man_bits: 7,
-    bias: 127,
-    specials: Specials::Ieee,
-};
+pub(crate) const BF16: MiniFloat = MiniFloat { exp_bits: 8, man_bits: 7, bias: 127, specials: Specials::Ieee };
 /// float8 e4m3fn.
-pub(crate) const E4M3FN: MiniFloat = MiniFloat {
-    exp_bits: 4,
-    man_bits: 3,
-    bias: 7,
-    specials: Specials::FiniteNan,
-};
+pub(crate) const E4M3FN: MiniFloat = MiniFloat { exp_bits: 4, man_bits: 3, bias: 7, specials: Specials::FiniteNan };
 /// float8 e4m3fnuz.
-pub(crate) const E4M3FNUZ: MiniFloat = MiniFloat {
-    exp_bits: 4,
-    man_bits: 3,
-    bias: 8,
-    specials: Specials::FiniteNanUnsignedZero,
-};
+pub(crate) const E4M3FNUZ: MiniFloat = MiniFloat { exp_bits: 4, man_bits: 3, bias: 8, specials: Specials::FiniteNanUnsignedZero };
 /// float8 e5m2.
-pub(crate) const E5M2: MiniFloat = MiniFloat {
-    exp_bits: 5,
-    man_bits: 2,
-    bias: 15,
-    specials: Specials::Ieee,
-};
+pub(crate) const E5M2: MiniFloat = MiniFloat { exp_bits: 5, man_bits: 2, bias: 15, specials: Specials::Ieee };
 /// float8 e5m2fnuz.
-pub(crate) const E5M2FNUZ: MiniFloat = MiniFloat {
-    exp_bits: 5,
-    man_bits: 2,
-    bias: 16,
-    specials: Specials::FiniteNanUnsignedZero,
-};
+pub(crate) const E5M2FNUZ: MiniFloat = MiniFloat { exp_bits: 5, man_bits: 2, bias: 16, specials: Specials::FiniteNanUnsignedZero };
 /// float4 e2m1.
-pub(crate) const E2M1: MiniFloat = MiniFloat {
-    exp_bits: 2,
-    man_bits: 1,
-    bias: 1,
-    specials: Specials::FiniteOnly,
-};
+pub(crate) const E2M1: MiniFloat = MiniFloat { exp_bits: 2, man_bits: 1, bias: 1, specials: Specials::FiniteOnly };
 /// float6 e2m3.
-pub(crate) const E2M3: MiniFloat = MiniFloat {
-    exp_bits: 2,
-    man_bits: 3,
-    bias: 1,
-    specials: Specials::FiniteOnly,
-};
+pub(crate) const E2M3: MiniFloat = MiniFloat { exp_bits: 2, man_bits: 3, bias: 1, specials: Specials::FiniteOnly };
 /// float6 e3m2.
-pub(crate) const E3M2: MiniFloat = MiniFloat {
-    exp_bits: 3,
-    man_bits: 2,
-    bias: 3,
-    specials: Specials::FiniteOnly,
-};
+pub(crate) const E3M2: MiniFloat = MiniFloat { exp_bits: 3, man_bits: 2, bias: 3, specials: Specials::FiniteOnly };
 
 /// `2^k` exactly, for `k` in the normal range of `f64`.
 fn exp2i(k: i32) -> f64 {
@@ -126,9 +81,7 @@ impl MiniFloat {
         let (e, m) = match self.specials {
             Specials::Ieee => (self.exp_max() - 1, self.man_max()),
             Specials::FiniteNan => (self.exp_max(), self.man_max() - 1),
-            Specials::FiniteNanUnsignedZero | Specials::FiniteOnly => {
-                (self.exp_max(), self.man_max())
-            }
+            Specials::FiniteNanUnsignedZero | Specials::FiniteOnly => (self.exp_max(), self.man_max()),
         };
         (e << self.man_bits) | m
     }
@@ -154,9 +107,7 @@ impl MiniFloat {
                     f64::INFINITY
                 };
             }
-            Specials::FiniteNan if e == self.exp_max() && m == self.man_max() => {
-                return signed_nan(negative);
-            }
+            Specials::FiniteNan if e == self.exp_max() && m == self.man_max() => return signed_nan(negative),
             Specials::FiniteNanUnsignedZero if bits == self.sign_bit() => return f64::NAN,
             _ => {}
         }
@@ -213,11 +164,7 @@ impl MiniFloat {
         }
         let man_bits = self.man_bits as i32;
         let emin = 1 - self.bias;
-        let e = if a == 0.0 {
-            emin
-        } else {
-            floor_log2(a).max(emin)
-        };
+        let e = if a == 0.0 { emin } else { floor_log2(a).max(emin) };
         // `a / quantum` only shifts the exponent, so it is exact; one rounding follows.
         let quantum = exp2i(e - man_bits);
         let rounded = (a / quantum).round_ties_even() * quantum;
@@ -225,11 +172,7 @@ impl MiniFloat {
             return self.overflow_bits(negative, saturate);
         }
         if rounded == 0.0 {
-            return if self.specials == Specials::FiniteNanUnsignedZero {
-                0
-            } else {
-                sign
-            };
+            return if self.specials == Specials::FiniteNanUnsignedZero { 0 } else { sign };
         }
         let er = floor_log2(rounded);
         if er < emin {
@@ -256,11 +199,7 @@ pub(crate) enum E8M0Round {
 
 /// The value of a float8 e8m0 byte: `2^(e - 127)`, or NaN for `0xff`.
 pub(crate) fn e8m0_decode(bits: u8) -> f64 {
-    if bits == 0xff {
-        f64::NAN
-    } else {
-        exp2i(i32::from(bits) - 127)
-    }
+    if bits == 0xff { f64::NAN } else { exp2i(i32::from(bits) - 127) }
 }
 
 /// Encodes `x` (first rounded to `f32`, as ONNX does) to float8 e8m0. The sign is ignored,
@@ -304,17 +243,7 @@ mod tests {
 
     #[test]
     fn every_code_round_trips() {
-        for (fmt, bits) in [
-            (F16, 16),
-            (BF16, 16),
-            (E4M3FN, 8),
-            (E4M3FNUZ, 8),
-            (E5M2, 8),
-            (E5M2FNUZ, 8),
-            (E2M1, 4),
-            (E2M3, 6),
-            (E3M2, 6),
-        ] {
+        for (fmt, bits) in [(F16, 16), (BF16, 16), (E4M3FN, 8), (E4M3FNUZ, 8), (E5M2, 8), (E5M2FNUZ, 8), (E2M1, 4), (E2M3, 6), (E3M2, 6)] {
             for code in 0u32..(1 << bits) {
                 let v = fmt.decode(code);
                 if v.is_nan() {

@@ -11,27 +11,14 @@ use crate::shape_ops::norm_axes;
 /// Evaluates `op` if it is one of this module's.
 pub(crate) fn eval(op: &Op, a: &Args) -> Option<Result<Vec<Arr>>> {
     Some(match op {
-        Op::BatchNormalization(o) => batch_norm(
-            a,
-            f64::from(o.epsilon),
-            f64::from(o.momentum),
-            o.training_mode != 0,
-        ),
-        Op::LayerNormalization(o) => {
-            layer_norm(a, o.axis, f64::from(o.epsilon), o.stash_type, false)
-        }
+        Op::BatchNormalization(o) => batch_norm(a, f64::from(o.epsilon), f64::from(o.momentum), o.training_mode != 0),
+        Op::LayerNormalization(o) => layer_norm(a, o.axis, f64::from(o.epsilon), o.stash_type, false),
         Op::RMSNormalization(o) => layer_norm(a, o.axis, f64::from(o.epsilon), o.stash_type, true),
         Op::InstanceNormalization(o) => group_norm(a, None, f64::from(o.epsilon)),
         Op::GroupNormalization(o) => group_norm(a, Some(o.num_groups), f64::from(o.epsilon)),
         Op::LpNormalization(o) => lp_norm(a, o.axis, o.p),
         Op::MeanVarianceNormalization(o) => mvn(a, &o.axes),
-        Op::LRN(o) => lrn(
-            a,
-            o.size,
-            f64::from(o.alpha),
-            f64::from(o.beta),
-            f64::from(o.bias),
-        ),
+        Op::LRN(o) => lrn(a, o.size, f64::from(o.alpha), f64::from(o.beta), f64::from(o.bias)),
         _ => return None,
     })
 }
@@ -40,10 +27,7 @@ pub(crate) fn eval(op: &Op, a: &Args) -> Option<Result<Vec<Arr>>> {
 fn per_channel(a: &Args, i: usize, channels: usize) -> Result<Vec<f64>> {
     let p = a.arr(i)?;
     if p.len() != channels {
-        return Err(invalid(
-            a.op,
-            format!("input {i} has {} values for {channels} channels", p.len()),
-        ));
+        return Err(invalid(a.op, format!("input {i} has {} values for {channels} channels", p.len())));
     }
     Ok(p.f(a.op)?.to_vec())
 }
@@ -51,10 +35,7 @@ fn per_channel(a: &Args, i: usize, channels: usize) -> Result<Vec<f64>> {
 /// `(batch, channels, spatial size)` of an `[N, C, ...]` input.
 fn nc(a: &Args, x: &Arr) -> Result<(usize, usize, usize)> {
     if x.shape.len() < 2 {
-        return Err(invalid(
-            a.op,
-            format!("input must have rank 2 or more, has shape {:?}", x.shape),
-        ));
+        return Err(invalid(a.op, format!("input must have rank 2 or more, has shape {:?}", x.shape)));
     }
     Ok((x.shape[0], x.shape[1], x.shape[2..].iter().product()))
 }
@@ -67,13 +48,9 @@ fn batch_norm(a: &Args, eps: f64, momentum: f64, training: bool) -> Result<Vec<A
     let (in_mean, in_var) = (per_channel(a, 3, c)?, per_channel(a, 4, c)?);
     let (mean, var) = if training {
         let count = (n * s) as f64;
-        let lanes = |ch: usize| {
-            (0..n).flat_map(move |b| ((b * c + ch) * s..(b * c + ch + 1) * s).map(|i| v[i]))
-        };
+        let lanes = |ch: usize| (0..n).flat_map(move |b| ((b * c + ch) * s..(b * c + ch + 1) * s).map(|i| v[i]));
         let mean: Vec<f64> = (0..c).map(|ch| lanes(ch).sum::<f64>() / count).collect();
-        let var: Vec<f64> = (0..c)
-            .map(|ch| lanes(ch).map(|e| (e - mean[ch]).powi(2)).sum::<f64>() / count)
-            .collect();
+        let var: Vec<f64> = (0..c).map(|ch| lanes(ch).map(|e| (e - mean[ch]).powi(2)).sum::<f64>() / count).collect();
         (mean, var)
     } else {
         (in_mean.clone(), in_var.clone())
@@ -85,12 +62,7 @@ fn batch_norm(a: &Args, eps: f64, momentum: f64, training: bool) -> Result<Vec<A
     }
     let mut outs = vec![Arr::floats(x.dtype, x.shape.clone(), y)];
     if training {
-        let run = |r: &[f64], cur: &[f64]| {
-            r.iter()
-                .zip(cur)
-                .map(|(&r, &c)| r * momentum + c * (1.0 - momentum))
-                .collect()
-        };
+        let run = |r: &[f64], cur: &[f64]| r.iter().zip(cur).map(|(&r, &c)| r * momentum + c * (1.0 - momentum)).collect();
         outs.push(Arr::floats(x.dtype, vec![c], run(&in_mean, &mean)));
         outs.push(Arr::floats(x.dtype, vec![c], run(&in_var, &var)));
     }
@@ -99,25 +71,13 @@ fn batch_norm(a: &Args, eps: f64, momentum: f64, training: bool) -> Result<Vec<A
 
 /// LayerNormalization (outputs Y, Mean, InvStdDev) or, with `rms`, RMSNormalization: both
 /// normalize over axes `axis..rank`, then scale (and shift) with inputs broadcast to X.
-fn layer_norm(
-    a: &Args,
-    axis: i64,
-    eps: f64,
-    stash: kiln_tir::DType,
-    rms: bool,
-) -> Result<Vec<Arr>> {
+fn layer_norm(a: &Args, axis: i64, eps: f64, stash: kiln_tir::DType, rms: bool) -> Result<Vec<Arr>> {
     let x = a.arr(0)?;
     let ax = norm_axis(a.op, axis, x.shape.len())?;
     let v = x.f(a.op)?;
     let scale = broadcast_to(a.op, &a.arr(1)?, &x.shape)?;
     let scale = scale.f(a.op)?;
-    let bias = if rms {
-        None
-    } else {
-        a.opt_arr(2)?
-            .map(|b| broadcast_to(a.op, &b, &x.shape))
-            .transpose()?
-    };
+    let bias = if rms { None } else { a.opt_arr(2)?.map(|b| broadcast_to(a.op, &b, &x.shape)).transpose()? };
     let bias = bias.as_ref().map(|b| b.f(a.op)).transpose()?;
     let inner: usize = x.shape[ax..].iter().product();
     let outer: usize = x.shape[..ax].iter().product();
@@ -125,11 +85,7 @@ fn layer_norm(
     let (mut means, mut inv_stds) = (Vec::with_capacity(outer), Vec::with_capacity(outer));
     for o in 0..outer {
         let lane = &v[o * inner..(o + 1) * inner];
-        let mean = if rms {
-            0.0
-        } else {
-            lane.iter().sum::<f64>() / inner as f64
-        };
+        let mean = if rms { 0.0 } else { lane.iter().sum::<f64>() / inner as f64 };
         let var = lane.iter().map(|e| (e - mean).powi(2)).sum::<f64>() / inner as f64;
         let inv = 1.0 / (var + eps).sqrt();
         for i in o * inner..(o + 1) * inner {
@@ -155,10 +111,7 @@ fn group_norm(a: &Args, groups: Option<i64>, eps: f64) -> Result<Vec<Arr>> {
     let (n, c, s) = nc(a, &x)?;
     let g = match groups {
         None => c,
-        Some(g) => usize::try_from(g)
-            .ok()
-            .filter(|&g| g > 0 && c % g == 0)
-            .ok_or_else(|| invalid(a.op, format!("num_groups {g} does not divide {c} channels")))?,
+        Some(g) => usize::try_from(g).ok().filter(|&g| g > 0 && c % g == 0).ok_or_else(|| invalid(a.op, format!("num_groups {g} does not divide {c} channels")))?,
     };
     let (scale, bias) = (per_channel(a, 1, c)?, per_channel(a, 2, c)?);
     let v = x.f(a.op)?;
@@ -184,20 +137,12 @@ fn lp_norm(a: &Args, axis: i64, p: i64) -> Result<Vec<Arr>> {
         return Err(invalid(a.op, format!("p = {p} is not 1 or 2")));
     }
     let v = x.f(a.op)?;
-    let (outer, dim, inner) = (
-        x.shape[..ax].iter().product::<usize>(),
-        x.shape[ax],
-        x.shape[ax + 1..].iter().product::<usize>(),
-    );
+    let (outer, dim, inner) = (x.shape[..ax].iter().product::<usize>(), x.shape[ax], x.shape[ax + 1..].iter().product::<usize>());
     let mut y = vec![0.0; v.len()];
     for o in 0..outer {
         for i in 0..inner {
             let at = |j: usize| (o * dim + j) * inner + i;
-            let norm = if p == 1 {
-                (0..dim).map(|j| v[at(j)].abs()).sum::<f64>()
-            } else {
-                (0..dim).map(|j| v[at(j)].powi(2)).sum::<f64>().sqrt()
-            };
+            let norm = if p == 1 { (0..dim).map(|j| v[at(j)].abs()).sum::<f64>() } else { (0..dim).map(|j| v[at(j)].powi(2)).sum::<f64>().sqrt() };
             // A zero norm gives zeros, as the ONNX reference defines.
             (0..dim).for_each(|j| y[at(j)] = if norm == 0.0 { 0.0 } else { v[at(j)] / norm });
         }
@@ -211,14 +156,8 @@ fn mvn(a: &Args, axes: &[i64]) -> Result<Vec<Arr>> {
     let axes = norm_axes(a.op, axes, x.shape.len())?;
     let v = x.f(a.op)?;
     let st = crate::array::strides(&x.shape);
-    let key = |i: usize| -> usize {
-        (0..x.shape.len())
-            .filter(|d| !axes.contains(d))
-            .map(|d| (i / st[d]) % x.shape[d] * st[d])
-            .sum()
-    };
-    let mut groups: std::collections::BTreeMap<usize, (f64, f64, usize)> =
-        std::collections::BTreeMap::new();
+    let key = |i: usize| -> usize { (0..x.shape.len()).filter(|d| !axes.contains(d)).map(|d| (i / st[d]) % x.shape[d] * st[d]).sum() };
+    let mut groups: std::collections::BTreeMap<usize, (f64, f64, usize)> = std::collections::BTreeMap::new();
     for (i, &e) in v.iter().enumerate() {
         let g = groups.entry(key(i)).or_insert((0.0, 0.0, 0));
         g.0 += e;
@@ -244,10 +183,7 @@ fn mvn(a: &Args, axes: &[i64]) -> Result<Vec<Arr>> {
 fn lrn(a: &Args, size: i64, alpha: f64, beta: f64, bias: f64) -> Result<Vec<Arr>> {
     let x = a.arr(0)?;
     let (n, c, s) = nc(a, &x)?;
-    let size = usize::try_from(size)
-        .ok()
-        .filter(|&v| v > 0)
-        .ok_or_else(|| invalid(a.op, format!("size {size} must be positive")))?;
+    let size = usize::try_from(size).ok().filter(|&v| v > 0).ok_or_else(|| invalid(a.op, format!("size {size} must be positive")))?;
     let v = x.f(a.op)?;
     let (before, after) = ((size - 1) / 2, (size - 1).div_ceil(2));
     let mut y = vec![0.0; v.len()];

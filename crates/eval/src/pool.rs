@@ -11,56 +11,19 @@ use crate::window::{Tap, Window, WindowAttrs};
 pub(crate) fn eval(op: &Op, a: &Args) -> Option<Result<Vec<Arr>>> {
     Some(match op {
         Op::MaxPool(o) => {
-            let attrs = WindowAttrs {
-                auto_pad: o.auto_pad,
-                strides: &o.strides,
-                dilations: &o.dilations,
-                pads: &o.pads,
-                ceil_mode: o.ceil_mode != 0,
-            };
-            pool(
-                a,
-                &o.kernel_shape,
-                &attrs,
-                Kind::Max {
-                    column_major: o.storage_order != 0,
-                },
-            )
+            let attrs = WindowAttrs { auto_pad: o.auto_pad, strides: &o.strides, dilations: &o.dilations, pads: &o.pads, ceil_mode: o.ceil_mode != 0 };
+            pool(a, &o.kernel_shape, &attrs, Kind::Max { column_major: o.storage_order != 0 })
         }
         Op::AveragePool(o) => {
-            let attrs = WindowAttrs {
-                auto_pad: o.auto_pad,
-                strides: &o.strides,
-                dilations: &o.dilations,
-                pads: &o.pads,
-                ceil_mode: o.ceil_mode != 0,
-            };
-            pool(
-                a,
-                &o.kernel_shape,
-                &attrs,
-                Kind::Average {
-                    count_pad: o.count_include_pad != 0,
-                },
-            )
+            let attrs = WindowAttrs { auto_pad: o.auto_pad, strides: &o.strides, dilations: &o.dilations, pads: &o.pads, ceil_mode: o.ceil_mode != 0 };
+            pool(a, &o.kernel_shape, &attrs, Kind::Average { count_pad: o.count_include_pad != 0 })
         }
         Op::LpPool(o) => {
-            let attrs = WindowAttrs {
-                auto_pad: o.auto_pad,
-                strides: &o.strides,
-                dilations: &o.dilations,
-                pads: &o.pads,
-                ceil_mode: o.ceil_mode != 0,
-            };
+            let attrs = WindowAttrs { auto_pad: o.auto_pad, strides: &o.strides, dilations: &o.dilations, pads: &o.pads, ceil_mode: o.ceil_mode != 0 };
             pool(a, &o.kernel_shape, &attrs, Kind::Lp(o.p as f64))
         }
         Op::GlobalAveragePool(_) => global(a, Kind::Average { count_pad: false }),
-        Op::GlobalMaxPool(_) => global(
-            a,
-            Kind::Max {
-                column_major: false,
-            },
-        ),
+        Op::GlobalMaxPool(_) => global(a, Kind::Max { column_major: false }),
         Op::GlobalLpPool(o) => global(a, Kind::Lp(o.p as f64)),
         _ => return None,
     })
@@ -80,10 +43,7 @@ enum Kind {
 /// The input as floats (integer inputs of MaxPool convert exactly below 2^53).
 fn values(a: &Args, x: &Arr) -> Result<Vec<f64>> {
     if x.shape.len() < 3 {
-        return Err(invalid(
-            a.op,
-            format!("input must have rank 3 or more, has shape {:?}", x.shape),
-        ));
+        return Err(invalid(a.op, format!("input must have rank 3 or more, has shape {:?}", x.shape)));
     }
     match &x.buf {
         Buf::F(v) => Ok(v.clone()),
@@ -103,12 +63,7 @@ fn output(x: &Arr, shape: Vec<usize>, v: Vec<f64>) -> Arr {
 fn pool(a: &Args, kernel: &[i64], attrs: &WindowAttrs, kind: Kind) -> Result<Vec<Arr>> {
     let x = a.arr(0)?;
     let xv = values(a, &x)?;
-    let kernel: Vec<usize> = kernel
-        .iter()
-        .map(|&k| {
-            usize::try_from(k).map_err(|_| invalid(a.op, format!("kernel dim {k} is negative")))
-        })
-        .collect::<Result<_>>()?;
+    let kernel: Vec<usize> = kernel.iter().map(|&k| usize::try_from(k).map_err(|_| invalid(a.op, format!("kernel dim {k} is negative")))).collect::<Result<_>>()?;
     let win = Window::new(a.op, &x.shape[2..], &kernel, attrs)?;
     let (kl, ol, il) = (win.kernel_len(), win.output_len(), win.input_len());
     let taps = win.taps();
@@ -149,16 +104,7 @@ fn pool(a: &Args, kernel: &[i64], attrs: &WindowAttrs, kind: Kind) -> Result<Vec
                     }
                     sum / count as f64
                 }
-                Kind::Lp(pw) => window
-                    .filter_map(|t| {
-                        if let Tap::In(i) = t {
-                            Some(plane[i].abs().powf(pw))
-                        } else {
-                            None
-                        }
-                    })
-                    .sum::<f64>()
-                    .powf(1.0 / pw),
+                Kind::Lp(pw) => window.filter_map(|t| if let Tap::In(i) = t { Some(plane[i].abs().powf(pw)) } else { None }).sum::<f64>().powf(1.0 / pw),
             };
             out.push(value);
         }
@@ -167,18 +113,10 @@ fn pool(a: &Args, kernel: &[i64], attrs: &WindowAttrs, kind: Kind) -> Result<Vec
     if let Kind::Max { column_major } = kind {
         let in_st = strides(&win.input);
         // Column-major strides: the first spatial axis varies fastest.
-        let col_st: Vec<usize> = (0..win.input.len())
-            .map(|d| win.input[..d].iter().product())
-            .collect();
+        let col_st: Vec<usize> = (0..win.input.len()).map(|d| win.input[..d].iter().product()).collect();
         let indices = arg.iter().enumerate().map(|(e, &i)| {
             let plane = e / ol.max(1);
-            let spatial = if column_major {
-                (0..in_st.len())
-                    .map(|d| (i / in_st[d]) % win.input[d] * col_st[d])
-                    .sum()
-            } else {
-                i
-            };
+            let spatial = if column_major { (0..in_st.len()).map(|d| (i / in_st[d]) % win.input[d] * col_st[d]).sum() } else { i };
             (plane * il + spatial) as i64
         });
         results.push(Arr::i64s(shape, indices));
@@ -197,11 +135,7 @@ fn global(a: &Args, kind: Kind) -> Result<Vec<Arr>> {
             match kind {
                 Kind::Max { .. } => plane.iter().copied().fold(f64::NEG_INFINITY, f64::max),
                 Kind::Average { .. } => plane.iter().sum::<f64>() / il as f64,
-                Kind::Lp(pw) => plane
-                    .iter()
-                    .map(|v| v.abs().powf(pw))
-                    .sum::<f64>()
-                    .powf(1.0 / pw),
+                Kind::Lp(pw) => plane.iter().map(|v| v.abs().powf(pw)).sum::<f64>().powf(1.0 / pw),
             }
         })
         .collect();

@@ -36,24 +36,8 @@ pub(crate) fn eval(op: &Op, a: &Args) -> Option<Result<Vec<Arr>>> {
         Op::ReduceLogSum(o) => (Reduction::LogSum, o.keepdims, o.noop_with_empty_axes),
         Op::ReduceLogSumExp(o) => (Reduction::LogSumExp, o.keepdims, o.noop_with_empty_axes),
         Op::ReduceSumSquare(o) => (Reduction::SumSquare, o.keepdims, o.noop_with_empty_axes),
-        Op::ArgMax(o) => {
-            return Some(arg_extreme(
-                a,
-                o.axis,
-                o.keepdims != 0,
-                o.select_last_index != 0,
-                true,
-            ));
-        }
-        Op::ArgMin(o) => {
-            return Some(arg_extreme(
-                a,
-                o.axis,
-                o.keepdims != 0,
-                o.select_last_index != 0,
-                false,
-            ));
-        }
+        Op::ArgMax(o) => return Some(arg_extreme(a, o.axis, o.keepdims != 0, o.select_last_index != 0, true)),
+        Op::ArgMin(o) => return Some(arg_extreme(a, o.axis, o.keepdims != 0, o.select_last_index != 0, false)),
         Op::Softmax(o) => return Some(softmax(a, o.axis, SoftmaxKind::Softmax)),
         Op::LogSoftmax(o) => return Some(softmax(a, o.axis, SoftmaxKind::Log)),
         Op::Hardmax(o) => return Some(softmax(a, o.axis, SoftmaxKind::Hard)),
@@ -69,8 +53,7 @@ pub(crate) fn eval(op: &Op, a: &Args) -> Option<Result<Vec<Arr>>> {
 /// output shape.
 fn plan(shape: &[usize], axes: &[usize], keepdims: bool) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
     let st = strides(shape);
-    let (mut kept_shape, mut kept_steps, mut red_shape, mut red_steps, mut out_shape) =
-        (vec![], vec![], vec![], vec![], vec![]);
+    let (mut kept_shape, mut kept_steps, mut red_shape, mut red_steps, mut out_shape) = (vec![], vec![], vec![], vec![], vec![]);
     for d in 0..shape.len() {
         if axes.contains(&d) {
             red_shape.push(shape[d]);
@@ -84,11 +67,7 @@ fn plan(shape: &[usize], axes: &[usize], keepdims: bool) -> (Vec<usize>, Vec<usi
             out_shape.push(shape[d]);
         }
     }
-    (
-        walk(&kept_shape, &kept_steps, 0),
-        walk(&red_shape, &red_steps, 0),
-        out_shape,
-    )
+    (walk(&kept_shape, &kept_steps, 0), walk(&red_shape, &red_steps, 0), out_shape)
 }
 
 fn reduce(a: &Args, kind: Reduction, keepdims: bool, noop: bool) -> Result<Vec<Arr>> {
@@ -111,20 +90,8 @@ fn reduce(a: &Args, kind: Reduction, keepdims: bool, noop: bool) -> Result<Vec<A
                     match kind {
                         Reduction::Sum => it.sum(),
                         Reduction::Mean => it.sum::<f64>() / n,
-                        Reduction::Max => it.fold(f64::NEG_INFINITY, |m, e| {
-                            if m.is_nan() || e.is_nan() {
-                                f64::NAN
-                            } else {
-                                m.max(e)
-                            }
-                        }),
-                        Reduction::Min => it.fold(f64::INFINITY, |m, e| {
-                            if m.is_nan() || e.is_nan() {
-                                f64::NAN
-                            } else {
-                                m.min(e)
-                            }
-                        }),
+                        Reduction::Max => it.fold(f64::NEG_INFINITY, |m, e| if m.is_nan() || e.is_nan() { f64::NAN } else { m.max(e) }),
+                        Reduction::Min => it.fold(f64::INFINITY, |m, e| if m.is_nan() || e.is_nan() { f64::NAN } else { m.min(e) }),
                         Reduction::Prod => it.product(),
                         Reduction::L1 => it.map(f64::abs).sum(),
                         Reduction::L2 => it.map(|e| e * e).sum::<f64>().sqrt(),
@@ -132,11 +99,7 @@ fn reduce(a: &Args, kind: Reduction, keepdims: bool, noop: bool) -> Result<Vec<A
                         Reduction::SumSquare => it.map(|e| e * e).sum(),
                         Reduction::LogSumExp => {
                             let m = it.clone().fold(f64::NEG_INFINITY, f64::max);
-                            if m.is_infinite() {
-                                m
-                            } else {
-                                m + it.map(|e| (e - m).exp()).sum::<f64>().ln()
-                            }
+                            if m.is_infinite() { m } else { m + it.map(|e| (e - m).exp()).sum::<f64>().ln() }
                         }
                     }
                 })
@@ -152,65 +115,36 @@ fn reduce(a: &Args, kind: Reduction, keepdims: bool, noop: bool) -> Result<Vec<A
                         Ok(match kind {
                             Reduction::Sum => it.fold(0i128, i128::wrapping_add),
                             Reduction::Mean if inner.is_empty() => 0,
-                            Reduction::Mean => {
-                                it.fold(0i128, i128::wrapping_add) / inner.len() as i128
-                            }
+                            Reduction::Mean => it.fold(0i128, i128::wrapping_add) / inner.len() as i128,
                             Reduction::Max => it.fold(lo, i128::max),
                             Reduction::Min => it.fold(hi, i128::min),
                             Reduction::Prod => it.fold(1i128, i128::wrapping_mul),
                             Reduction::L1 => it.map(i128::wrapping_abs).fold(0, i128::wrapping_add),
-                            Reduction::SumSquare => {
-                                it.map(|e| e.wrapping_mul(e)).fold(0, i128::wrapping_add)
-                            }
-                            Reduction::L2 => {
-                                (it.map(|e| (e as f64) * (e as f64)).sum::<f64>().sqrt()) as i128
-                            }
-                            Reduction::LogSum | Reduction::LogSumExp => {
-                                return Err(unsupported(a.op, format!("element type {}", x.dtype)));
-                            }
+                            Reduction::SumSquare => it.map(|e| e.wrapping_mul(e)).fold(0, i128::wrapping_add),
+                            Reduction::L2 => (it.map(|e| (e as f64) * (e as f64)).sum::<f64>().sqrt()) as i128,
+                            Reduction::LogSum | Reduction::LogSumExp => return Err(unsupported(a.op, format!("element type {}", x.dtype))),
                         })
                     })
                     .collect::<Result<_>>()?,
             )
         }
-        Buf::B(v) if matches!(kind, Reduction::Max | Reduction::Min) => Buf::B(
-            outer
-                .iter()
-                .map(|&o| {
-                    if kind == Reduction::Max {
-                        inner.iter().any(|&i| v[o + i])
-                    } else {
-                        inner.iter().all(|&i| v[o + i])
-                    }
-                })
-                .collect(),
-        ),
+        Buf::B(v) if matches!(kind, Reduction::Max | Reduction::Min) => {
+            Buf::B(outer.iter().map(|&o| if kind == Reduction::Max { inner.iter().any(|&i| v[o + i]) } else { inner.iter().all(|&i| v[o + i]) }).collect())
+        }
         _ => return Err(unsupported(a.op, format!("element type {}", x.dtype))),
     };
-    Ok(vec![Arr {
-        dtype: x.dtype,
-        shape,
-        buf,
-    }])
+    Ok(vec![Arr { dtype: x.dtype, shape, buf }])
 }
 
 /// The smallest and largest values of an integer type.
 fn int_range(dtype: DType) -> (i128, i128) {
     let bits = dtype.bits().clamp(1, 64);
-    if dtype.kind() == kiln_tir::dtype::DTypeKind::Signed {
-        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
-    } else {
-        (0, (1i128 << bits) - 1)
-    }
+    if dtype.kind() == kiln_tir::dtype::DTypeKind::Signed { (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1) } else { (0, (1i128 << bits) - 1) }
 }
 
 /// `(outer, dim, inner)` around axis `ax`: element `(o, j, i)` is at `(o * dim + j) * inner + i`.
 fn lanes(shape: &[usize], ax: usize) -> (usize, usize, usize) {
-    (
-        shape[..ax].iter().product(),
-        shape[ax],
-        shape[ax + 1..].iter().product(),
-    )
+    (shape[..ax].iter().product(), shape[ax], shape[ax + 1..].iter().product())
 }
 
 /// Total order for sorting and extremes: NaN above everything.
@@ -227,13 +161,8 @@ fn cmp_f(x: f64, y: f64) -> std::cmp::Ordering {
 fn sort_keys(a: &Args, x: &Arr) -> Result<Vec<f64>> {
     match &x.buf {
         Buf::F(v) => Ok(v.clone()),
-        Buf::I(v) if v.iter().all(|e| e.unsigned_abs() < 1 << 53) => {
-            Ok(v.iter().map(|&e| e as f64).collect())
-        }
-        _ => Err(unsupported(
-            a.op,
-            format!("element type {} or magnitude", x.dtype),
-        )),
+        Buf::I(v) if v.iter().all(|e| e.unsigned_abs() < 1 << 53) => Ok(v.iter().map(|&e| e as f64).collect()),
+        _ => Err(unsupported(a.op, format!("element type {} or magnitude", x.dtype))),
     }
 }
 
@@ -242,10 +171,7 @@ fn arg_extreme(a: &Args, axis: i64, keepdims: bool, last: bool, max: bool) -> Re
     let ax = norm_axis(a.op, axis, x.shape.len())?;
     let (outer, dim, inner) = lanes(&x.shape, ax);
     if dim == 0 {
-        return Err(invalid(
-            a.op,
-            "cannot take the arg-extreme of an empty axis",
-        ));
+        return Err(invalid(a.op, "cannot take the arg-extreme of an empty axis"));
     }
     let keys = sort_keys(a, &x)?;
     let mut out = Vec::with_capacity(outer * inner);
@@ -253,13 +179,9 @@ fn arg_extreme(a: &Args, axis: i64, keepdims: bool, last: bool, max: bool) -> Re
         for i in 0..inner {
             let mut best = 0;
             for j in 1..dim {
-                let ord = cmp_f(
-                    keys[(o * dim + j) * inner + i],
-                    keys[(o * dim + best) * inner + i],
-                );
+                let ord = cmp_f(keys[(o * dim + j) * inner + i], keys[(o * dim + best) * inner + i]);
                 let ord = if max { ord } else { ord.reverse() };
-                if ord == std::cmp::Ordering::Greater || (last && ord == std::cmp::Ordering::Equal)
-                {
+                if ord == std::cmp::Ordering::Greater || (last && ord == std::cmp::Ordering::Equal) {
                     best = j;
                 }
             }
@@ -314,20 +236,11 @@ fn softmax(a: &Args, axis: i64, kind: SoftmaxKind) -> Result<Vec<Arr>> {
 
 fn cumulative(a: &Args, exclusive: bool, reverse: bool, product: bool) -> Result<Vec<Arr>> {
     let x = a.arr(0)?;
-    let axis = a
-        .opt_i64_scalar(1)?
-        .ok_or_else(|| invalid(a.op, "axis input is missing"))?;
+    let axis = a.opt_i64_scalar(1)?.ok_or_else(|| invalid(a.op, "axis input is missing"))?;
     let ax = norm_axis(a.op, axis, x.shape.len())?;
     let shape = lanes(&x.shape, ax);
     /// Running `f` along the axis, starting from `id`, in the direction asked.
-    fn scan<T: Copy>(
-        v: &[T],
-        (outer, dim, inner): (usize, usize, usize),
-        exclusive: bool,
-        reverse: bool,
-        id: T,
-        f: impl Fn(T, T) -> T,
-    ) -> Vec<T> {
+    fn scan<T: Copy>(v: &[T], (outer, dim, inner): (usize, usize, usize), exclusive: bool, reverse: bool, id: T, f: impl Fn(T, T) -> T) -> Vec<T> {
         let order = |j: usize| if reverse { dim - 1 - j } else { j };
         let mut out = vec![id; v.len()];
         for o in 0..outer {
@@ -359,15 +272,10 @@ fn cumulative(a: &Args, exclusive: bool, reverse: bool, product: bool) -> Result
 
 fn top_k(a: &Args, axis: i64, largest: bool) -> Result<Vec<Arr>> {
     let x = a.arr(0)?;
-    let k = a
-        .opt_i64_scalar(1)?
-        .ok_or_else(|| invalid(a.op, "K input is missing"))?;
+    let k = a.opt_i64_scalar(1)?.ok_or_else(|| invalid(a.op, "K input is missing"))?;
     let ax = norm_axis(a.op, axis, x.shape.len())?;
     let (outer, dim, inner) = lanes(&x.shape, ax);
-    let k = usize::try_from(k)
-        .ok()
-        .filter(|&k| k <= dim)
-        .ok_or_else(|| invalid(a.op, format!("K = {k} is not in [0, {dim}]")))?;
+    let k = usize::try_from(k).ok().filter(|&k| k <= dim).ok_or_else(|| invalid(a.op, format!("K = {k} is not in [0, {dim}]")))?;
     let keys = sort_keys(a, &x)?;
     let mut shape = x.shape.clone();
     shape[ax] = k;
@@ -390,8 +298,5 @@ fn top_k(a: &Args, axis: i64, largest: bool) -> Result<Vec<Arr>> {
             }
         }
     }
-    Ok(vec![
-        x.take(a.op, &src, shape.clone())?,
-        Arr::i64s(shape, indices),
-    ])
+    Ok(vec![x.take(a.op, &src, shape.clone())?, Arr::i64s(shape, indices)])
 }

@@ -14,9 +14,7 @@ pub(crate) fn eval(op: &Op, a: &Args) -> Option<Result<Vec<Arr>>> {
     Some(match op {
         Op::Shape(o) => shape(a, o.start, o.end),
         Op::Size(_) => a.tensor(0).and_then(|t| {
-            let n = t
-                .numel()
-                .ok_or_else(|| invalid(a.op, "element count overflows"))?;
+            let n = t.numel().ok_or_else(|| invalid(a.op, "element count overflows"))?;
             Ok(vec![Arr::i64s(vec![], [n as i64])])
         }),
         Op::ConstantOfShape(o) => constant_of_shape(a, o.value.as_ref()),
@@ -54,41 +52,23 @@ fn bit_cast(a: &Args, to: DType) -> Result<Vec<Tensor>> {
 /// Input 0 under the shape `f` computes from its shape.
 fn view(a: &Args, f: impl FnOnce(&[usize]) -> Result<Vec<usize>>) -> Result<Vec<Tensor>> {
     let t = a.tensor(0)?;
-    let shape: Vec<usize> = t
-        .shape
-        .iter()
-        .map(|&d| usize::try_from(d).map_err(|_| unsupported(a.op, "dim too large")))
-        .collect::<Result<_>>()?;
+    let shape: Vec<usize> = t.shape.iter().map(|&d| usize::try_from(d).map_err(|_| unsupported(a.op, "dim too large"))).collect::<Result<_>>()?;
     let n = numel(a.op, &shape)?;
     let whole = match &t.data {
         TensorData::Raw(b) => t.dtype.storage_bytes(n as u64) == Some(b.len() as u64),
         TensorData::Strings(s) => s.len() == n,
-        TensorData::Absent => {
-            return Err(EvalError::MissingData {
-                value: format!("input of {}", a.op),
-            });
-        }
+        TensorData::Absent => return Err(EvalError::MissingData { value: format!("input of {}", a.op) }),
     };
     if !whole {
-        return Err(invalid(
-            a.op,
-            format!("{} tensor data does not fit shape {shape:?}", t.dtype),
-        ));
+        return Err(invalid(a.op, format!("{} tensor data does not fit shape {shape:?}", t.dtype)));
     }
     let out = f(&shape)?;
-    Ok(vec![Tensor {
-        dtype: t.dtype,
-        shape: out.iter().map(|&d| d as u64).collect(),
-        data: t.data.clone(),
-    }])
+    Ok(vec![Tensor { dtype: t.dtype, shape: out.iter().map(|&d| d as u64).collect(), data: t.data.clone() }])
 }
 
 /// Input `i` read as a list of dims (every entry must be non-negative).
 pub(crate) fn dims_input(a: &Args, i: usize) -> Result<Vec<usize>> {
-    a.i64s(i)?
-        .into_iter()
-        .map(|d| usize::try_from(d).map_err(|_| invalid(a.op, format!("dim {d} is negative"))))
-        .collect()
+    a.i64s(i)?.into_iter().map(|d| usize::try_from(d).map_err(|_| invalid(a.op, format!("dim {d} is negative")))).collect()
 }
 
 fn shape(a: &Args, start: i64, end: Option<i64>) -> Result<Vec<Arr>> {
@@ -96,11 +76,7 @@ fn shape(a: &Args, start: i64, end: Option<i64>) -> Result<Vec<Arr>> {
     let r = t.shape.len() as i64;
     let clamp = |v: i64| (if v < 0 { v.saturating_add(r) } else { v }).clamp(0, r) as usize;
     let (s, e) = (clamp(start), clamp(end.unwrap_or(r)));
-    let dims: Vec<i64> = if s < e {
-        t.shape[s..e].iter().map(|&d| d as i64).collect()
-    } else {
-        Vec::new()
-    };
+    let dims: Vec<i64> = if s < e { t.shape[s..e].iter().map(|&d| d as i64).collect() } else { Vec::new() };
     Ok(vec![Arr::i64s(vec![dims.len()], dims)])
 }
 
@@ -115,37 +91,20 @@ fn reshape(a: &Args, in_shape: &[usize], allowzero: bool) -> Result<Vec<usize>> 
                 infer = Some(i);
                 out.push(1);
             }
-            0 if !allowzero => out.push(*in_shape.get(i).ok_or_else(|| {
-                invalid(
-                    a.op,
-                    format!(
-                        "0 at position {i} copies a dim the input of rank {} lacks",
-                        in_shape.len()
-                    ),
-                )
-            })?),
+            0 if !allowzero => out.push(*in_shape.get(i).ok_or_else(|| invalid(a.op, format!("0 at position {i} copies a dim the input of rank {} lacks", in_shape.len())))?),
             d if d < 0 => return Err(invalid(a.op, format!("dim {d} is negative"))),
             d => out.push(usize::try_from(d).map_err(|_| invalid(a.op, "dim too large"))?),
         }
     }
     let total: usize = in_shape.iter().product();
-    let known = out
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .ok_or_else(|| invalid(a.op, "shape overflows"))?;
+    let known = out.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).ok_or_else(|| invalid(a.op, "shape overflows"))?;
     if let Some(i) = infer {
         if known == 0 || !total.is_multiple_of(known) {
-            return Err(invalid(
-                a.op,
-                format!("cannot infer -1: {total} elements into shape {spec:?}"),
-            ));
+            return Err(invalid(a.op, format!("cannot infer -1: {total} elements into shape {spec:?}")));
         }
         out[i] = total / known;
     } else if known != total {
-        return Err(invalid(
-            a.op,
-            format!("cannot reshape {in_shape:?} ({total} elements) to {out:?}"),
-        ));
+        return Err(invalid(a.op, format!("cannot reshape {in_shape:?} ({total} elements) to {out:?}")));
     }
     Ok(out)
 }
@@ -154,10 +113,7 @@ fn flatten(a: &Args, in_shape: &[usize], axis: i64) -> Result<Vec<usize>> {
     let r = in_shape.len() as i64;
     let ax = if axis < 0 { axis + r } else { axis };
     if !(0..=r).contains(&ax) {
-        return Err(invalid(
-            a.op,
-            format!("axis {axis} is out of range for rank {r}"),
-        ));
+        return Err(invalid(a.op, format!("axis {axis} is out of range for rank {r}")));
     }
     let (outer, inner) = in_shape.split_at(ax as usize);
     Ok(vec![outer.iter().product(), inner.iter().product()])
@@ -182,17 +138,9 @@ fn squeeze(a: &Args, in_shape: &[usize]) -> Result<Vec<usize>> {
         Some(axes) => {
             let axes = norm_axes(a.op, &axes, in_shape.len())?;
             if let Some(&bad) = axes.iter().find(|&&ax| in_shape[ax] != 1) {
-                return Err(invalid(
-                    a.op,
-                    format!("axis {bad} has size {}, not 1", in_shape[bad]),
-                ));
+                return Err(invalid(a.op, format!("axis {bad} has size {}, not 1", in_shape[bad])));
             }
-            in_shape
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !axes.contains(i))
-                .map(|(_, &d)| d)
-                .collect()
+            in_shape.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect()
         }
     })
 }
@@ -202,15 +150,7 @@ fn unsqueeze(a: &Args, in_shape: &[usize]) -> Result<Vec<usize>> {
     let rank = in_shape.len() + axes.len();
     let axes = norm_axes(a.op, &axes, rank)?;
     let mut rest = in_shape.iter();
-    Ok((0..rank)
-        .map(|i| {
-            if axes.contains(&i) {
-                1
-            } else {
-                rest.next().copied().unwrap_or(1)
-            }
-        })
-        .collect())
+    Ok((0..rank).map(|i| if axes.contains(&i) { 1 } else { rest.next().copied().unwrap_or(1) }).collect())
 }
 
 fn constant_of_shape(a: &Args, value: Option<&Tensor>) -> Result<Vec<Arr>> {
@@ -221,17 +161,10 @@ fn constant_of_shape(a: &Args, value: Option<&Tensor>) -> Result<Vec<Arr>> {
         None => Arr::floats(DType::F32, vec![1], vec![0.0]),
     };
     if fill.len() != 1 {
-        return Err(invalid(
-            a.op,
-            format!("value must hold one element, holds {}", fill.len()),
-        ));
+        return Err(invalid(a.op, format!("value must hold one element, holds {}", fill.len())));
     }
     let buf = fill.buf.take(a.op, &vec![0; n])?;
-    Ok(vec![Arr {
-        dtype: fill.dtype,
-        shape,
-        buf,
-    }])
+    Ok(vec![Arr { dtype: fill.dtype, shape, buf }])
 }
 
 fn range(a: &Args) -> Result<Vec<Arr>> {
@@ -250,12 +183,7 @@ fn range(a: &Args) -> Result<Vec<Arr>> {
                 return Err(invalid(a.op, "delta is zero"));
             }
             // Values are at most 64-bit, so this i128 arithmetic cannot overflow.
-            let n = if d > 0 {
-                (l - s + d - 1).div_euclid(d)
-            } else {
-                (s - l - d - 1).div_euclid(-d)
-            }
-            .max(0);
+            let n = if d > 0 { (l - s + d - 1).div_euclid(d) } else { (s - l - d - 1).div_euclid(-d) }.max(0);
             if n > MAX_ELEMENTS as i128 {
                 return Err(too_many());
             }
@@ -265,42 +193,27 @@ fn range(a: &Args) -> Result<Vec<Arr>> {
             let (s, l, d) = (s[0], l[0], d[0]);
             let n = ((l - s) / d).ceil().max(0.0);
             if !n.is_finite() || n > MAX_ELEMENTS as f64 {
-                return Err(if d == 0.0 {
-                    invalid(a.op, "delta is zero")
-                } else {
-                    too_many()
-                });
+                return Err(if d == 0.0 { invalid(a.op, "delta is zero") } else { too_many() });
             }
             Buf::F((0..n as usize).map(|i| s + i as f64 * d).collect())
         }
         _ => return Err(unsupported(a.op, format!("element type {}", start.dtype))),
     };
-    Ok(vec![Arr {
-        dtype: start.dtype,
-        shape: vec![buf.len()],
-        buf,
-    }])
+    Ok(vec![Arr { dtype: start.dtype, shape: vec![buf.len()], buf }])
 }
 
 fn eye_like(a: &Args, dtype: Option<DType>, k: i64) -> Result<Vec<Arr>> {
     let x = a.tensor(0)?;
     let dtype = dtype.unwrap_or(x.dtype);
     let [rows, cols] = x.shape[..] else {
-        return Err(invalid(
-            a.op,
-            format!("input must be 2-D, has shape {:?}", x.shape),
-        ));
+        return Err(invalid(a.op, format!("input must be 2-D, has shape {:?}", x.shape)));
     };
     let shape = vec![rows as usize, cols as usize];
     numel(a.op, &shape)?;
     let on = |i: usize, j: usize| j as i128 - i as i128 == i128::from(k);
     let cells = (0..shape[0]).flat_map(|i| (0..shape[1]).map(move |j| (i, j)));
     let buf = match dtype {
-        d if d.is_float() => Buf::F(
-            cells
-                .map(|(i, j)| if on(i, j) { 1.0 } else { 0.0 })
-                .collect(),
-        ),
+        d if d.is_float() => Buf::F(cells.map(|(i, j)| if on(i, j) { 1.0 } else { 0.0 }).collect()),
         d if d.is_int() => Buf::I(cells.map(|(i, j)| i128::from(on(i, j))).collect()),
         DType::Bool => Buf::B(cells.map(|(i, j)| on(i, j)).collect()),
         d => return Err(unsupported(a.op, format!("element type {d}"))),

@@ -46,17 +46,7 @@ fn with_attrs(op: &Op, a: &Args) -> Option<Result<Vec<Arr>>> {
     Some(match op {
         Op::Abs(_) => numeric_map(a, f64::abs, i128::wrapping_abs),
         Op::Neg(_) => numeric_map(a, |x| -x, |x| x.wrapping_neg()),
-        Op::Sign(_) => numeric_map(
-            a,
-            |x| {
-                if x.is_nan() || x == 0.0 {
-                    x
-                } else {
-                    x.signum()
-                }
-            },
-            i128::signum,
-        ),
+        Op::Sign(_) => numeric_map(a, |x| if x.is_nan() || x == 0.0 { x } else { x.signum() }, i128::signum),
         Op::Relu(_) => numeric_map(a, |x| if x < 0.0 { 0.0 } else { x }, |x| x.max(0)),
         Op::LeakyRelu(o) => {
             let alpha = f64::from(o.alpha);
@@ -68,13 +58,7 @@ fn with_attrs(op: &Op, a: &Args) -> Option<Result<Vec<Arr>>> {
         }
         Op::Selu(o) => {
             let (alpha, gamma) = (f64::from(o.alpha), f64::from(o.gamma));
-            float_map(a, |x| {
-                if x <= 0.0 {
-                    gamma * alpha * x.exp_m1()
-                } else {
-                    gamma * x
-                }
-            })
+            float_map(a, |x| if x <= 0.0 { gamma * alpha * x.exp_m1() } else { gamma * x })
         }
         Op::Celu(o) => {
             let alpha = f64::from(o.alpha);
@@ -93,14 +77,10 @@ fn with_attrs(op: &Op, a: &Args) -> Option<Result<Vec<Arr>>> {
             float_map(a, |x| x * sigmoid(alpha * x))
         }
         Op::Gelu(o) => match o.approximate {
-            GeluApprox::None => {
-                float_map(a, |x| 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)))
-            }
+            GeluApprox::None => float_map(a, |x| 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2))),
             GeluApprox::Tanh => {
                 let c = (2.0 / std::f64::consts::PI).sqrt();
-                float_map(a, |x| {
-                    0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
-                })
+                float_map(a, |x| 0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh()))
             }
         },
         Op::Shrink(o) => {
@@ -110,9 +90,7 @@ fn with_attrs(op: &Op, a: &Args) -> Option<Result<Vec<Arr>>> {
         Op::IsNaN(_) => float_test(a, f64::is_nan),
         Op::IsInf(o) => {
             let (neg, pos) = (o.detect_negative != 0, o.detect_positive != 0);
-            float_test(a, |x| {
-                (pos && x == f64::INFINITY) || (neg && x == f64::NEG_INFINITY)
-            })
+            float_test(a, |x| (pos && x == f64::INFINITY) || (neg && x == f64::NEG_INFINITY))
         }
         Op::Not(_) => not(a),
         Op::BitwiseNot(_) => bitwise_not(a),
@@ -134,12 +112,7 @@ fn numeric_map(a: &Args, f: impl Fn(f64) -> f64, g: impl Fn(i128) -> i128) -> Re
     let buf = match &x.buf {
         Buf::F(v) => Buf::F(map_vec(v, f)),
         Buf::I(v) => Buf::I(map_vec(v, g)),
-        _ => {
-            return Err(invalid(
-                a.op,
-                format!("element type {} is not numeric", x.dtype),
-            ));
-        }
+        _ => return Err(invalid(a.op, format!("element type {} is not numeric", x.dtype))),
     };
     Ok(vec![Arr { buf, ..x }])
 }
@@ -150,12 +123,7 @@ fn float_test(a: &Args, f: impl Fn(f64) -> bool) -> Result<Vec<Arr>> {
     let v = match &x.buf {
         Buf::F(v) => v.iter().map(|&e| f(e)).collect(),
         Buf::I(v) => vec![false; v.len()],
-        _ => {
-            return Err(invalid(
-                a.op,
-                format!("element type {} is not numeric", x.dtype),
-            ));
-        }
+        _ => return Err(invalid(a.op, format!("element type {} is not numeric", x.dtype))),
     };
     Ok(vec![Arr::bools(x.shape, v)])
 }
@@ -175,12 +143,7 @@ fn shrink(a: &Args, bias: f64, lambd: f64) -> Result<Vec<Arr>> {
         Buf::F(v) => Buf::F(v.iter().map(|&e| f(e)).collect()),
         // Integer Shrink computes in float and truncates, as the reference does.
         Buf::I(v) => Buf::I(v.iter().map(|&e| f(e as f64) as i128).collect()),
-        _ => {
-            return Err(invalid(
-                a.op,
-                format!("element type {} is not numeric", x.dtype),
-            ));
-        }
+        _ => return Err(invalid(a.op, format!("element type {} is not numeric", x.dtype))),
     };
     Ok(vec![Arr { buf, ..x }])
 }
@@ -204,16 +167,10 @@ fn clip(a: &Args) -> Result<Vec<Arr>> {
         let b = a.opt_arr(i)?;
         if let Some(b) = &b {
             if b.len() != 1 {
-                return Err(invalid(
-                    a.op,
-                    format!("input {i} must be a scalar, has {} elements", b.len()),
-                ));
+                return Err(invalid(a.op, format!("input {i} must be a scalar, has {} elements", b.len())));
             }
             if b.dtype != x.dtype {
-                return Err(invalid(
-                    a.op,
-                    format!("bound type {} differs from input type {}", b.dtype, x.dtype),
-                ));
+                return Err(invalid(a.op, format!("bound type {} differs from input type {}", b.dtype, x.dtype)));
             }
         }
         Ok(b)
@@ -221,14 +178,8 @@ fn clip(a: &Args) -> Result<Vec<Arr>> {
     let (lo, hi) = (bound(1)?, bound(2)?);
     let buf = match &x.buf {
         Buf::F(v) => {
-            let lo = lo
-                .map(|b| b.f(a.op).map(|s| s[0]))
-                .transpose()?
-                .unwrap_or(f64::NEG_INFINITY);
-            let hi = hi
-                .map(|b| b.f(a.op).map(|s| s[0]))
-                .transpose()?
-                .unwrap_or(f64::INFINITY);
+            let lo = lo.map(|b| b.f(a.op).map(|s| s[0])).transpose()?.unwrap_or(f64::NEG_INFINITY);
+            let hi = hi.map(|b| b.f(a.op).map(|s| s[0])).transpose()?.unwrap_or(f64::INFINITY);
             Buf::F(
                 v.iter()
                     .map(|&e| {
@@ -239,14 +190,8 @@ fn clip(a: &Args) -> Result<Vec<Arr>> {
             )
         }
         Buf::I(v) => {
-            let lo = lo
-                .map(|b| b.i(a.op).map(|s| s[0]))
-                .transpose()?
-                .unwrap_or(i128::MIN);
-            let hi = hi
-                .map(|b| b.i(a.op).map(|s| s[0]))
-                .transpose()?
-                .unwrap_or(i128::MAX);
+            let lo = lo.map(|b| b.i(a.op).map(|s| s[0])).transpose()?.unwrap_or(i128::MIN);
+            let hi = hi.map(|b| b.i(a.op).map(|s| s[0])).transpose()?.unwrap_or(i128::MAX);
             Buf::I(v.iter().map(|&e| e.max(lo).min(hi)).collect())
         }
         _ => return Err(unsupported(a.op, format!("element type {}", x.dtype))),

@@ -52,97 +52,50 @@ fn positive(op: &'static str, name: &str, list: &[i64], rank: usize) -> Result<V
         return Ok(vec![1; rank]);
     }
     if list.len() != rank {
-        return Err(invalid(
-            op,
-            format!("{name} has {} values for {rank} spatial dims", list.len()),
-        ));
+        return Err(invalid(op, format!("{name} has {} values for {rank} spatial dims", list.len())));
     }
-    list.iter()
-        .map(|&v| {
-            usize::try_from(v)
-                .ok()
-                .filter(|&v| v > 0)
-                .ok_or_else(|| invalid(op, format!("{name} value {v} must be positive")))
-        })
-        .collect()
+    list.iter().map(|&v| usize::try_from(v).ok().filter(|&v| v > 0).ok_or_else(|| invalid(op, format!("{name} value {v} must be positive")))).collect()
 }
 
 impl Window {
     /// Computes the output size and padding of a window of `kernel` over `input`.
-    pub(crate) fn new(
-        op: &'static str,
-        input: &[usize],
-        kernel: &[usize],
-        attrs: &WindowAttrs,
-    ) -> Result<Window> {
+    pub(crate) fn new(op: &'static str, input: &[usize], kernel: &[usize], attrs: &WindowAttrs) -> Result<Window> {
         let rank = input.len();
         if kernel.len() != rank {
-            return Err(invalid(
-                op,
-                format!("kernel has {} dims for {rank} spatial dims", kernel.len()),
-            ));
+            return Err(invalid(op, format!("kernel has {} dims for {rank} spatial dims", kernel.len())));
         }
         let strides = positive(op, "strides", attrs.strides, rank)?;
         let dilations = positive(op, "dilations", attrs.dilations, rank)?;
         let (mut pad_begin, mut pad_end) = (vec![0; rank], vec![0; rank]);
         if attrs.auto_pad == AutoPad::Notset && !attrs.pads.is_empty() {
             if attrs.pads.len() != 2 * rank {
-                return Err(invalid(
-                    op,
-                    format!(
-                        "pads has {} values for {rank} spatial dims",
-                        attrs.pads.len()
-                    ),
-                ));
+                return Err(invalid(op, format!("pads has {} values for {rank} spatial dims", attrs.pads.len())));
             }
             for d in 0..rank {
                 let bad = |v: i64| invalid(op, format!("pad {v} must be non-negative and small"));
                 let (b, e) = (attrs.pads[d], attrs.pads[d + rank]);
-                pad_begin[d] = usize::try_from(b)
-                    .ok()
-                    .filter(|&v| v <= u32::MAX as usize)
-                    .ok_or_else(|| bad(b))?;
-                pad_end[d] = usize::try_from(e)
-                    .ok()
-                    .filter(|&v| v <= u32::MAX as usize)
-                    .ok_or_else(|| bad(e))?;
+                pad_begin[d] = usize::try_from(b).ok().filter(|&v| v <= u32::MAX as usize).ok_or_else(|| bad(b))?;
+                pad_end[d] = usize::try_from(e).ok().filter(|&v| v <= u32::MAX as usize).ok_or_else(|| bad(e))?;
             }
         }
         let mut output = vec![0; rank];
         for d in 0..rank {
-            let span = kernel[d]
-                .checked_sub(1)
-                .and_then(|k| k.checked_mul(dilations[d]))
-                .map(|k| k + 1)
-                .ok_or_else(|| invalid(op, "kernel dim is zero or too large"))?;
+            let span = kernel[d].checked_sub(1).and_then(|k| k.checked_mul(dilations[d])).map(|k| k + 1).ok_or_else(|| invalid(op, "kernel dim is zero or too large"))?;
             let (i, s) = (input[d], strides[d]);
             output[d] = match attrs.auto_pad {
                 AutoPad::SameUpper | AutoPad::SameLower => {
                     let out = i.div_ceil(s);
                     let total = ((out.max(1) - 1) * s + span).saturating_sub(i);
                     let small = total / 2;
-                    (pad_begin[d], pad_end[d]) = if attrs.auto_pad == AutoPad::SameUpper {
-                        (small, total - small)
-                    } else {
-                        (total - small, small)
-                    };
+                    (pad_begin[d], pad_end[d]) = if attrs.auto_pad == AutoPad::SameUpper { (small, total - small) } else { (total - small, small) };
                     out
                 }
                 AutoPad::Notset | AutoPad::Valid => {
                     let padded = i + pad_begin[d] + pad_end[d];
                     if padded < span {
-                        return Err(invalid(
-                            op,
-                            format!(
-                                "window of extent {span} is larger than the padded input {padded}"
-                            ),
-                        ));
+                        return Err(invalid(op, format!("window of extent {span} is larger than the padded input {padded}")));
                     }
-                    let mut out = if attrs.ceil_mode {
-                        (padded - span).div_ceil(s) + 1
-                    } else {
-                        (padded - span) / s + 1
-                    };
+                    let mut out = if attrs.ceil_mode { (padded - span).div_ceil(s) + 1 } else { (padded - span) / s + 1 };
                     // A window may not start in the end padding.
                     if attrs.ceil_mode && (out - 1) * s >= i + pad_begin[d] {
                         out -= 1;
@@ -152,15 +105,7 @@ impl Window {
             };
         }
         numel(op, &output)?;
-        Ok(Window {
-            input: input.to_vec(),
-            kernel: kernel.to_vec(),
-            output,
-            strides,
-            dilations,
-            pad_begin,
-            pad_end,
-        })
+        Ok(Window { input: input.to_vec(), kernel: kernel.to_vec(), output, strides, dilations, pad_begin, pad_end })
     }
 
     /// Number of kernel positions.

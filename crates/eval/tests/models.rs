@@ -2,9 +2,7 @@
 //! atol 1e-4), on the fixed inputs of `scripts/model-reference.sh`.
 
 fn check(name: &str) {
-    kiln_testkit::check_model_against_onnxruntime(name, |g, inputs| {
-        kiln_eval::eval_graph(g, inputs).map_err(|e| e.to_string())
-    });
+    kiln_testkit::check_model_against_onnxruntime(name, |g, inputs| kiln_eval::eval_graph(g, inputs).map_err(|e| e.to_string()));
 }
 
 #[test]

@@ -44,9 +44,7 @@ fn run_case(case: &Case) -> Outcome {
     };
     let got = match eval_graph(&g, &inputs) {
         Ok(got) => got,
-        Err(e) if matches!(innermost(&e), EvalError::Unsupported { .. }) => {
-            return Outcome::Unsupported(innermost(&e).to_string());
-        }
+        Err(e) if matches!(innermost(&e), EvalError::Unsupported { .. }) => return Outcome::Unsupported(innermost(&e).to_string()),
         Err(e) => return Outcome::Fail(e.to_string()),
     };
     if got.len() != expected.len() {
@@ -63,19 +61,13 @@ fn run_case(case: &Case) -> Outcome {
 #[test]
 fn node_suite_matches_onnx() {
     let cases = node_cases();
-    let known: Vec<&str> = include_str!("node_suite_known_failures.txt")
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .collect();
-    let (mut pass, mut unsupported, mut failures) =
-        (0, BTreeMap::<String, usize>::new(), Vec::new());
+    let known: Vec<&str> = include_str!("node_suite_known_failures.txt").lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+    let (mut pass, mut unsupported, mut failures) = (0, BTreeMap::<String, usize>::new(), Vec::new());
     let mut new_failures = Vec::new();
     let mut fixed = Vec::new();
     for case in &cases {
         let name = case.name.clone();
-        let outcome = std::panic::catch_unwind(|| run_case(case))
-            .unwrap_or_else(|_| Outcome::Fail("panic".into()));
+        let outcome = std::panic::catch_unwind(|| run_case(case)).unwrap_or_else(|_| Outcome::Fail("panic".into()));
         match outcome {
             Outcome::Pass => {
                 pass += 1;
@@ -85,13 +77,7 @@ fn node_suite_matches_onnx() {
             }
             Outcome::Unsupported(reason) => {
                 // Group by the reason's first line without the node name.
-                let key = reason
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .chars()
-                    .take(100)
-                    .collect::<String>();
+                let key = reason.lines().next().unwrap_or("").chars().take(100).collect::<String>();
                 *unsupported.entry(key).or_default() += 1;
             }
             Outcome::Fail(why) => {
@@ -103,11 +89,7 @@ fn node_suite_matches_onnx() {
         }
     }
     let n_unsupported: usize = unsupported.values().sum();
-    println!(
-        "node suite eval: {pass} passed, {n_unsupported} unsupported, {} failed, of {}",
-        failures.len(),
-        cases.len()
-    );
+    println!("node suite eval: {pass} passed, {n_unsupported} unsupported, {} failed, of {}", failures.len(), cases.len());
     let mut reasons: Vec<_> = unsupported.into_iter().collect();
     reasons.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     for (reason, n) in reasons.iter().take(40) {
@@ -116,14 +98,6 @@ fn node_suite_matches_onnx() {
     for f in &failures {
         println!("  FAILED {f}");
     }
-    assert!(
-        new_failures.is_empty(),
-        "{} cases fail that are not known failures:\n{}",
-        new_failures.len(),
-        new_failures.join("\n")
-    );
-    assert!(
-        fixed.is_empty(),
-        "known failures now pass; remove them from node_suite_known_failures.txt: {fixed:?}"
-    );
+    assert!(new_failures.is_empty(), "{} cases fail that are not known failures:\n{}", new_failures.len(), new_failures.join("\n"));
+    assert!(fixed.is_empty(), "known failures now pass; remove them from node_suite_known_failures.txt: {fixed:?}");
 }

@@ -56,37 +56,20 @@ pub fn tensor_from_array<T: Element>(a: ArrayViewD<'_, T>) -> Tensor {
     for &x in a.iter() {
         x.put(&mut bytes);
     }
-    Tensor {
-        dtype: T::DTYPE,
-        shape: a.shape().iter().map(|&d| d as u64).collect(),
-        data: TensorData::Raw(Bytes::from(bytes)),
-    }
+    Tensor { dtype: T::DTYPE, shape: a.shape().iter().map(|&d| d as u64).collect(), data: TensorData::Raw(Bytes::from(bytes)) }
 }
 
 /// The tensor's elements as an array of `T`; the dtype must match.
 pub fn tensor_to_array<T: Element>(t: &Tensor) -> Result<ArrayD<T>> {
-    let bad = |reason: String| Error::InputShape {
-        name: String::from("(tensor)"),
-        reason,
-    };
+    let bad = |reason: String| Error::InputShape { name: String::from("(tensor)"), reason };
     if t.dtype != T::DTYPE {
-        return Err(Error::InputDType {
-            name: String::from("(tensor)"),
-            expected: T::DTYPE,
-            got: t.dtype,
-        });
+        return Err(Error::InputDType { name: String::from("(tensor)"), expected: T::DTYPE, got: t.dtype });
     }
-    let raw = t
-        .raw()
-        .ok_or_else(|| bad("the tensor has no bytes".into()))?;
+    let raw = t.raw().ok_or_else(|| bad("the tensor has no bytes".into()))?;
     let shape: Vec<usize> = t.shape.iter().map(|&d| d as usize).collect();
     let n: usize = shape.iter().product();
     if raw.len() != n * T::SIZE {
-        return Err(bad(format!(
-            "{} bytes for {n} elements of {}",
-            raw.len(),
-            T::DTYPE
-        )));
+        return Err(bad(format!("{} bytes for {n} elements of {}", raw.len(), T::DTYPE)));
     }
     let values: Vec<T> = raw.chunks_exact(T::SIZE).map(T::get).collect();
     ArrayD::from_shape_vec(IxDyn(&shape), values).map_err(|e| bad(e.to_string()))

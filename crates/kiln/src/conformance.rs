@@ -43,10 +43,7 @@ fn numbered(dir: &Path, prefix: &str) -> Vec<PathBuf> {
 }
 
 fn fail(stage: &'static str, reason: impl ToString) -> Outcome {
-    Outcome::Fail {
-        stage,
-        reason: reason.to_string(),
-    }
+    Outcome::Fail { stage, reason: reason.to_string() }
 }
 
 /// Runs the case in `dir` (`model.onnx` + `test_data_set_0/`).
@@ -56,16 +53,8 @@ pub fn run_case(dir: &Path) -> Outcome {
         Err(e) => return fail("import", e),
     };
     let data = dir.join("test_data_set_0");
-    let read = |files: Vec<PathBuf>| {
-        files
-            .iter()
-            .map(|p| read_tensor_file(p).map(|t| t.1))
-            .collect::<Result<Vec<_>, _>>()
-    };
-    let (inputs, expected) = match (
-        read(numbered(&data, "input")),
-        read(numbered(&data, "output")),
-    ) {
+    let read = |files: Vec<PathBuf>| files.iter().map(|p| read_tensor_file(p).map(|t| t.1)).collect::<Result<Vec<_>, _>>();
+    let (inputs, expected) = match (read(numbered(&data, "input")), read(numbered(&data, "output"))) {
         (Ok(i), Ok(o)) => (i, o),
         (Err(e), _) | (_, Err(e)) => return fail("data", e),
     };
@@ -78,10 +67,7 @@ pub fn run_case(dir: &Path) -> Outcome {
         Err(e) => return fail("run", e),
     };
     if got.len() != expected.len() {
-        return fail(
-            "compare",
-            format!("{} outputs, expected {}", got.len(), expected.len()),
-        );
+        return fail("compare", format!("{} outputs, expected {}", got.len(), expected.len()));
     }
     for (k, (g, w)) in got.iter().zip(&expected).enumerate() {
         if let Err(e) = kiln_eval::compare::compare(g, w) {
@@ -97,12 +83,7 @@ pub fn run_suite(suite: &Path, filter: Option<&str>) -> std::io::Result<Vec<Case
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.join("model.onnx").is_file())
-        .filter(|p| {
-            filter.is_none_or(|f| {
-                p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().contains(f))
-            })
-        })
+        .filter(|p| filter.is_none_or(|f| p.file_name().is_some_and(|n| n.to_string_lossy().contains(f))))
         .collect();
     dirs.sort();
     Ok(dirs
@@ -110,21 +91,10 @@ pub fn run_suite(suite: &Path, filter: Option<&str>) -> std::io::Result<Vec<Case
         .map(|dir| {
             let start = Instant::now();
             let outcome = std::panic::catch_unwind(|| run_case(&dir)).unwrap_or_else(|p| {
-                let msg = p
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
+                let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
                 fail("panic", msg)
             });
-            CaseResult {
-                name: dir
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                outcome,
-                millis: start.elapsed().as_secs_f64() * 1e3,
-            }
+            CaseResult { name: dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), outcome, millis: start.elapsed().as_secs_f64() * 1e3 }
         })
         .collect())
 }

@@ -24,11 +24,7 @@ fn descr(d: DType) -> Option<&'static str> {
 }
 
 fn dtype_of(descr: &str) -> Option<DType> {
-    DType::ALL.iter().copied().find(|&d| {
-        self::descr(d).is_some_and(|x| {
-            x == descr || x.replace('|', "<") == descr || x.replace('<', "|") == descr
-        })
-    })
+    DType::ALL.iter().copied().find(|&d| self::descr(d).is_some_and(|x| x == descr || x.replace('|', "<") == descr || x.replace('<', "|") == descr))
 }
 
 /// Serializes `t` as a version 1.0 `.npy` file.
@@ -37,14 +33,7 @@ pub fn write(t: &Tensor) -> Result<Vec<u8>, String> {
     let raw = t.raw().ok_or("the tensor has no bytes")?;
     let shape = match t.shape.len() {
         1 => format!("({},)", t.shape[0]),
-        _ => format!(
-            "({})",
-            t.shape
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        _ => format!("({})", t.shape.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
     };
     let mut header = format!("{{'descr': '{d}', 'fortran_order': False, 'shape': {shape}, }}");
     // Pad so the data starts at a multiple of 64 bytes; the header ends with a newline.
@@ -67,67 +56,35 @@ pub fn read(bytes: &[u8]) -> Result<Tensor, String> {
     }
     let (len, start) = match bytes[6] {
         1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (
-            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-            12,
-        ),
+        2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12),
         v => return Err(format!("unsupported .npy version {v}")),
     };
-    let header = bytes
-        .get(start..start + len)
-        .ok_or("the .npy header is truncated")?;
+    let header = bytes.get(start..start + len).ok_or("the .npy header is truncated")?;
     let header = std::str::from_utf8(header).map_err(|_| "the .npy header is not text")?;
     let field = |key: &str| -> Result<&str, String> {
-        let at = header
-            .find(&format!("'{key}'"))
-            .ok_or_else(|| format!("the .npy header has no '{key}'"))?;
-        let rest = header[at + key.len() + 2..]
-            .trim_start()
-            .strip_prefix(':')
-            .ok_or("malformed .npy header")?;
+        let at = header.find(&format!("'{key}'")).ok_or_else(|| format!("the .npy header has no '{key}'"))?;
+        let rest = header[at + key.len() + 2..].trim_start().strip_prefix(':').ok_or("malformed .npy header")?;
         Ok(rest.trim_start())
     };
-    let descr_text = field("descr")?
-        .strip_prefix('\'')
-        .and_then(|r| r.split('\'').next())
-        .ok_or("malformed descr")?;
-    let dtype =
-        dtype_of(descr_text).ok_or_else(|| format!("unsupported .npy dtype '{descr_text}'"))?;
+    let descr_text = field("descr")?.strip_prefix('\'').and_then(|r| r.split('\'').next()).ok_or("malformed descr")?;
+    let dtype = dtype_of(descr_text).ok_or_else(|| format!("unsupported .npy dtype '{descr_text}'"))?;
     if field("fortran_order")?.starts_with("True") {
         return Err("Fortran-order .npy files are not supported".into());
     }
-    let shape_text = field("shape")?
-        .strip_prefix('(')
-        .and_then(|r| r.split(')').next())
-        .ok_or("malformed shape")?;
+    let shape_text = field("shape")?.strip_prefix('(').and_then(|r| r.split(')').next()).ok_or("malformed shape")?;
     let shape = shape_text
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse::<u64>()
-                .map_err(|_| format!("bad dim '{s}' in .npy shape"))
-        })
+        .map(|s| s.parse::<u64>().map_err(|_| format!("bad dim '{s}' in .npy shape")))
         .collect::<Result<Vec<_>, _>>()?;
-    let numel = shape
-        .iter()
-        .try_fold(1u64, |a, &d| a.checked_mul(d))
-        .ok_or("the .npy shape overflows")?;
-    let want = dtype
-        .storage_bytes(numel)
-        .ok_or("the .npy shape overflows")?;
+    let numel = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).ok_or("the .npy shape overflows")?;
+    let want = dtype.storage_bytes(numel).ok_or("the .npy shape overflows")?;
     let data = &bytes[start + len..];
     if data.len() as u64 != want {
-        return Err(format!(
-            "the .npy data holds {} bytes; shape {shape:?} of {dtype} needs {want}",
-            data.len()
-        ));
+        return Err(format!("the .npy data holds {} bytes; shape {shape:?} of {dtype} needs {want}", data.len()));
     }
-    Ok(Tensor {
-        dtype,
-        shape,
-        data: TensorData::Raw(Bytes::copy_from_slice(data)),
-    })
+    Ok(Tensor { dtype, shape, data: TensorData::Raw(Bytes::copy_from_slice(data)) })
 }
 
 #[cfg(test)]

@@ -5,9 +5,7 @@ use kiln::{CompileOptions, Model};
 
 fn check(name: &str) {
     kiln_testkit::check_model_against_onnxruntime(name, |g, inputs| {
-        let compiled = Model::from_graph(g.clone())
-            .compile(&CompileOptions::default())
-            .map_err(|e| e.to_string())?;
+        let compiled = Model::from_graph(g.clone()).compile(&CompileOptions::default()).map_err(|e| e.to_string())?;
         compiled.run(inputs).map_err(|e| e.to_string())
     });
 }

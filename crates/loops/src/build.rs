@@ -38,10 +38,7 @@ impl Expr {
 
     /// Element `index` of `buf`.
     pub fn load(buf: BufId, index: Expr) -> Expr {
-        Expr::Load {
-            buf,
-            index: Box::new(index),
-        }
+        Expr::Load { buf, index: Box::new(index) }
     }
 
     /// `op(self)`.
@@ -133,9 +130,7 @@ fn fold_index(op: BinOp, a: Expr, b: Expr) -> Expr {
         (BinOp::Add, Expr::Const(Int(I64, 0)), _) => b,
         (BinOp::Mul | BinOp::Div, _, Expr::Const(Int(I64, 1))) => a,
         (BinOp::Mul, Expr::Const(Int(I64, 1)), _) => b,
-        (BinOp::Mul, _, Expr::Const(Int(I64, 0))) | (BinOp::Mul, Expr::Const(Int(I64, 0)), _) => {
-            Expr::idx(0)
-        }
+        (BinOp::Mul, _, Expr::Const(Int(I64, 0))) | (BinOp::Mul, Expr::Const(Int(I64, 0)), _) => Expr::idx(0),
         _ => a.bin(op, b),
     }
 }
@@ -151,9 +146,7 @@ pub fn strides(dims: &[u64]) -> Vec<i64> {
 
 /// The flat index `Σ idx[i]·stride[i]`.
 pub fn linear(idx: &[Expr], strides: &[i64]) -> Expr {
-    idx.iter()
-        .zip(strides)
-        .fold(Expr::idx(0), |acc, (i, &s)| acc + i.clone() * s)
+    idx.iter().zip(strides).fold(Expr::idx(0), |acc, (i, &s)| acc + i.clone() * s)
 }
 
 /// The flat index into an input of shape `input` broadcast (numpy rules, aligned right) to the
@@ -161,32 +154,18 @@ pub fn linear(idx: &[Expr], strides: &[i64]) -> Expr {
 pub fn broadcast_index(out_idx: &[Expr], input: &[u64]) -> Expr {
     let st = strides(input);
     let skip = out_idx.len() - input.len();
-    input.iter().enumerate().fold(Expr::idx(0), |acc, (i, &d)| {
-        if d == 1 {
-            acc
-        } else {
-            acc + out_idx[skip + i].clone() * st[i]
-        }
-    })
+    input.iter().enumerate().fold(Expr::idx(0), |acc, (i, &d)| if d == 1 { acc } else { acc + out_idx[skip + i].clone() * st[i] })
 }
 
 impl Kernel {
     /// Wraps the statements `body` builds in a loop nest over `dims` (outermost first); the
     /// closure gets the index variables as expressions.
-    pub fn nest(
-        &mut self,
-        dims: &[u64],
-        body: impl FnOnce(&mut Kernel, &[Expr]) -> Vec<Stmt>,
-    ) -> Vec<Stmt> {
+    pub fn nest(&mut self, dims: &[u64], body: impl FnOnce(&mut Kernel, &[Expr]) -> Vec<Stmt>) -> Vec<Stmt> {
         let vars: Vec<Var> = dims.iter().map(|_| self.var(ScalarType::I64)).collect();
         let idx: Vec<Expr> = vars.iter().map(|&v| Expr::Var(v)).collect();
         let mut stmts = body(self, &idx);
         for (&v, &extent) in vars.iter().zip(dims).rev() {
-            stmts = vec![Stmt::For {
-                var: v,
-                extent,
-                body: stmts,
-            }];
+            stmts = vec![Stmt::For { var: v, extent, body: stmts }];
         }
         stmts
     }

@@ -151,12 +151,7 @@ fn int_range(t: ScalarType) -> (i64, i64) {
 /// Runs `program` on `memory`: one byte vector per buffer, each `buffer.bytes()` long.
 pub fn run(program: &Program, memory: &mut [Vec<u8>]) -> Result<(), InterpError> {
     for kernel in &program.kernels {
-        let mut m = Machine {
-            program,
-            memory,
-            vars: vec![None; kernel.vars.len()],
-            kernel,
-        };
+        let mut m = Machine { program, memory, vars: vec![None; kernel.vars.len()], kernel };
         m.block(&kernel.body)?;
     }
     Ok(())
@@ -171,10 +166,7 @@ struct Machine<'a> {
 
 impl Machine<'_> {
     fn fault<T>(&self, message: impl Into<String>) -> Result<T, InterpError> {
-        Err(InterpError::Fault {
-            kernel: self.kernel.name.clone(),
-            message: message.into(),
-        })
+        Err(InterpError::Fault { kernel: self.kernel.name.clone(), message: message.into() })
     }
 
     fn block(&mut self, stmts: &[Stmt]) -> Result<(), InterpError> {
@@ -201,11 +193,7 @@ impl Machine<'_> {
                 let x = self.expr(value)?;
                 self.store(*buf, i, x)?;
             }
-            Stmt::If {
-                cond,
-                then,
-                otherwise,
-            } => {
+            Stmt::If { cond, then, otherwise } => {
                 if self.truth(cond)? {
                     self.block(then)?;
                 } else {
@@ -214,16 +202,8 @@ impl Machine<'_> {
             }
             Stmt::Check { cond, error } => {
                 if !self.truth(cond)? {
-                    let message = self
-                        .program
-                        .errors
-                        .get(*error as usize)
-                        .cloned()
-                        .unwrap_or_default();
-                    return Err(InterpError::Check {
-                        code: *error,
-                        message,
-                    });
+                    let message = self.program.errors.get(*error as usize).cloned().unwrap_or_default();
+                    return Err(InterpError::Check { code: *error, message });
                 }
             }
             Stmt::Call(f, args) => self.call(*f, args)?,
@@ -236,11 +216,7 @@ impl Machine<'_> {
             return self.fault(format!("{v:?} is not declared"));
         };
         if ty != x.ty() {
-            return self.fault(format!(
-                "{v:?} is {} but gets a {}",
-                ty.name(),
-                x.ty().name()
-            ));
+            return self.fault(format!("{v:?} is {} but gets a {}", ty.name(), x.ty().name()));
         }
         self.vars[v.0 as usize] = Some(x);
         Ok(())
@@ -267,10 +243,7 @@ impl Machine<'_> {
             return self.fault(format!("{buf:?} does not exist"));
         };
         if i < 0 || i as u64 >= b.len {
-            return self.fault(format!(
-                "index {i} is outside {buf:?} ({} elements, `{}`)",
-                b.len, b.name
-            ));
+            return self.fault(format!("index {i} is outside {buf:?} ({} elements, `{}`)", b.len, b.name));
         }
         let bit = i as u64 * u64::from(b.elem.bits());
         Ok(((bit / 8) as usize, (bit % 8) as u32, b.elem))
@@ -281,10 +254,7 @@ impl Machine<'_> {
         let bytes = &self.memory[buf.0 as usize];
         let n = elem.bits().div_ceil(8) as usize;
         let Some(raw) = bytes.get(at..at + n) else {
-            return self.fault(format!(
-                "{buf:?} has {} bytes of memory, less than its length",
-                bytes.len()
-            ));
+            return self.fault(format!("{buf:?} has {} bytes of memory, less than its length", bytes.len()));
         };
         let mut b8 = [0u8; 8];
         b8[..n].copy_from_slice(raw);
@@ -308,18 +278,10 @@ impl Machine<'_> {
             ElemType::Scalar(t) => {
                 // Sign-extend signed types from their width.
                 let shift = 64 - 8 * n as u32;
-                let v = if t.is_signed_int() {
-                    ((u << shift) as i64) >> shift
-                } else {
-                    u as i64
-                };
+                let v = if t.is_signed_int() { ((u << shift) as i64) >> shift } else { u as i64 };
                 Val::Int(t, v)
             }
-            ElemType::F8E4M3FN
-            | ElemType::F8E4M3FNUZ
-            | ElemType::F8E5M2
-            | ElemType::F8E5M2FNUZ
-            | ElemType::F4E2M1 => match minifloat_format(elem) {
+            ElemType::F8E4M3FN | ElemType::F8E4M3FNUZ | ElemType::F8E5M2 | ElemType::F8E5M2FNUZ | ElemType::F4E2M1 => match minifloat_format(elem) {
                 Some(f) => Val::F32(f.decode(u as u32)),
                 None => return self.fault(format!("no decoding for {}", elem.name())),
             },
@@ -329,24 +291,13 @@ impl Machine<'_> {
     fn store(&mut self, buf: BufId, i: i64, x: Val) -> Result<(), InterpError> {
         let (at, shift, elem) = self.slot(buf, i)?;
         if x.ty() != elem.value_type() {
-            return self.fault(format!(
-                "storing a {} into {buf:?} of {}",
-                x.ty().name(),
-                elem.name()
-            ));
+            return self.fault(format!("storing a {} into {buf:?} of {}", x.ty().name(), elem.name()));
         }
         let bits: u64 = match (elem, x) {
             (ElemType::F16, Val::F32(f)) => u64::from(half::f16::from_f32(f).to_bits()),
             (ElemType::BF16, Val::F32(f)) => u64::from(half::bf16::from_f32(f).to_bits()),
             (ElemType::F8E8M0, Val::F32(f)) => u64::from(minifloat::e8m0_encode(f)),
-            (
-                ElemType::F8E4M3FN
-                | ElemType::F8E4M3FNUZ
-                | ElemType::F8E5M2
-                | ElemType::F8E5M2FNUZ
-                | ElemType::F4E2M1,
-                Val::F32(f),
-            ) => match minifloat_format(elem) {
+            (ElemType::F8E4M3FN | ElemType::F8E4M3FNUZ | ElemType::F8E5M2 | ElemType::F8E5M2FNUZ | ElemType::F4E2M1, Val::F32(f)) => match minifloat_format(elem) {
                 Some(m) => u64::from(m.encode(f)),
                 None => return self.fault(format!("no encoding for {}", elem.name())),
             },
@@ -376,20 +327,14 @@ impl Machine<'_> {
             return Ok(Vec::new());
         }
         let (at, _, elem) = self.slot(buf, start)?;
-        self.slot(
-            buf,
-            start.saturating_add(i64::try_from(len - 1).unwrap_or(i64::MAX)),
-        )?;
+        self.slot(buf, start.saturating_add(i64::try_from(len - 1).unwrap_or(i64::MAX)))?;
         if elem != ElemType::Scalar(ScalarType::F32) {
             return self.fault(format!("sgemm on {buf:?} of {}, not f32", elem.name()));
         }
         let Some(bytes) = self.memory[buf.0 as usize].get(at..at + 4 * len) else {
             return self.fault(format!("{buf:?} has less memory than its length"));
         };
-        Ok(bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect())
+        Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
     }
 
     /// Stores `xs` into `f32` buffer `buf` from element `start` (checked by [`Self::f32_span`]).
@@ -425,22 +370,14 @@ impl Machine<'_> {
             Expr::Binary(op, a, b) => {
                 let (a, b) = (self.expr(a)?, self.expr(b)?);
                 if a.ty() != b.ty() {
-                    return self.fault(format!(
-                        "{op:?} of {} and {}",
-                        a.ty().name(),
-                        b.ty().name()
-                    ));
+                    return self.fault(format!("{op:?} of {} and {}", a.ty().name(), b.ty().name()));
                 }
                 self.binary(*op, a, b)?
             }
             Expr::Cmp(op, a, b) => {
                 let (a, b) = (self.expr(a)?, self.expr(b)?);
                 if a.ty() != b.ty() {
-                    return self.fault(format!(
-                        "{op:?} of {} and {}",
-                        a.ty().name(),
-                        b.ty().name()
-                    ));
+                    return self.fault(format!("{op:?} of {} and {}", a.ty().name(), b.ty().name()));
                 }
                 Val::Bool(compare(*op, a, b))
             }
@@ -472,10 +409,7 @@ impl Machine<'_> {
                 }
             }
             Expr::Math(f, args) => {
-                let vals = args
-                    .iter()
-                    .map(|a| self.expr(a))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let vals = args.iter().map(|a| self.expr(a)).collect::<Result<Vec<_>, _>>()?;
                 math(*f, &vals).map_or_else(|m| self.fault(m), Ok)?
             }
         })
@@ -486,17 +420,7 @@ impl Machine<'_> {
             (UnOp::Neg, Val::Int(t, v)) => Val::Int(t, normalize(t, v.wrapping_neg())),
             (UnOp::Neg, Val::F32(f)) => Val::F32(-f),
             (UnOp::Neg, Val::F64(f)) => Val::F64(-f),
-            (UnOp::Abs, Val::Int(t, v)) => Val::Int(
-                t,
-                normalize(
-                    t,
-                    if t.is_signed_int() {
-                        v.wrapping_abs()
-                    } else {
-                        v
-                    },
-                ),
-            ),
+            (UnOp::Abs, Val::Int(t, v)) => Val::Int(t, normalize(t, if t.is_signed_int() { v.wrapping_abs() } else { v })),
             (UnOp::Abs, Val::F32(f)) => Val::F32(f.abs()),
             (UnOp::Abs, Val::F64(f)) => Val::F64(f.abs()),
             (UnOp::Not, Val::Bool(b)) => Val::Bool(!b),
@@ -525,9 +449,7 @@ impl Machine<'_> {
                     BinOp::Add => x.wrapping_add(y),
                     BinOp::Sub => x.wrapping_sub(y),
                     BinOp::Mul => x.wrapping_mul(y),
-                    BinOp::Div | BinOp::Rem if y == 0 => {
-                        return self.fault("integer division by zero");
-                    }
+                    BinOp::Div | BinOp::Rem if y == 0 => return self.fault("integer division by zero"),
                     BinOp::Div if unsigned => (ux / uy) as i64,
                     BinOp::Div => x.wrapping_div(y),
                     BinOp::Rem if unsigned => (ux % uy) as i64,
@@ -545,14 +467,8 @@ impl Machine<'_> {
                 };
                 Val::Int(t, normalize(t, v))
             }
-            (Val::F32(x), Val::F32(y)) => Val::F32(
-                float_bin(op, f64::from(x), f64::from(y))
-                    .map_or_else(|| self.fault(format!("{op:?} of floats")), Ok)?
-                    as f32,
-            ),
-            (Val::F64(x), Val::F64(y)) => Val::F64(
-                float_bin(op, x, y).map_or_else(|| self.fault(format!("{op:?} of floats")), Ok)?,
-            ),
+            (Val::F32(x), Val::F32(y)) => Val::F32(float_bin(op, f64::from(x), f64::from(y)).map_or_else(|| self.fault(format!("{op:?} of floats")), Ok)? as f32),
+            (Val::F64(x), Val::F64(y)) => Val::F64(float_bin(op, x, y).map_or_else(|| self.fault(format!("{op:?} of floats")), Ok)?),
             _ => return self.fault(format!("{op:?} of {} and {}", a.ty().name(), b.ty().name())),
         })
     }
@@ -560,32 +476,21 @@ impl Machine<'_> {
     fn call(&mut self, f: RuntimeFn, args: &[Arg]) -> Result<(), InterpError> {
         match f {
             RuntimeFn::Sgemm => {
-                let [
-                    Arg::Addr(a, ai),
-                    Arg::Addr(b, bi),
-                    Arg::Addr(c, ci),
-                    rest @ ..,
-                ] = args
-                else {
+                let [Arg::Addr(a, ai), Arg::Addr(b, bi), Arg::Addr(c, ci), rest @ ..] = args else {
                     return self.fault("sgemm takes three buffer addresses first");
                 };
                 let mut ints = Vec::new();
                 let mut floats = Vec::new();
                 for arg in rest {
-                    let Arg::Value(e) = arg else {
-                        return self.fault("sgemm scalar arguments");
-                    };
+                    let Arg::Value(e) = arg else { return self.fault("sgemm scalar arguments") };
                     match self.expr(e)? {
                         Val::Int(_, v) => ints.push(v),
                         Val::F32(x) => floats.push(x),
                         _ => return self.fault("sgemm scalar arguments"),
                     }
                 }
-                let (&[m, n, k, lda, ldb, ldc, ta, tb], &[alpha, beta]) = (&ints[..], &floats[..])
-                else {
-                    return self.fault(
-                        "sgemm takes m, n, k, lda, ldb, ldc, trans_a, trans_b, alpha, beta",
-                    );
+                let (&[m, n, k, lda, ldb, ldc, ta, tb], &[alpha, beta]) = (&ints[..], &floats[..]) else {
+                    return self.fault("sgemm takes m, n, k, lda, ldb, ldc, trans_a, trans_b, alpha, beta");
                 };
                 let (ai, bi, ci) = (self.index(ai)?, self.index(bi)?, self.index(ci)?);
                 // The runtime's kernel computes the product, so compiled code and the interpreter
@@ -594,29 +499,10 @@ impl Machine<'_> {
                     return Ok(());
                 }
                 if lda < 0 || ldb < 0 || ldc < 0 {
-                    return self.fault(format!(
-                        "sgemm with a negative leading dimension ({lda}, {ldb}, {ldc})"
-                    ));
+                    return self.fault(format!("sgemm with a negative leading dimension ({lda}, {ldb}, {ldc})"));
                 }
-                let transpose = |t: i64| {
-                    if t != 0 {
-                        Transpose::Yes
-                    } else {
-                        Transpose::No
-                    }
-                };
-                let g = Sgemm {
-                    m: m as usize,
-                    n: n as usize,
-                    k: k.max(0) as usize,
-                    lda: lda as usize,
-                    ldb: ldb as usize,
-                    ldc: ldc as usize,
-                    trans_a: transpose(ta),
-                    trans_b: transpose(tb),
-                    alpha,
-                    beta,
-                };
+                let transpose = |t: i64| if t != 0 { Transpose::Yes } else { Transpose::No };
+                let g = Sgemm { m: m as usize, n: n as usize, k: k.max(0) as usize, lda: lda as usize, ldb: ldb as usize, ldc: ldc as usize, trans_a: transpose(ta), trans_b: transpose(tb), alpha, beta };
                 let a = self.f32_span(*a, ai, g.a_len())?;
                 let b = self.f32_span(*b, bi, g.b_len())?;
                 let mut c_span = self.f32_span(*c, ci, g.c_len())?;
@@ -667,34 +553,15 @@ fn float_bin(op: BinOp, x: f64, y: f64) -> Option<f64> {
         BinOp::Div => x / y,
         BinOp::Rem => x % y,
         // NaN propagates; −0 is below +0, as in generated code.
-        BinOp::Min => {
-            if x.is_nan() || y.is_nan() {
-                f64::NAN
-            } else if x == y {
-                if x.is_sign_negative() { x } else { y }
-            } else {
-                x.min(y)
-            }
-        }
-        BinOp::Max => {
-            if x.is_nan() || y.is_nan() {
-                f64::NAN
-            } else if x == y {
-                if x.is_sign_positive() { x } else { y }
-            } else {
-                x.max(y)
-            }
-        }
+        BinOp::Min => if x.is_nan() || y.is_nan() { f64::NAN } else if x == y { if x.is_sign_negative() { x } else { y } } else { x.min(y) },
+        BinOp::Max => if x.is_nan() || y.is_nan() { f64::NAN } else if x == y { if x.is_sign_positive() { x } else { y } } else { x.max(y) },
         _ => return None,
     })
 }
 
 fn math(f: MathFn, args: &[Val]) -> Result<Val, String> {
     let is32 = matches!(args.first(), Some(Val::F32(_)));
-    let x = args
-        .first()
-        .map(|a| a.as_f64())
-        .ok_or("math function without arguments")?;
+    let x = args.first().map(|a| a.as_f64()).ok_or("math function without arguments")?;
     let r = match f {
         MathFn::Exp => x.exp(),
         MathFn::Log => x.ln(),
@@ -712,18 +579,8 @@ fn math(f: MathFn, args: &[Val]) -> Result<Val, String> {
         MathFn::Asinh => x.asinh(),
         MathFn::Acosh => x.acosh(),
         MathFn::Atanh => x.atanh(),
-        MathFn::Softplus => {
-            if x > 0.0 {
-                x + (-x).exp().ln_1p()
-            } else {
-                x.exp().ln_1p()
-            }
-        }
+        MathFn::Softplus => if x > 0.0 { x + (-x).exp().ln_1p() } else { x.exp().ln_1p() },
         MathFn::Rint => x.round_ties_even(),
     };
-    Ok(if is32 {
-        Val::F32(r as f32)
-    } else {
-        Val::F64(r)
-    })
+    Ok(if is32 { Val::F32(r as f32) } else { Val::F64(r) })
 }

@@ -129,10 +129,7 @@ impl ScalarType {
 
     /// True for the signed integer types.
     pub fn is_signed_int(self) -> bool {
-        matches!(
-            self,
-            ScalarType::I8 | ScalarType::I16 | ScalarType::I32 | ScalarType::I64
-        )
+        matches!(self, ScalarType::I8 | ScalarType::I16 | ScalarType::I32 | ScalarType::I64)
     }
 
     /// The name in the text form.
@@ -175,12 +172,7 @@ impl ElemType {
         match self {
             ElemType::Scalar(s) => s,
             ElemType::F16 | ElemType::BF16 => ScalarType::F32,
-            ElemType::F8E4M3FN
-            | ElemType::F8E4M3FNUZ
-            | ElemType::F8E5M2
-            | ElemType::F8E5M2FNUZ
-            | ElemType::F8E8M0
-            | ElemType::F4E2M1 => ScalarType::F32,
+            ElemType::F8E4M3FN | ElemType::F8E4M3FNUZ | ElemType::F8E5M2 | ElemType::F8E5M2FNUZ | ElemType::F8E8M0 | ElemType::F4E2M1 => ScalarType::F32,
             ElemType::I4 | ElemType::I2 => ScalarType::I8,
             ElemType::U4 | ElemType::U2 => ScalarType::U8,
         }
@@ -191,11 +183,7 @@ impl ElemType {
         match self {
             ElemType::Scalar(s) => 8 * s.bytes(),
             ElemType::F16 | ElemType::BF16 => 16,
-            ElemType::F8E4M3FN
-            | ElemType::F8E4M3FNUZ
-            | ElemType::F8E5M2
-            | ElemType::F8E5M2FNUZ
-            | ElemType::F8E8M0 => 8,
+            ElemType::F8E4M3FN | ElemType::F8E4M3FNUZ | ElemType::F8E5M2 | ElemType::F8E5M2FNUZ | ElemType::F8E8M0 => 8,
             ElemType::F4E2M1 | ElemType::I4 | ElemType::U4 => 4,
             ElemType::I2 | ElemType::U2 => 2,
         }
@@ -553,11 +541,7 @@ impl Program {
 impl Kernel {
     /// A kernel with no variables and an empty body.
     pub fn new(name: impl Into<String>) -> Kernel {
-        Kernel {
-            name: name.into(),
-            vars: Vec::new(),
-            body: Vec::new(),
-        }
+        Kernel { name: name.into(), vars: Vec::new(), body: Vec::new() }
     }
 
     /// A fresh variable of type `ty`.

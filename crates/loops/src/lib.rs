@@ -10,8 +10,8 @@ pub mod build;
 pub mod interp;
 pub mod ir;
 pub mod lower;
-pub mod plan;
 pub mod text;
 pub mod verify;
+pub mod plan;
 
 pub use ir::*;

@@ -40,12 +40,7 @@ pub fn plan(p: &Program) -> MemoryPlan {
     for (k, kernel) in p.kernels.iter().enumerate() {
         let mut uses = Uses::default();
         uses.block(&kernel.body);
-        for &b in uses
-            .loads
-            .keys()
-            .chain(uses.stores.keys())
-            .chain(&uses.calls)
-        {
+        for &b in uses.loads.keys().chain(uses.stores.keys()).chain(&uses.calls) {
             if let Some(slot) = lifetimes.get_mut(b.0 as usize) {
                 *slot = Some(slot.map_or((k, k), |(s, _)| (s, k)));
             }
@@ -55,11 +50,7 @@ pub fn plan(p: &Program) -> MemoryPlan {
 
     // Slots: groups of temps that share memory. A written temp joins the slot of the temp
     // it overwrites in place when that temp dies in the same kernel.
-    let is_temp = |b: BufId| {
-        p.buffers
-            .get(b.0 as usize)
-            .is_some_and(|x| x.kind == BufferKind::Temp)
-    };
+    let is_temp = |b: BufId| p.buffers.get(b.0 as usize).is_some_and(|x| x.kind == BufferKind::Temp);
     let mut slot_of: Vec<Option<usize>> = vec![None; n];
     let mut slots: Vec<(u64, usize, usize)> = Vec::new(); // (bytes, first, last)
     for (b, life) in lifetimes.iter().enumerate() {
@@ -70,10 +61,8 @@ pub fn plan(p: &Program) -> MemoryPlan {
         let bytes = aligned(p.buffers[b].bytes().max(1));
         let joined = in_place.iter().find_map(|&(r, w, k)| {
             let r_slot = slot_of[r.0 as usize]?;
-            let ends_here =
-                lifetimes[r.0 as usize].is_some_and(|(_, l)| l == k) && slots[r_slot].2 == k;
-            (w.0 as usize == b && k == first && ends_here && slots[r_slot].0 == bytes)
-                .then_some(r_slot)
+            let ends_here = lifetimes[r.0 as usize].is_some_and(|(_, l)| l == k) && slots[r_slot].2 == k;
+            (w.0 as usize == b && k == first && ends_here && slots[r_slot].0 == bytes).then_some(r_slot)
         });
         match joined {
             Some(s) => {
@@ -95,11 +84,7 @@ pub fn plan(p: &Program) -> MemoryPlan {
     let mut arena = 0u64;
     for s in order {
         let (bytes, first, last) = slots[s];
-        let mut busy: Vec<(u64, u64)> = placed
-            .iter()
-            .filter(|&&(_, _, f, l)| f <= last && first <= l)
-            .map(|&(o, b, _, _)| (o, o + b))
-            .collect();
+        let mut busy: Vec<(u64, u64)> = placed.iter().filter(|&&(_, _, f, l)| f <= last && first <= l).map(|&(o, b, _, _)| (o, o + b)).collect();
         busy.sort_unstable();
         let mut offset = 0u64;
         for (start, end) in busy {
@@ -116,18 +101,10 @@ pub fn plan(p: &Program) -> MemoryPlan {
     let offsets = (0..n).map(|b| slot_of[b].map(|s| slot_offset[s])).collect();
     let mut lower_bound = 0u64;
     for k in 0..p.kernels.len() {
-        let live: u64 = (0..slots.len())
-            .filter(|&s| slots[s].1 <= k && k <= slots[s].2)
-            .map(|s| slots[s].0)
-            .sum();
+        let live: u64 = (0..slots.len()).filter(|&s| slots[s].1 <= k && k <= slots[s].2).map(|s| slots[s].0).sum();
         lower_bound = lower_bound.max(live);
     }
-    MemoryPlan {
-        offsets,
-        lifetimes,
-        arena_bytes: arena,
-        lower_bound,
-    }
+    MemoryPlan { offsets, lifetimes, arena_bytes: arena, lower_bound }
 }
 
 /// The buffers a kernel touches, with the index expressions of its loads and stores and
@@ -169,11 +146,7 @@ impl<'a> Uses<'a> {
                     self.expr(index);
                     self.expr(value);
                 }
-                Stmt::If {
-                    cond,
-                    then,
-                    otherwise,
-                } => {
+                Stmt::If { cond, then, otherwise } => {
                     self.expr(cond);
                     self.block(then);
                     self.block(otherwise);
@@ -235,11 +208,9 @@ impl<'a> Uses<'a> {
                 continue;
             }
             for (&r, r_idx) in &self.loads {
-                let same = r_idx.iter().all(|&(i, single)| single && i == index)
-                    && !self.stores.contains_key(&r);
+                let same = r_idx.iter().all(|&(i, single)| single && i == index) && !self.stores.contains_key(&r);
                 // Equal widths too: with packed types, element `index` of both must share its bits.
-                let sizes = p.buffer(r).bytes() == p.buffer(w).bytes()
-                    && p.buffer(r).elem.bits() == p.buffer(w).elem.bits();
+                let sizes = p.buffer(r).bytes() == p.buffer(w).bytes() && p.buffer(r).elem.bits() == p.buffer(w).elem.bits();
                 if same && sizes {
                     out.push((r, w));
                 }
@@ -266,18 +237,9 @@ impl MemoryPlan {
                 Some((f, l)) => format!("kernels {f}..={l}"),
                 None => "-".to_string(),
             };
-            let _ = writeln!(
-                s,
-                "@{i:<4} {place:<16} {:>12} bytes  {life:<20} {}",
-                b.bytes(),
-                b.name
-            );
+            let _ = writeln!(s, "@{i:<4} {place:<16} {:>12} bytes  {life:<20} {}", b.bytes(), b.name);
         }
-        let _ = writeln!(
-            s,
-            "arena: {} bytes; lower bound (peak live bytes): {} bytes",
-            self.arena_bytes, self.lower_bound
-        );
+        let _ = writeln!(s, "arena: {} bytes; lower bound (peak live bytes): {} bytes", self.arena_bytes, self.lower_bound);
         s
     }
 }

@@ -72,15 +72,9 @@ pub fn verify(p: &Program) -> Result<(), Vec<VerifyError>> {
     for k in &p.kernels {
         let location = format!("kernel {}", k.name);
         if k.name.is_empty() {
-            errors.push(VerifyError {
-                location: location.clone(),
-                message: "kernel has an empty name".into(),
-            });
+            errors.push(VerifyError { location: location.clone(), message: "kernel has an empty name".into() });
         } else if !names.insert(k.name.as_str()) {
-            errors.push(VerifyError {
-                location: location.clone(),
-                message: "another kernel has the same name".into(),
-            });
+            errors.push(VerifyError { location: location.clone(), message: "another kernel has the same name".into() });
         }
         let n = k.vars.len();
         let mut defined_anywhere = vec![false; n];
@@ -100,11 +94,7 @@ pub fn verify(p: &Program) -> Result<(), Vec<VerifyError>> {
         };
         cx.block(&k.body);
     }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
+    if errors.is_empty() { Ok(()) } else { Err(errors) }
 }
 
 /// Marks every variable a `For`, `Let` or `Local` in `body` defines.
@@ -117,34 +107,21 @@ fn mark_definitions(body: &[Stmt], into: &mut [bool]) {
         }
         match s {
             Stmt::For { body, .. } => mark_definitions(body, into),
-            Stmt::If {
-                then, otherwise, ..
-            } => [then, otherwise]
-                .into_iter()
-                .for_each(|b| mark_definitions(b, into)),
+            Stmt::If { then, otherwise, .. } => [then, otherwise].into_iter().for_each(|b| mark_definitions(b, into)),
             _ => {}
         }
     }
 }
 
 fn check_buffers(p: &Program, errors: &mut Vec<VerifyError>) {
-    let mut err = |b: usize, message: String| {
-        errors.push(VerifyError {
-            location: format!("buffer @{b}"),
-            message,
-        })
-    };
+    let mut err = |b: usize, message: String| errors.push(VerifyError { location: format!("buffer @{b}"), message });
     let positions = |input: bool| -> Vec<(usize, usize)> {
         let pick = |k: &BufferKind| match *k {
             BufferKind::Input(n) if input => Some(n),
             BufferKind::Output(n) if !input => Some(n),
             _ => None,
         };
-        p.buffers
-            .iter()
-            .enumerate()
-            .filter_map(|(b, buf)| pick(&buf.kind).map(|n| (b, n)))
-            .collect()
+        p.buffers.iter().enumerate().filter_map(|(b, buf)| pick(&buf.kind).map(|n| (b, n))).collect()
     };
     for (what, positions) in [("input", positions(true)), ("output", positions(false))] {
         let mut owner = std::collections::BTreeMap::new();
@@ -159,53 +136,22 @@ fn check_buffers(p: &Program, errors: &mut Vec<VerifyError>) {
         if let Some((&last, &b)) = owner.last_key_value()
             && let Some(missing) = (0..last).find(|n| !owner.contains_key(n))
         {
-            err(
-                b,
-                format!("{what} {last} exists but no buffer is {what} {missing}"),
-            );
+            err(b, format!("{what} {last} exists but no buffer is {what} {missing}"));
         }
     }
     for (b, buf) in p.buffers.iter().enumerate() {
-        let BufferKind::Const(t) = &buf.kind else {
-            continue;
-        };
+        let BufferKind::Const(t) = &buf.kind else { continue };
         if t.dtype.name() != buf.elem.name() {
-            err(
-                b,
-                format!(
-                    "constant tensor is {} but the buffer holds {}",
-                    t.dtype.name(),
-                    buf.elem.name()
-                ),
-            );
+            err(b, format!("constant tensor is {} but the buffer holds {}", t.dtype.name(), buf.elem.name()));
         }
         if t.numel() != Some(buf.len) {
-            err(
-                b,
-                format!(
-                    "constant tensor has {} elements but the buffer has {}",
-                    t.numel().map_or("too many".into(), |n| n.to_string()),
-                    buf.len
-                ),
-            );
+            err(b, format!("constant tensor has {} elements but the buffer has {}", t.numel().map_or("too many".into(), |n| n.to_string()), buf.len));
         }
         match &t.data {
-            kiln_tir::TensorData::Raw(bytes)
-                if Some(bytes.len() as u64)
-                    != buf
-                        .len
-                        .checked_mul(u64::from(buf.elem.bits()))
-                        .map(|bits| bits.div_ceil(8)) =>
-            {
+            kiln_tir::TensorData::Raw(bytes) if Some(bytes.len() as u64) != buf.len.checked_mul(u64::from(buf.elem.bits())).map(|bits| bits.div_ceil(8)) => {
                 err(
                     b,
-                    format!(
-                        "constant holds {} bytes but {} elements of {} take {}",
-                        bytes.len(),
-                        buf.len,
-                        buf.elem.name(),
-                        buf.elem.storage_bytes(buf.len)
-                    ),
+                    format!("constant holds {} bytes but {} elements of {} take {}", bytes.len(), buf.len, buf.elem.name(), buf.elem.storage_bytes(buf.len)),
                 );
             }
             kiln_tir::TensorData::Strings(_) => err(b, "constant holds strings".into()),
@@ -247,20 +193,10 @@ struct Range {
 }
 
 impl Range {
-    const TOP: Range = Range {
-        lo: -INF,
-        hi: INF,
-        exact: false,
-        vars: Vec::new(),
-    };
+    const TOP: Range = Range { lo: -INF, hi: INF, exact: false, vars: Vec::new() };
 
     fn constant(c: i64) -> Range {
-        Range {
-            lo: c.into(),
-            hi: c.into(),
-            exact: true,
-            vars: Vec::new(),
-        }
+        Range { lo: c.into(), hi: c.into(), exact: true, vars: Vec::new() }
     }
 
     fn known(&self) -> bool {
@@ -268,21 +204,12 @@ impl Range {
     }
 
     fn as_constant(&self) -> Option<i64> {
-        if self.lo == self.hi && self.known() {
-            i64::try_from(self.lo).ok()
-        } else {
-            None
-        }
+        if self.lo == self.hi && self.known() { i64::try_from(self.lo).ok() } else { None }
     }
 
     /// A range within `i64`; one that may leave it (and so wrap) is unknown.
     fn make(lo: i128, hi: i128, exact: bool, vars: Vec<u32>) -> Range {
-        let r = Range {
-            lo,
-            hi,
-            exact,
-            vars,
-        };
+        let r = Range { lo, hi, exact, vars };
         if r.known() { r } else { Range::TOP }
     }
 
@@ -293,34 +220,16 @@ impl Range {
     /// Exactness survives `a ∘ b` only for affine combinations of distinct variables.
     fn combine(a: &Range, b: &Range, lo: i128, hi: i128) -> Range {
         let exact = a.exact && b.exact && a.vars.iter().all(|v| !b.vars.contains(v));
-        Range::make(
-            lo,
-            hi,
-            exact,
-            a.vars.iter().chain(&b.vars).copied().collect(),
-        )
+        Range::make(lo, hi, exact, a.vars.iter().chain(&b.vars).copied().collect())
     }
 
     fn hull(a: &Range, b: &Range) -> Range {
-        if a.known() && b.known() {
-            Range::make(a.lo.min(b.lo), a.hi.max(b.hi), false, Vec::new())
-        } else {
-            Range::TOP
-        }
+        if a.known() && b.known() { Range::make(a.lo.min(b.lo), a.hi.max(b.hi), false, Vec::new()) } else { Range::TOP }
     }
 
     fn intersect(&self, lo: i128, hi: i128) -> Range {
         let (nlo, nhi) = (self.lo.max(lo), self.hi.min(hi));
-        if (nlo, nhi) == (self.lo, self.hi) {
-            self.clone()
-        } else {
-            Range {
-                lo: nlo,
-                hi: nhi,
-                exact: false,
-                vars: Vec::new(),
-            }
-        }
+        if (nlo, nhi) == (self.lo, self.hi) { self.clone() } else { Range { lo: nlo, hi: nhi, exact: false, vars: Vec::new() } }
     }
 }
 
@@ -352,30 +261,20 @@ fn count(n: usize, noun: &str) -> String {
 }
 
 fn type_names(ts: &[ScalarType]) -> String {
-    ts.iter()
-        .map(|t| t.name())
-        .collect::<Vec<_>>()
-        .join(" and ")
+    ts.iter().map(|t| t.name()).collect::<Vec<_>>().join(" and ")
 }
 
 impl<'a> Cx<'a> {
     fn err(&mut self, message: impl Into<String>) {
         let location = format!("kernel {}, statement {}", self.k.name, self.path.join("."));
-        self.errors.push(VerifyError {
-            location,
-            message: message.into(),
-        });
+        self.errors.push(VerifyError { location, message: message.into() });
     }
 
     /// The declared type of `v`, reporting a variable with none.
     fn var_type(&mut self, v: Var) -> Option<ScalarType> {
         let ty = self.k.vars.get(v.0 as usize).copied();
         if ty.is_none() {
-            self.err(format!(
-                "${} has no type: the kernel declares {}",
-                v.0,
-                count(self.k.vars.len(), "variable")
-            ));
+            self.err(format!("${} has no type: the kernel declares {}", v.0, count(self.k.vars.len(), "variable")));
         }
         ty
     }
@@ -383,11 +282,7 @@ impl<'a> Cx<'a> {
     fn buffer(&mut self, b: BufId) -> Option<&'a Buffer> {
         let buf = self.p.buffers.get(b.0 as usize);
         if buf.is_none() {
-            self.err(format!(
-                "@{} does not exist: the program has {}",
-                b.0,
-                count(self.p.buffers.len(), "buffer")
-            ));
+            self.err(format!("@{} does not exist: the program has {}", b.0, count(self.p.buffers.len(), "buffer")));
         }
         buf
     }
@@ -430,12 +325,7 @@ impl<'a> Cx<'a> {
         if let (Some(want), Some(got)) = (self.k.vars.get(v.0 as usize).copied(), self.expr(value))
             && want != got
         {
-            self.err(format!(
-                "{what} ${} is {} but its value is {}",
-                v.0,
-                want.name(),
-                got.name()
-            ));
+            self.err(format!("{what} ${} is {} but its value is {}", v.0, want.name(), got.name()));
         }
     }
 
@@ -468,8 +358,7 @@ impl<'a> Cx<'a> {
                 }
                 let i = self.define(*var, Def::For);
                 if let Some(i) = i {
-                    self.ranges[i] = (*extent > 0)
-                        .then(|| Range::make(0, i128::from(*extent) - 1, true, vec![var.0]));
+                    self.ranges[i] = (*extent > 0).then(|| Range::make(0, i128::from(*extent) - 1, true, vec![var.0]));
                 }
                 self.unreachable += u32::from(*extent == 0);
                 self.block(body);
@@ -491,21 +380,10 @@ impl<'a> Cx<'a> {
             }
             Stmt::Assign(v, e) => {
                 match self.visible.get(v.0 as usize).copied() {
-                    None => self.err(format!(
-                        "assigns ${}, which has no type: the kernel declares {}",
-                        v.0,
-                        count(self.k.vars.len(), "variable")
-                    )),
+                    None => self.err(format!("assigns ${}, which has no type: the kernel declares {}", v.0, count(self.k.vars.len(), "variable"))),
                     Some(Some(Def::Local)) => {}
-                    Some(Some(other)) => self.err(format!(
-                        "assigns ${}, which is {}, not a `loop.local`",
-                        v.0,
-                        other.name()
-                    )),
-                    Some(None) => self.err(format!(
-                        "assigns ${}, which is not a `loop.local` in scope",
-                        v.0
-                    )),
+                    Some(Some(other)) => self.err(format!("assigns ${}, which is {}, not a `loop.local`", v.0, other.name())),
+                    Some(None) => self.err(format!("assigns ${}, which is not a `loop.local` in scope", v.0)),
                 }
                 self.value_of(*v, e, "loop.assign");
                 None
@@ -518,21 +396,12 @@ impl<'a> Cx<'a> {
                 if let Some(got) = got
                     && got != b.elem.value_type()
                 {
-                    self.err(format!(
-                        "stores a {} into @{} of {} elements",
-                        got.name(),
-                        buf.0,
-                        b.elem.name()
-                    ));
+                    self.err(format!("stores a {} into @{} of {} elements", got.name(), buf.0, b.elem.name()));
                 }
                 self.bounds("store", *buf, b, &r);
                 None
             }
-            Stmt::If {
-                cond,
-                then,
-                otherwise,
-            } => {
+            Stmt::If { cond, then, otherwise } => {
                 self.cond(cond, "loop.if");
                 self.conditional += 1;
                 for (branch, body, positive) in [("then", then, true), ("else", otherwise, false)] {
@@ -549,10 +418,7 @@ impl<'a> Cx<'a> {
             Stmt::Check { cond, error } => {
                 self.cond(cond, "loop.check");
                 if *error as usize >= self.p.errors.len() {
-                    self.err(format!(
-                        "error code {error} does not exist: the program has {}",
-                        count(self.p.errors.len(), "error")
-                    ));
+                    self.err(format!("error code {error} does not exist: the program has {}", count(self.p.errors.len(), "error")));
                 }
                 // Past a check, its condition holds for the rest of the block.
                 self.learn(cond, true);
@@ -583,15 +449,8 @@ impl<'a> Cx<'a> {
         let outside = r.hi < 0 || r.lo > last;
         let escapes = r.exact && self.conditional == 0 && (r.lo < 0 || r.hi > last);
         if outside || escapes {
-            let at = if r.lo == r.hi {
-                format!("index {}", r.lo)
-            } else {
-                format!("indices {}..={}", r.lo, r.hi)
-            };
-            self.err(format!(
-                "{what} at {at} is out of bounds: @{} {:?} has {} elements",
-                id.0, b.name, b.len
-            ));
+            let at = if r.lo == r.hi { format!("index {}", r.lo) } else { format!("indices {}..={}", r.lo, r.hi) };
+            self.err(format!("{what} at {at} is out of bounds: @{} {:?} has {} elements", id.0, b.name, b.len));
         }
     }
 
@@ -599,10 +458,7 @@ impl<'a> Cx<'a> {
         match f {
             RuntimeFn::Sgemm => {
                 if args.len() != 13 {
-                    self.err(format!(
-                        "sgemm takes 13 arguments (3 addresses, 8 i64, 2 f32), not {}",
-                        args.len()
-                    ));
+                    self.err(format!("sgemm takes 13 arguments (3 addresses, 8 i64, 2 f32), not {}", args.len()));
                 }
                 let mut addrs = Vec::new();
                 let mut ints = Vec::new();
@@ -617,11 +473,7 @@ impl<'a> Cx<'a> {
                             let r = self.index(index, "sgemm address");
                             if let Some(b) = self.buffer(*buf) {
                                 if b.elem != ElemType::Scalar(ScalarType::F32) {
-                                    self.err(format!(
-                                        "sgemm argument {i} is @{} of {} elements, not f32",
-                                        buf.0,
-                                        b.elem.name()
-                                    ));
+                                    self.err(format!("sgemm argument {i} is @{} of {} elements, not f32", buf.0, b.elem.name()));
                                 }
                                 if i == 2 {
                                     self.writable(*buf, b);
@@ -633,37 +485,17 @@ impl<'a> Cx<'a> {
                             if let Some(got) = self.expr(e)
                                 && got != want
                             {
-                                self.err(format!(
-                                    "sgemm argument {i} is {}, not {}",
-                                    got.name(),
-                                    want.name()
-                                ));
+                                self.err(format!("sgemm argument {i} is {}, not {}", got.name(), want.name()));
                             }
                             if want == ScalarType::I64 {
                                 ints.push(self.range(e).as_constant());
                             }
                         }
-                        (Arg::Addr(..), Some(_)) => {
-                            self.err(format!("sgemm argument {i} is an address, not a value"))
-                        }
-                        (Arg::Value(_), None) => self.err(format!(
-                            "sgemm argument {i} is a value, not a buffer address"
-                        )),
+                        (Arg::Addr(..), Some(_)) => self.err(format!("sgemm argument {i} is an address, not a value")),
+                        (Arg::Value(_), None) => self.err(format!("sgemm argument {i} is a value, not a buffer address")),
                     }
                 }
-                if let (
-                    [a, b, c],
-                    &[
-                        Some(m),
-                        Some(n),
-                        Some(k),
-                        Some(lda),
-                        Some(ldb),
-                        Some(ldc),
-                        Some(ta),
-                        Some(tb),
-                    ],
-                ) = (&addrs[..], &ints[..])
+                if let ([a, b, c], &[Some(m), Some(n), Some(k), Some(lda), Some(ldb), Some(ldc), Some(ta), Some(tb)]) = (&addrs[..], &ints[..])
                     && m > 0
                     && n > 0
                     && k > 0
@@ -671,35 +503,12 @@ impl<'a> Cx<'a> {
                     && ldb >= 0
                     && ldc >= 0
                 {
-                    let (m, n, k, lda, ldb, ldc) = (
-                        i128::from(m),
-                        i128::from(n),
-                        i128::from(k),
-                        i128::from(lda),
-                        i128::from(ldb),
-                        i128::from(ldc),
-                    );
-                    let span_a = if ta != 0 {
-                        (k - 1) * lda + m - 1
-                    } else {
-                        (m - 1) * lda + k - 1
-                    };
-                    let span_b = if tb != 0 {
-                        (n - 1) * ldb + k - 1
-                    } else {
-                        (k - 1) * ldb + n - 1
-                    };
+                    let (m, n, k, lda, ldb, ldc) = (i128::from(m), i128::from(n), i128::from(k), i128::from(lda), i128::from(ldb), i128::from(ldc));
+                    let span_a = if ta != 0 { (k - 1) * lda + m - 1 } else { (m - 1) * lda + k - 1 };
+                    let span_b = if tb != 0 { (n - 1) * ldb + k - 1 } else { (k - 1) * ldb + n - 1 };
                     let span_c = (m - 1) * ldc + n - 1;
-                    for ((id, buf, r), span, what) in [
-                        (a, span_a, "sgemm reads A"),
-                        (b, span_b, "sgemm reads B"),
-                        (c, span_c, "sgemm writes C"),
-                    ] {
-                        let widened = if r.known() {
-                            Range::make(r.lo, r.hi + span, r.exact, r.vars.clone())
-                        } else {
-                            Range::TOP
-                        };
+                    for ((id, buf, r), span, what) in [(a, span_a, "sgemm reads A"), (b, span_b, "sgemm reads B"), (c, span_c, "sgemm writes C")] {
+                        let widened = if r.known() { Range::make(r.lo, r.hi + span, r.exact, r.vars.clone()) } else { Range::TOP };
                         self.bounds(what, *id, buf, &widened);
                     }
                 }
@@ -749,28 +558,16 @@ impl<'a> Cx<'a> {
     /// `i64`, or what the analysis does not follow, is unknown).
     fn range(&self, e: &Expr) -> Range {
         let r = self.range_of(e);
-        self.facts
-            .iter()
-            .filter(|(f, _, _)| *f == e)
-            .fold(r, |r, &(_, lo, hi)| r.intersect(lo, hi))
+        self.facts.iter().filter(|(f, _, _)| *f == e).fold(r, |r, &(_, lo, hi)| r.intersect(lo, hi))
     }
 
     fn range_of(&self, e: &Expr) -> Range {
         match e {
             Expr::Const(Scalar::Int(ScalarType::I64, c)) => Range::constant(*c),
-            Expr::Var(v) => self
-                .ranges
-                .get(v.0 as usize)
-                .cloned()
-                .flatten()
-                .unwrap_or(Range::TOP),
+            Expr::Var(v) => self.ranges.get(v.0 as usize).cloned().flatten().unwrap_or(Range::TOP),
             Expr::Unary(UnOp::Neg, a) => {
                 let a = self.range(a);
-                if a.known() {
-                    Range::make(-a.hi, -a.lo, a.exact, a.vars)
-                } else {
-                    Range::TOP
-                }
+                if a.known() { Range::make(-a.hi, -a.lo, a.exact, a.vars) } else { Range::TOP }
             }
             Expr::Binary(op, a, b) => {
                 let (a, b) = (self.range(a), self.range(b));
@@ -781,19 +578,14 @@ impl<'a> Cx<'a> {
                     return if a.is_empty() { a } else { b };
                 }
                 let products = [a.lo * b.lo, a.lo * b.hi, a.hi * b.lo, a.hi * b.hi];
-                let (plo, phi) = (
-                    products.iter().min().copied().unwrap_or(0),
-                    products.iter().max().copied().unwrap_or(0),
-                );
+                let (plo, phi) = (products.iter().min().copied().unwrap_or(0), products.iter().max().copied().unwrap_or(0));
                 let c = b.as_constant().map(i128::from).filter(|&c| c > 0);
                 match op {
                     BinOp::Add => Range::combine(&a, &b, a.lo + b.lo, a.hi + b.hi),
                     BinOp::Sub => Range::combine(&a, &b, a.lo - b.hi, a.hi - b.lo),
                     // Scaling by a constant keeps an affine range exact.
                     BinOp::Mul if plo == phi => Range::make(plo, phi, true, Vec::new()),
-                    BinOp::Mul if a.as_constant().is_some() || b.as_constant().is_some() => {
-                        Range::combine(&a, &b, plo, phi)
-                    }
+                    BinOp::Mul if a.as_constant().is_some() || b.as_constant().is_some() => Range::combine(&a, &b, plo, phi),
                     BinOp::Mul => Range::make(plo, phi, false, Vec::new()),
                     BinOp::Div => match c {
                         Some(c) => Range::make(a.lo / c, a.hi / c, a.exact, a.vars),
@@ -833,10 +625,7 @@ impl<'a> Cx<'a> {
             Expr::Var(v) => {
                 let ty = self.var_type(*v)?;
                 if self.visible[v.0 as usize].is_none() {
-                    let why = match (
-                        self.defined_anywhere[v.0 as usize],
-                        &self.first_def[v.0 as usize],
-                    ) {
+                    let why = match (self.defined_anywhere[v.0 as usize], &self.first_def[v.0 as usize]) {
                         (false, _) => "never defined",
                         (true, None) => "used before its definition",
                         (true, Some(_)) => "used outside the scope of its definition",
@@ -861,11 +650,7 @@ impl<'a> Cx<'a> {
                 if !ok {
                     self.err(format!("`{}` of {}", unop_name(*op), t.name()));
                 }
-                Some(if *op == UnOp::IsNan {
-                    ScalarType::Bool
-                } else {
-                    t
-                })
+                Some(if *op == UnOp::IsNan { ScalarType::Bool } else { t })
             }
             Expr::Binary(op, a, b) => {
                 let t = self.same(binop_name(*op), &[a, b])?;
@@ -895,23 +680,14 @@ impl<'a> Cx<'a> {
             Expr::Bitcast(t, a) => {
                 let from = self.expr(a)?;
                 if from.bytes() != t.bytes() {
-                    self.err(format!(
-                        "bitcast from {} to {} changes the width",
-                        from.name(),
-                        t.name()
-                    ));
+                    self.err(format!("bitcast from {} to {} changes the width", from.name(), t.name()));
                 }
                 Some(*t)
             }
             Expr::Math(f, args) => {
                 let want = if *f == MathFn::Pow { 2 } else { 1 };
                 if args.len() != want {
-                    self.err(format!(
-                        "`{}` takes {want} argument{}, not {}",
-                        math_name(*f),
-                        if want == 1 { "" } else { "s" },
-                        args.len()
-                    ));
+                    self.err(format!("`{}` takes {want} argument{}, not {}", math_name(*f), if want == 1 { "" } else { "s" }, args.len()));
                 }
                 let args: Vec<&'a Expr> = args.iter().collect();
                 let t = self.same(math_name(*f), &args)?;

@@ -32,15 +32,10 @@ use std::path::Path;
 use kiln_loops::Program;
 use kiln_loops::text::{parse, print};
 use kiln_loops::verify::verify;
-use kiln_testkit::filetest::{Command, line_diff, run_dir};
+use kiln_testkit::filetest::{line_diff, run_dir, Command};
 
 /// Every command a file can name in its `// test NAME` line.
-const COMMANDS: &[(&str, Command)] = &[
-    ("roundtrip", roundtrip),
-    ("verify", verify_command),
-    ("lower", lower),
-    ("parse-error", parse_error),
-];
+const COMMANDS: &[(&str, Command)] = &[("roundtrip", roundtrip), ("verify", verify_command), ("lower", lower), ("parse-error", parse_error)];
 
 /// Prints `p` and checks the text is a fixed point of print ∘ parse.
 fn print_checked(p: &Program) -> Result<String, String> {
@@ -48,10 +43,7 @@ fn print_checked(p: &Program) -> Result<String, String> {
     let again = parse(&out).map_err(|e| format!("printed text does not parse: {e}\n{out}"))?;
     let reprinted = print(&again);
     if reprinted != out {
-        return Err(format!(
-            "print(parse(printed)) differs from printed:\n{}",
-            line_diff(&out, &reprinted)
-        ));
+        return Err(format!("print(parse(printed)) differs from printed:\n{}", line_diff(&out, &reprinted)));
     }
     Ok(out)
 }
@@ -89,21 +81,14 @@ fn lower(input: &str) -> Result<String, String> {
 /// The parse error's message; the input must not parse.
 fn parse_error(input: &str) -> Result<String, String> {
     match parse(input) {
-        Ok(p) => Err(format!(
-            "expected a parse error, but the input parsed:\n{}",
-            print(&p)
-        )),
+        Ok(p) => Err(format!("expected a parse error, but the input parsed:\n{}", print(&p))),
         Err(e) => Ok(format!("{e}\n")),
     }
 }
 
 #[test]
 fn filetests() {
-    run_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/filetests/loops"),
-        "loops",
-        COMMANDS,
-    );
+    run_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/filetests/loops"), "loops", COMMANDS);
 }
 
 /// Verifier cases the text form cannot write down (the printer marks them so that the parser
@@ -114,24 +99,11 @@ fn verifier_catches_what_text_cannot_express() {
     use kiln_loops::{Buffer, BufferKind, ElemType, Expr, Kernel, Scalar, ScalarType, Stmt, Var};
     let mut p = Program::default();
     let c = kiln_tir::Tensor::from_i64s(&[2], &[1, 2]);
-    p.add_buffer(Buffer {
-        name: "c".into(),
-        elem: ElemType::Scalar(ScalarType::F32),
-        len: 3,
-        kind: BufferKind::Const(c),
-    });
+    p.add_buffer(Buffer { name: "c".into(), elem: ElemType::Scalar(ScalarType::F32), len: 3, kind: BufferKind::Const(c) });
     let mut k = Kernel::new("");
-    k.body = vec![Stmt::Let(
-        Var(0),
-        Expr::Const(Scalar::Int(ScalarType::F32, 1)),
-    )];
+    k.body = vec![Stmt::Let(Var(0), Expr::Const(Scalar::Int(ScalarType::F32, 1)))];
     p.kernels.push(k);
-    let errors: Vec<String> = verify(&p)
-        .err()
-        .unwrap_or_default()
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let errors: Vec<String> = verify(&p).err().unwrap_or_default().iter().map(ToString::to_string).collect();
     assert_eq!(
         errors,
         [

@@ -1,7 +1,7 @@
 //! A truncated or bit-flipped model is an error, never a panic, all the way through import
 //! (decoding, tensor data, attributes, inference, verification) and the text form.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use kiln_onnx::import::import;
 use kiln_onnx::load::OnnxFile;
@@ -45,10 +45,7 @@ fn every_truncation_is_an_error() {
     // Cutting inside the weights can still decode (raw_data just gets shorter), but the tensor
     // size check must then reject it; no prefix may import.
     for len in (0..bytes.len()).step_by(7) {
-        assert!(
-            !import_bytes(bytes[..len].to_vec(), &format!("a {len}-byte prefix")),
-            "a {len}-byte prefix imported"
-        );
+        assert!(!import_bytes(bytes[..len].to_vec(), &format!("a {len}-byte prefix")), "a {len}-byte prefix imported");
     }
 }
 

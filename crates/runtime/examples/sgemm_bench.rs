@@ -27,14 +27,7 @@ struct Shape {
 }
 
 const fn s(name: &'static str, m: usize, n: usize, k: usize) -> Shape {
-    Shape {
-        name,
-        m,
-        n,
-        k,
-        trans_a: false,
-        trans_b: false,
-    }
+    Shape { name, m, n, k, trans_a: false, trans_b: false }
 }
 
 const SHAPES: &[Shape] = &[
@@ -52,22 +45,8 @@ const SHAPES: &[Shape] = &[
     s("resnet l4 1x1 up", 2048, 49, 512),
     s("bert qkv proj", 128, 256, 256),
     s("bert ffn up", 128, 1024, 256),
-    Shape {
-        name: "bert q·kᵀ",
-        m: 128,
-        n: 128,
-        k: 64,
-        trans_a: false,
-        trans_b: true,
-    },
-    Shape {
-        name: "mlp gemv (Wᵀ)",
-        m: 1,
-        n: 1024,
-        k: 784,
-        trans_a: false,
-        trans_b: true,
-    },
+    Shape { name: "bert q·kᵀ", m: 128, n: 128, k: 64, trans_a: false, trans_b: true },
+    Shape { name: "mlp gemv (Wᵀ)", m: 1, n: 1024, k: 784, trans_a: false, trans_b: true },
     s("mlp gemv (W)", 1, 1024, 784),
 ];
 
@@ -110,10 +89,7 @@ fn data(len: usize, seed: u32) -> Vec<f32> {
 /// This thread's CPU time in seconds: unlike wall time, not inflated while other processes
 /// (builds, on a shared machine) hold the core.
 fn cpu_time() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid out-pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
@@ -137,18 +113,8 @@ fn time(mut f: impl FnMut()) -> f64 {
 }
 
 fn parse_shape(arg: &str) -> Shape {
-    let v: Vec<usize> = arg
-        .split(',')
-        .map(|x| x.parse().expect("M,N,K[,TA,TB]"))
-        .collect();
-    Shape {
-        name: "arg",
-        m: v[0],
-        n: v[1],
-        k: v[2],
-        trans_a: v.get(3).is_some_and(|&t| t != 0),
-        trans_b: v.get(4).is_some_and(|&t| t != 0),
-    }
+    let v: Vec<usize> = arg.split(',').map(|x| x.parse().expect("M,N,K[,TA,TB]")).collect();
+    Shape { name: "arg", m: v[0], n: v[1], k: v[2], trans_a: v.get(3).is_some_and(|&t| t != 0), trans_b: v.get(4).is_some_and(|&t| t != 0) }
 }
 
 fn main() {
@@ -157,39 +123,20 @@ fn main() {
         Ok("portable") => Isa::Portable,
         _ => Isa::detected(),
     };
-    let blocking = std::env::var("KILN_BLOCKING")
-        .ok()
-        .map_or(isa.blocking(), |v| {
-            let v: Vec<usize> = v.split(',').map(|x| x.parse().expect("KC,NC")).collect();
-            Blocking { kc: v[0], nc: v[1] }
-        });
+    let blocking = std::env::var("KILN_BLOCKING").ok().map_or(isa.blocking(), |v| {
+        let v: Vec<usize> = v.split(',').map(|x| x.parse().expect("KC,NC")).collect();
+        Blocking { kc: v[0], nc: v[1] }
+    });
     let args: Vec<Shape> = std::env::args().skip(1).map(|a| parse_shape(&a)).collect();
     let whole_list = args.is_empty();
     let shapes = if whole_list { SHAPES.to_vec() } else { args };
     println!("kiln: {isa:?} {blocking:?}");
-    println!(
-        "{:<20} {:>5} {:>6} {:>5} {:>3}  {:>8} {:>8} {:>8}   GFLOP/s",
-        "shape", "m", "n", "k", "t", "kiln", "mm 0.3", "gemm"
-    );
+    println!("{:<20} {:>5} {:>6} {:>5} {:>3}  {:>8} {:>8} {:>8}   GFLOP/s", "shape", "m", "n", "k", "t", "kiln", "mm 0.3", "gemm");
     for &sh in &shapes {
         let [kiln, mm, gm] = measure(sh, isa, blocking);
         let flops = 2.0 * (sh.m * sh.n * sh.k) as f64 / 1e9;
-        let t = format!(
-            "{}{}",
-            if sh.trans_a { "T" } else { "N" },
-            if sh.trans_b { "T" } else { "N" }
-        );
-        println!(
-            "{:<20} {:>5} {:>6} {:>5} {:>3}  {:>8.1} {:>8.1} {:>8.1}",
-            sh.name,
-            sh.m,
-            sh.n,
-            sh.k,
-            t,
-            flops / kiln,
-            flops / mm,
-            flops / gm
-        );
+        let t = format!("{}{}", if sh.trans_a { "T" } else { "N" }, if sh.trans_b { "T" } else { "N" });
+        println!("{:<20} {:>5} {:>6} {:>5} {:>3}  {:>8.1} {:>8.1} {:>8.1}", sh.name, sh.m, sh.n, sh.k, t, flops / kiln, flops / mm, flops / gm);
     }
     if whole_list {
         // The whole network's convolutions: total time, and GFLOP/s over it.
@@ -201,18 +148,7 @@ fn main() {
                 *sum += count as f64 * t;
             }
         }
-        println!(
-            "{:<20} {:>24}  {:>8.1} {:>8.1} {:>8.1}   ({:.2} GFLOP in {:.1} / {:.1} / {:.1} ms)",
-            "resnet50 53 convs",
-            "",
-            flops / total[0],
-            flops / total[1],
-            flops / total[2],
-            flops,
-            1e3 * total[0],
-            1e3 * total[1],
-            1e3 * total[2]
-        );
+        println!("{:<20} {:>24}  {:>8.1} {:>8.1} {:>8.1}   ({:.2} GFLOP in {:.1} / {:.1} / {:.1} ms)", "resnet50 53 convs", "", flops / total[0], flops / total[1], flops / total[2], flops, 1e3 * total[0], 1e3 * total[1], 1e3 * total[2]);
     }
 }
 
@@ -234,62 +170,19 @@ fn measure(sh: Shape, isa: Isa, blocking: Blocking) -> [f64; 3] {
     let (a, b) = (data(g.a_len(), 1), data(g.b_len(), 2));
     let mut c = vec![0f32; g.c_len()];
     // Strides of op(A), op(B) and C as (row, column).
-    let (ars, acs) = if sh.trans_a {
-        (1, g.lda as isize)
-    } else {
-        (g.lda as isize, 1)
-    };
-    let (brs, bcs) = if sh.trans_b {
-        (1, g.ldb as isize)
-    } else {
-        (g.ldb as isize, 1)
-    };
+    let (ars, acs) = if sh.trans_a { (1, g.lda as isize) } else { (g.lda as isize, 1) };
+    let (brs, bcs) = if sh.trans_b { (1, g.ldb as isize) } else { (g.ldb as isize, 1) };
     let kiln = time(|| g.run_with(isa, blocking, &a, &b, &mut c));
     if std::env::var_os("KILN_ONLY").is_some() {
         return [kiln, f64::NAN, f64::NAN];
     }
     let mm = time(|| unsafe {
         // SAFETY: the vectors hold the strided matrices.
-        matrixmultiply::sgemm(
-            sh.m,
-            sh.k,
-            sh.n,
-            1.0,
-            a.as_ptr(),
-            ars,
-            acs,
-            b.as_ptr(),
-            brs,
-            bcs,
-            0.0,
-            c.as_mut_ptr(),
-            sh.n as isize,
-            1,
-        );
+        matrixmultiply::sgemm(sh.m, sh.k, sh.n, 1.0, a.as_ptr(), ars, acs, b.as_ptr(), brs, bcs, 0.0, c.as_mut_ptr(), sh.n as isize, 1);
     });
     let gm = time(|| unsafe {
         // SAFETY: as above. gemm computes dst = alpha·dst + beta·lhs·rhs.
-        gemm::gemm(
-            sh.m,
-            sh.n,
-            sh.k,
-            c.as_mut_ptr(),
-            1,
-            sh.n as isize,
-            false,
-            a.as_ptr(),
-            acs,
-            ars,
-            b.as_ptr(),
-            bcs,
-            brs,
-            0.0,
-            1.0,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
-        );
+        gemm::gemm(sh.m, sh.n, sh.k, c.as_mut_ptr(), 1, sh.n as isize, false, a.as_ptr(), acs, ars, b.as_ptr(), bcs, brs, 0.0, 1.0, false, false, false, gemm::Parallelism::None);
     });
     [kiln, mm, gm]
 }

@@ -7,11 +7,7 @@
 
 /// `ln(1 + e^x)` without overflow for large `x` (the interpreter's formula).
 fn softplus(x: f64) -> f64 {
-    if x > 0.0 {
-        x + (-x).exp().ln_1p()
-    } else {
-        x.exp().ln_1p()
-    }
+    if x > 0.0 { x + (-x).exp().ln_1p() } else { x.exp().ln_1p() }
 }
 
 macro_rules! unary {

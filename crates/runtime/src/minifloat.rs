@@ -63,40 +63,15 @@ pub struct Format {
 }
 
 /// float8 e4m3fn.
-pub const E4M3FN: Format = Format {
-    exp_bits: 4,
-    man_bits: 3,
-    bias: 7,
-    specials: Specials::FiniteNan,
-};
+pub const E4M3FN: Format = Format { exp_bits: 4, man_bits: 3, bias: 7, specials: Specials::FiniteNan };
 /// float8 e4m3fnuz.
-pub const E4M3FNUZ: Format = Format {
-    exp_bits: 4,
-    man_bits: 3,
-    bias: 8,
-    specials: Specials::FiniteNanUnsignedZero,
-};
+pub const E4M3FNUZ: Format = Format { exp_bits: 4, man_bits: 3, bias: 8, specials: Specials::FiniteNanUnsignedZero };
 /// float8 e5m2.
-pub const E5M2: Format = Format {
-    exp_bits: 5,
-    man_bits: 2,
-    bias: 15,
-    specials: Specials::Ieee,
-};
+pub const E5M2: Format = Format { exp_bits: 5, man_bits: 2, bias: 15, specials: Specials::Ieee };
 /// float8 e5m2fnuz.
-pub const E5M2FNUZ: Format = Format {
-    exp_bits: 5,
-    man_bits: 2,
-    bias: 16,
-    specials: Specials::FiniteNanUnsignedZero,
-};
+pub const E5M2FNUZ: Format = Format { exp_bits: 5, man_bits: 2, bias: 16, specials: Specials::FiniteNanUnsignedZero };
 /// float4 e2m1.
-pub const E2M1: Format = Format {
-    exp_bits: 2,
-    man_bits: 1,
-    bias: 1,
-    specials: Specials::FiniteOnly,
-};
+pub const E2M1: Format = Format { exp_bits: 2, man_bits: 1, bias: 1, specials: Specials::FiniteOnly };
 
 /// The quiet NaN `f32` of the given sign (what every decoder here returns for NaN).
 fn nan_f32(negative: bool) -> f32 {
@@ -133,9 +108,7 @@ impl Format {
         let (e, m) = match self.specials {
             Specials::Ieee => (self.exp_max() - 1, self.man_max()),
             Specials::FiniteNan => (self.exp_max(), self.man_max() - 1),
-            Specials::FiniteNanUnsignedZero | Specials::FiniteOnly => {
-                (self.exp_max(), self.man_max())
-            }
+            Specials::FiniteNanUnsignedZero | Specials::FiniteOnly => (self.exp_max(), self.man_max()),
         };
         (e << self.man_bits) | m
     }
@@ -162,9 +135,7 @@ impl Format {
                     f32::INFINITY
                 };
             }
-            Specials::FiniteNan if e == self.exp_max() && m == self.man_max() => {
-                return nan_f32(negative);
-            }
+            Specials::FiniteNan if e == self.exp_max() && m == self.man_max() => return nan_f32(negative),
             Specials::FiniteNanUnsignedZero if bits == self.sign_bit() => return nan_f32(false),
             _ => {}
         }
@@ -218,11 +189,7 @@ impl Format {
         }
         let man_bits = self.man_bits as i32;
         let emin = 1 - self.bias;
-        let e = if a == 0.0 {
-            emin
-        } else {
-            floor_log2(a).max(emin)
-        };
+        let e = if a == 0.0 { emin } else { floor_log2(a).max(emin) };
         // `a / quantum` only shifts the exponent, so it is exact; one rounding follows.
         let quantum = exp2i(e - man_bits);
         let rounded = (a / quantum).round_ties_even() * quantum;
@@ -230,11 +197,7 @@ impl Format {
             return self.overflow_bits(negative) as u8;
         }
         if rounded == 0.0 {
-            return if self.specials == Specials::FiniteNanUnsignedZero {
-                0
-            } else {
-                sign as u8
-            };
+            return if self.specials == Specials::FiniteNanUnsignedZero { 0 } else { sign as u8 };
         }
         let er = floor_log2(rounded);
         let bits = if er < emin {
@@ -297,13 +260,7 @@ encoders! {
 mod tests {
     use super::*;
 
-    const ALL: [(Format, u32); 5] = [
-        (E4M3FN, 8),
-        (E4M3FNUZ, 8),
-        (E5M2, 8),
-        (E5M2FNUZ, 8),
-        (E2M1, 4),
-    ];
+    const ALL: [(Format, u32); 5] = [(E4M3FN, 8), (E4M3FNUZ, 8), (E5M2, 8), (E5M2FNUZ, 8), (E2M1, 4)];
 
     #[test]
     fn max_values() {

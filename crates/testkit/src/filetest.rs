@@ -44,21 +44,13 @@ pub fn run_dir(dir: &Path, ext: &str, commands: &[(&str, Command)]) {
             Ok(None) => {}
             // Straight to stderr: the test harness would swallow `println!` from a passing test.
             Ok(Some(diff)) => {
-                let _ = std::io::Write::write_all(
-                    &mut std::io::stderr(),
-                    format!("blessed {shown}:\n{diff}\n").as_bytes(),
-                );
+                let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("blessed {shown}:\n{diff}\n").as_bytes());
             }
             Err(msg) => failures.push(format!("{shown}: {msg}")),
         }
     }
     if !failures.is_empty() {
-        panic!(
-            "{} of {} filetests failed:\n\n{}",
-            failures.len(),
-            files.len(),
-            failures.join("\n\n")
-        );
+        panic!("{} of {} filetests failed:\n\n{}", failures.len(), files.len(), failures.join("\n\n"));
     }
 }
 
@@ -84,63 +76,33 @@ fn split(text: &str) -> Result<Case<'_>, String> {
     for line in text.split_inclusive('\n') {
         offset += line.len();
         if line.trim_end() == SEPARATOR {
-            return Ok(Case {
-                command,
-                input: &text[..offset - line.len()],
-                expected: Some((&text[offset..], offset)),
-            });
+            return Ok(Case { command, input: &text[..offset - line.len()], expected: Some((&text[offset..], offset)) });
         }
     }
-    Ok(Case {
-        command,
-        input: text,
-        expected: None,
-    })
+    Ok(Case { command, input: text, expected: None })
 }
 
 /// Runs one file; `Ok(Some(diff))` when it was blessed.
-fn run_file(
-    path: &Path,
-    commands: &[(&str, Command)],
-    bless: bool,
-) -> Result<Option<String>, String> {
+fn run_file(path: &Path, commands: &[(&str, Command)], bless: bool) -> Result<Option<String>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
     let case = split(&text)?;
     let Some(&(_, run)) = commands.iter().find(|(name, _)| *name == case.command) else {
         let known: Vec<&str> = commands.iter().map(|(name, _)| *name).collect();
-        return Err(format!(
-            "unknown command `{}` (known: {})",
-            case.command,
-            known.join(", ")
-        ));
+        return Err(format!("unknown command `{}` (known: {})", case.command, known.join(", ")));
     };
-    let actual = std::panic::catch_unwind(|| run(case.input))
-        .map_err(|_| "the command panicked".to_string())??;
+    let actual = std::panic::catch_unwind(|| run(case.input)).map_err(|_| "the command panicked".to_string())??;
     let expected = case.expected.map_or("", |(e, _)| e);
     if case.expected.is_some() && actual == expected {
         return Ok(None);
     }
     let diff = line_diff(expected, &actual);
     if !bless {
-        let what = if case.expected.is_some() {
-            "output differs from the expected section"
-        } else {
-            "no expected section"
-        };
-        return Err(format!(
-            "{what} (- expected, + actual; KILN_BLESS=1 rewrites it):\n{diff}"
-        ));
+        let what = if case.expected.is_some() { "output differs from the expected section" } else { "no expected section" };
+        return Err(format!("{what} (- expected, + actual; KILN_BLESS=1 rewrites it):\n{diff}"));
     }
-    let keep = case.expected.map_or_else(
-        || {
-            format!(
-                "{}{}{SEPARATOR}\n",
-                case.input,
-                if case.input.ends_with('\n') { "" } else { "\n" }
-            )
-        },
-        |(_, at)| text[..at].to_string(),
-    );
+    let keep = case
+        .expected
+        .map_or_else(|| format!("{}{}{SEPARATOR}\n", case.input, if case.input.ends_with('\n') { "" } else { "\n" }), |(_, at)| text[..at].to_string());
     std::fs::write(path, keep + &actual).map_err(|e| format!("cannot write: {e}"))?;
     Ok(Some(diff))
 }
@@ -153,11 +115,7 @@ pub fn line_diff(old: &str, new: &str) -> String {
     let mut lcs = vec![vec![0u32; b.len() + 1]; a.len() + 1];
     for i in (0..a.len()).rev() {
         for j in (0..b.len()).rev() {
-            lcs[i][j] = if a[i] == b[j] {
-                lcs[i + 1][j + 1] + 1
-            } else {
-                lcs[i + 1][j].max(lcs[i][j + 1])
-            };
+            lcs[i][j] = if a[i] == b[j] { lcs[i + 1][j + 1] + 1 } else { lcs[i + 1][j].max(lcs[i][j + 1]) };
         }
     }
     let mut lines: Vec<(char, &str)> = Vec::new();
@@ -176,11 +134,7 @@ pub fn line_diff(old: &str, new: &str) -> String {
         }
     }
     const CONTEXT: usize = 2;
-    let near_change = |k: usize| {
-        lines[k.saturating_sub(CONTEXT)..(k + CONTEXT + 1).min(lines.len())]
-            .iter()
-            .any(|(t, _)| *t != ' ')
-    };
+    let near_change = |k: usize| lines[k.saturating_sub(CONTEXT)..(k + CONTEXT + 1).min(lines.len())].iter().any(|(t, _)| *t != ' ');
     let mut out = String::new();
     let mut skipping = false;
     for (k, (tag, line)) in lines.iter().enumerate() {
@@ -194,6 +148,7 @@ pub fn line_diff(old: &str, new: &str) -> String {
     }
     out
 }
+
 
 #[cfg(test)]
 mod tests {

@@ -13,10 +13,7 @@ use std::sync::OnceLock;
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("the repository root exists")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("the repository root exists")
 }
 
 /// The directory of `../shared/models` next to the repository.
@@ -52,10 +49,7 @@ pub fn node_suite() -> &'static Path {
             .arg(&out)
             .status()
             .expect("bash runs scripts/gen-node-suite.sh");
-        assert!(
-            status.success(),
-            "scripts/gen-node-suite.sh failed ({status})"
-        );
+        assert!(status.success(), "scripts/gen-node-suite.sh failed ({status})");
         out
     })
 }
@@ -77,31 +71,19 @@ pub fn node_cases() -> Vec<Case> {
                 }
                 files
             };
-            Case {
-                name: e.file_name().to_string_lossy().into_owned(),
-                model: path.join("model.onnx"),
-                inputs: numbered("input"),
-                outputs: numbered("output"),
-            }
+            Case { name: e.file_name().to_string_lossy().into_owned(), model: path.join("model.onnx"), inputs: numbered("input"), outputs: numbered("output") }
         })
         .collect();
     cases.sort_by(|a, b| a.name.cmp(&b.name));
     cases
 }
 
-pub use kiln_eval::compare::{ATOL, RTOL, compare, compare_within, to_f64s as as_f64s};
+pub use kiln_eval::compare::{compare, compare_within, to_f64s as as_f64s, ATOL, RTOL};
 
 /// Reads a case's inputs and expected outputs.
 pub fn read_case(case: &Case) -> Result<(Vec<kiln_tir::Tensor>, Vec<kiln_tir::Tensor>), String> {
     let read = |files: &[PathBuf]| -> Result<Vec<kiln_tir::Tensor>, String> {
-        files
-            .iter()
-            .map(|p| {
-                kiln_onnx::import::read_tensor_file(p)
-                    .map(|t| t.1)
-                    .map_err(|e| e.to_string())
-            })
-            .collect()
+        files.iter().map(|p| kiln_onnx::import::read_tensor_file(p).map(|t| t.1).map_err(|e| e.to_string())).collect()
     };
     Ok((read(&case.inputs)?, read(&case.outputs)?))
 }
@@ -113,23 +95,14 @@ pub fn model_reference() -> &'static Path {
     DIR.get_or_init(|| {
         let root = repo_root();
         let out = root.join("build/model-reference");
-        let status = Command::new("bash")
-            .arg(root.join("scripts/model-reference.sh"))
-            .arg(&out)
-            .status()
-            .expect("bash runs scripts/model-reference.sh");
-        assert!(
-            status.success(),
-            "scripts/model-reference.sh failed ({status})"
-        );
+        let status = Command::new("bash").arg(root.join("scripts/model-reference.sh")).arg(&out).status().expect("bash runs scripts/model-reference.sh");
+        assert!(status.success(), "scripts/model-reference.sh failed ({status})");
         out
     })
 }
 
 /// Inputs and onnxruntime's outputs for shared model `name` (`mlp`, `resnet50`, ...).
-pub fn read_model_reference(
-    name: &str,
-) -> Result<(Vec<kiln_tir::Tensor>, Vec<kiln_tir::Tensor>), String> {
+pub fn read_model_reference(name: &str) -> Result<(Vec<kiln_tir::Tensor>, Vec<kiln_tir::Tensor>), String> {
     let dir = model_reference().join(name);
     let numbered = |prefix: &str| {
         let mut files = Vec::new();
@@ -138,23 +111,14 @@ pub fn read_model_reference(
         }
         files
     };
-    let case = Case {
-        name: name.to_string(),
-        model: shared_models().join(format!("{name}.onnx")),
-        inputs: numbered("input"),
-        outputs: numbered("output"),
-    };
+    let case = Case { name: name.to_string(), model: shared_models().join(format!("{name}.onnx")), inputs: numbered("input"), outputs: numbered("output") };
     read_case(&case)
 }
 
 /// Runs shared model `name` through `run` on the reference inputs and compares every output
 /// with onnxruntime's at rtol 1e-3, atol 1e-4; panics naming the model and output on a mismatch.
-pub fn check_model_against_onnxruntime(
-    name: &str,
-    run: impl FnOnce(&kiln_tir::Graph, &[kiln_tir::Tensor]) -> Result<Vec<kiln_tir::Tensor>, String>,
-) {
-    let g = kiln_onnx::import::import_path(shared_models().join(format!("{name}.onnx")))
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
+pub fn check_model_against_onnxruntime(name: &str, run: impl FnOnce(&kiln_tir::Graph, &[kiln_tir::Tensor]) -> Result<Vec<kiln_tir::Tensor>, String>) {
+    let g = kiln_onnx::import::import_path(shared_models().join(format!("{name}.onnx"))).unwrap_or_else(|e| panic!("{name}: {e}"));
     let (inputs, expected) = read_model_reference(name).unwrap_or_else(|e| panic!("{name}: {e}"));
     let got = run(&g, &inputs).unwrap_or_else(|e| panic!("{name}: {e}"));
     assert_eq!(got.len(), expected.len(), "{name}: output count");

@@ -194,10 +194,7 @@ impl Dim {
 
     /// Parses the text form: integers, symbols, `+`, `-`, `*` and parentheses.
     pub fn parse(text: &str) -> Result<Dim, String> {
-        let mut p = DimParser {
-            s: text.as_bytes(),
-            i: 0,
-        };
+        let mut p = DimParser { s: text.as_bytes(), i: 0 };
         let d = p.expr()?;
         p.skip_ws();
         if p.i != p.s.len() {
@@ -221,11 +218,7 @@ impl fmt::Display for Dim {
         };
         // Non-constant terms first (in monomial order), the constant last: `seq*4+1`.
         let mut first = true;
-        let ordered = p
-            .terms
-            .iter()
-            .filter(|(m, _)| !m.is_empty())
-            .chain(p.terms.iter().filter(|(m, _)| m.is_empty()));
+        let ordered = p.terms.iter().filter(|(m, _)| !m.is_empty()).chain(p.terms.iter().filter(|(m, _)| m.is_empty()));
         for (m, &c) in ordered {
             if c < 0 {
                 f.write_str("-")?;
@@ -254,8 +247,7 @@ impl fmt::Debug for Dim {
 /// True if `s` can be printed as a symbol without quoting.
 pub fn is_symbol(s: &str) -> bool {
     let mut c = s.chars();
-    matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
-        && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+    matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_') && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
 }
 
 struct DimParser<'a> {
@@ -282,12 +274,7 @@ impl DimParser<'_> {
             neg = true;
         }
         let first = self.term()?;
-        let mut acc = if neg {
-            Dim::Known(0).sub_signed(&first)
-        } else {
-            Some(first)
-        }
-        .ok_or("dim overflow")?;
+        let mut acc = if neg { Dim::Known(0).sub_signed(&first) } else { Some(first) }.ok_or("dim overflow")?;
         loop {
             match self.peek() {
                 Some(b'+') => {
@@ -331,21 +318,15 @@ impl DimParser<'_> {
                 while self.i < self.s.len() && self.s[self.i].is_ascii_digit() {
                     self.i += 1;
                 }
-                let text =
-                    std::str::from_utf8(&self.s[start..self.i]).map_err(|e| e.to_string())?;
-                text.parse::<u64>()
-                    .map(Dim::Known)
-                    .map_err(|e| format!("bad dim `{text}`: {e}"))
+                let text = std::str::from_utf8(&self.s[start..self.i]).map_err(|e| e.to_string())?;
+                text.parse::<u64>().map(Dim::Known).map_err(|e| format!("bad dim `{text}`: {e}"))
             }
             Some(c) if c.is_ascii_alphabetic() || c == b'_' => {
                 let start = self.i;
-                while self.i < self.s.len()
-                    && (self.s[self.i].is_ascii_alphanumeric() || self.s[self.i] == b'_')
-                {
+                while self.i < self.s.len() && (self.s[self.i].is_ascii_alphanumeric() || self.s[self.i] == b'_') {
                     self.i += 1;
                 }
-                let name =
-                    std::str::from_utf8(&self.s[start..self.i]).map_err(|e| e.to_string())?;
+                let name = std::str::from_utf8(&self.s[start..self.i]).map_err(|e| e.to_string())?;
                 Ok(Dim::sym(name))
             }
             Some(c) => Err(format!("unexpected `{}` in dim", c as char)),
@@ -377,9 +358,7 @@ mod tests {
 
     #[test]
     fn substitute_binds() {
-        let bound = d("batch*seq*4+1")
-            .substitute(&|s| (s == "seq").then_some(8))
-            .unwrap();
+        let bound = d("batch*seq*4+1").substitute(&|s| (s == "seq").then_some(8)).unwrap();
         assert_eq!(bound.to_string(), "batch*32+1");
         let all = bound.substitute(&|_| Some(2)).unwrap();
         assert_eq!(all, Dim::Known(65));
@@ -396,10 +375,7 @@ mod tests {
     #[test]
     fn huge_known_dims_do_not_wrap() {
         assert_eq!(Dim::Known(u64::MAX).add(&d("n")), None);
-        assert_eq!(
-            Dim::Known(u64::MAX).mul(&Dim::Known(1)),
-            Some(Dim::Known(u64::MAX))
-        );
+        assert_eq!(Dim::Known(u64::MAX).mul(&Dim::Known(1)), Some(Dim::Known(u64::MAX)));
     }
 
     #[test]

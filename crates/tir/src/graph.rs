@@ -124,48 +124,20 @@ impl Graph {
     /// Adds a value and returns its id.
     pub fn add_value(&mut self, ty: TensorType, name: impl Into<String>, def: ValueDef) -> ValueId {
         let id = ValueId(self.values.len() as u32);
-        self.values.push(Value {
-            ty,
-            name: name.into(),
-            def,
-        });
+        self.values.push(Value { ty, name: name.into(), def });
         id
     }
 
     /// Adds a node with fresh output values of the given types (`None` for absent optional
     /// outputs) and returns it. The caller places the node id in a region.
-    pub fn add_node(
-        &mut self,
-        op: Op,
-        name: impl Into<String>,
-        inputs: Vec<Option<ValueId>>,
-        outputs: Vec<Option<(TensorType, String)>>,
-        regions: Vec<Region>,
-    ) -> NodeId {
+    pub fn add_node(&mut self, op: Op, name: impl Into<String>, inputs: Vec<Option<ValueId>>, outputs: Vec<Option<(TensorType, String)>>, regions: Vec<Region>) -> NodeId {
         let node = NodeId(self.nodes.len() as u32);
         let outputs = outputs
             .into_iter()
             .enumerate()
-            .map(|(i, o)| {
-                o.map(|(ty, name)| {
-                    self.add_value(
-                        ty,
-                        name,
-                        ValueDef::Node {
-                            node,
-                            output: i as u32,
-                        },
-                    )
-                })
-            })
+            .map(|(i, o)| o.map(|(ty, name)| self.add_value(ty, name, ValueDef::Node { node, output: i as u32 })))
             .collect();
-        self.nodes.push(Node {
-            op,
-            name: name.into(),
-            inputs,
-            outputs,
-            regions,
-        });
+        self.nodes.push(Node { op, name: name.into(), inputs, outputs, regions });
         node
     }
 

@@ -31,9 +31,7 @@ pub enum TensorData {
 impl Tensor {
     /// Number of elements, or `None` on overflow.
     pub fn numel(&self) -> Option<u64> {
-        self.shape
-            .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        self.shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
     }
 
     /// The tensor's type.
@@ -46,10 +44,7 @@ impl Tensor {
         match &self.data {
             TensorData::Raw(b) => b.len() as u64,
             TensorData::Strings(s) => s.iter().map(|b| b.len() as u64).sum(),
-            TensorData::Absent => self
-                .numel()
-                .and_then(|n| self.dtype.storage_bytes(n))
-                .unwrap_or(0),
+            TensorData::Absent => self.numel().and_then(|n| self.dtype.storage_bytes(n)).unwrap_or(0),
         }
     }
 
@@ -64,21 +59,13 @@ impl Tensor {
     /// A tensor of `i64` elements.
     pub fn from_i64s(shape: &[u64], values: &[i64]) -> Tensor {
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        Tensor {
-            dtype: DType::I64,
-            shape: shape.to_vec(),
-            data: TensorData::Raw(Bytes::from(bytes)),
-        }
+        Tensor { dtype: DType::I64, shape: shape.to_vec(), data: TensorData::Raw(Bytes::from(bytes)) }
     }
 
     /// A tensor of `f32` elements.
     pub fn from_f32s(shape: &[u64], values: &[f32]) -> Tensor {
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        Tensor {
-            dtype: DType::F32,
-            shape: shape.to_vec(),
-            data: TensorData::Raw(Bytes::from(bytes)),
-        }
+        Tensor { dtype: DType::F32, shape: shape.to_vec(), data: TensorData::Raw(Bytes::from(bytes)) }
     }
 
     /// The elements as `i64`, for integer and bool tensors whose bytes are present.
@@ -88,11 +75,7 @@ impl Tensor {
         let raw = self.raw()?;
         let n = usize::try_from(self.numel()?).ok()?;
         let width = (self.dtype.bits() / 8) as usize;
-        if !matches!(
-            self.dtype.kind(),
-            DTypeKind::Signed | DTypeKind::Unsigned | DTypeKind::Bool
-        ) || width == 0
-        {
+        if !matches!(self.dtype.kind(), DTypeKind::Signed | DTypeKind::Unsigned | DTypeKind::Bool) || width == 0 {
             return None;
         }
         if raw.len() != n * width {
@@ -116,12 +99,6 @@ impl Tensor {
 
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Tensor({}{:?}, {} bytes)",
-            self.dtype,
-            self.shape,
-            self.byte_len()
-        )
+        write!(f, "Tensor({}{:?}, {} bytes)", self.dtype, self.shape, self.byte_len())
     }
 }

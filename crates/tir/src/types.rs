@@ -17,10 +17,7 @@ pub struct TensorType {
 impl TensorType {
     /// A type with all dims known.
     pub fn known(dtype: DType, dims: &[u64]) -> TensorType {
-        TensorType {
-            dtype,
-            shape: dims.iter().map(|&d| Dim::Known(d)).collect(),
-        }
+        TensorType { dtype, shape: dims.iter().map(|&d| Dim::Known(d)).collect() }
     }
 
     /// Number of axes.
@@ -35,9 +32,7 @@ impl TensorType {
 
     /// The element count, if all dims are known and it fits in `u64`.
     pub fn numel(&self) -> Option<u64> {
-        self.shape
-            .iter()
-            .try_fold(1u64, |acc, d| acc.checked_mul(d.known()?))
+        self.shape.iter().try_fold(1u64, |acc, d| acc.checked_mul(d.known()?))
     }
 }
 

@@ -26,7 +26,7 @@ use std::fmt;
 
 use crate::dim::Dim;
 use crate::graph::{Graph, NodeId, Region, ValueDef, ValueId};
-use crate::infer::{InferInput, RegionSig, infer_op};
+use crate::infer::{infer_op, InferInput, RegionSig};
 use crate::tensor::TensorData;
 use crate::types::TensorType;
 
@@ -47,12 +47,7 @@ impl fmt::Display for VerifyError {
 
 /// Checks every invariant in the module doc; returns all violations found.
 pub fn verify(g: &Graph) -> Result<(), Vec<VerifyError>> {
-    let mut v = Verifier {
-        g,
-        errors: Vec::new(),
-        defined_in: HashMap::new(),
-        node_seen: vec![false; g.nodes.len()],
-    };
+    let mut v = Verifier { g, errors: Vec::new(), defined_in: HashMap::new(), node_seen: vec![false; g.nodes.len()] };
     v.check_ids();
     if v.errors.is_empty() {
         v.check_region(&g.body, &mut Vec::new());
@@ -60,11 +55,7 @@ pub fn verify(g: &Graph) -> Result<(), Vec<VerifyError>> {
         v.check_names();
         v.check_types();
     }
-    if v.errors.is_empty() {
-        Ok(())
-    } else {
-        Err(v.errors)
-    }
+    if v.errors.is_empty() { Ok(()) } else { Err(v.errors) }
 }
 
 struct Verifier<'g> {
@@ -78,19 +69,12 @@ struct Verifier<'g> {
 /// Sign-posts for error locations.
 fn node_loc(g: &Graph, n: NodeId) -> String {
     let node = g.node(n);
-    format!(
-        "node \"{}\" (tensor.{})",
-        node.name.escape_debug(),
-        node.op.kind().text_name()
-    )
+    format!("node \"{}\" (tensor.{})", node.name.escape_debug(), node.op.kind().text_name())
 }
 
 impl Verifier<'_> {
     fn err(&mut self, location: impl Into<String>, message: impl Into<String>) {
-        self.errors.push(VerifyError {
-            location: location.into(),
-            message: message.into(),
-        });
+        self.errors.push(VerifyError { location: location.into(), message: message.into() });
     }
 
     fn check_ids(&mut self) {
@@ -98,19 +82,10 @@ impl Verifier<'_> {
         let nn = self.g.nodes.len();
         let mut bad = Vec::new();
         let in_range = |v: ValueId| v.index() < nv;
-        fn walk_region(
-            r: &Region,
-            nn: usize,
-            in_range: &dyn Fn(ValueId) -> bool,
-            bad: &mut Vec<String>,
-            g: &Graph,
-        ) {
+        fn walk_region(r: &Region, nn: usize, in_range: &dyn Fn(ValueId) -> bool, bad: &mut Vec<String>, g: &Graph) {
             for &v in r.params.iter().chain(&r.consts).chain(&r.results) {
                 if !in_range(v) {
-                    bad.push(format!(
-                        "region mentions {v}, past the {} values",
-                        g.values.len()
-                    ));
+                    bad.push(format!("region mentions {v}, past the {} values", g.values.len()));
                 }
             }
             for &n in &r.nodes {
@@ -121,11 +96,7 @@ impl Verifier<'_> {
                 let node = g.node(n);
                 for v in node.inputs.iter().chain(&node.outputs).flatten() {
                     if !in_range(*v) {
-                        bad.push(format!(
-                            "{} mentions {v}, past the {} values",
-                            node_loc(g, n),
-                            g.values.len()
-                        ));
+                        bad.push(format!("{} mentions {v}, past the {} values", node_loc(g, n), g.values.len()));
                     }
                 }
                 for sub in &node.regions {
@@ -150,10 +121,7 @@ impl Verifier<'_> {
         let count = self.defined_in.entry(v).or_insert(0);
         *count += 1;
         if *count == 2 {
-            self.err(
-                location.to_string(),
-                format!("{v} is defined more than once"),
-            );
+            self.err(location.to_string(), format!("{v} is defined more than once"));
         }
     }
 
@@ -163,20 +131,14 @@ impl Verifier<'_> {
         let mark = scope.len();
         for &p in &r.params {
             if self.g.value(p).def != ValueDef::Param {
-                self.err(
-                    format!("{p}"),
-                    "listed as a region parameter but not defined as one",
-                );
+                self.err(format!("{p}"), "listed as a region parameter but not defined as one");
             }
             self.define(p, &format!("{p}"));
             scope.push(p);
         }
         for &c in &r.consts {
             if !matches!(self.g.value(c).def, ValueDef::Const(_)) {
-                self.err(
-                    format!("{c}"),
-                    "listed as a region constant but not defined as one",
-                );
+                self.err(format!("{c}"), "listed as a region constant but not defined as one");
             }
             self.define(c, &format!("{c}"));
             self.check_const(c);
@@ -198,30 +160,16 @@ impl Verifier<'_> {
             }
             let kind = node.op.kind();
             if node.regions.len() != kind.region_names().len() {
-                self.err(
-                    loc.clone(),
-                    format!(
-                        "has {} regions; tensor.{} takes {}",
-                        node.regions.len(),
-                        kind.text_name(),
-                        kind.region_names().len()
-                    ),
-                );
+                self.err(loc.clone(), format!("has {} regions; tensor.{} takes {}", node.regions.len(), kind.text_name(), kind.region_names().len()));
             }
             for sub in &node.regions {
                 self.check_region(sub, scope);
             }
             for (i, out) in node.outputs.iter().enumerate() {
                 let Some(v) = *out else { continue };
-                let want = ValueDef::Node {
-                    node: n,
-                    output: i as u32,
-                };
+                let want = ValueDef::Node { node: n, output: i as u32 };
                 if self.g.value(v).def != want {
-                    self.err(
-                        loc.clone(),
-                        format!("output {i} is {v}, whose definition says otherwise"),
-                    );
+                    self.err(loc.clone(), format!("output {i} is {v}, whose definition says otherwise"));
                 }
                 self.define(v, &loc);
                 scope.push(v);
@@ -229,10 +177,7 @@ impl Verifier<'_> {
         }
         for &res in &r.results {
             if !scope.contains(&res) {
-                self.err(
-                    "region results",
-                    format!("{res} is not defined in the region or an enclosing one"),
-                );
+                self.err("region results", format!("{res} is not defined in the region or an enclosing one"));
             }
         }
         scope.truncate(mark);
@@ -242,37 +187,19 @@ impl Verifier<'_> {
         let val = self.g.value(c);
         let ValueDef::Const(t) = &val.def else { return };
         if val.ty != t.ty() {
-            self.err(
-                format!("{c}"),
-                format!("has type {} but its constant is {}", val.ty, t.ty()),
-            );
+            self.err(format!("{c}"), format!("has type {} but its constant is {}", val.ty, t.ty()));
         }
         let numel = t.numel();
         match &t.data {
             TensorData::Raw(b) => {
                 let want = numel.and_then(|n| t.dtype.storage_bytes(n));
                 if want != Some(b.len() as u64) {
-                    self.err(
-                        format!("{c}"),
-                        format!(
-                            "constant holds {} bytes; {} needs {}",
-                            b.len(),
-                            t.ty(),
-                            want.map_or("an unrepresentable size".into(), |w| w.to_string())
-                        ),
-                    );
+                    self.err(format!("{c}"), format!("constant holds {} bytes; {} needs {}", b.len(), t.ty(), want.map_or("an unrepresentable size".into(), |w| w.to_string())));
                 }
             }
             TensorData::Strings(s) => {
                 if numel != Some(s.len() as u64) {
-                    self.err(
-                        format!("{c}"),
-                        format!(
-                            "constant holds {} strings; {} needs {numel:?}",
-                            s.len(),
-                            t.ty()
-                        ),
-                    );
+                    self.err(format!("{c}"), format!("constant holds {} strings; {} needs {numel:?}", s.len(), t.ty()));
                 }
             }
             TensorData::Absent => {}
@@ -306,13 +233,7 @@ impl Verifier<'_> {
             if name.is_empty() {
                 self.err(format!("{v}"), "graph input has no name");
             } else if let Some(prev) = io.insert(name, v) {
-                self.err(
-                    format!("{v}"),
-                    format!(
-                        "graph input name \"{}\" is also used by {prev}",
-                        name.escape_debug()
-                    ),
-                );
+                self.err(format!("{v}"), format!("graph input name \"{}\" is also used by {prev}", name.escape_debug()));
             }
         }
         let mut outs: HashMap<&str, ValueId> = HashMap::new();
@@ -322,13 +243,7 @@ impl Verifier<'_> {
                 self.err(format!("{v}"), "graph output has no name");
             } else if let Some(prev) = outs.insert(name, v) {
                 if prev != v {
-                    self.err(
-                        format!("{v}"),
-                        format!(
-                            "graph output name \"{}\" is also used by {prev}",
-                            name.escape_debug()
-                        ),
-                    );
+                    self.err(format!("{v}"), format!("graph output name \"{}\" is also used by {prev}", name.escape_debug()));
                 }
             }
         }
@@ -338,13 +253,7 @@ impl Verifier<'_> {
                 continue;
             }
             if let Some(prev) = seen.insert(val.name.as_str(), ValueId(i as u32)) {
-                self.err(
-                    format!("%{i}"),
-                    format!(
-                        "name \"{}\" is also the name of {prev}",
-                        val.name.escape_debug()
-                    ),
-                );
+                self.err(format!("%{i}"), format!("name \"{}\" is also the name of {prev}", val.name.escape_debug()));
             }
         }
     }
@@ -355,12 +264,7 @@ impl Verifier<'_> {
             let inputs: Vec<Option<InferInput<'_>>> = node
                 .inputs
                 .iter()
-                .map(|i| {
-                    i.map(|v| InferInput {
-                        ty: self.g.ty(v),
-                        value: self.g.const_value(v),
-                    })
-                })
+                .map(|i| i.map(|v| InferInput { ty: self.g.ty(v), value: self.g.const_value(v) }))
                 .collect();
             let regions: Vec<RegionSig> = node
                 .regions
@@ -393,9 +297,5 @@ const FRESH: &str = "?";
 fn type_matches(have: &TensorType, inferred: &TensorType) -> bool {
     have.dtype == inferred.dtype
         && have.rank() == inferred.rank()
-        && have
-            .shape
-            .iter()
-            .zip(&inferred.shape)
-            .all(|(h, w)| h == w || w.symbols().contains(&FRESH))
+        && have.shape.iter().zip(&inferred.shape).all(|(h, w)| h == w || w.symbols().contains(&FRESH))
 }

@@ -25,7 +25,7 @@
 
 use std::path::Path;
 
-use kiln_testkit::filetest::{Command, line_diff, run_dir};
+use kiln_testkit::filetest::{line_diff, run_dir, Command};
 use kiln_tir::text::{parse, print};
 
 /// Every command a file can name in its `// test NAME` line.
@@ -38,10 +38,7 @@ fn roundtrip(input: &str) -> Result<String, String> {
     let again = parse(&out).map_err(|e| format!("printed text does not parse: {e}\n{out}"))?;
     let reprinted = print(&again);
     if reprinted != out {
-        return Err(format!(
-            "print(parse(printed)) differs from printed:\n{}",
-            line_diff(&out, &reprinted)
-        ));
+        return Err(format!("print(parse(printed)) differs from printed:\n{}", line_diff(&out, &reprinted)));
     }
     Ok(out)
 }
@@ -49,19 +46,12 @@ fn roundtrip(input: &str) -> Result<String, String> {
 /// The parse error's message; the input must not parse.
 fn parse_error(input: &str) -> Result<String, String> {
     match parse(input) {
-        Ok(g) => Err(format!(
-            "expected a parse error, but the input parsed:\n{}",
-            print(&g)
-        )),
+        Ok(g) => Err(format!("expected a parse error, but the input parsed:\n{}", print(&g))),
         Err(e) => Ok(format!("{e}\n")),
     }
 }
 
 #[test]
 fn filetests() {
-    run_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/filetests/tir"),
-        "tir",
-        COMMANDS,
-    );
+    run_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/filetests/tir"), "tir", COMMANDS);
 }

@@ -95,19 +95,19 @@ impl Applier<ENode, Tir> for RuleApplier {
         _rule: Symbol,
     ) -> Vec<Id> {
         // egg searches every rule every iteration; a match already applied (up to merges
-        // since) would only rebuild what it built before.
+        // since) would only rebuild what it built before. A declined match is tried again:
+        // what it waited for (a fused node in a class, a known value) may have arrived.
         let mut key = vec![eg.find(class)];
         key.extend(self.vars.iter().map(|&v| eg.find(subst[v])));
-        if !eg.analysis.applied.insert((self.name, key)) {
+        if eg.analysis.applied.contains(&(self.name, key.clone())) {
             return Vec::new();
         }
-        let hit = Hit {
-            class,
-            rule: self.name,
-            root: self.root,
-            subst,
-        };
-        match (self.apply)(eg, &hit) {
+        let hit = Hit { class, rule: self.name, root: self.root, subst };
+        let built = (self.apply)(eg, &hit);
+        if built.is_some() {
+            eg.analysis.applied.insert((self.name, key));
+        }
+        match built {
             Some(new) if eg.union(class, new) => vec![new],
             _ => Vec::new(),
         }

@@ -1,18 +1,13 @@
 //! The API around the generated code: errors instead of panics on malformed programs, the CLIF
 //! dump, compile statistics, and concurrent runs of one compiled program.
 
-use kiln_codegen::{CodegenError, clif_text, compile_jit};
+use kiln_codegen::{clif_text, compile_jit, CodegenError};
 use kiln_loops::*;
 
 use crate::harness::map_kernel;
 
 fn f32_buffer(p: &mut Program, len: u64, kind: BufferKind) -> BufId {
-    p.add_buffer(Buffer {
-        name: "x".into(),
-        elem: ElemType::Scalar(ScalarType::F32),
-        len,
-        kind,
-    })
+    p.add_buffer(Buffer { name: "x".into(), elem: ElemType::Scalar(ScalarType::F32), len, kind })
 }
 
 /// A program with one input and one output of four f32s and the kernel `body` builds.
@@ -29,10 +24,7 @@ fn program(body: impl FnOnce(&mut Kernel, BufId, BufId) -> Vec<Stmt>) -> Program
 fn assert_invalid(p: &Program, needle: &str) {
     match compile_jit(p) {
         Err(e @ (CodegenError::Invalid { .. } | CodegenError::Unsupported { .. })) => {
-            assert!(
-                e.to_string().contains(needle),
-                "error `{e}` does not mention `{needle}`"
-            )
+            assert!(e.to_string().contains(needle), "error `{e}` does not mention `{needle}`")
         }
         Err(e) => panic!("unexpected error kind: {e}"),
         Ok(_) => panic!("a malformed program compiled"),
@@ -41,182 +33,48 @@ fn assert_invalid(p: &Program, needle: &str) {
 
 #[test]
 fn malformed_programs_are_errors_not_panics() {
-    assert_invalid(
-        &program(|_, _, out| {
-            vec![Stmt::Store {
-                buf: BufId(9),
-                index: Expr::idx(0),
-                value: Expr::load(out, Expr::idx(0)),
-            }]
-        }),
-        "@9",
-    );
-    assert_invalid(
-        &program(|_, _, out| {
-            vec![Stmt::Store {
-                buf: out,
-                index: Expr::idx(0),
-                value: Expr::Var(Var(3)),
-            }]
-        }),
-        "$3",
-    );
-    assert_invalid(
-        &program(|_, a, out| {
-            vec![Stmt::Store {
-                buf: out,
-                index: Expr::idx(0),
-                value: Expr::load(a, Expr::idx(0))
-                    .bin(BinOp::Add, Expr::float(ScalarType::F64, 1.0)),
-            }]
-        }),
-        "f64",
-    );
-    assert_invalid(
-        &program(|_, _, out| {
-            vec![Stmt::Store {
-                buf: out,
-                index: Expr::idx(0),
-                value: Expr::int(ScalarType::I32, 1),
-            }]
-        }),
-        "i32",
-    );
-    assert_invalid(
-        &program(|_, a, out| {
-            vec![Stmt::Store {
-                buf: out,
-                index: Expr::f32(0.0),
-                value: Expr::load(a, Expr::idx(0)),
-            }]
-        }),
-        "index",
-    );
-    assert_invalid(
-        &program(|_, _, out| {
-            vec![Stmt::Store {
-                buf: out,
-                index: Expr::idx(0),
-                value: Expr::int(ScalarType::I32, 1)
-                    .un(UnOp::Floor)
-                    .cast(ScalarType::F32),
-            }]
-        }),
-        "Floor",
-    );
-    assert_invalid(
-        &program(|_, _, out| {
-            vec![Stmt::Store {
-                buf: out,
-                index: Expr::idx(0),
-                value: Expr::f32(1.0).bin(BinOp::Shl, Expr::f32(1.0)),
-            }]
-        }),
-        "Shl",
-    );
-    assert_invalid(
-        &program(|_, _, out| {
-            vec![Stmt::Store {
-                buf: out,
-                index: Expr::idx(0),
-                value: Expr::Bitcast(ScalarType::F32, Box::new(Expr::idx(1))),
-            }]
-        }),
-        "width",
-    );
-    assert_invalid(
-        &program(|_, _, out| {
-            vec![Stmt::Store {
-                buf: out,
-                index: Expr::idx(0),
-                value: Expr::Math(MathFn::Pow, vec![Expr::f32(1.0)]),
-            }]
-        }),
-        "Pow",
-    );
-    assert_invalid(
-        &program(|_, _, _| {
-            vec![Stmt::Check {
-                cond: Expr::idx(1),
-                error: 0,
-            }]
-        }),
-        "bool",
-    );
-    assert_invalid(
-        &program(|k, _, _| {
-            let v = k.var(ScalarType::I32);
-            vec![Stmt::For {
-                var: v,
-                extent: 3,
-                body: vec![],
-            }]
-        }),
-        "loop variable",
-    );
-    assert_invalid(
-        &program(|_, a, out| {
-            vec![Stmt::Call(
-                RuntimeFn::Sgemm,
-                vec![Arg::Addr(a, Expr::idx(0)), Arg::Addr(out, Expr::idx(0))],
-            )]
-        }),
-        "sgemm",
-    );
-    assert_invalid(
-        &program(|k, _, _| {
-            let v = k.var(ScalarType::U8);
-            vec![Stmt::Let(v, Expr::f32(1.0))]
-        }),
-        "u8",
-    );
+    assert_invalid(&program(|_, _, out| vec![Stmt::Store { buf: BufId(9), index: Expr::idx(0), value: Expr::load(out, Expr::idx(0)) }]), "@9");
+    assert_invalid(&program(|_, _, out| vec![Stmt::Store { buf: out, index: Expr::idx(0), value: Expr::Var(Var(3)) }]), "$3");
+    assert_invalid(&program(|_, a, out| vec![Stmt::Store { buf: out, index: Expr::idx(0), value: Expr::load(a, Expr::idx(0)).bin(BinOp::Add, Expr::float(ScalarType::F64, 1.0)) }]), "f64");
+    assert_invalid(&program(|_, _, out| vec![Stmt::Store { buf: out, index: Expr::idx(0), value: Expr::int(ScalarType::I32, 1) }]), "i32");
+    assert_invalid(&program(|_, a, out| vec![Stmt::Store { buf: out, index: Expr::f32(0.0), value: Expr::load(a, Expr::idx(0)) }]), "index");
+    assert_invalid(&program(|_, _, out| vec![Stmt::Store { buf: out, index: Expr::idx(0), value: Expr::int(ScalarType::I32, 1).un(UnOp::Floor).cast(ScalarType::F32) }]), "Floor");
+    assert_invalid(&program(|_, _, out| vec![Stmt::Store { buf: out, index: Expr::idx(0), value: Expr::f32(1.0).bin(BinOp::Shl, Expr::f32(1.0)) }]), "Shl");
+    assert_invalid(&program(|_, _, out| vec![Stmt::Store { buf: out, index: Expr::idx(0), value: Expr::Bitcast(ScalarType::F32, Box::new(Expr::idx(1))) }]), "width");
+    assert_invalid(&program(|_, _, out| vec![Stmt::Store { buf: out, index: Expr::idx(0), value: Expr::Math(MathFn::Pow, vec![Expr::f32(1.0)]) }]), "Pow");
+    assert_invalid(&program(|_, _, _| vec![Stmt::Check { cond: Expr::idx(1), error: 0 }]), "bool");
+    assert_invalid(&program(|k, _, _| {
+        let v = k.var(ScalarType::I32);
+        vec![Stmt::For { var: v, extent: 3, body: vec![] }]
+    }), "loop variable");
+    assert_invalid(&program(|_, a, out| vec![Stmt::Call(RuntimeFn::Sgemm, vec![Arg::Addr(a, Expr::idx(0)), Arg::Addr(out, Expr::idx(0))])]), "sgemm");
+    assert_invalid(&program(|k, _, _| {
+        let v = k.var(ScalarType::U8);
+        vec![Stmt::Let(v, Expr::f32(1.0))]
+    }), "u8");
 }
 
 #[test]
 fn clif_text_shows_every_function() {
     let mut p = program(|k, a, out| {
-        k.nest(&[4], |_, i| {
-            vec![Stmt::Store {
-                buf: out,
-                index: i[0].clone(),
-                value: Expr::load(a, i[0].clone()).math(MathFn::Exp),
-            }]
-        })
+        k.nest(&[4], |_, i| vec![Stmt::Store { buf: out, index: i[0].clone(), value: Expr::load(a, i[0].clone()).math(MathFn::Exp) }])
     });
     p.kernels.push(map_kernel("second", 2, |_, _| vec![]));
     let text = clif_text(&p).unwrap();
-    assert!(
-        text.contains("; bad\nfunction %kiln_k0_bad(i64) -> i32"),
-        "{text}"
-    );
-    assert!(
-        text.contains("; second\nfunction %kiln_k1_second"),
-        "{text}"
-    );
-    assert!(
-        text.contains("; kiln_entry\nfunction %kiln_entry"),
-        "{text}"
-    );
+    assert!(text.contains("; bad\nfunction %kiln_k0_bad(i64) -> i32"), "{text}");
+    assert!(text.contains("; second\nfunction %kiln_k1_second"), "{text}");
+    assert!(text.contains("; kiln_entry\nfunction %kiln_entry"), "{text}");
     assert!(text.contains("call fn0"), "{text}");
 }
 
 #[test]
 fn compile_statistics_are_recorded() {
-    let p = program(|_, a, out| {
-        vec![Stmt::Store {
-            buf: out,
-            index: Expr::idx(1),
-            value: Expr::load(a, Expr::idx(2)),
-        }]
-    });
+    let p = program(|_, a, out| vec![Stmt::Store { buf: out, index: Expr::idx(1), value: Expr::load(a, Expr::idx(2)) }]);
     let jit = compile_jit(&p).unwrap();
     assert_eq!(jit.kernel_count(), 1);
     assert_eq!(jit.buffer_count(), 2);
     let stats = &jit.kernel_stats()[0];
-    assert_eq!(
-        (stats.name.as_str(), stats.symbol.as_str()),
-        ("bad", "kiln_k0_bad")
-    );
+    assert_eq!((stats.name.as_str(), stats.symbol.as_str()), ("bad", "kiln_k0_bad"));
     assert!(stats.clif_insts > 0 && stats.compile_time <= jit.compile_time());
 }
 
@@ -230,11 +88,7 @@ fn one_program_runs_on_many_threads_at_once() {
     let a = f32_buffer(&mut p, n, BufferKind::Input(0));
     let out = f32_buffer(&mut p, n, BufferKind::Output(0));
     p.kernels.push(map_kernel("scale", n, |_, i| {
-        vec![Stmt::Store {
-            buf: out,
-            index: i.clone(),
-            value: Expr::load(a, i).bin(BinOp::Mul, Expr::f32(3.0)),
-        }]
+        vec![Stmt::Store { buf: out, index: i.clone(), value: Expr::load(a, i).bin(BinOp::Mul, Expr::f32(3.0)) }]
     }));
     let jit = compile_jit(&p).unwrap();
     std::thread::scope(|s| {
@@ -242,13 +96,9 @@ fn one_program_runs_on_many_threads_at_once() {
             let jit = &jit;
             s.spawn(move || {
                 for round in 0..20 {
-                    let mut input: Vec<f32> =
-                        (0..n).map(|i| (i + t * 1000 + round) as f32).collect();
+                    let mut input: Vec<f32> = (0..n).map(|i| (i + t * 1000 + round) as f32).collect();
                     let mut output = vec![0f32; n as usize];
-                    let table = [
-                        input.as_mut_ptr().cast::<u8>(),
-                        output.as_mut_ptr().cast::<u8>(),
-                    ];
+                    let table = [input.as_mut_ptr().cast::<u8>(), output.as_mut_ptr().cast::<u8>()];
                     // SAFETY: both buffers are live and n elements long; this thread owns them.
                     unsafe { jit.run(&table) }.unwrap();
                     assert!(output.iter().zip(&input).all(|(o, i)| *o == i * 3.0));
@@ -264,3 +114,4 @@ fn an_empty_program_runs() {
     // SAFETY: no buffers, no kernels.
     assert_eq!(unsafe { jit.run(&[]) }, Ok(()));
 }
+

@@ -4,7 +4,7 @@
 
 use kiln_loops::*;
 
-use crate::harness::{Harness, TYPES, Tol, samples};
+use crate::harness::{samples, Harness, Tol, TYPES};
 
 const BINOPS: [BinOp; 12] = [
     BinOp::Add,
@@ -21,44 +21,15 @@ const BINOPS: [BinOp; 12] = [
     BinOp::Shr,
 ];
 
-const UNOPS: [UnOp; 9] = [
-    UnOp::Neg,
-    UnOp::Abs,
-    UnOp::Not,
-    UnOp::Floor,
-    UnOp::Ceil,
-    UnOp::Round,
-    UnOp::Trunc,
-    UnOp::Sqrt,
-    UnOp::IsNan,
-];
+const UNOPS: [UnOp; 9] = [UnOp::Neg, UnOp::Abs, UnOp::Not, UnOp::Floor, UnOp::Ceil, UnOp::Round, UnOp::Trunc, UnOp::Sqrt, UnOp::IsNan];
 
-const CMPOPS: [CmpOp; 6] = [
-    CmpOp::Eq,
-    CmpOp::Ne,
-    CmpOp::Lt,
-    CmpOp::Le,
-    CmpOp::Gt,
-    CmpOp::Ge,
-];
+const CMPOPS: [CmpOp; 6] = [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge];
 
 /// Whether the interpreter defines `op` on `t`.
 fn binop_defined(op: BinOp, t: ScalarType) -> bool {
     match t {
-        ScalarType::Bool => matches!(
-            op,
-            BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Min | BinOp::Max | BinOp::Mul
-        ),
-        ScalarType::F32 | ScalarType::F64 => matches!(
-            op,
-            BinOp::Add
-                | BinOp::Sub
-                | BinOp::Mul
-                | BinOp::Div
-                | BinOp::Rem
-                | BinOp::Min
-                | BinOp::Max
-        ),
+        ScalarType::Bool => matches!(op, BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Min | BinOp::Max | BinOp::Mul),
+        ScalarType::F32 | ScalarType::F64 => matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Rem | BinOp::Min | BinOp::Max),
         _ => true,
     }
 }
@@ -76,11 +47,7 @@ fn is_int_div(op: BinOp, t: ScalarType) -> bool {
 }
 
 fn tol_for(op: BinOp, t: ScalarType) -> Tol {
-    if t.is_float() && matches!(op, BinOp::Min | BinOp::Max) {
-        Tol::ZeroSign
-    } else {
-        Tol::Exact
-    }
+    if t.is_float() && matches!(op, BinOp::Min | BinOp::Max) { Tol::ZeroSign } else { Tol::Exact }
 }
 
 #[test]
@@ -88,10 +55,7 @@ fn binary_operators_on_every_type() {
     for t in TYPES {
         let s = samples(t);
         // Every ordered pair of samples.
-        let (xs, ys): (Vec<u64>, Vec<u64>) = s
-            .iter()
-            .flat_map(|&x| s.iter().map(move |&y| (x, y)))
-            .unzip();
+        let (xs, ys): (Vec<u64>, Vec<u64>) = s.iter().flat_map(|&x| s.iter().map(move |&y| (x, y))).unzip();
         let mut h = Harness::new();
         let a = h.input_of(t, &xs);
         let b = h.input_of(t, &ys);
@@ -105,21 +69,9 @@ fn binary_operators_on_every_type() {
                 if is_int_div(op, t) {
                     // The interpreter rejects a zero divisor; lowering guards it, and so does this test.
                     let nonzero = Expr::load(b, i.clone()).cmp(CmpOp::Ne, Expr::int(t, 0));
-                    vec![Stmt::If {
-                        cond: nonzero,
-                        then: vec![Stmt::Store {
-                            buf: out,
-                            index: i,
-                            value,
-                        }],
-                        otherwise: vec![],
-                    }]
+                    vec![Stmt::If { cond: nonzero, then: vec![Stmt::Store { buf: out, index: i, value }], otherwise: vec![] }]
                 } else {
-                    vec![Stmt::Store {
-                        buf: out,
-                        index: i,
-                        value,
-                    }]
+                    vec![Stmt::Store { buf: out, index: i, value }]
                 }
             });
             h.push(k);
@@ -136,11 +88,7 @@ fn binary_operators_with_constant_right_operands() {
         let a = h.input_of(t, &s);
         let n = s.len() as u64;
         for op in BINOPS.into_iter().filter(|&op| binop_defined(op, t)) {
-            let consts: Vec<u64> = s
-                .iter()
-                .copied()
-                .filter(|&c| !(is_int_div(op, t) && c == 0))
-                .collect();
+            let consts: Vec<u64> = s.iter().copied().filter(|&c| !(is_int_div(op, t) && c == 0)).collect();
             let out = h.output_tol(ElemType::Scalar(t), n * consts.len() as u64, tol_for(op, t));
             let k = crate::harness::map_kernel(&format!("{}_{op:?}_const", t.name()), n, |_, i| {
                 consts
@@ -148,11 +96,7 @@ fn binary_operators_with_constant_right_operands() {
                     .enumerate()
                     .map(|(j, &c)| {
                         let c = constant(t, c);
-                        Stmt::Store {
-                            buf: out,
-                            index: i.clone() + (j as i64 * n as i64),
-                            value: Expr::load(a, i.clone()).bin(op, c),
-                        }
+                        Stmt::Store { buf: out, index: i.clone() + (j as i64 * n as i64), value: Expr::load(a, i.clone()).bin(op, c) }
                     })
                     .collect()
             });
@@ -180,23 +124,11 @@ fn unary_operators_on_every_type() {
         let a = h.input_of(t, &s);
         let n = s.len() as u64;
         for op in UNOPS.into_iter().filter(|&op| unop_defined(op, t)) {
-            let elem = if op == UnOp::IsNan {
-                ScalarType::Bool
-            } else {
-                t
-            };
+            let elem = if op == UnOp::IsNan { ScalarType::Bool } else { t };
             let out = h.output(ElemType::Scalar(elem), n);
-            h.push(crate::harness::map_kernel(
-                &format!("{}_{op:?}", t.name()),
-                n,
-                |_, i| {
-                    vec![Stmt::Store {
-                        buf: out,
-                        index: i.clone(),
-                        value: Expr::load(a, i).un(op),
-                    }]
-                },
-            ));
+            h.push(crate::harness::map_kernel(&format!("{}_{op:?}", t.name()), n, |_, i| {
+                vec![Stmt::Store { buf: out, index: i.clone(), value: Expr::load(a, i).un(op) }]
+            }));
         }
         h.run().unwrap();
     }
@@ -206,43 +138,24 @@ fn unary_operators_on_every_type() {
 fn comparisons_and_select_on_every_type() {
     for t in TYPES {
         let s = samples(t);
-        let (xs, ys): (Vec<u64>, Vec<u64>) = s
-            .iter()
-            .flat_map(|&x| s.iter().map(move |&y| (x, y)))
-            .unzip();
+        let (xs, ys): (Vec<u64>, Vec<u64>) = s.iter().flat_map(|&x| s.iter().map(move |&y| (x, y))).unzip();
         let mut h = Harness::new();
         let a = h.input_of(t, &xs);
         let b = h.input_of(t, &ys);
         let n = xs.len() as u64;
         for op in CMPOPS {
             let out = h.output(ElemType::Scalar(ScalarType::Bool), n);
-            h.push(crate::harness::map_kernel(
-                &format!("{}_{op:?}", t.name()),
-                n,
-                |_, i| {
-                    vec![Stmt::Store {
-                        buf: out,
-                        index: i.clone(),
-                        value: Expr::load(a, i.clone()).cmp(op, Expr::load(b, i)),
-                    }]
-                },
-            ));
+            h.push(crate::harness::map_kernel(&format!("{}_{op:?}", t.name()), n, |_, i| {
+                vec![Stmt::Store { buf: out, index: i.clone(), value: Expr::load(a, i.clone()).cmp(op, Expr::load(b, i)) }]
+            }));
         }
         // max-by-comparison through Select: a < b ? b : a.
         let out = h.output(ElemType::Scalar(t), n);
-        h.push(crate::harness::map_kernel(
-            &format!("{}_select", t.name()),
-            n,
-            |_, i| {
-                let x = Expr::load(a, i.clone());
-                let y = Expr::load(b, i.clone());
-                vec![Stmt::Store {
-                    buf: out,
-                    index: i,
-                    value: x.clone().cmp(CmpOp::Lt, y.clone()).select(y, x),
-                }]
-            },
-        ));
+        h.push(crate::harness::map_kernel(&format!("{}_select", t.name()), n, |_, i| {
+            let x = Expr::load(a, i.clone());
+            let y = Expr::load(b, i.clone());
+            vec![Stmt::Store { buf: out, index: i, value: x.clone().cmp(CmpOp::Lt, y.clone()).select(y, x) }]
+        }));
         h.run().unwrap();
     }
 }
@@ -259,26 +172,10 @@ fn integer_arithmetic_wraps_at_the_type_width() {
         .flat_map(|j| {
             let x = Expr::load(a, Expr::idx(j));
             [
-                Stmt::Store {
-                    buf: out,
-                    index: Expr::idx(4 * j),
-                    value: x.clone().bin(BinOp::Add, x.clone()),
-                },
-                Stmt::Store {
-                    buf: out,
-                    index: Expr::idx(4 * j + 1),
-                    value: x.clone().bin(BinOp::Div, Expr::int(t, -1)),
-                },
-                Stmt::Store {
-                    buf: out,
-                    index: Expr::idx(4 * j + 2),
-                    value: x.clone().bin(BinOp::Rem, Expr::int(t, -1)),
-                },
-                Stmt::Store {
-                    buf: out,
-                    index: Expr::idx(4 * j + 3),
-                    value: x.clone().un(UnOp::Abs).un(UnOp::Neg),
-                },
+                Stmt::Store { buf: out, index: Expr::idx(4 * j), value: x.clone().bin(BinOp::Add, x.clone()) },
+                Stmt::Store { buf: out, index: Expr::idx(4 * j + 1), value: x.clone().bin(BinOp::Div, Expr::int(t, -1)) },
+                Stmt::Store { buf: out, index: Expr::idx(4 * j + 2), value: x.clone().bin(BinOp::Rem, Expr::int(t, -1)) },
+                Stmt::Store { buf: out, index: Expr::idx(4 * j + 3), value: x.clone().un(UnOp::Abs).un(UnOp::Neg) },
             ]
         })
         .collect();

@@ -2,32 +2,19 @@
 
 use kiln_loops::*;
 
-use crate::harness::{Harness, Rng, Tol, samples};
+use crate::harness::{samples, Harness, Rng, Tol};
 
 fn f32_data(n: usize, seed: u64) -> Vec<u64> {
     let mut r = Rng(seed);
-    (0..n)
-        .map(|_| u64::from(((r.next() % 2001) as f32 / 1000.0 - 1.0).to_bits()))
-        .collect()
+    (0..n).map(|_| u64::from(((r.next() % 2001) as f32 / 1000.0 - 1.0).to_bits())).collect()
 }
 
 #[test]
 fn sgemm_matches_the_interpreter() {
     // (m, n, k, trans_a, trans_b, alpha, beta), at element offsets into larger buffers.
-    let cases = [
-        (1, 1, 1, 0, 0, 1.0, 0.0),
-        (5, 7, 3, 0, 0, 1.0, 0.0),
-        (8, 9, 10, 1, 0, 0.5, 1.0),
-        (6, 4, 33, 0, 1, 1.0, -2.0),
-        (17, 3, 5, 1, 1, 2.0, 0.25),
-        (4, 4, 0, 0, 0, 1.0, 1.0),
-    ];
+    let cases = [(1, 1, 1, 0, 0, 1.0, 0.0), (5, 7, 3, 0, 0, 1.0, 0.0), (8, 9, 10, 1, 0, 0.5, 1.0), (6, 4, 33, 0, 1, 1.0, -2.0), (17, 3, 5, 1, 1, 2.0, 0.25), (4, 4, 0, 0, 0, 1.0, 1.0)];
     for (m, n, k, ta, tb, alpha, beta) in cases {
-        let (lda, ldb, ldc) = (
-            if ta != 0 { m + 1 } else { k + 2 },
-            if tb != 0 { k + 3 } else { n + 1 },
-            n + 2,
-        );
+        let (lda, ldb, ldc) = (if ta != 0 { m + 1 } else { k + 2 }, if tb != 0 { k + 3 } else { n + 1 }, n + 2);
         let a_len = lda * if ta != 0 { k.max(1) } else { m } + 3;
         let b_len = ldb * if tb != 0 { n } else { k.max(1) } + 5;
         let c_len = ldc * m + 1;
@@ -87,11 +74,7 @@ fn sweep(t: ScalarType) -> Vec<u64> {
     let mut v = samples(t);
     for i in -1200..=1200 {
         let x = f64::from(i) / 100.0 + 0.003;
-        v.push(if t == ScalarType::F32 {
-            u64::from((x as f32).to_bits())
-        } else {
-            x.to_bits()
-        });
+        v.push(if t == ScalarType::F32 { u64::from((x as f32).to_bits()) } else { x.to_bits() });
     }
     v
 }
@@ -117,16 +100,8 @@ fn math_functions_match_the_interpreter() {
             };
             let out = h.output_tol(ElemType::Scalar(t), n, tol);
             h.push(crate::harness::map_kernel(&format!("{f:?}"), n, |_, i| {
-                let args = if f == MathFn::Pow {
-                    vec![Expr::load(a, i.clone()), Expr::load(b, i.clone())]
-                } else {
-                    vec![Expr::load(a, i.clone())]
-                };
-                vec![Stmt::Store {
-                    buf: out,
-                    index: i,
-                    value: Expr::Math(f, args),
-                }]
+                let args = if f == MathFn::Pow { vec![Expr::load(a, i.clone()), Expr::load(b, i.clone())] } else { vec![Expr::load(a, i.clone())] };
+                vec![Stmt::Store { buf: out, index: i, value: Expr::Math(f, args) }]
             }));
         }
         h.run().unwrap();

@@ -4,7 +4,7 @@
 
 use kiln_loops::*;
 
-use crate::harness::{Harness, TYPES, map_kernel, samples};
+use crate::harness::{map_kernel, samples, Harness, TYPES};
 
 #[test]
 fn casts_between_every_pair_of_types() {
@@ -15,17 +15,9 @@ fn casts_between_every_pair_of_types() {
         let a = h.input_of(from, &s);
         for to in TYPES {
             let out = h.output(ElemType::Scalar(to), n);
-            h.push(map_kernel(
-                &format!("{}_to_{}", from.name(), to.name()),
-                n,
-                |_, i| {
-                    vec![Stmt::Store {
-                        buf: out,
-                        index: i.clone(),
-                        value: Expr::load(a, i).cast(to),
-                    }]
-                },
-            ));
+            h.push(map_kernel(&format!("{}_to_{}", from.name(), to.name()), n, |_, i| {
+                vec![Stmt::Store { buf: out, index: i.clone(), value: Expr::load(a, i).cast(to) }]
+            }));
         }
         h.run().unwrap();
     }
@@ -55,35 +47,15 @@ fn float_to_int_casts_saturate_around_every_bound() {
         }
     }
     for from in [ScalarType::F32, ScalarType::F64] {
-        let bits: Vec<u64> = xs
-            .iter()
-            .map(|&x| {
-                if from == ScalarType::F32 {
-                    u64::from((x as f32).to_bits())
-                } else {
-                    x.to_bits()
-                }
-            })
-            .collect();
+        let bits: Vec<u64> = xs.iter().map(|&x| if from == ScalarType::F32 { u64::from((x as f32).to_bits()) } else { x.to_bits() }).collect();
         let mut h = Harness::new();
         let a = h.input_of(from, &bits);
         let n = bits.len() as u64;
-        for to in TYPES
-            .into_iter()
-            .filter(|t| !t.is_float() && *t != ScalarType::Bool)
-        {
+        for to in TYPES.into_iter().filter(|t| !t.is_float() && *t != ScalarType::Bool) {
             let out = h.output(ElemType::Scalar(to), n);
-            h.push(map_kernel(
-                &format!("{}_to_{}", from.name(), to.name()),
-                n,
-                |_, i| {
-                    vec![Stmt::Store {
-                        buf: out,
-                        index: i.clone(),
-                        value: Expr::load(a, i).cast(to),
-                    }]
-                },
-            ));
+            h.push(map_kernel(&format!("{}_to_{}", from.name(), to.name()), n, |_, i| {
+                vec![Stmt::Store { buf: out, index: i.clone(), value: Expr::load(a, i).cast(to) }]
+            }));
         }
         h.run().unwrap();
     }
@@ -98,17 +70,9 @@ fn bitcasts_between_types_of_equal_width() {
         let a = h.input_of(from, &s);
         for to in TYPES.into_iter().filter(|t| t.bytes() == from.bytes()) {
             let out = h.output(ElemType::Scalar(to), n);
-            h.push(map_kernel(
-                &format!("{}_as_{}", from.name(), to.name()),
-                n,
-                |_, i| {
-                    vec![Stmt::Store {
-                        buf: out,
-                        index: i.clone(),
-                        value: Expr::Bitcast(to, Box::new(Expr::load(a, i))),
-                    }]
-                },
-            ));
+            h.push(map_kernel(&format!("{}_as_{}", from.name(), to.name()), n, |_, i| {
+                vec![Stmt::Store { buf: out, index: i.clone(), value: Expr::Bitcast(to, Box::new(Expr::load(a, i))) }]
+            }));
         }
         h.run().unwrap();
     }
@@ -121,15 +85,7 @@ fn constants_of_every_type_are_materialized_exactly() {
         let mut h = Harness::new();
         let out = h.output(ElemType::Scalar(t), s.len() as u64);
         let mut k = Kernel::new(format!("{}_consts", t.name()));
-        k.body = s
-            .iter()
-            .enumerate()
-            .map(|(j, &c)| Stmt::Store {
-                buf: out,
-                index: Expr::idx(j as i64),
-                value: crate::arith::constant(t, c),
-            })
-            .collect();
+        k.body = s.iter().enumerate().map(|(j, &c)| Stmt::Store { buf: out, index: Expr::idx(j as i64), value: crate::arith::constant(t, c) }).collect();
         h.push(k);
         h.run().unwrap();
     }

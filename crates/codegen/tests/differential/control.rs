@@ -3,13 +3,11 @@
 use kiln_loops::build::{linear, strides};
 use kiln_loops::*;
 
-use crate::harness::{Harness, Rng, map_kernel};
+use crate::harness::{map_kernel, Harness, Rng};
 
 fn f32_data(n: usize, seed: u64) -> Vec<u64> {
     let mut r = Rng(seed);
-    (0..n)
-        .map(|_| u64::from(((r.next() % 20001) as f32 / 1000.0 - 10.0).to_bits()))
-        .collect()
+    (0..n).map(|_| u64::from(((r.next() % 20001) as f32 / 1000.0 - 10.0).to_bits())).collect()
 }
 
 #[test]
@@ -25,15 +23,8 @@ fn four_deep_nest_transposes() {
     let out_strides = strides(&[dims[3], dims[1], dims[0], dims[2]]);
     k.body = k.nest(&dims, |_, i| {
         let src = linear(i, &in_strides);
-        let dst = linear(
-            &[i[3].clone(), i[1].clone(), i[0].clone(), i[2].clone()],
-            &out_strides,
-        );
-        vec![Stmt::Store {
-            buf: out,
-            index: dst,
-            value: Expr::load(a, src),
-        }]
+        let dst = linear(&[i[3].clone(), i[1].clone(), i[0].clone(), i[2].clone()], &out_strides);
+        vec![Stmt::Store { buf: out, index: dst, value: Expr::load(a, src) }]
     });
     h.push(k);
     h.run().unwrap();
@@ -70,27 +61,12 @@ fn reductions_with_mutable_locals() {
                         Stmt::Let(x, Expr::load(a, Expr::Var(r) * cols as i64 + Expr::Var(c))),
                         Stmt::Assign(acc, Expr::Var(acc).bin(BinOp::Add, Expr::Var(x))),
                         Stmt::Assign(best, Expr::Var(best).max(Expr::Var(x))),
-                        Stmt::Assign(
-                            run,
-                            Expr::Var(run).bin(BinOp::Add, Expr::Var(x).cast(ScalarType::I32)),
-                        ),
-                        Stmt::Store {
-                            buf: prefix,
-                            index: Expr::Var(r) * cols as i64 + Expr::Var(c),
-                            value: Expr::Var(run),
-                        },
+                        Stmt::Assign(run, Expr::Var(run).bin(BinOp::Add, Expr::Var(x).cast(ScalarType::I32))),
+                        Stmt::Store { buf: prefix, index: Expr::Var(r) * cols as i64 + Expr::Var(c), value: Expr::Var(run) },
                     ],
                 },
-                Stmt::Store {
-                    buf: sums,
-                    index: Expr::Var(r),
-                    value: Expr::Var(acc),
-                },
-                Stmt::Store {
-                    buf: maxes,
-                    index: Expr::Var(r),
-                    value: Expr::Var(best),
-                },
+                Stmt::Store { buf: sums, index: Expr::Var(r), value: Expr::Var(acc) },
+                Stmt::Store { buf: maxes, index: Expr::Var(r), value: Expr::Var(best) },
             ],
         },
     ];
@@ -102,10 +78,7 @@ fn reductions_with_mutable_locals() {
 fn conditionals_and_degenerate_loops() {
     let n = 40u64;
     let mut h = Harness::new();
-    let a = h.input_of(
-        ScalarType::I32,
-        &(0..n).map(|i| (i * 7919) % 23).collect::<Vec<_>>(),
-    );
+    let a = h.input_of(ScalarType::I32, &(0..n).map(|i| (i * 7919) % 23).collect::<Vec<_>>());
     let out = h.output(ElemType::Scalar(ScalarType::I32), n);
     let never = h.output(ElemType::Scalar(ScalarType::I32), 1);
     let once = h.output(ElemType::Scalar(ScalarType::I64), 1);
@@ -117,40 +90,16 @@ fn conditionals_and_degenerate_loops() {
         let x = Expr::load(a, i[0].clone());
         vec![Stmt::If {
             cond: x.clone().cmp(CmpOp::Lt, Expr::int(t, 8)),
-            then: vec![Stmt::Store {
-                buf: out,
-                index: i[0].clone(),
-                value: x.clone().bin(BinOp::Mul, Expr::int(t, -3)),
-            }],
+            then: vec![Stmt::Store { buf: out, index: i[0].clone(), value: x.clone().bin(BinOp::Mul, Expr::int(t, -3)) }],
             otherwise: vec![Stmt::If {
                 cond: x.clone().cmp(CmpOp::Ge, Expr::int(t, 16)),
-                then: vec![Stmt::Store {
-                    buf: out,
-                    index: i[0].clone(),
-                    value: x.clone(),
-                }],
+                then: vec![Stmt::Store { buf: out, index: i[0].clone(), value: x.clone() }],
                 otherwise: vec![],
             }],
         }]
     });
-    body.push(Stmt::For {
-        var: z,
-        extent: 0,
-        body: vec![Stmt::Store {
-            buf: never,
-            index: Expr::idx(0),
-            value: Expr::int(t, 1),
-        }],
-    });
-    body.push(Stmt::For {
-        var: o,
-        extent: 1,
-        body: vec![Stmt::Store {
-            buf: once,
-            index: Expr::Var(o),
-            value: Expr::Var(o) + 41,
-        }],
-    });
+    body.push(Stmt::For { var: z, extent: 0, body: vec![Stmt::Store { buf: never, index: Expr::idx(0), value: Expr::int(t, 1) }] });
+    body.push(Stmt::For { var: o, extent: 1, body: vec![Stmt::Store { buf: once, index: Expr::Var(o), value: Expr::Var(o) + 41 }] });
     k.body = body;
     h.push(k);
     h.run().unwrap();
@@ -166,17 +115,9 @@ fn assigning_the_loop_variable_does_not_change_the_trip_count() {
         var: i,
         extent: 5,
         body: vec![
-            Stmt::Store {
-                buf: out,
-                index: Expr::Var(i),
-                value: Expr::Var(i),
-            },
+            Stmt::Store { buf: out, index: Expr::Var(i), value: Expr::Var(i) },
             Stmt::Assign(i, Expr::Var(i) + 5),
-            Stmt::Store {
-                buf: out,
-                index: Expr::Var(i),
-                value: Expr::Var(i) * 2,
-            },
+            Stmt::Store { buf: out, index: Expr::Var(i), value: Expr::Var(i) * 2 },
         ],
     }];
     h.push(k);
@@ -197,38 +138,15 @@ fn a_failing_check_stops_the_run_with_its_code() {
     let after = h.output(ElemType::Scalar(ScalarType::I64), 1);
     h.push(map_kernel("fill", n, |_, i| {
         vec![
-            Stmt::Check {
-                cond: i.clone().cmp(CmpOp::Lt, Expr::idx(n as i64)),
-                error: first,
-            },
-            Stmt::Store {
-                buf: tmp,
-                index: i.clone(),
-                value: Expr::load(a, i) * 2,
-            },
+            Stmt::Check { cond: i.clone().cmp(CmpOp::Lt, Expr::idx(n as i64)), error: first },
+            Stmt::Store { buf: tmp, index: i.clone(), value: Expr::load(a, i) * 2 },
         ]
     }));
     h.push(map_kernel("copy_checked", n, |_, i| {
         let x = Expr::load(tmp, i.clone());
-        vec![
-            Stmt::Check {
-                cond: x.clone().cmp(CmpOp::Lt, Expr::idx(50)),
-                error: code,
-            },
-            Stmt::Store {
-                buf: out,
-                index: i,
-                value: x,
-            },
-        ]
+        vec![Stmt::Check { cond: x.clone().cmp(CmpOp::Lt, Expr::idx(50)), error: code }, Stmt::Store { buf: out, index: i, value: x }]
     }));
-    h.push(map_kernel("never", 1, |_, i| {
-        vec![Stmt::Store {
-            buf: after,
-            index: i,
-            value: Expr::idx(7),
-        }]
-    }));
+    h.push(map_kernel("never", 1, |_, i| vec![Stmt::Store { buf: after, index: i, value: Expr::idx(7) }]));
     assert_eq!(h.run(), Err(code));
 }
 
@@ -236,31 +154,16 @@ fn a_failing_check_stops_the_run_with_its_code() {
 fn passing_checks_and_let_chains() {
     let mut h = Harness::new();
     let code = h.p.add_error("never".into());
-    let a = h.input_of(
-        ScalarType::U16,
-        &(0..100).map(|i| i * 655).collect::<Vec<_>>(),
-    );
+    let a = h.input_of(ScalarType::U16, &(0..100).map(|i| i * 655).collect::<Vec<_>>());
     let out = h.output(ElemType::Scalar(ScalarType::U64), 100);
     h.push(map_kernel("lets", 100, |k, i| {
         let x = k.var(ScalarType::U16);
         let y = k.var(ScalarType::U64);
         vec![
             Stmt::Let(x, Expr::load(a, i.clone())),
-            Stmt::Check {
-                cond: Expr::Var(x).cmp(CmpOp::Le, Expr::int(ScalarType::U16, 65535)),
-                error: code,
-            },
-            Stmt::Let(
-                y,
-                Expr::Var(x)
-                    .cast(ScalarType::U64)
-                    .bin(BinOp::Mul, Expr::int(ScalarType::U64, 0x1_0001)),
-            ),
-            Stmt::Store {
-                buf: out,
-                index: i,
-                value: Expr::Var(y).bin(BinOp::Shr, Expr::int(ScalarType::U64, 3)),
-            },
+            Stmt::Check { cond: Expr::Var(x).cmp(CmpOp::Le, Expr::int(ScalarType::U16, 65535)), error: code },
+            Stmt::Let(y, Expr::Var(x).cast(ScalarType::U64).bin(BinOp::Mul, Expr::int(ScalarType::U64, 0x1_0001))),
+            Stmt::Store { buf: out, index: i, value: Expr::Var(y).bin(BinOp::Shr, Expr::int(ScalarType::U64, 3)) },
         ]
     }));
     assert_eq!(h.run(), Ok(()));

@@ -52,18 +52,14 @@ pub fn to_bytes(elem: ElemType, bits: &[u64]) -> Vec<u8> {
         return out;
     }
     let n = elem.bits() as usize / 8;
-    bits.iter()
-        .flat_map(|b| b.to_le_bytes()[..n].to_vec())
-        .collect()
+    bits.iter().flat_map(|b| b.to_le_bytes()[..n].to_vec()).collect()
 }
 
 /// The element bit patterns of little-endian `bytes` (the inverse of [`to_bytes`]).
 pub fn from_bytes(elem: ElemType, bytes: &[u8]) -> Vec<u64> {
     if elem.is_packed() {
         let w = elem.bits() as usize;
-        return (0..bytes.len() * 8 / w)
-            .map(|i| u64::from(bytes[i * w / 8] >> (i * w % 8)) & ((1 << w) - 1))
-            .collect();
+        return (0..bytes.len() * 8 / w).map(|i| u64::from(bytes[i * w / 8] >> (i * w % 8)) & ((1 << w) - 1)).collect();
     }
     let n = elem.bits() as usize / 8;
     bytes
@@ -93,122 +89,27 @@ pub fn samples(t: ScalarType) -> Vec<u64> {
         ScalarType::Bool => vec![0, 1],
         ScalarType::F32 => {
             let mut v: Vec<f32> = vec![
-                0.0,
-                -0.0,
-                1.0,
-                -1.0,
-                0.5,
-                -0.5,
-                1.5,
-                2.5,
-                -2.5,
-                3.7,
-                -3.7,
-                7.0,
-                127.5,
-                128.0,
-                -129.0,
-                255.5,
-                256.0,
-                32767.9,
-                -32769.0,
-                65535.5,
-                2147483520.0,
-                2147483648.0,
-                -2147483904.0,
-                4294967040.0,
-                4294967296.0,
-                9.2233715e18,
-                1.8446743e19,
-                1e30,
-                -1e30,
-                f32::MAX,
-                f32::MIN_POSITIVE,
-                1e-40,
-                -1e-45,
-                f32::INFINITY,
-                f32::NEG_INFINITY,
-                f32::NAN,
+                0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.7, -3.7, 7.0, 127.5, 128.0, -129.0, 255.5, 256.0, 32767.9, -32769.0,
+                65535.5, 2147483520.0, 2147483648.0, -2147483904.0, 4294967040.0, 4294967296.0, 9.2233715e18, 1.8446743e19, 1e30, -1e30,
+                f32::MAX, f32::MIN_POSITIVE, 1e-40, -1e-45, f32::INFINITY, f32::NEG_INFINITY, f32::NAN,
             ];
             v.extend((0..8).map(|_| (rng.next() as i32 as f32) / 65536.0));
             v.into_iter().map(|x| u64::from(x.to_bits())).collect()
         }
         ScalarType::F64 => {
             let mut v: Vec<f64> = vec![
-                0.0,
-                -0.0,
-                1.0,
-                -1.0,
-                0.5,
-                -0.5,
-                1.5,
-                2.5,
-                -2.5,
-                3.7,
-                -3.7,
-                7.0,
-                127.5,
-                128.0,
-                -129.0,
-                255.5,
-                256.0,
-                32767.9,
-                -32769.0,
-                65535.5,
-                2147483647.5,
-                2147483648.0,
-                -2147483649.0,
-                4294967295.5,
-                4294967296.0,
-                f64::from_bits(0x43df_ffff_ffff_ffff),
-                9.223372036854775e18,
-                1.8446744073709552e19,
-                1e300,
-                -1e300,
-                f64::MAX,
-                f64::MIN_POSITIVE,
-                5e-324,
-                1e-310,
-                3.4028235677973366e38,
-                1e39,
-                f64::INFINITY,
-                f64::NEG_INFINITY,
-                f64::NAN,
+                0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.7, -3.7, 7.0, 127.5, 128.0, -129.0, 255.5, 256.0, 32767.9, -32769.0,
+                65535.5, 2147483647.5, 2147483648.0, -2147483649.0, 4294967295.5, 4294967296.0, f64::from_bits(0x43df_ffff_ffff_ffff), 9.223372036854775e18,
+                1.8446744073709552e19, 1e300, -1e300, f64::MAX, f64::MIN_POSITIVE, 5e-324, 1e-310, 3.4028235677973366e38, 1e39,
+                f64::INFINITY, f64::NEG_INFINITY, f64::NAN,
             ];
             v.extend((0..8).map(|_| (rng.next() as i64 as f64) / 4294967296.0));
             v.into_iter().map(f64::to_bits).collect()
         }
         t => {
             let w = 8 * i128::from(t.bytes());
-            let (min, max) = if t.is_signed_int() {
-                (-(1i128 << (w - 1)), (1i128 << (w - 1)) - 1)
-            } else {
-                (0, (1i128 << w) - 1)
-            };
-            let mut v: Vec<i128> = vec![
-                0,
-                1,
-                2,
-                3,
-                5,
-                7,
-                -1,
-                -2,
-                -7,
-                w - 1,
-                w,
-                w + 1,
-                63,
-                64,
-                65,
-                100,
-                -100,
-                min,
-                max,
-                min + 1,
-                max - 1,
-                max / 3,
-            ];
+            let (min, max) = if t.is_signed_int() { (-(1i128 << (w - 1)), (1i128 << (w - 1)) - 1) } else { (0, (1i128 << w) - 1) };
+            let mut v: Vec<i128> = vec![0, 1, 2, 3, 5, 7, -1, -2, -7, w - 1, w, w + 1, 63, 64, 65, 100, -100, min, max, min + 1, max - 1, max / 3];
             v.extend((0..6).map(|_| rng.next() as i64 as i128));
             let mut bits: Vec<u64> = v.into_iter().map(|x| int_bits(t, x as i64)).collect();
             bits.sort_unstable();
@@ -234,41 +135,19 @@ impl Rng {
 
 impl Harness {
     pub fn new() -> Harness {
-        Harness {
-            p: Program::default(),
-            memory: Vec::new(),
-            tol: Vec::new(),
-        }
+        Harness { p: Program::default(), memory: Vec::new(), tol: Vec::new() }
     }
 
-    fn add(
-        &mut self,
-        elem: ElemType,
-        len: u64,
-        kind: BufferKind,
-        bytes: Vec<u8>,
-        tol: Tol,
-    ) -> BufId {
+    fn add(&mut self, elem: ElemType, len: u64, kind: BufferKind, bytes: Vec<u8>, tol: Tol) -> BufId {
         self.memory.push(bytes);
         self.tol.push(tol);
-        self.p.add_buffer(Buffer {
-            name: format!("b{}", self.p.buffers.len()),
-            elem,
-            len,
-            kind,
-        })
+        self.p.add_buffer(Buffer { name: format!("b{}", self.p.buffers.len()), elem, len, kind })
     }
 
     /// An input holding the given element bit patterns.
     pub fn input(&mut self, elem: ElemType, bits: &[u64]) -> BufId {
         let n = self.p.buffers.len();
-        self.add(
-            elem,
-            bits.len() as u64,
-            BufferKind::Input(n),
-            to_bytes(elem, bits),
-            Tol::Exact,
-        )
+        self.add(elem, bits.len() as u64, BufferKind::Input(n), to_bytes(elem, bits), Tol::Exact)
     }
 
     /// An input of scalar type `t`.
@@ -302,8 +181,7 @@ impl Harness {
     /// The memory after the interpreter has run the program (for checking what it computes).
     pub fn interpreted(&self) -> Vec<Vec<u8>> {
         let mut memory = self.memory.clone();
-        interp::run(&self.p, &mut memory)
-            .unwrap_or_else(|e| panic!("the test program is wrong: {e}"));
+        interp::run(&self.p, &mut memory).unwrap_or_else(|e| panic!("the test program is wrong: {e}"));
         memory
     }
 
@@ -318,25 +196,15 @@ impl Harness {
 
         let jit = kiln_codegen::compile_jit(&self.p).unwrap_or_else(|e| panic!("compile: {e}"));
         // 8-byte aligned copies, at least one word each so every pointer is valid.
-        let mut words: Vec<Vec<u64>> = self
-            .memory
-            .iter()
-            .map(|m| vec![0u64; m.len().div_ceil(8).max(1)])
-            .collect();
+        let mut words: Vec<Vec<u64>> = self.memory.iter().map(|m| vec![0u64; m.len().div_ceil(8).max(1)]).collect();
         for (w, m) in words.iter_mut().zip(&self.memory) {
             bytes_of_mut(w)[..m.len()].copy_from_slice(m);
         }
-        let table: Vec<*mut u8> = words
-            .iter_mut()
-            .map(|w| w.as_mut_ptr().cast::<u8>())
-            .collect();
+        let table: Vec<*mut u8> = words.iter_mut().map(|w| w.as_mut_ptr().cast::<u8>()).collect();
         // SAFETY: one live, large-enough buffer per program buffer; the interpreter has just
         // checked every access of this program is in bounds.
         let got_status = unsafe { jit.run(&table) };
-        assert_eq!(
-            got_status, want_status,
-            "status differs (jit vs interpreter)"
-        );
+        assert_eq!(got_status, want_status, "status differs (jit vs interpreter)");
 
         for (i, (w, m)) in words.iter().zip(&want).enumerate() {
             let got = &bytes_of(w)[..m.len()];
@@ -366,14 +234,7 @@ fn compare_buffer(name: &str, elem: ElemType, tol: Tol, got: &[u8], want: &[u8])
             bad.push(format!("[{i}] jit {g:#x} interp {w:#x}"));
         }
     }
-    assert!(
-        bad.is_empty(),
-        "buffer {name} ({}): {} of {} elements differ: {}",
-        elem.name(),
-        bad.len(),
-        g.len(),
-        bad.iter().take(8).cloned().collect::<Vec<_>>().join(", ")
-    );
+    assert!(bad.is_empty(), "buffer {name} ({}): {} of {} elements differ: {}", elem.name(), bad.len(), g.len(), bad.iter().take(8).cloned().collect::<Vec<_>>().join(", "));
 }
 
 fn float_agree(elem: ElemType, tol: Tol, g: u64, w: u64) -> bool {
@@ -384,42 +245,14 @@ fn float_agree(elem: ElemType, tol: Tol, g: u64, w: u64) -> bool {
     let (g_nan, w_nan, g_zero, w_zero, gi, wi) = match elem {
         ElemType::Scalar(ScalarType::F32) => {
             let (a, b) = (f32::from_bits(g as u32), f32::from_bits(w as u32));
-            (
-                a.is_nan(),
-                b.is_nan(),
-                a == 0.0,
-                b == 0.0,
-                ordered32(a),
-                ordered32(b),
-            )
+            (a.is_nan(), b.is_nan(), a == 0.0, b == 0.0, ordered32(a), ordered32(b))
         }
         ElemType::Scalar(ScalarType::F64) => {
             let (a, b) = (f64::from_bits(g), f64::from_bits(w));
-            (
-                a.is_nan(),
-                b.is_nan(),
-                a == 0.0,
-                b == 0.0,
-                ordered64(a),
-                ordered64(b),
-            )
+            (a.is_nan(), b.is_nan(), a == 0.0, b == 0.0, ordered64(a), ordered64(b))
         }
-        ElemType::F16 => (
-            (g & 0x7fff) > 0x7c00,
-            (w & 0x7fff) > 0x7c00,
-            g & 0x7fff == 0,
-            w & 0x7fff == 0,
-            g as i64,
-            w as i64,
-        ),
-        ElemType::BF16 => (
-            (g & 0x7fff) > 0x7f80,
-            (w & 0x7fff) > 0x7f80,
-            g & 0x7fff == 0,
-            w & 0x7fff == 0,
-            g as i64,
-            w as i64,
-        ),
+        ElemType::F16 => ((g & 0x7fff) > 0x7c00, (w & 0x7fff) > 0x7c00, g & 0x7fff == 0, w & 0x7fff == 0, g as i64, w as i64),
+        ElemType::BF16 => ((g & 0x7fff) > 0x7f80, (w & 0x7fff) > 0x7f80, g & 0x7fff == 0, w & 0x7fff == 0, g as i64, w as i64),
         // Integers, and the float8/float4 formats, whose NaNs both sides encode alike.
         _ => return false,
     };
@@ -445,11 +278,7 @@ fn ordered64(x: f64) -> i64 {
 }
 
 /// A one-loop kernel over `len` elements; the closure gets the index and returns statements.
-pub fn map_kernel(
-    name: &str,
-    len: u64,
-    body: impl FnOnce(&mut Kernel, Expr) -> Vec<Stmt>,
-) -> Kernel {
+pub fn map_kernel(name: &str, len: u64, body: impl FnOnce(&mut Kernel, Expr) -> Vec<Stmt>) -> Kernel {
     let mut k = Kernel::new(name);
     k.body = k.nest(&[len], |k, i| body(k, i[0].clone()));
     k

@@ -3,7 +3,7 @@
 
 use kiln_loops::*;
 
-use crate::harness::{Harness, TYPES, map_kernel, samples};
+use crate::harness::{map_kernel, samples, Harness, TYPES};
 
 #[test]
 fn every_scalar_type_round_trips_through_memory() {
@@ -15,11 +15,7 @@ fn every_scalar_type_round_trips_through_memory() {
         let out = h.output(ElemType::Scalar(t), n);
         // Reversed, so the index arithmetic is exercised too.
         h.push(map_kernel("reverse", n, |_, i| {
-            vec![Stmt::Store {
-                buf: out,
-                index: Expr::idx(n as i64 - 1) - i.clone(),
-                value: Expr::load(a, i),
-            }]
+            vec![Stmt::Store { buf: out, index: Expr::idx(n as i64 - 1) - i.clone(), value: Expr::load(a, i) }]
         }));
         h.run().unwrap();
     }
@@ -33,16 +29,8 @@ fn bools_load_any_nonzero_byte_as_true_and_store_one() {
     let ints = h.output(ElemType::Scalar(ScalarType::I32), 5);
     h.push(map_kernel("bools", 5, |_, i| {
         vec![
-            Stmt::Store {
-                buf: out,
-                index: i.clone(),
-                value: Expr::load(a, i.clone()),
-            },
-            Stmt::Store {
-                buf: ints,
-                index: i.clone(),
-                value: Expr::load(a, i).cast(ScalarType::I32),
-            },
+            Stmt::Store { buf: out, index: i.clone(), value: Expr::load(a, i.clone()) },
+            Stmt::Store { buf: ints, index: i.clone(), value: Expr::load(a, i).cast(ScalarType::I32) },
         ]
     }));
     h.run().unwrap();
@@ -55,13 +43,8 @@ fn all_halves() -> Vec<u64> {
 /// f32 bit patterns around every boundary that matters to rounding into 16 bits: each upper
 /// half with a range of lower halves (ties, just below and above ties, sticky bits).
 fn f32_rounding_cases() -> Vec<u64> {
-    let lows = [
-        0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x2000, 0x3000, 0x5fff, 0x7fff, 0x8000, 0x8001,
-        0xa000, 0xffff,
-    ];
-    (0..=0xffffu64)
-        .flat_map(|hi| lows.iter().map(move |&lo| (hi << 16) | lo))
-        .collect()
+    let lows = [0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x2000, 0x3000, 0x5fff, 0x7fff, 0x8000, 0x8001, 0xa000, 0xffff];
+    (0..=0xffffu64).flat_map(|hi| lows.iter().map(move |&lo| (hi << 16) | lo)).collect()
 }
 
 #[test]
@@ -74,16 +57,8 @@ fn f16_loads_and_stores_match_for_every_bit_pattern() {
     let copied = h.output(ElemType::F16, n);
     h.push(map_kernel("f16_load", n, |_, i| {
         vec![
-            Stmt::Store {
-                buf: widened,
-                index: i.clone(),
-                value: Expr::load(a, i.clone()),
-            },
-            Stmt::Store {
-                buf: copied,
-                index: i.clone(),
-                value: Expr::load(a, i),
-            },
+            Stmt::Store { buf: widened, index: i.clone(), value: Expr::load(a, i.clone()) },
+            Stmt::Store { buf: copied, index: i.clone(), value: Expr::load(a, i) },
         ]
     }));
     h.run().unwrap();
@@ -99,16 +74,8 @@ fn bf16_loads_and_stores_match_for_every_bit_pattern() {
     let copied = h.output(ElemType::BF16, n);
     h.push(map_kernel("bf16_load", n, |_, i| {
         vec![
-            Stmt::Store {
-                buf: widened,
-                index: i.clone(),
-                value: Expr::load(a, i.clone()),
-            },
-            Stmt::Store {
-                buf: copied,
-                index: i.clone(),
-                value: Expr::load(a, i),
-            },
+            Stmt::Store { buf: widened, index: i.clone(), value: Expr::load(a, i.clone()) },
+            Stmt::Store { buf: copied, index: i.clone(), value: Expr::load(a, i) },
         ]
     }));
     h.run().unwrap();
@@ -125,16 +92,8 @@ fn f32_to_half_stores_round_to_nearest_even() {
     let bf16 = h.output(ElemType::BF16, n);
     h.push(map_kernel("narrow", n, |_, i| {
         vec![
-            Stmt::Store {
-                buf: f16,
-                index: i.clone(),
-                value: Expr::load(a, i.clone()),
-            },
-            Stmt::Store {
-                buf: bf16,
-                index: i.clone(),
-                value: Expr::load(a, i),
-            },
+            Stmt::Store { buf: f16, index: i.clone(), value: Expr::load(a, i.clone()) },
+            Stmt::Store { buf: bf16, index: i.clone(), value: Expr::load(a, i) },
         ]
     }));
     h.run().unwrap();
@@ -150,14 +109,8 @@ fn half_buffers_compute_in_f32() {
     let b = h.input(ElemType::BF16, &xs);
     let out = h.output(ElemType::F16, n);
     h.push(map_kernel("mixed", n, |_, i| {
-        let v = Expr::load(a, i.clone())
-            .bin(BinOp::Mul, Expr::load(b, i.clone()))
-            .bin(BinOp::Add, Expr::f32(1.0));
-        vec![Stmt::Store {
-            buf: out,
-            index: i,
-            value: v,
-        }]
+        let v = Expr::load(a, i.clone()).bin(BinOp::Mul, Expr::load(b, i.clone())).bin(BinOp::Add, Expr::f32(1.0));
+        vec![Stmt::Store { buf: out, index: i, value: v }]
     }));
     h.run().unwrap();
 }

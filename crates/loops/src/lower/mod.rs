@@ -143,24 +143,13 @@ const FAMILIES: &[Family] = &[
 
 /// Lowers a whole graph. Every value's shape must be static.
 pub fn lower(g: &Graph) -> Result<Program, LowerError> {
-    let mut cx = Lowerer {
-        g,
-        program: Program::default(),
-        bufs: HashMap::new(),
-        graph_outputs: HashMap::new(),
-        kernels_made: 0,
-    };
+    let mut cx = Lowerer { g, program: Program::default(), bufs: HashMap::new(), graph_outputs: HashMap::new(), kernels_made: 0 };
     for (i, &v) in g.outputs().iter().enumerate() {
         cx.graph_outputs.entry(v).or_default().push(i);
     }
     for (i, &v) in g.inputs().iter().enumerate() {
         let (dims, elem) = cx.static_type(v)?;
-        let buf = cx.program.add_buffer(Buffer {
-            name: g.value(v).name.clone(),
-            elem,
-            len: dims.iter().product(),
-            kind: BufferKind::Input(i),
-        });
+        let buf = cx.program.add_buffer(Buffer { name: g.value(v).name.clone(), elem, len: dims.iter().product(), kind: BufferKind::Input(i) });
         cx.bufs.insert(v, buf);
     }
     for &n in &g.body.nodes {
@@ -189,20 +178,9 @@ impl<'g> Lowerer<'g> {
             if self.program.buffer(src.buf).kind == BufferKind::Output(i) {
                 continue;
             }
-            let dst = self.program.add_buffer(Buffer {
-                name: self.g.value(v).name.clone(),
-                elem: src.elem,
-                len: src.numel(),
-                kind: BufferKind::Output(i),
-            });
+            let dst = self.program.add_buffer(Buffer { name: self.g.value(v).name.clone(), elem: src.elem, len: src.numel(), kind: BufferKind::Output(i) });
             let mut k = Kernel::new(format!("copy_output_{i}"));
-            let body = k.nest(&[src.numel()], |_, idx| {
-                vec![Stmt::Store {
-                    buf: dst,
-                    index: idx[0].clone(),
-                    value: Expr::load(src.buf, idx[0].clone()),
-                }]
-            });
+            let body = k.nest(&[src.numel()], |_, idx| vec![Stmt::Store { buf: dst, index: idx[0].clone(), value: Expr::load(src.buf, idx[0].clone()) }]);
             k.body = body;
             self.program.kernels.push(k);
         }
@@ -217,24 +195,13 @@ impl<'g> Lowerer<'g> {
     /// An "unsupported" error for `n`.
     pub fn unsupported(&self, n: NodeId, reason: impl Into<String>) -> LowerError {
         let node = self.g.node(n);
-        LowerError::Unsupported {
-            node: node.name.clone(),
-            op: node.op.kind().text_name(),
-            reason: reason.into(),
-        }
+        LowerError::Unsupported { node: node.name.clone(), op: node.op.kind().text_name(), reason: reason.into() }
     }
 
     fn static_type(&self, v: ValueId) -> Result<(Vec<u64>, ElemType), LowerError> {
         let val = self.g.value(v);
-        let dims = val.ty.known_dims().ok_or_else(|| LowerError::NotStatic {
-            value: val.name.clone(),
-            ty: val.ty.to_string(),
-        })?;
-        let elem = elem_type(val.ty.dtype).ok_or_else(|| LowerError::Unsupported {
-            node: val.name.clone(),
-            op: "value",
-            reason: format!("element type {}", val.ty.dtype),
-        })?;
+        let dims = val.ty.known_dims().ok_or_else(|| LowerError::NotStatic { value: val.name.clone(), ty: val.ty.to_string() })?;
+        let elem = elem_type(val.ty.dtype).ok_or_else(|| LowerError::Unsupported { node: val.name.clone(), op: "value", reason: format!("element type {}", val.ty.dtype) })?;
         Ok((dims, elem))
     }
 
@@ -245,21 +212,12 @@ impl<'g> Lowerer<'g> {
             Some(&b) => b,
             None => match &self.g.value(v).def {
                 ValueDef::Const(t) => {
-                    let b = self.program.add_buffer(Buffer {
-                        name: self.g.value(v).name.clone(),
-                        elem,
-                        len: dims.iter().product(),
-                        kind: BufferKind::Const(t.clone()),
-                    });
+                    let b = self.program.add_buffer(Buffer { name: self.g.value(v).name.clone(), elem, len: dims.iter().product(), kind: BufferKind::Const(t.clone()) });
                     self.bufs.insert(v, b);
                     b
                 }
                 _ => {
-                    return Err(LowerError::Unsupported {
-                        node: self.g.value(v).name.clone(),
-                        op: "value",
-                        reason: "used before it is computed".into(),
-                    });
+                    return Err(LowerError::Unsupported { node: self.g.value(v).name.clone(), op: "value", reason: "used before it is computed".into() });
                 }
             },
         };
@@ -276,8 +234,7 @@ impl<'g> Lowerer<'g> {
 
     /// Input `i` of node `n`, which must be present.
     pub fn required(&mut self, n: NodeId, i: usize) -> Result<Operand, LowerError> {
-        self.input(n, i)?
-            .ok_or_else(|| self.unsupported(n, format!("input {i} is missing")))
+        self.input(n, i)?.ok_or_else(|| self.unsupported(n, format!("input {i} is missing")))
     }
 
     /// The constant behind input `i` of node `n`, if it is one.
@@ -297,20 +254,14 @@ impl<'g> Lowerer<'g> {
             Some(pos) => BufferKind::Output(pos[0]),
             None => BufferKind::Temp,
         };
-        let buf = self.program.add_buffer(Buffer {
-            name: self.g.value(v).name.clone(),
-            elem,
-            len: dims.iter().product(),
-            kind,
-        });
+        let buf = self.program.add_buffer(Buffer { name: self.g.value(v).name.clone(), elem, len: dims.iter().product(), kind });
         self.bufs.insert(v, buf);
         Ok(Some(Operand { buf, dims, elem }))
     }
 
     /// Output `i` of node `n`, which must be present (an unused required output still gets a buffer).
     pub fn required_output(&mut self, n: NodeId, i: usize) -> Result<Operand, LowerError> {
-        self.output(n, i)?
-            .ok_or_else(|| self.unsupported(n, format!("output {i} is unused")))
+        self.output(n, i)?.ok_or_else(|| self.unsupported(n, format!("output {i} is unused")))
     }
 
     /// Makes output `i` of `n` a view of `input`: same elements, no kernel.
@@ -340,11 +291,7 @@ impl<'g> Lowerer<'g> {
     /// A new kernel named after node `n`'s op.
     pub fn kernel(&mut self, n: NodeId) -> Kernel {
         self.kernels_made += 1;
-        Kernel::new(format!(
-            "{}_{}",
-            self.node(n).op.kind().text_name(),
-            self.kernels_made
-        ))
+        Kernel::new(format!("{}_{}", self.node(n).op.kind().text_name(), self.kernels_made))
     }
 
     /// Appends a finished kernel.
@@ -355,11 +302,7 @@ impl<'g> Lowerer<'g> {
     /// Registers a run-time error message for node `n` and returns its code.
     pub fn error(&mut self, n: NodeId, message: impl std::fmt::Display) -> u32 {
         let node = self.node(n);
-        let text = format!(
-            "node \"{}\" (tensor.{}): {message}",
-            node.name,
-            node.op.kind().text_name()
-        );
+        let text = format!("node \"{}\" (tensor.{}): {message}", node.name, node.op.kind().text_name());
         self.program.add_error(text)
     }
 }

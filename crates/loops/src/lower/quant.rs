@@ -22,7 +22,7 @@
 
 use kiln_tir::{DType, NodeId, Op};
 
-use super::elementwise::{CastOpts, Scope, convert, round_to_odd_f32};
+use super::elementwise::{convert, round_to_odd_f32, CastOpts, Scope};
 use super::{LowerError, Lowerer, Operand};
 use crate::build::{linear, strides};
 use crate::ir::*;
@@ -31,12 +31,7 @@ use crate::ir::*;
 pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     match &cx.node(n).op {
         Op::QuantizeLinear(o) => {
-            let attrs = QuantAttrs {
-                axis: o.axis,
-                block: o.block_size,
-                precision: o.precision,
-                saturate: o.saturate != 0,
-            };
+            let attrs = QuantAttrs { axis: o.axis, block: o.block_size, precision: o.precision, saturate: o.saturate != 0 };
             quantize(cx, n, attrs)
         }
         Op::DequantizeLinear(o) => dequantize(cx, n, o.axis, o.block_size),
@@ -64,11 +59,7 @@ enum Layout {
     PerAxis(usize),
     /// One per block of `block` indices along `axis`, the parameter having the input's rank
     /// and shape elsewhere (`dims`).
-    Blocked {
-        axis: usize,
-        block: u64,
-        dims: Vec<u64>,
-    },
+    Blocked { axis: usize, block: u64, dims: Vec<u64> },
 }
 
 impl Layout {
@@ -83,33 +74,14 @@ impl Layout {
             return Err(format!("axis {axis} of a rank-{rank} input"));
         };
         if block <= 0 {
-            return if param == [x[ax]] {
-                Ok(Layout::PerAxis(ax))
-            } else {
-                Err(format!(
-                    "a scale of shape {param:?} for axis {ax} of an input of shape {x:?}"
-                ))
-            };
+            return if param == [x[ax]] { Ok(Layout::PerAxis(ax)) } else { Err(format!("a scale of shape {param:?} for axis {ax} of an input of shape {x:?}")) };
         }
         let block = block as u64;
-        let fits = param.len() == x.len()
-            && x.iter().zip(param).enumerate().all(|(d, (&xd, &pd))| {
-                if d == ax {
-                    pd == xd.div_ceil(block)
-                } else {
-                    pd == xd
-                }
-            });
+        let fits = param.len() == x.len() && x.iter().zip(param).enumerate().all(|(d, (&xd, &pd))| if d == ax { pd == xd.div_ceil(block) } else { pd == xd });
         if !fits {
-            return Err(format!(
-                "blocked scale of shape {param:?} for an input of shape {x:?} with blocks of {block}"
-            ));
+            return Err(format!("blocked scale of shape {param:?} for an input of shape {x:?} with blocks of {block}"));
         }
-        Ok(Layout::Blocked {
-            axis: ax,
-            block,
-            dims: param.to_vec(),
-        })
+        Ok(Layout::Blocked { axis: ax, block, dims: param.to_vec() })
     }
 
     /// The parameter's element index for the input element at `idx`.
@@ -120,11 +92,7 @@ impl Layout {
             Layout::Blocked { axis, block, dims } => {
                 let st = strides(dims);
                 idx.iter().enumerate().fold(Expr::idx(0), |acc, (d, i)| {
-                    let i = if d == *axis {
-                        i.clone() / *block as i64
-                    } else {
-                        i.clone()
-                    };
+                    let i = if d == *axis { i.clone() / *block as i64 } else { i.clone() };
                     acc + i * st[d]
                 })
             }
@@ -133,54 +101,28 @@ impl Layout {
 }
 
 /// The scale (input 1) and zero point (input 2, optional) of node `n` and their layout.
-fn params(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    x: &Operand,
-    axis: i64,
-    block: i64,
-) -> Result<(Operand, Option<Operand>, Layout), LowerError> {
+fn params(cx: &mut Lowerer<'_>, n: NodeId, x: &Operand, axis: i64, block: i64) -> Result<(Operand, Option<Operand>, Layout), LowerError> {
     let scale = cx.required(n, 1)?;
     let zero = cx.input(n, 2)?;
-    let layout =
-        Layout::of(&x.dims, &scale.dims, axis, block).map_err(|why| cx.unsupported(n, why))?;
+    let layout = Layout::of(&x.dims, &scale.dims, axis, block).map_err(|why| cx.unsupported(n, why))?;
     if let Some(z) = &zero
         && z.numel() != scale.numel()
     {
-        return Err(cx.unsupported(
-            n,
-            format!(
-                "a zero point of shape {:?} for a scale of shape {:?}",
-                z.dims, scale.dims
-            ),
-        ));
+        return Err(cx.unsupported(n, format!("a zero point of shape {:?} for a scale of shape {:?}", z.dims, scale.dims)));
     }
     Ok((scale, zero, layout))
 }
 
 /// One kernel over the elements of `x`: `f` gets the element's scope, its input index
 /// variables and the flat index, and returns the value stored at that index of `out`.
-fn elementwise_kernel(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    x: &Operand,
-    out: &Operand,
-    f: impl Fn(&mut Scope<'_>, &[Expr]) -> Result<Expr, String>,
-) -> Result<bool, LowerError> {
+fn elementwise_kernel(cx: &mut Lowerer<'_>, n: NodeId, x: &Operand, out: &Operand, f: impl Fn(&mut Scope<'_>, &[Expr]) -> Result<Expr, String>) -> Result<bool, LowerError> {
     let mut k = cx.kernel(n);
     let st = x.strides();
     let mut failure = None;
     let body = k.nest(&x.dims, |k, idx| {
-        let mut s = Scope {
-            k,
-            stmts: Vec::new(),
-        };
+        let mut s = Scope { k, stmts: Vec::new() };
         match f(&mut s, idx) {
-            Ok(value) => s.stmts.push(Stmt::Store {
-                buf: out.buf,
-                index: linear(idx, &st),
-                value,
-            }),
+            Ok(value) => s.stmts.push(Stmt::Store { buf: out.buf, index: linear(idx, &st), value }),
             Err(why) => failure = Some(why),
         }
         s.stmts
@@ -203,11 +145,7 @@ fn load(s: &mut Scope<'_>, buf: BufId, ty: ScalarType, index: Expr) -> Expr {
 
 /// `e`, of type `from`, as an `f64`.
 fn to_f64(e: Expr, from: ScalarType) -> Expr {
-    if from == ScalarType::F64 {
-        e
-    } else {
-        e.cast(ScalarType::F64)
-    }
+    if from == ScalarType::F64 { e } else { e.cast(ScalarType::F64) }
 }
 
 fn dequantize(cx: &mut Lowerer<'_>, n: NodeId, axis: i64, block: i64) -> Result<bool, LowerError> {
@@ -229,23 +167,12 @@ fn dequantize(cx: &mut Lowerer<'_>, n: NodeId, axis: i64, block: i64) -> Result<
         };
         let sv = load(s, scale.buf, scale.ty(), p);
         let y = centered.bin(BinOp::Mul, to_f64(sv, scale.ty()));
-        convert(
-            s,
-            y,
-            ElemType::Scalar(ScalarType::F64),
-            to,
-            CastOpts::default(),
-        )
+        convert(s, y, ElemType::Scalar(ScalarType::F64), to, CastOpts::default())
     })
 }
 
 /// The storage type of QuantizeLinear's working precision.
-fn work_type(
-    cx: &Lowerer<'_>,
-    n: NodeId,
-    x: &Operand,
-    precision: i64,
-) -> Result<ElemType, LowerError> {
+fn work_type(cx: &Lowerer<'_>, n: NodeId, x: &Operand, precision: i64) -> Result<ElemType, LowerError> {
     let work = if precision == 0 {
         x.elem
     } else {
@@ -258,9 +185,7 @@ fn work_type(
         }
     };
     match work {
-        ElemType::Scalar(ScalarType::F32 | ScalarType::F64) | ElemType::F16 | ElemType::BF16 => {
-            Ok(work)
-        }
+        ElemType::Scalar(ScalarType::F32 | ScalarType::F64) | ElemType::F16 | ElemType::BF16 => Ok(work),
         other => Err(cx.unsupported(n, format!("quantizing {} values", other.name()))),
     }
 }
@@ -272,22 +197,11 @@ fn int_range(to: ElemType) -> Option<(f64, f64)> {
         ElemType::U4 => (4, false),
         ElemType::I2 => (2, true),
         ElemType::U2 => (2, false),
-        ElemType::Scalar(t) if matches!(t, ScalarType::I8 | ScalarType::I16 | ScalarType::I32) => {
-            (8 * t.bytes(), true)
-        }
-        ElemType::Scalar(t) if matches!(t, ScalarType::U8 | ScalarType::U16 | ScalarType::U32) => {
-            (8 * t.bytes(), false)
-        }
+        ElemType::Scalar(t) if matches!(t, ScalarType::I8 | ScalarType::I16 | ScalarType::I32) => (8 * t.bytes(), true),
+        ElemType::Scalar(t) if matches!(t, ScalarType::U8 | ScalarType::U16 | ScalarType::U32) => (8 * t.bytes(), false),
         _ => return None,
     };
-    Some(if signed {
-        (
-            -(2f64.powi(bits as i32 - 1)),
-            2f64.powi(bits as i32 - 1) - 1.0,
-        )
-    } else {
-        (0.0, 2f64.powi(bits as i32) - 1.0)
-    })
+    Some(if signed { (-(2f64.powi(bits as i32 - 1)), 2f64.powi(bits as i32 - 1) - 1.0) } else { (0.0, 2f64.powi(bits as i32) - 1.0) })
 }
 
 /// `v` clamped to `[lo, hi]`; NaN becomes `lo`, as in the reference evaluator.
@@ -319,18 +233,12 @@ fn quantize(cx: &mut Lowerer<'_>, n: NodeId, a: QuantAttrs) -> Result<bool, Lowe
     let scratch = match work {
         ElemType::F16 | ElemType::BF16 => {
             let name = format!("{}_quotient", cx.node(n).name);
-            Some(cx.program.add_buffer(Buffer {
-                name,
-                elem: work,
-                len: 1,
-                kind: BufferKind::Temp,
-            }))
+            Some(cx.program.add_buffer(Buffer { name, elem: work, len: 1, kind: BufferKind::Temp }))
         }
         _ => None,
     };
     let f32_sized = |t: ScalarType| t == ScalarType::F32;
-    let single =
-        work == ElemType::Scalar(ScalarType::F32) && f32_sized(x.ty()) && f32_sized(scale.ty());
+    let single = work == ElemType::Scalar(ScalarType::F32) && f32_sized(x.ty()) && f32_sized(scale.ty());
     elementwise_kernel(cx, n, &x, &out, |s, idx| {
         let p = s.bind(layout.index(idx));
         let xv = load(s, x.buf, x.ty(), linear(idx, &x.strides()));
@@ -344,11 +252,7 @@ fn quantize(cx: &mut Lowerer<'_>, n: NodeId, a: QuantAttrs) -> Result<bool, Lowe
                 (ElemType::Scalar(ScalarType::F64), _) => (d, ScalarType::F64),
                 (_, Some(buf)) => {
                     let q = round_to_odd_f32(s, d);
-                    s.stmts.push(Stmt::Store {
-                        buf,
-                        index: Expr::idx(0),
-                        value: q,
-                    });
+                    s.stmts.push(Stmt::Store { buf, index: Expr::idx(0), value: q });
                     (load(s, buf, ScalarType::F32, Expr::idx(0)), ScalarType::F32)
                 }
                 _ => (d.cast(ScalarType::F32), ScalarType::F32),
@@ -364,28 +268,13 @@ fn quantize(cx: &mut Lowerer<'_>, n: NodeId, a: QuantAttrs) -> Result<bool, Lowe
                 }
                 Ok(clamp(s, v, qt, lo, hi).cast(to.value_type()))
             }
-            Target::Float8 => convert(
-                s,
-                q,
-                ElemType::Scalar(qt),
-                to,
-                CastOpts {
-                    saturate: a.saturate,
-                    ..CastOpts::default()
-                },
-            ),
+            Target::Float8 => convert(s, q, ElemType::Scalar(qt), to, CastOpts { saturate: a.saturate, ..CastOpts::default() }),
             Target::Float4 => {
                 let v = match zp {
                     Some((z, zt)) => to_f64(q, qt).bin(BinOp::Add, to_f64(z, zt)),
                     None => to_f64(q, qt),
                 };
-                convert(
-                    s,
-                    v,
-                    ElemType::Scalar(ScalarType::F64),
-                    to,
-                    CastOpts::default(),
-                )
+                convert(s, v, ElemType::Scalar(ScalarType::F64), to, CastOpts::default())
             }
         }
     })
@@ -403,22 +292,12 @@ enum Target {
 }
 
 /// Output `i` of `n`, or a scratch buffer of `elem` when the output is omitted.
-fn output_or_temp(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    i: usize,
-    elem: ElemType,
-) -> Result<BufId, LowerError> {
+fn output_or_temp(cx: &mut Lowerer<'_>, n: NodeId, i: usize, elem: ElemType) -> Result<BufId, LowerError> {
     Ok(match cx.output(n, i)? {
         Some(o) => o.buf,
         None => {
             let name = format!("{}_unused_{i}", cx.node(n).name);
-            cx.program.add_buffer(Buffer {
-                name,
-                elem,
-                len: 1,
-                kind: BufferKind::Temp,
-            })
+            cx.program.add_buffer(Buffer { name, elem, len: 1, kind: BufferKind::Temp })
         }
     })
 }
@@ -441,27 +320,15 @@ fn dynamic_quantize(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
     let f = |v: f32| Expr::f32(v);
     // The range, widened to include 0.
     let range = k.nest(&[len], |k, i| {
-        let mut s = Scope {
-            k,
-            stmts: Vec::new(),
-        };
+        let mut s = Scope { k, stmts: Vec::new() };
         let v = load(&mut s, x.buf, F32, i[0].clone());
-        s.stmts.extend([
-            Stmt::Assign(lo, Expr::from(lo).min(v.clone())),
-            Stmt::Assign(hi, Expr::from(hi).max(v)),
-        ]);
+        s.stmts.extend([Stmt::Assign(lo, Expr::from(lo).min(v.clone())), Stmt::Assign(hi, Expr::from(hi).max(v))]);
         s.stmts
     });
     let scale = k.var(F32);
-    let mut s = Scope {
-        k: &mut k,
-        stmts: Vec::new(),
-    };
-    let width = Expr::from(hi)
-        .cmp(CmpOp::Eq, lo.into())
-        .select(f(1.0), Expr::from(hi).bin(BinOp::Sub, lo.into()));
-    s.stmts
-        .push(Stmt::Let(scale, width.bin(BinOp::Div, f(255.0))));
+    let mut s = Scope { k: &mut k, stmts: Vec::new() };
+    let width = Expr::from(hi).cmp(CmpOp::Eq, lo.into()).select(f(1.0), Expr::from(hi).bin(BinOp::Sub, lo.into()));
+    s.stmts.push(Stmt::Let(scale, width.bin(BinOp::Div, f(255.0))));
     let initial = f(0.0).bin(BinOp::Sub, Expr::from(lo).bin(BinOp::Div, scale.into()));
     let zp = clamp(&mut s, initial, F32, 0.0, 255.0).un(UnOp::Round);
     let zero = s.k.var(F32);
@@ -469,32 +336,14 @@ fn dynamic_quantize(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
     let mut body = vec![Stmt::Local(lo, f(0.0)), Stmt::Local(hi, f(0.0))];
     body.extend(range);
     body.append(&mut s.stmts);
-    body.push(Stmt::Store {
-        buf: scale_out,
-        index: Expr::idx(0),
-        value: scale.into(),
-    });
-    body.push(Stmt::Store {
-        buf: zero_out,
-        index: Expr::idx(0),
-        value: Expr::from(zero).cast(U8),
-    });
+    body.push(Stmt::Store { buf: scale_out, index: Expr::idx(0), value: scale.into() });
+    body.push(Stmt::Store { buf: zero_out, index: Expr::idx(0), value: Expr::from(zero).cast(U8) });
     let quantized = k.nest(&[len], |k, i| {
-        let mut s = Scope {
-            k,
-            stmts: Vec::new(),
-        };
+        let mut s = Scope { k, stmts: Vec::new() };
         let xv = load(&mut s, x.buf, F32, i[0].clone());
-        let q = xv
-            .bin(BinOp::Div, scale.into())
-            .un(UnOp::Round)
-            .bin(BinOp::Add, zero.into());
+        let q = xv.bin(BinOp::Div, scale.into()).un(UnOp::Round).bin(BinOp::Add, zero.into());
         let v = clamp(&mut s, q, F32, 0.0, 255.0).cast(U8);
-        s.stmts.push(Stmt::Store {
-            buf: y,
-            index: i[0].clone(),
-            value: v,
-        });
+        s.stmts.push(Stmt::Store { buf: y, index: i[0].clone(), value: v });
         s.stmts
     });
     body.extend(quantized);

@@ -27,25 +27,15 @@ enum Scalar {
 }
 
 fn scalar_input(cx: &mut Lowerer<'_>, n: NodeId, i: usize) -> Result<Scalar, LowerError> {
-    let Some(op) = cx.input(n, i)? else {
-        return Ok(Scalar::Absent);
-    };
-    let Some(t) = cx.const_input(n, i) else {
-        return Ok(Scalar::Runtime(op));
-    };
+    let Some(op) = cx.input(n, i)? else { return Ok(Scalar::Absent) };
+    let Some(t) = cx.const_input(n, i) else { return Ok(Scalar::Runtime(op)) };
     let raw = t.raw().unwrap_or_default();
     let value = match t.dtype {
-        DType::F32 => raw
-            .get(..4)
-            .map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
-        DType::F64 => raw
-            .get(..8)
-            .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])),
+        DType::F32 => raw.get(..4).map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+        DType::F64 => raw.get(..8).map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])),
         _ => t.to_i64s().and_then(|v| v.first().map(|&x| x as f64)),
     };
-    value
-        .map(Scalar::Known)
-        .ok_or_else(|| cx.unsupported(n, format!("input {i} of type {}", t.dtype)))
+    value.map(Scalar::Known).ok_or_else(|| cx.unsupported(n, format!("input {i} of type {}", t.dtype)))
 }
 
 /// Dropout is the identity, with an all-true mask, at inference (`training_mode` absent or
@@ -62,18 +52,14 @@ fn dropout(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
     let identity: Option<Expr> = match (&training, &ratio) {
         (Scalar::Absent, _) | (Scalar::Known(0.0), _) => None,
         (_, Scalar::Known(r)) if *r == 0.0 => None,
-        (Scalar::Known(_), Scalar::Known(_) | Scalar::Absent) => {
-            return Err(cx.unsupported(n, random));
-        }
+        (Scalar::Known(_), Scalar::Known(_) | Scalar::Absent) => return Err(cx.unsupported(n, random)),
         (t, r) => {
             let off = match t {
                 Scalar::Runtime(op) => Expr::load(op.buf, Expr::idx(0)).un(UnOp::Not),
                 _ => Expr::Const(crate::ir::Scalar::Bool(false)),
             };
             let zero = match r {
-                Scalar::Runtime(op) => {
-                    Expr::load(op.buf, Expr::idx(0)).cmp(CmpOp::Eq, Expr::float(op.ty(), 0.0))
-                }
+                Scalar::Runtime(op) => Expr::load(op.buf, Expr::idx(0)).cmp(CmpOp::Eq, Expr::float(op.ty(), 0.0)),
                 _ => Expr::Const(crate::ir::Scalar::Bool(false)),
             };
             Some(off.bin(BinOp::Or, zero))
@@ -86,13 +72,7 @@ fn dropout(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
     let input = cx.required(n, 0)?;
     cx.alias_output(n, 0, &input);
     if let Some(mask) = cx.output(n, 1)? {
-        body.extend(k.nest(&[mask.numel()], |_, idx| {
-            vec![Stmt::Store {
-                buf: mask.buf,
-                index: idx[0].clone(),
-                value: Expr::Const(crate::ir::Scalar::Bool(true)),
-            }]
-        }));
+        body.extend(k.nest(&[mask.numel()], |_, idx| vec![Stmt::Store { buf: mask.buf, index: idx[0].clone(), value: Expr::Const(crate::ir::Scalar::Bool(true)) }]));
     }
     if !body.is_empty() {
         k.body = body;

@@ -83,56 +83,30 @@ pub(super) fn lex(src: &str, start: usize) -> (Tok<'_>, usize) {
     let next = s.get(start + 1).copied();
     match b {
         b'$' | b'@' => {
-            let end = start
-                + 1
-                + s[start + 1..]
-                    .iter()
-                    .take_while(|c| c.is_ascii_digit())
-                    .count();
+            let end = start + 1 + s[start + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
             let sigil = b as char;
             match src[start + 1..end].parse::<u32>() {
                 Ok(n) if b == b'$' => (Tok::Var(n), end),
                 Ok(n) => (Tok::Buf(n), end),
-                Err(_) if end == start + 1 => (
-                    Tok::Bad(format!("expected digits after `{sigil}`"), start),
-                    start + 1,
-                ),
-                Err(_) => (
-                    Tok::Bad(format!("number `{}` is too large", &src[start..end]), start),
-                    end,
-                ),
+                Err(_) if end == start + 1 => (Tok::Bad(format!("expected digits after `{sigil}`"), start), start + 1),
+                Err(_) => (Tok::Bad(format!("number `{}` is too large", &src[start..end]), start), end),
             }
         }
         _ if is_ident_start(b) => {
             let end = start + s[start..].iter().take_while(|&&c| is_ident_char(c)).count();
             (Tok::Ident(&src[start..end]), end)
         }
-        _ if b.is_ascii_digit() || (b == b'-' && next.is_some_and(|c| c.is_ascii_digit())) => {
-            number(src, start)
-        }
+        _ if b.is_ascii_digit() || (b == b'-' && next.is_some_and(|c| c.is_ascii_digit())) => number(src, start),
         b'-' if s[start + 1..].starts_with(b"inf") => {
-            let end = start
-                + 1
-                + s[start + 1..]
-                    .iter()
-                    .take_while(|&&c| is_ident_char(c))
-                    .count();
+            let end = start + 1 + s[start + 1..].iter().take_while(|&&c| is_ident_char(c)).count();
             (Tok::Num(&src[start..end]), end)
         }
         b'.' if next == Some(b'.') => (Tok::DotDot, start + 2),
         b'"' => string(src, start),
-        b'(' | b')' | b'{' | b'}' | b'[' | b']' | b'<' | b'>' | b',' | b':' | b'=' => {
-            (Tok::Punct(b), start + 1)
-        }
+        b'(' | b')' | b'{' | b'}' | b'[' | b']' | b'<' | b'>' | b',' | b':' | b'=' => (Tok::Punct(b), start + 1),
         _ => {
             let c = src[start..].chars().next().unwrap_or('?');
-            (
-                Tok::Bad(
-                    format!("unexpected character `{}`", c.escape_debug()),
-                    start,
-                ),
-                start + c.len_utf8(),
-            )
+            (Tok::Bad(format!("unexpected character `{}`", c.escape_debug()), start), start + c.len_utf8())
         }
     }
 }
@@ -169,10 +143,7 @@ fn number(src: &str, start: usize) -> (Tok<'_>, usize) {
 /// A quoted string with escapes `\" \\ \n \t \r \u{HEX}`; raw newlines are not allowed.
 fn string(src: &str, start: usize) -> (Tok<'_>, usize) {
     let mut out = String::new();
-    let mut chars = src[start + 1..]
-        .char_indices()
-        .map(|(i, c)| (start + 1 + i, c))
-        .peekable();
+    let mut chars = src[start + 1..].char_indices().map(|(i, c)| (start + 1 + i, c)).peekable();
     while let Some((i, c)) = chars.next() {
         let decoded = match c {
             '"' => return (Tok::Str(out), i + 1),
@@ -196,9 +167,7 @@ fn string(src: &str, start: usize) -> (Tok<'_>, usize) {
     (Tok::Bad("unterminated string".into(), start), src.len())
 }
 
-fn unicode_escape(
-    chars: &mut std::iter::Peekable<impl Iterator<Item = (usize, char)>>,
-) -> Option<char> {
+fn unicode_escape(chars: &mut std::iter::Peekable<impl Iterator<Item = (usize, char)>>) -> Option<char> {
     chars.next_if(|&(_, c)| c == '{')?;
     let mut code = 0u32;
     for n in 0.. {
@@ -240,10 +209,7 @@ pub(super) fn line_col(src: &str, offset: usize) -> (u32, u32) {
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     let line = before.bytes().filter(|&b| b == b'\n').count() + 1;
     let column = before[line_start..].chars().count() + 1;
-    (
-        u32::try_from(line).unwrap_or(u32::MAX),
-        u32::try_from(column).unwrap_or(u32::MAX),
-    )
+    (u32::try_from(line).unwrap_or(u32::MAX), u32::try_from(column).unwrap_or(u32::MAX))
 }
 
 #[cfg(test)]
@@ -267,9 +233,7 @@ mod tests {
     fn numbers_sigils_and_punctuation() {
         use Tok::*;
         assert_eq!(
-            tokens(
-                "loop.for $0 in 0..802816 { // comment\n loop.store @2[$0] = max(load @1[$0], 0.0f32)"
-            ),
+            tokens("loop.for $0 in 0..802816 { // comment\n loop.store @2[$0] = max(load @1[$0], 0.0f32)"),
             vec![
                 Ident("loop.for"),
                 Var(0),
@@ -298,53 +262,22 @@ mod tests {
         );
         assert_eq!(
             tokens("-3i32 1e-5f32 0x7fc00001_f32 -inf_f32 inf_f64 nan_f32 7 1e5 2.5"),
-            vec![
-                Num("-3i32"),
-                Num("1e-5f32"),
-                Num("0x7fc00001_f32"),
-                Num("-inf_f32"),
-                Ident("inf_f64"),
-                Ident("nan_f32"),
-                Num("7"),
-                Num("1e5"),
-                Num("2.5")
-            ]
+            vec![Num("-3i32"), Num("1e-5f32"), Num("0x7fc00001_f32"), Num("-inf_f32"), Ident("inf_f64"), Ident("nan_f32"), Num("7"), Num("1e5"), Num("2.5")]
         );
     }
 
     #[test]
     fn strings_round_trip() {
-        for s in [
-            "plain",
-            "q\"uote\\",
-            "new\nline\ttab\r",
-            "\u{1}\u{7f}é😀",
-            "",
-        ] {
+        for s in ["plain", "q\"uote\\", "new\nline\ttab\r", "\u{1}\u{7f}é😀", ""] {
             let mut quoted = String::new();
             write_quoted(&mut quoted, s);
-            assert_eq!(
-                lex(&quoted, 0),
-                (Tok::Str(s.to_string()), quoted.len()),
-                "{quoted}"
-            );
+            assert_eq!(lex(&quoted, 0), (Tok::Str(s.to_string()), quoted.len()), "{quoted}");
         }
     }
 
     #[test]
     fn bad_text_is_a_token_not_a_panic() {
-        for src in [
-            "\"abc",
-            "\"a\nb\"",
-            "\"\\q\"",
-            "\"\\u{110000}\"",
-            "\"\\u{}\"",
-            "$",
-            "@x",
-            "$99999999999",
-            "#",
-            "é",
-        ] {
+        for src in ["\"abc", "\"a\nb\"", "\"\\q\"", "\"\\u{110000}\"", "\"\\u{}\"", "$", "@x", "$99999999999", "#", "é"] {
             assert!(matches!(lex(src, 0).0, Tok::Bad(..)), "{src}");
         }
     }

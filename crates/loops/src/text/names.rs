@@ -93,41 +93,11 @@ const SCALAR_TYPES: [ScalarType; 11] = [
     ScalarType::F64,
 ];
 
-const UNOPS: [UnOp; 9] = [
-    UnOp::Neg,
-    UnOp::Abs,
-    UnOp::Not,
-    UnOp::Floor,
-    UnOp::Ceil,
-    UnOp::Round,
-    UnOp::Trunc,
-    UnOp::Sqrt,
-    UnOp::IsNan,
-];
+const UNOPS: [UnOp; 9] = [UnOp::Neg, UnOp::Abs, UnOp::Not, UnOp::Floor, UnOp::Ceil, UnOp::Round, UnOp::Trunc, UnOp::Sqrt, UnOp::IsNan];
 
-const BINOPS: [BinOp; 12] = [
-    BinOp::Add,
-    BinOp::Sub,
-    BinOp::Mul,
-    BinOp::Div,
-    BinOp::Rem,
-    BinOp::Min,
-    BinOp::Max,
-    BinOp::And,
-    BinOp::Or,
-    BinOp::Xor,
-    BinOp::Shl,
-    BinOp::Shr,
-];
+const BINOPS: [BinOp; 12] = [BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Rem, BinOp::Min, BinOp::Max, BinOp::And, BinOp::Or, BinOp::Xor, BinOp::Shl, BinOp::Shr];
 
-const CMPOPS: [CmpOp; 6] = [
-    CmpOp::Eq,
-    CmpOp::Ne,
-    CmpOp::Lt,
-    CmpOp::Le,
-    CmpOp::Gt,
-    CmpOp::Ge,
-];
+const CMPOPS: [CmpOp; 6] = [CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge];
 
 const MATH_FNS: [MathFn; 18] = [
     MathFn::Exp,
@@ -160,10 +130,7 @@ pub(super) fn scalar_type(name: &str) -> Option<ScalarType> {
 /// The element type spelled `name`: a scalar type or one of [`ElemType::NARROW`] (`f16`,
 /// `f8e4m3fn`, `i4`, ...).
 pub(super) fn elem_type(name: &str) -> Option<ElemType> {
-    ElemType::NARROW
-        .into_iter()
-        .find(|e| e.name() == name)
-        .or_else(|| scalar_type(name).map(ElemType::Scalar))
+    ElemType::NARROW.into_iter().find(|e| e.name() == name).or_else(|| scalar_type(name).map(ElemType::Scalar))
 }
 
 /// A function-style operation of an expression, by its text name.
@@ -178,38 +145,16 @@ pub(super) enum Func {
 
 /// The operation spelled `name` in `name(args)`; `cast`, `bitcast` and `load` are not here.
 pub(super) fn func(name: &str) -> Option<Func> {
-    None.or_else(|| {
-        UNOPS
-            .into_iter()
-            .find(|&o| unop_name(o) == name)
-            .map(Func::Unary)
-    })
-    .or_else(|| {
-        BINOPS
-            .into_iter()
-            .find(|&o| binop_name(o) == name)
-            .map(Func::Binary)
-    })
-    .or_else(|| {
-        CMPOPS
-            .into_iter()
-            .find(|&o| cmp_name(o) == name)
-            .map(Func::Cmp)
-    })
-    .or_else(|| {
-        MATH_FNS
-            .into_iter()
-            .find(|&f| math_name(f) == name)
-            .map(Func::Math)
-    })
-    .or_else(|| (name == "select").then_some(Func::Select))
+    None.or_else(|| UNOPS.into_iter().find(|&o| unop_name(o) == name).map(Func::Unary))
+        .or_else(|| BINOPS.into_iter().find(|&o| binop_name(o) == name).map(Func::Binary))
+        .or_else(|| CMPOPS.into_iter().find(|&o| cmp_name(o) == name).map(Func::Cmp))
+        .or_else(|| MATH_FNS.into_iter().find(|&f| math_name(f) == name).map(Func::Math))
+        .or_else(|| (name == "select").then_some(Func::Select))
 }
 
 /// The runtime routine spelled `name`.
 pub(super) fn runtime_fn(name: &str) -> Option<RuntimeFn> {
-    RUNTIME_FNS
-        .into_iter()
-        .find(|&f| runtime_fn_name(f) == name)
+    RUNTIME_FNS.into_iter().find(|&f| runtime_fn_name(f) == name)
 }
 
 #[cfg(test)]
@@ -230,16 +175,10 @@ mod tests {
         for t in SCALAR_TYPES {
             assert_eq!(scalar_type(t.name()), Some(t));
         }
-        for e in ElemType::NARROW
-            .into_iter()
-            .chain([ElemType::Scalar(ScalarType::U16)])
-        {
+        for e in ElemType::NARROW.into_iter().chain([ElemType::Scalar(ScalarType::U16)]) {
             assert_eq!(elem_type(e.name()), Some(e));
             // The text name is the tensor IR's, so a constant's dtype names its buffer's type.
-            assert_eq!(
-                kiln_tir::DType::from_name(e.name()).map(|d| d.name()),
-                Some(e.name())
-            );
+            assert_eq!(kiln_tir::DType::from_name(e.name()).map(|d| d.name()), Some(e.name()));
         }
     }
 }

@@ -28,23 +28,11 @@ pub struct ParseError {
 
 /// Parses the text form of a program.
 pub fn parse(src: &str) -> Result<Program, ParseError> {
-    let mut p = Parser {
-        src,
-        tok: Tok::Eof,
-        start: 0,
-        end: 0,
-        program: Program::default(),
-        decls: HashMap::new(),
-        uses: Vec::new(),
-    };
+    let mut p = Parser { src, tok: Tok::Eof, start: 0, end: 0, program: Program::default(), decls: HashMap::new(), uses: Vec::new() };
     p.bump();
     p.program().map_err(|f| {
         let (line, column) = line_col(src, f.at);
-        ParseError {
-            line,
-            column,
-            message: f.msg,
-        }
+        ParseError { line, column, message: f.msg }
     })
 }
 
@@ -86,20 +74,14 @@ impl<'a> Parser<'a> {
     }
 
     fn fail<T>(&self, at: usize, msg: impl Into<String>) -> PResult<T> {
-        Err(Failure {
-            at,
-            msg: msg.into(),
-        })
+        Err(Failure { at, msg: msg.into() })
     }
 
     /// An error for the current token, which is not `want`.
     fn unexpected<T>(&self, want: &str) -> PResult<T> {
         match &self.tok {
             Tok::Bad(msg, at) => self.fail(*at, msg.clone()),
-            tok => self.fail(
-                self.start,
-                format!("expected {want}, found {}", tok.describe()),
-            ),
+            tok => self.fail(self.start, format!("expected {want}, found {}", tok.describe())),
         }
     }
 
@@ -112,11 +94,7 @@ impl<'a> Parser<'a> {
     }
 
     fn expect(&mut self, c: u8) -> PResult<()> {
-        if self.eat(c) {
-            Ok(())
-        } else {
-            self.unexpected(&format!("`{}`", c as char))
-        }
+        if self.eat(c) { Ok(()) } else { self.unexpected(&format!("`{}`", c as char)) }
     }
 
     fn expect_keyword(&mut self, kw: &str) -> PResult<()> {
@@ -195,14 +173,7 @@ impl<'a> Parser<'a> {
         match self.decls.get(&n) {
             Some(&(old, first)) if old != ty => {
                 let (line, column) = line_col(self.src, first);
-                self.fail(
-                    at,
-                    format!(
-                        "${n} is declared `{}` here but `{}` at line {line}, column {column}",
-                        ty.name(),
-                        old.name()
-                    ),
-                )
+                self.fail(at, format!("${n} is declared `{}` here but `{}` at line {line}, column {column}", ty.name(), old.name()))
             }
             Some(_) => Ok(()),
             None => {
@@ -233,12 +204,7 @@ impl<'a> Parser<'a> {
             Tok::Buf(n) if n as usize == want => {
                 self.bump();
             }
-            Tok::Buf(n) => {
-                return self.fail(
-                    self.start,
-                    format!("buffers are numbered in order: expected `@{want}`, found `@{n}`"),
-                );
-            }
+            Tok::Buf(n) => return self.fail(self.start, format!("buffers are numbered in order: expected `@{want}`, found `@{n}`")),
             _ => return self.unexpected(&format!("`@{want}`")),
         }
         let name = self.string()?;
@@ -272,40 +238,22 @@ impl<'a> Parser<'a> {
             Tok::Ident("const") => {
                 self.bump();
                 self.expect_keyword("bytes")?;
-                let Some(want) = len
-                    .checked_mul(u64::from(elem.bits()))
-                    .map(|bits| bits.div_ceil(8))
-                else {
+                let Some(want) = len.checked_mul(u64::from(elem.bits())).map(|bits| bits.div_ceil(8)) else {
                     return self.fail(len_at, "buffer size overflows");
                 };
                 let at = self.start;
                 let bytes = self.uint("a byte count")?;
                 if bytes != want {
-                    return self.fail(
-                        at,
-                        format!(
-                            "a `{}[{len}]` const holds {want} bytes, not {bytes}",
-                            elem.name()
-                        ),
-                    );
+                    return self.fail(at, format!("a `{}[{len}]` const holds {want} bytes, not {bytes}", elem.name()));
                 }
                 let Some(dtype) = DType::from_name(elem.name()) else {
                     return self.fail(kind_at, format!("no tensor type for `{}`", elem.name()));
                 };
-                BufferKind::Const(Tensor {
-                    dtype,
-                    shape: vec![len],
-                    data: TensorData::Absent,
-                })
+                BufferKind::Const(Tensor { dtype, shape: vec![len], data: TensorData::Absent })
             }
             _ => return self.unexpected("`input`, `output`, `temp` or `const`"),
         };
-        self.program.buffers.push(Buffer {
-            name,
-            elem,
-            len,
-            kind,
-        });
+        self.program.buffers.push(Buffer { name, elem, len, kind });
         Ok(())
     }
 
@@ -316,10 +264,7 @@ impl<'a> Parser<'a> {
         let at = self.start;
         let n = self.uint("an error code")?;
         if n != want as u64 {
-            return self.fail(
-                at,
-                format!("errors are numbered in order: expected {want}, found {n}"),
-            );
+            return self.fail(at, format!("errors are numbered in order: expected {want}, found {n}"));
         }
         let message = self.string()?;
         self.program.errors.push(message);
@@ -393,11 +338,7 @@ impl<'a> Parser<'a> {
         Ok(match kw {
             "loop.for" => {
                 let (n, at) = self.var()?;
-                let ty = if self.eat(b':') {
-                    self.scalar_type()?
-                } else {
-                    ScalarType::I64
-                };
+                let ty = if self.eat(b':') { self.scalar_type()? } else { ScalarType::I64 };
                 self.declare(n, ty, at)?;
                 self.expect_keyword("in")?;
                 if self.tok != Tok::Num("0") {
@@ -410,11 +351,7 @@ impl<'a> Parser<'a> {
                 self.bump();
                 let extent = self.uint("a trip count")?;
                 self.expect(b'{')?;
-                Stmt::For {
-                    var: Var(n),
-                    extent,
-                    body: self.block(depth + 1)?,
-                }
+                Stmt::For { var: Var(n), extent, body: self.block(depth + 1)? }
             }
             "loop.let" | "loop.local" => {
                 let (n, at) = self.var()?;
@@ -423,11 +360,7 @@ impl<'a> Parser<'a> {
                 self.declare(n, ty, at)?;
                 self.expect(b'=')?;
                 let e = self.expr(0)?;
-                if kw == "loop.let" {
-                    Stmt::Let(Var(n), e)
-                } else {
-                    Stmt::Local(Var(n), e)
-                }
+                if kw == "loop.let" { Stmt::Let(Var(n), e) } else { Stmt::Local(Var(n), e) }
             }
             "loop.assign" => {
                 let (n, at) = self.var()?;
@@ -441,11 +374,7 @@ impl<'a> Parser<'a> {
                 let index = self.expr(0)?;
                 self.expect(b']')?;
                 self.expect(b'=')?;
-                Stmt::Store {
-                    buf,
-                    index,
-                    value: self.expr(0)?,
-                }
+                Stmt::Store { buf, index, value: self.expr(0)? }
             }
             "loop.if" => {
                 let cond = self.expr(0)?;
@@ -457,29 +386,19 @@ impl<'a> Parser<'a> {
                     self.expect(b'{')?;
                     otherwise = self.block(depth + 1)?;
                 }
-                Stmt::If {
-                    cond,
-                    then,
-                    otherwise,
-                }
+                Stmt::If { cond, then, otherwise }
             }
             "loop.check" => {
                 let cond = self.expr(0)?;
                 self.expect(b',')?;
                 self.expect_keyword("error")?;
-                Stmt::Check {
-                    cond,
-                    error: self.small_uint("an error code")?,
-                }
+                Stmt::Check { cond, error: self.small_uint("an error code")? }
             }
             "loop.call" => {
                 let f = match self.tok {
                     Tok::Ident(name) => match runtime_fn(name) {
                         Some(f) => f,
-                        None => {
-                            return self
-                                .fail(self.start, format!("unknown runtime routine `{name}`"));
-                        }
+                        None => return self.fail(self.start, format!("unknown runtime routine `{name}`")),
                     },
                     _ => return self.unexpected("a runtime routine such as `sgemm`"),
                 };
@@ -525,9 +444,7 @@ impl<'a> Parser<'a> {
         };
         match name {
             "true" | "false" => return self.constant(name, at),
-            _ if name.starts_with("nan_") || name.starts_with("inf_") => {
-                return self.constant(name, at);
-            }
+            _ if name.starts_with("nan_") || name.starts_with("inf_") => return self.constant(name, at),
             _ => {}
         }
         self.bump();
@@ -544,11 +461,7 @@ impl<'a> Parser<'a> {
                 let ty = self.scalar_type()?;
                 self.expect(b'>')?;
                 let [a] = self.args(depth, name, at)?;
-                Ok(if name == "cast" {
-                    Expr::Cast(ty, CastMode::Default, Box::new(a))
-                } else {
-                    Expr::Bitcast(ty, Box::new(a))
-                })
+                Ok(if name == "cast" { Expr::Cast(ty, CastMode::Default, Box::new(a)) } else { Expr::Bitcast(ty, Box::new(a)) })
             }
             _ => match func(name) {
                 Some(Func::Unary(op)) => {
@@ -601,14 +514,6 @@ impl<'a> Parser<'a> {
     fn args<const N: usize>(&mut self, depth: usize, name: &str, at: usize) -> PResult<[Expr; N]> {
         let args = self.arg_list(depth)?;
         let got = args.len();
-        args.try_into().or_else(|_| {
-            self.fail(
-                at,
-                format!(
-                    "`{name}` takes {N} argument{}, not {got}",
-                    if N == 1 { "" } else { "s" }
-                ),
-            )
-        })
+        args.try_into().or_else(|_| self.fail(at, format!("`{name}` takes {N} argument{}, not {got}", if N == 1 { "" } else { "s" })))
     }
 }

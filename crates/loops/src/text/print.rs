@@ -27,11 +27,7 @@ pub fn print(p: &Program) -> String {
         if !out.is_empty() {
             out.push('\n');
         }
-        Printer {
-            out: &mut out,
-            kernel: k,
-        }
-        .kernel();
+        Printer { out: &mut out, kernel: k }.kernel();
     }
     out
 }
@@ -64,9 +60,7 @@ pub(crate) fn defined_vars(body: &[Stmt], into: &mut HashSet<Var>) {
             Stmt::Let(v, _) | Stmt::Local(v, _) => {
                 into.insert(*v);
             }
-            Stmt::If {
-                then, otherwise, ..
-            } => {
+            Stmt::If { then, otherwise, .. } => {
                 defined_vars(then, into);
                 defined_vars(otherwise, into);
             }
@@ -92,9 +86,7 @@ impl Printer<'_> {
         }
         let mut defined = HashSet::new();
         defined_vars(&k.body, &mut defined);
-        let free: Vec<u32> = (0..k.vars.len() as u32)
-            .filter(|&v| !defined.contains(&Var(v)))
-            .collect();
+        let free: Vec<u32> = (0..k.vars.len() as u32).filter(|&v| !defined.contains(&Var(v))).collect();
         if !free.is_empty() {
             self.out.push_str(" vars(");
             for (i, &v) in free.iter().enumerate() {
@@ -147,11 +139,7 @@ impl Printer<'_> {
                 self.out.push_str("}\n");
             }
             Stmt::Let(v, e) | Stmt::Local(v, e) => {
-                self.out.push_str(if matches!(s, Stmt::Let(..)) {
-                    "loop.let "
-                } else {
-                    "loop.local "
-                });
+                self.out.push_str(if matches!(s, Stmt::Let(..)) { "loop.let " } else { "loop.local " });
                 self.typed_var(*v);
                 self.out.push_str(" = ");
                 self.expr(e);
@@ -169,11 +157,7 @@ impl Printer<'_> {
                 self.expr(value);
                 self.out.push('\n');
             }
-            Stmt::If {
-                cond,
-                then,
-                otherwise,
-            } => {
+            Stmt::If { cond, then, otherwise } => {
                 self.out.push_str("loop.if ");
                 self.expr(cond);
                 self.out.push_str(" {\n");

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use kiln_tir::op::AttrValue;
 
-use super::ImportError;
 use super::types::tensor;
+use super::ImportError;
 use crate::load::OnnxFile;
 use crate::proto::attribute_proto::AttributeType;
 use crate::proto::{AttributeProto, GraphProto};
@@ -24,12 +24,7 @@ pub type AttrEnv<'m> = HashMap<String, &'m AttributeProto>;
 /// Converts the attributes of one node, resolving references to the enclosing function's
 /// attributes through `env`. References to attributes the call does not set are dropped, as
 /// ONNX specifies.
-pub fn convert<'m>(
-    file: &OnnxFile,
-    list: &'m [AttributeProto],
-    env: Option<&AttrEnv<'m>>,
-    location: &str,
-) -> Result<Vec<(String, OnnxAttr<'m>)>, ImportError> {
+pub fn convert<'m>(file: &OnnxFile, list: &'m [AttributeProto], env: Option<&AttrEnv<'m>>, location: &str) -> Result<Vec<(String, OnnxAttr<'m>)>, ImportError> {
     let mut out = Vec::with_capacity(list.len());
     for a in list {
         let name = a.name.clone().unwrap_or_default();
@@ -40,28 +35,15 @@ pub fn convert<'m>(
             },
             _ => a,
         };
-        out.push((
-            name.clone(),
-            value(file, resolved, &format!("{location}, attribute `{name}`"))?,
-        ));
+        out.push((name.clone(), value(file, resolved, &format!("{location}, attribute `{name}`"))?));
     }
     Ok(out)
 }
 
-fn value<'m>(
-    file: &OnnxFile,
-    a: &'m AttributeProto,
-    location: &str,
-) -> Result<OnnxAttr<'m>, ImportError> {
-    let ty = a
-        .r#type
-        .and_then(|t| AttributeType::try_from(t).ok())
-        .unwrap_or_else(|| infer_type(a));
+fn value<'m>(file: &OnnxFile, a: &'m AttributeProto, location: &str) -> Result<OnnxAttr<'m>, ImportError> {
+    let ty = a.r#type.and_then(|t| AttributeType::try_from(t).ok()).unwrap_or_else(|| infer_type(a));
     let string = |b: &[u8]| {
-        String::from_utf8(b.to_vec()).map_err(|_| ImportError::Invalid {
-            location: location.to_string(),
-            reason: "string is not UTF-8".into(),
-        })
+        String::from_utf8(b.to_vec()).map_err(|_| ImportError::Invalid { location: location.to_string(), reason: "string is not UTF-8".into() })
     };
     let v = match ty {
         AttributeType::Int => AttrValue::Int(a.i.unwrap_or(0)),
@@ -69,35 +51,17 @@ fn value<'m>(
         AttributeType::String => AttrValue::Str(string(a.s.as_deref().unwrap_or_default())?),
         AttributeType::Ints => AttrValue::Ints(a.ints.clone()),
         AttributeType::Floats => AttrValue::Floats(a.floats.clone()),
-        AttributeType::Strings => AttrValue::Strs(
-            a.strings
-                .iter()
-                .map(|s| string(s))
-                .collect::<Result<_, _>>()?,
-        ),
+        AttributeType::Strings => AttrValue::Strs(a.strings.iter().map(|s| string(s)).collect::<Result<_, _>>()?),
         AttributeType::Tensor => match &a.t {
             Some(t) => AttrValue::Tensor(tensor(file, t, location)?),
-            None => {
-                return Err(ImportError::Invalid {
-                    location: location.to_string(),
-                    reason: "tensor attribute without a tensor".into(),
-                });
-            }
+            None => return Err(ImportError::Invalid { location: location.to_string(), reason: "tensor attribute without a tensor".into() }),
         },
         AttributeType::Graph => match &a.g {
             Some(g) => return Ok(OnnxAttr::Graph(g)),
-            None => {
-                return Err(ImportError::Invalid {
-                    location: location.to_string(),
-                    reason: "graph attribute without a graph".into(),
-                });
-            }
+            None => return Err(ImportError::Invalid { location: location.to_string(), reason: "graph attribute without a graph".into() }),
         },
         other => {
-            return Err(ImportError::Unsupported {
-                location: location.to_string(),
-                reason: format!("attribute type {}", other.as_str_name()),
-            });
+            return Err(ImportError::Unsupported { location: location.to_string(), reason: format!("attribute type {}", other.as_str_name()) });
         }
     };
     Ok(OnnxAttr::Value(v))

@@ -13,8 +13,8 @@ mod upgrade;
 
 pub use types::read_tensor_file;
 
-use kiln_tir::Graph;
 use kiln_tir::verify::VerifyError;
+use kiln_tir::Graph;
 
 use crate::load::{LoadError, OnnxFile};
 

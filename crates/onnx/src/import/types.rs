@@ -4,20 +4,11 @@ use kiln_tir::{DType, Dim, Tensor, TensorData, TensorType};
 
 use super::ImportError;
 use crate::load::{self, OnnxFile};
-use crate::proto::{TensorProto, TypeProto, type_proto};
+use crate::proto::{type_proto, TensorProto, TypeProto};
 
 /// A dim symbol spelled as an identifier: other characters become `_`.
 pub fn symbol_name(raw: &str) -> String {
-    let mut s: String = raw
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let mut s: String = raw.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
     if s.is_empty() || s.as_bytes()[0].is_ascii_digit() {
         s.insert(0, '_');
     }
@@ -27,11 +18,7 @@ pub fn symbol_name(raw: &str) -> String {
 /// The tensor type declared by `tp`, if it declares a tensor with an element type and a shape.
 ///
 /// Dims with neither a value nor a name become the symbol `unknown(axis)` makes.
-pub fn tensor_type(
-    tp: Option<&TypeProto>,
-    what: &str,
-    unknown: &mut dyn FnMut(usize) -> Dim,
-) -> Result<Option<TensorType>, ImportError> {
+pub fn tensor_type(tp: Option<&TypeProto>, what: &str, unknown: &mut dyn FnMut(usize) -> Dim) -> Result<Option<TensorType>, ImportError> {
     let Some(value) = tp.and_then(|t| t.value.as_ref()) else {
         return Ok(None);
     };
@@ -45,29 +32,19 @@ pub fn tensor_type(
                 type_proto::Value::SparseTensorType(_) => "a sparse tensor",
                 _ => "an opaque value",
             };
-            return Err(ImportError::Unsupported {
-                location: what.to_string(),
-                reason: format!("{kind} type; kiln supports tensor values only"),
-            });
+            return Err(ImportError::Unsupported { location: what.to_string(), reason: format!("{kind} type; kiln supports tensor values only") });
         }
     };
-    let Some(code) = t.elem_type else {
-        return Ok(None);
-    };
+    let Some(code) = t.elem_type else { return Ok(None) };
     let dtype = dtype(code, what)?;
-    let Some(shape) = &t.shape else {
-        return Ok(None);
-    };
+    let Some(shape) = &t.shape else { return Ok(None) };
     let mut dims = Vec::with_capacity(shape.dim.len());
     for (axis, d) in shape.dim.iter().enumerate() {
         use crate::proto::tensor_shape_proto::dimension::Value;
         dims.push(match &d.value {
             Some(Value::DimValue(v)) if *v >= 0 => Dim::Known(*v as u64),
             Some(Value::DimValue(v)) => {
-                return Err(ImportError::Invalid {
-                    location: what.to_string(),
-                    reason: format!("dim {axis} is negative ({v})"),
-                });
+                return Err(ImportError::Invalid { location: what.to_string(), reason: format!("dim {axis} is negative ({v})") });
             }
             Some(Value::DimParam(p)) if !p.is_empty() => Dim::sym(&symbol_name(p)),
             _ => unknown(axis),
@@ -78,10 +55,7 @@ pub fn tensor_type(
 
 /// The element type for ONNX code `code`.
 pub fn dtype(code: i32, what: &str) -> Result<DType, ImportError> {
-    DType::from_onnx(code).ok_or_else(|| ImportError::Invalid {
-        location: what.to_string(),
-        reason: format!("unknown element type code {code}"),
-    })
+    DType::from_onnx(code).ok_or_else(|| ImportError::Invalid { location: what.to_string(), reason: format!("unknown element type code {code}") })
 }
 
 /// A constant tensor from a `TensorProto`, its bytes borrowed from the file where possible.
@@ -89,10 +63,7 @@ pub fn tensor(file: &OnnxFile, t: &TensorProto, what: &str) -> Result<Tensor, Im
     let dtype = dtype(t.data_type.unwrap_or(0), what)?;
     let mut shape = Vec::with_capacity(t.dims.len());
     for &d in &t.dims {
-        let d = u64::try_from(d).map_err(|_| ImportError::Invalid {
-            location: what.to_string(),
-            reason: format!("negative dim {d}"),
-        })?;
+        let d = u64::try_from(d).map_err(|_| ImportError::Invalid { location: what.to_string(), reason: format!("negative dim {d}") })?;
         shape.push(d);
     }
     let data = match file.tensor_data(t)? {
@@ -106,21 +77,10 @@ pub fn tensor(file: &OnnxFile, t: &TensorProto, what: &str) -> Result<Tensor, Im
 /// returns its name and tensor. External data is resolved next to the file.
 pub fn read_tensor_file(path: &std::path::Path) -> Result<(String, Tensor), ImportError> {
     use prost::Message;
-    let bytes = std::fs::read(path).map_err(|source| {
-        ImportError::Load(crate::load::LoadError::Io {
-            path: path.to_path_buf(),
-            source,
-        })
-    })?;
+    let bytes = std::fs::read(path).map_err(|source| ImportError::Load(crate::load::LoadError::Io { path: path.to_path_buf(), source }))?;
     let what = format!("tensor file {}", path.display());
-    let proto = TensorProto::decode(bytes.as_slice()).map_err(|e| ImportError::Invalid {
-        location: what.clone(),
-        reason: e.to_string(),
-    })?;
-    let dir = path
-        .parent()
-        .map(std::path::Path::to_path_buf)
-        .unwrap_or_default();
+    let proto = TensorProto::decode(bytes.as_slice()).map_err(|e| ImportError::Invalid { location: what.clone(), reason: e.to_string() })?;
+    let dir = path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
     let holder = OnnxFile::from_bytes_with_base_dir(bytes::Bytes::new(), dir)?;
     let t = tensor(&holder, &proto, &what)?;
     Ok((proto.name.unwrap_or_default(), t))

@@ -64,10 +64,7 @@ fn ints_of(v: AttrValue, name: &str) -> Result<Vec<i64>, String> {
     match v {
         AttrValue::Ints(i) => Ok(i),
         AttrValue::Int(i) => Ok(vec![i]),
-        other => Err(format!(
-            "legacy attribute `{name}` should be ints, found {}",
-            other.kind()
-        )),
+        other => Err(format!("legacy attribute `{name}` should be ints, found {}", other.kind())),
     }
 }
 
@@ -75,10 +72,7 @@ fn float_of(v: AttrValue, name: &str) -> Result<f32, String> {
     match v {
         AttrValue::Float(f) => Ok(f),
         AttrValue::Int(i) => Ok(i as f32),
-        other => Err(format!(
-            "legacy attribute `{name}` should be a float, found {}",
-            other.kind()
-        )),
+        other => Err(format!("legacy attribute `{name}` should be a float, found {}", other.kind())),
     }
 }
 
@@ -89,11 +83,7 @@ fn scalar_like(dtype: DType, value: f32) -> Result<Tensor, String> {
         DType::F64 => f64::from(value).to_le_bytes().to_vec(),
         other => return Err(format!("legacy float attribute on a {other} input")),
     };
-    Ok(Tensor {
-        dtype,
-        shape: Vec::new(),
-        data: kiln_tir::TensorData::Raw(bytes.into()),
-    })
+    Ok(Tensor { dtype, shape: Vec::new(), data: kiln_tir::TensorData::Raw(bytes.into()) })
 }
 
 const REDUCE_OPS: &[OpKind] = &[
@@ -110,13 +100,7 @@ const REDUCE_OPS: &[OpKind] = &[
 
 /// Rewrites `n`, written against default-domain opset `version`, into the newest form.
 /// `input_types` are the types of `n`'s inputs; `new_const` adds a constant and returns it.
-pub fn upgrade(
-    op_type: &str,
-    version: i64,
-    n: &mut Pending,
-    input_types: &[Option<TensorType>],
-    new_const: &mut dyn FnMut(Tensor) -> ValueId,
-) -> Result<(), String> {
+pub fn upgrade(op_type: &str, version: i64, n: &mut Pending, input_types: &[Option<TensorType>], new_const: &mut dyn FnMut(Tensor) -> ValueId) -> Result<(), String> {
     // Attributes that older opsets carried and that change nothing today.
     if version < 7 {
         n.take("consumed_inputs");
@@ -124,22 +108,7 @@ pub fn upgrade(
         if let Some(AttrValue::Int(b)) = n.take("broadcast") {
             let _ = b;
         }
-        if n.has("axis")
-            && matches!(
-                n.kind,
-                OpKind::Add
-                    | OpKind::Sub
-                    | OpKind::Mul
-                    | OpKind::Div
-                    | OpKind::Pow
-                    | OpKind::And
-                    | OpKind::Or
-                    | OpKind::Xor
-                    | OpKind::Equal
-                    | OpKind::Greater
-                    | OpKind::Less
-            )
-        {
+        if n.has("axis") && matches!(n.kind, OpKind::Add | OpKind::Sub | OpKind::Mul | OpKind::Div | OpKind::Pow | OpKind::And | OpKind::Or | OpKind::Xor | OpKind::Equal | OpKind::Greater | OpKind::Less) {
             return Err("legacy broadcasting with `axis` (opset < 7)".into());
         }
     }
@@ -220,23 +189,15 @@ pub fn upgrade(
         OpKind::Softmax | OpKind::LogSoftmax | OpKind::Hardmax if version < 13 => {
             // Before opset 13 these flattened the input to 2-D around `axis` (default 1); that
             // equals the new per-axis form only when `axis` is the last axis.
-            let rank = input_types
-                .first()
-                .and_then(|t| t.as_ref())
-                .map(|t| t.rank() as i64)
-                .ok_or("no input type")?;
+            let rank = input_types.first().and_then(|t| t.as_ref()).map(|t| t.rank() as i64).ok_or("no input type")?;
             let axis = match n.take("axis") {
                 Some(AttrValue::Int(a)) => a,
                 None => 1,
-                Some(other) => {
-                    return Err(format!("axis should be an int, found {}", other.kind()));
-                }
+                Some(other) => return Err(format!("axis should be an int, found {}", other.kind())),
             };
             let axis = if axis < 0 { axis + rank } else { axis };
             if axis != rank - 1 && rank > 0 {
-                return Err(format!(
-                    "{op_type} before opset 13 over axes {axis}.. of a rank-{rank} input (2-D coercion)"
-                ));
+                return Err(format!("{op_type} before opset 13 over axes {axis}.. of a rank-{rank} input (2-D coercion)"));
             }
             n.set("axis", AttrValue::Int(-1));
         }
@@ -249,9 +210,7 @@ pub fn upgrade(
                 Some(other) => return Err(format!("Upsample mode {other:?}")),
             };
             if let Some(s) = n.take("scales") {
-                let AttrValue::Floats(scales) = s else {
-                    return Err("Upsample scales should be floats".into());
-                };
+                let AttrValue::Floats(scales) = s else { return Err("Upsample scales should be floats".into()) };
                 let c = new_const(Tensor::from_f32s(&[scales.len() as u64], &scales));
                 n.set_input(1, Some(c));
             }
@@ -259,10 +218,7 @@ pub fn upgrade(
             n.inputs.truncate(1);
             n.set_input(2, scales);
             n.set("mode", AttrValue::Str(mode.into()));
-            n.set(
-                "coordinate_transformation_mode",
-                AttrValue::Str("asymmetric".into()),
-            );
+            n.set("coordinate_transformation_mode", AttrValue::Str("asymmetric".into()));
             n.set("nearest_mode", AttrValue::Str("floor".into()));
         }
         OpKind::Resize if version < 11 => {
@@ -270,24 +226,16 @@ pub fn upgrade(
             let scales = n.inputs.get(1).copied().flatten();
             n.inputs.truncate(1);
             n.set_input(2, scales);
-            n.set(
-                "coordinate_transformation_mode",
-                AttrValue::Str("asymmetric".into()),
-            );
+            n.set("coordinate_transformation_mode", AttrValue::Str("asymmetric".into()));
         }
         OpKind::RoiAlign if version < 16 && !n.has("coordinate_transformation_mode") => {
-            n.set(
-                "coordinate_transformation_mode",
-                AttrValue::Str("output_half_pixel".into()),
-            );
+            n.set("coordinate_transformation_mode", AttrValue::Str("output_half_pixel".into()));
         }
         OpKind::DFT if version < 20 => {
             let axis = match n.take("axis") {
                 Some(AttrValue::Int(a)) => a,
                 None => 1,
-                Some(other) => {
-                    return Err(format!("axis should be an int, found {}", other.kind()));
-                }
+                Some(other) => return Err(format!("axis should be an int, found {}", other.kind())),
             };
             let c = new_const(Tensor::from_i64s(&[], &[axis]));
             n.set_input(2, Some(c));

@@ -135,9 +135,9 @@ fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-mod corrupt;
-mod external;
-mod model;
 mod raw;
-mod schema;
 mod typed;
+mod external;
+mod corrupt;
+mod model;
+mod schema;

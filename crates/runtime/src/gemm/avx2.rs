@@ -86,11 +86,7 @@ impl Kernel for Tile6x16 {
     #[inline(always)]
     unsafe fn pack_b(dst: *mut f32, src: View, lanes: usize, kc: usize) {
         // SAFETY: by the caller's contract.
-        unsafe {
-            pack::block::<{ NV * 8 }>(dst, src, lanes, kc, |d, s, l, k| {
-                pack::panel_avx::<{ NV * 8 }>(d, s, l, k)
-            })
-        }
+        unsafe { pack::block::<{ NV * 8 }>(dst, src, lanes, kc, |d, s, l, k| pack::panel_avx::<{ NV * 8 }>(d, s, l, k)) }
     }
 
     #[inline(always)]
@@ -117,22 +113,10 @@ impl Kernel for Tile6x16 {
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn one<const M: usize, const V: usize>(
-    kc: usize,
-    a: View,
-    b: *const f32,
-    c: Out,
-    up: Update,
-    mr: usize,
-    nr: usize,
-) {
+unsafe fn one<const M: usize, const V: usize>(kc: usize, a: View, b: *const f32, c: Out, up: Update, mr: usize, nr: usize) {
     // SAFETY: by the caller's contract.
     unsafe {
-        let packed = View {
-            ptr: a.ptr,
-            lane_stride: 1,
-            step_stride: MR as isize,
-        };
+        let packed = View { ptr: a.ptr, lane_stride: 1, step_stride: MR as isize };
         let acc = if a.lane_stride == packed.lane_stride && a.step_stride == packed.step_stride {
             // The packed layout, with constant strides.
             kernel::accumulate::<Avx2, M, V>(kc, packed, b, NV * 8)

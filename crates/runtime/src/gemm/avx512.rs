@@ -4,10 +4,10 @@
 use std::arch::x86_64::*;
 
 use super::blocked::{self, Blocking, Kernel, Problem};
-use super::gemv;
 use super::kernel::{self, Out, Update};
 use super::pack::{self, View};
 use super::simd::Simd;
+use super::gemv;
 
 /// The AVX-512F vector operations.
 #[derive(Clone, Copy)]
@@ -82,11 +82,7 @@ impl Kernel for Tile8x48 {
     #[inline(always)]
     unsafe fn pack_b(dst: *mut f32, src: View, lanes: usize, kc: usize) {
         // SAFETY: by the caller's contract.
-        unsafe {
-            pack::block::<{ NV * 16 }>(dst, src, lanes, kc, |d, s, l, k| {
-                pack::panel_avx::<{ NV * 16 }>(d, s, l, k)
-            })
-        }
+        unsafe { pack::block::<{ NV * 16 }>(dst, src, lanes, kc, |d, s, l, k| pack::panel_avx::<{ NV * 16 }>(d, s, l, k)) }
     }
 
     #[inline(always)]
@@ -104,15 +100,7 @@ impl Kernel for Tile8x48 {
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn rows<const V: usize>(
-    kc: usize,
-    a: View,
-    b: *const f32,
-    c: Out,
-    up: Update,
-    mr: usize,
-    nr: usize,
-) {
+unsafe fn rows<const V: usize>(kc: usize, a: View, b: *const f32, c: Out, up: Update, mr: usize, nr: usize) {
     // SAFETY: by the caller's contract.
     unsafe {
         match mr {
@@ -130,22 +118,10 @@ unsafe fn rows<const V: usize>(
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn one<const M: usize, const V: usize>(
-    kc: usize,
-    a: View,
-    b: *const f32,
-    c: Out,
-    up: Update,
-    mr: usize,
-    nr: usize,
-) {
+unsafe fn one<const M: usize, const V: usize>(kc: usize, a: View, b: *const f32, c: Out, up: Update, mr: usize, nr: usize) {
     // SAFETY: by the caller's contract.
     unsafe {
-        let packed = View {
-            ptr: a.ptr,
-            lane_stride: 1,
-            step_stride: MR as isize,
-        };
+        let packed = View { ptr: a.ptr, lane_stride: 1, step_stride: MR as isize };
         let acc = if a.lane_stride == packed.lane_stride && a.step_stride == packed.step_stride {
             // The packed layout, with constant strides.
             kernel::accumulate::<Avx512, M, V>(kc, packed, b, NV * 16)

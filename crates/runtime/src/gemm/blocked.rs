@@ -93,11 +93,7 @@ pub(crate) unsafe fn run<K: Kernel>(pr: &Problem, bl: Blocking, scratch: &mut [f
             let nc = nc_max.min(pr.n - jc);
             for pc in (0..pr.k).step_by(bl.kc) {
                 let kc = bl.kc.min(pr.k - pc);
-                let up = if pc == 0 {
-                    pr.up
-                } else {
-                    Update { beta: 1.0, ..pr.up }
-                };
+                let up = if pc == 0 { pr.up } else { Update { beta: 1.0, ..pr.up } };
                 K::pack_b(bp, pr.b.at(jc, pc), nc, kc);
                 for ir in (0..pr.m).step_by(K::MR) {
                     let mr = K::MR.min(pr.m - ir);
@@ -107,29 +103,15 @@ pub(crate) unsafe fn run<K: Kernel>(pr: &Problem, bl: Blocking, scratch: &mut [f
                     } else {
                         // Packed right before use, the A panel is in L1 for the whole sweep.
                         K::pack_a(ap, pr.a.at(ir, pc), mr, kc);
-                        View {
-                            ptr: ap,
-                            lane_stride: 1,
-                            step_stride: K::MR as isize,
-                        }
+                        View { ptr: ap, lane_stride: 1, step_stride: K::MR as isize }
                     };
                     for (tb, jr) in (0..nc).step_by(K::NR).enumerate() {
-                        let c = Out {
-                            ptr: pr.c.ptr.offset(ir as isize * pr.c.rs).add(jc + jr),
-                            ..pr.c
-                        };
-                        K::tile(
-                            kc,
-                            a,
-                            bp.add(tb * kc * K::NR),
-                            c,
-                            up,
-                            mr,
-                            K::NR.min(nc - jr),
-                        );
+                        let c = Out { ptr: pr.c.ptr.offset(ir as isize * pr.c.rs).add(jc + jr), ..pr.c };
+                        K::tile(kc, a, bp.add(tb * kc * K::NR), c, up, mr, K::NR.min(nc - jr));
                     }
                 }
             }
         }
     }
 }
+

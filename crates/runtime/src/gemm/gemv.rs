@@ -36,11 +36,7 @@ pub(crate) struct Gemv {
 
 /// Floats of scratch [`run`] needs.
 pub(crate) fn scratch_len(g: &Gemv) -> usize {
-    if g.m.step_stride == 1 && g.x_stride != 1 {
-        g.k
-    } else {
-        0
-    }
+    if g.m.step_stride == 1 && g.x_stride != 1 { g.k } else { 0 }
 }
 
 /// Computes `g`, using `scratch` (at least [`scratch_len`] floats) for a strided `x`.
@@ -104,11 +100,7 @@ unsafe fn put(g: &Gemv, i: usize, s: f32) {
     unsafe {
         let p = g.y.offset(i as isize * g.y_stride);
         let s = g.up.alpha * s;
-        p.write_unaligned(if g.up.beta == 0.0 {
-            s
-        } else {
-            p.read_unaligned() * g.up.beta + s
-        });
+        p.write_unaligned(if g.up.beta == 0.0 { s } else { p.read_unaligned() * g.up.beta + s });
     }
 }
 
@@ -117,8 +109,7 @@ unsafe fn put(g: &Gemv, i: usize, s: f32) {
 unsafe fn dot<S: Simd, const R: usize, const U: usize>(g: &Gemv, i: usize) {
     // SAFETY: rows `i..i+R` and `x[0..k]` are in bounds by the caller's contract.
     unsafe {
-        let rows: [*const f32; R] =
-            std::array::from_fn(|q| g.m.ptr.offset((i + q) as isize * g.m.lane_stride));
+        let rows: [*const f32; R] = std::array::from_fn(|q| g.m.ptr.offset((i + q) as isize * g.m.lane_stride));
         let step = U * S::LANES;
         let kv = g.k / step * step;
         let mut acc = [[S::zero(); U]; R];
@@ -186,12 +177,9 @@ unsafe fn scalar(g: &Gemv, i: usize) {
         let row = g.m.at(i, 0);
         let mut s = 0f32;
         for p in 0..g.k {
-            s += row
-                .ptr
-                .offset(p as isize * row.step_stride)
-                .read_unaligned()
-                * g.x.offset(p as isize * g.x_stride).read_unaligned();
+            s += row.ptr.offset(p as isize * row.step_stride).read_unaligned() * g.x.offset(p as isize * g.x_stride).read_unaligned();
         }
         put(g, i, s);
     }
 }
+

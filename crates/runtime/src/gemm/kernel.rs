@@ -16,12 +16,7 @@ pub(crate) const MAX_TILE: usize = 512;
 ///
 /// `A` and the panel hold `kc` steps. The caller enables the instruction set of `S`.
 #[inline(always)]
-pub(crate) unsafe fn accumulate<S: Simd, const MR: usize, const NV: usize>(
-    kc: usize,
-    a: View,
-    b: *const f32,
-    b_step: usize,
-) -> [[S::V; NV]; MR] {
+pub(crate) unsafe fn accumulate<S: Simd, const MR: usize, const NV: usize>(kc: usize, a: View, b: *const f32, b_step: usize) -> [[S::V; NV]; MR] {
     // SAFETY: the caller's contract covers every address below.
     unsafe {
         let mut acc = [[S::zero(); NV]; MR];
@@ -71,13 +66,7 @@ pub(crate) struct Out {
 /// `C` rows `0..mr`, columns `0..nr` are writable (and readable); `mr ≤ MR`, `nr ≤ NV·LANES`,
 /// `MR·NV·LANES ≤ MAX_TILE`.
 #[inline(always)]
-pub(crate) unsafe fn store<S: Simd, const MR: usize, const NV: usize>(
-    acc: &[[S::V; NV]; MR],
-    c: Out,
-    up: Update,
-    mr: usize,
-    nr: usize,
-) {
+pub(crate) unsafe fn store<S: Simd, const MR: usize, const NV: usize>(acc: &[[S::V; NV]; MR], c: Out, up: Update, mr: usize, nr: usize) {
     // SAFETY: the caller's contract covers every address below.
     unsafe {
         let alpha = S::splat(up.alpha);
@@ -87,11 +76,7 @@ pub(crate) unsafe fn store<S: Simd, const MR: usize, const NV: usize>(
                 let c_row = c.ptr.offset(r as isize * c.rs);
                 for (v, &x) in row.iter().enumerate() {
                     let p = c_row.add(v * S::LANES);
-                    let out = if up.beta == 0.0 {
-                        S::mul(x, alpha)
-                    } else {
-                        S::mul_add(S::load(p), beta, S::mul(x, alpha))
-                    };
+                    let out = if up.beta == 0.0 { S::mul(x, alpha) } else { S::mul_add(S::load(p), beta, S::mul(x, alpha)) };
                     S::store(p, out);
                 }
             }
@@ -109,11 +94,7 @@ pub(crate) unsafe fn store<S: Simd, const MR: usize, const NV: usize>(
             let c_row = c.ptr.offset(r as isize * c.rs);
             for j in 0..nr {
                 let (p, x) = (c_row.add(j), *t.add(r * nr_full + j));
-                p.write_unaligned(if up.beta == 0.0 {
-                    x
-                } else {
-                    p.read_unaligned() * up.beta + x
-                });
+                p.write_unaligned(if up.beta == 0.0 { x } else { p.read_unaligned() * up.beta + x });
             }
         }
     }

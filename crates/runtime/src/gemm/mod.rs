@@ -108,28 +108,16 @@ impl Isa {
     /// The best kernel this CPU runs, detected on first use.
     pub fn detected() -> Isa {
         static DETECTED: OnceLock<Isa> = OnceLock::new();
-        *DETECTED.get_or_init(|| {
-            [Isa::Avx512, Isa::Avx2]
-                .into_iter()
-                .find(|isa| isa.available())
-                .unwrap_or(Isa::Portable)
-        })
+        *DETECTED.get_or_init(|| [Isa::Avx512, Isa::Avx2].into_iter().find(|isa| isa.available()).unwrap_or(Isa::Portable))
     }
 
     /// Whether this CPU can run the kernel.
     pub fn available(self) -> bool {
         match self {
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => {
-                std::arch::is_x86_feature_detected!("avx512f")
-                    && std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-            }
+            Isa::Avx512 => std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"),
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => {
-                std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-            }
+            Isa::Avx2 => std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"),
             Isa::Portable => true,
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
@@ -186,11 +174,7 @@ pub struct Sgemm {
 /// Elements spanned by `rows × cols` with row stride `ld` (0 when empty; saturating, so an
 /// absurd shape reads as too long for any slice instead of overflowing).
 fn span(rows: usize, cols: usize, ld: usize) -> usize {
-    if rows == 0 || cols == 0 {
-        0
-    } else {
-        (rows - 1).saturating_mul(ld).saturating_add(cols)
-    }
+    if rows == 0 || cols == 0 { 0 } else { (rows - 1).saturating_mul(ld).saturating_add(cols) }
 }
 
 impl Sgemm {
@@ -238,15 +222,9 @@ impl Sgemm {
     ///
     /// As [`run`](Self::run); also if this CPU lacks `isa` or a block size is zero.
     pub fn run_with(&self, isa: Isa, blocking: Blocking, a: &[f32], b: &[f32], c: &mut [f32]) {
-        assert!(
-            a.len() >= self.a_len() && b.len() >= self.b_len() && c.len() >= self.c_len(),
-            "sgemm operand slices are too short for {self:?}"
-        );
+        assert!(a.len() >= self.a_len() && b.len() >= self.b_len() && c.len() >= self.c_len(), "sgemm operand slices are too short for {self:?}");
         assert!(isa.available(), "this CPU cannot run the {isa:?} kernel");
-        assert!(
-            blocking.kc > 0 && blocking.nc > 0,
-            "zero block size in {blocking:?}"
-        );
+        assert!(blocking.kc > 0 && blocking.nc > 0, "zero block size in {blocking:?}");
         // SAFETY: the slices hold every element the product addresses; `c` is exclusively borrowed.
         unsafe { self.run_raw(isa, blocking, a.as_ptr(), b.as_ptr(), c.as_mut_ptr()) }
     }
@@ -263,10 +241,7 @@ impl Sgemm {
         if m == 0 || n == 0 {
             return;
         }
-        let up = Update {
-            alpha: self.alpha,
-            beta: self.beta,
-        };
+        let up = Update { alpha: self.alpha, beta: self.beta };
         let ldc = self.ldc as isize;
         if k == 0 {
             for i in 0..m {
@@ -274,11 +249,7 @@ impl Sgemm {
                     // SAFETY: (i, j) is inside C by the caller's contract.
                     unsafe {
                         let p = c.offset(i as isize * ldc).add(j);
-                        p.write_unaligned(if up.beta == 0.0 {
-                            0.0
-                        } else {
-                            up.beta * p.read_unaligned()
-                        });
+                        p.write_unaligned(if up.beta == 0.0 { 0.0 } else { up.beta * p.read_unaligned() });
                     }
                 }
             }
@@ -287,54 +258,20 @@ impl Sgemm {
         // op(A) as lanes i × steps p; op(B) as lanes j × steps p.
         let (lda, ldb) = (self.lda as isize, self.ldb as isize);
         let a = match self.trans_a {
-            Transpose::No => View {
-                ptr: a,
-                lane_stride: lda,
-                step_stride: 1,
-            },
-            Transpose::Yes => View {
-                ptr: a,
-                lane_stride: 1,
-                step_stride: lda,
-            },
+            Transpose::No => View { ptr: a, lane_stride: lda, step_stride: 1 },
+            Transpose::Yes => View { ptr: a, lane_stride: 1, step_stride: lda },
         };
         let b = match self.trans_b {
-            Transpose::No => View {
-                ptr: b,
-                lane_stride: 1,
-                step_stride: ldb,
-            },
-            Transpose::Yes => View {
-                ptr: b,
-                lane_stride: ldb,
-                step_stride: 1,
-            },
+            Transpose::No => View { ptr: b, lane_stride: 1, step_stride: ldb },
+            Transpose::Yes => View { ptr: b, lane_stride: ldb, step_stride: 1 },
         };
         if m == 1 || n == 1 {
             let g = if m == 1 {
                 // y = C's row, M = op(B)ᵀ, x = op(A)'s row.
-                Gemv {
-                    rows: n,
-                    k,
-                    m: b,
-                    x: a.ptr,
-                    x_stride: a.step_stride,
-                    y: c,
-                    y_stride: 1,
-                    up,
-                }
+                Gemv { rows: n, k, m: b, x: a.ptr, x_stride: a.step_stride, y: c, y_stride: 1, up }
             } else {
                 // y = C's column, M = op(A), x = op(B)'s column.
-                Gemv {
-                    rows: m,
-                    k,
-                    m: a,
-                    x: b.ptr,
-                    x_stride: b.step_stride,
-                    y: c,
-                    y_stride: ldc,
-                    up,
-                }
+                Gemv { rows: m, k, m: a, x: b.ptr, x_stride: b.step_stride, y: c, y_stride: ldc, up }
             };
             // SAFETY: by the caller's contract, and `isa` runs here.
             with_scratch(gemv::scratch_len(&g), |s| unsafe {
@@ -348,29 +285,15 @@ impl Sgemm {
             });
             return;
         }
-        let pr = Problem {
-            m,
-            n,
-            k,
-            a,
-            b,
-            c: Out { ptr: c, rs: ldc },
-            up,
-        };
+        let pr = Problem { m, n, k, a, b, c: Out { ptr: c, rs: ldc }, up };
         // SAFETY: by the caller's contract, and `isa` runs here.
         unsafe {
             match isa {
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => with_scratch(scratch_len::<avx512::Tile8x48>(&pr, bl), |s| {
-                    avx512::gemm(&pr, bl, s)
-                }),
+                Isa::Avx512 => with_scratch(scratch_len::<avx512::Tile8x48>(&pr, bl), |s| avx512::gemm(&pr, bl, s)),
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => with_scratch(scratch_len::<avx2::Tile6x16>(&pr, bl), |s| {
-                    avx2::gemm(&pr, bl, s)
-                }),
-                _ => with_scratch(scratch_len::<portable::Tile4x16>(&pr, bl), |s| {
-                    portable::gemm(&pr, bl, s)
-                }),
+                Isa::Avx2 => with_scratch(scratch_len::<avx2::Tile6x16>(&pr, bl), |s| avx2::gemm(&pr, bl, s)),
+                _ => with_scratch(scratch_len::<portable::Tile4x16>(&pr, bl), |s| portable::gemm(&pr, bl, s)),
             }
         }
     }
@@ -435,25 +358,8 @@ pub unsafe extern "C" fn kiln_rt_sgemm(
         return;
     }
     let dim = |x: i64| x.max(0) as usize;
-    let transpose = |t: i64| {
-        if t != 0 {
-            Transpose::Yes
-        } else {
-            Transpose::No
-        }
-    };
-    let g = Sgemm {
-        m: dim(m),
-        n: dim(n),
-        k: dim(k),
-        lda: dim(lda),
-        ldb: dim(ldb),
-        ldc: dim(ldc),
-        trans_a: transpose(trans_a),
-        trans_b: transpose(trans_b),
-        alpha,
-        beta,
-    };
+    let transpose = |t: i64| if t != 0 { Transpose::Yes } else { Transpose::No };
+    let g = Sgemm { m: dim(m), n: dim(n), k: dim(k), lda: dim(lda), ldb: dim(ldb), ldc: dim(ldc), trans_a: transpose(trans_a), trans_b: transpose(trans_b), alpha, beta };
     let isa = Isa::detected();
     // SAFETY: by the caller's contract; `isa` is what this CPU runs.
     unsafe { g.run_raw(isa, isa.blocking(), a, b, c) }

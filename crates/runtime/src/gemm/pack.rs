@@ -27,10 +27,7 @@ impl View {
     #[inline(always)]
     pub unsafe fn at(self, lanes: usize, steps: usize) -> View {
         // SAFETY: by the caller's contract.
-        let ptr = unsafe {
-            self.ptr
-                .offset(lanes as isize * self.lane_stride + steps as isize * self.step_stride)
-        };
+        let ptr = unsafe { self.ptr.offset(lanes as isize * self.lane_stride + steps as isize * self.step_stride) };
         View { ptr, ..self }
     }
 }
@@ -78,26 +75,13 @@ pub(crate) unsafe fn panel<const W: usize>(dst: *mut f32, src: View, lanes: usiz
             }
             for p in p..kc {
                 for r in 0..W {
-                    *dst.add(p * W + r) = if r < lanes {
-                        src.ptr
-                            .offset(r as isize * src.lane_stride)
-                            .add(p)
-                            .read_unaligned()
-                    } else {
-                        0.0
-                    };
+                    *dst.add(p * W + r) = if r < lanes { src.ptr.offset(r as isize * src.lane_stride).add(p).read_unaligned() } else { 0.0 };
                 }
             }
         } else {
             for p in 0..kc {
                 for r in 0..W {
-                    *dst.add(p * W + r) = if r < lanes {
-                        src.ptr
-                            .offset(r as isize * src.lane_stride + p as isize * src.step_stride)
-                            .read_unaligned()
-                    } else {
-                        0.0
-                    };
+                    *dst.add(p * W + r) = if r < lanes { src.ptr.offset(r as isize * src.lane_stride + p as isize * src.step_stride).read_unaligned() } else { 0.0 };
                 }
             }
         }
@@ -124,8 +108,7 @@ pub(crate) unsafe fn panel_avx<const W: usize>(dst: *mut f32, src: View, lanes: 
         let groups = lanes / 8;
         let k8 = kc / 8 * 8;
         for g in 0..groups {
-            let rows: [*const f32; 8] =
-                std::array::from_fn(|r| src.ptr.offset((8 * g + r) as isize * src.lane_stride));
+            let rows: [*const f32; 8] = std::array::from_fn(|r| src.ptr.offset((8 * g + r) as isize * src.lane_stride));
             let mut p = 0;
             while p < k8 {
                 if p % 16 == 0 {
@@ -175,14 +158,7 @@ pub(crate) unsafe fn panel_avx<const W: usize>(dst: *mut f32, src: View, lanes: 
         // The lanes past the whole groups, and the zero padding.
         for p in 0..kc {
             for r in 8 * groups..W {
-                *dst.add(p * W + r) = if r < lanes {
-                    src.ptr
-                        .offset(r as isize * src.lane_stride)
-                        .add(p)
-                        .read_unaligned()
-                } else {
-                    0.0
-                };
+                *dst.add(p * W + r) = if r < lanes { src.ptr.offset(r as isize * src.lane_stride).add(p).read_unaligned() } else { 0.0 };
             }
         }
     }
@@ -198,13 +174,7 @@ pub(crate) unsafe fn panel_avx<const W: usize>(dst: *mut f32, src: View, lanes: 
 ///
 /// As [`panel`], for `lanes` lanes; `dst` holds `⌈lanes/W⌉·kc·W` floats.
 #[inline(always)]
-pub(crate) unsafe fn block<const W: usize>(
-    dst: *mut f32,
-    src: View,
-    lanes: usize,
-    kc: usize,
-    one_panel: impl Fn(*mut f32, View, usize, usize),
-) {
+pub(crate) unsafe fn block<const W: usize>(dst: *mut f32, src: View, lanes: usize, kc: usize, one_panel: impl Fn(*mut f32, View, usize, usize)) {
     // SAFETY: by the caller's contract.
     unsafe {
         if src.lane_stride != 1 || lanes <= W {
@@ -218,11 +188,7 @@ pub(crate) unsafe fn block<const W: usize>(
         for p in 0..kc {
             let from = src.ptr.offset(p as isize * src.step_stride).cast::<u8>();
             for t in 0..full {
-                std::ptr::copy_nonoverlapping(
-                    from.add(4 * t * W),
-                    dst.add((t * kc + p) * W).cast::<u8>(),
-                    4 * W,
-                );
+                std::ptr::copy_nonoverlapping(from.add(4 * t * W), dst.add((t * kc + p) * W).cast::<u8>(), 4 * W);
             }
             if rest > 0 {
                 let to = dst.add((full * kc + p) * W);

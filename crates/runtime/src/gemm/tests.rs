@@ -26,10 +26,7 @@ impl Rng {
 }
 
 fn isas() -> Vec<Isa> {
-    [Isa::Avx512, Isa::Avx2, Isa::Portable]
-        .into_iter()
-        .filter(|isa| isa.available())
-        .collect()
+    [Isa::Avx512, Isa::Avx2, Isa::Portable].into_iter().filter(|isa| isa.available()).collect()
 }
 
 /// `C` computed in `f64` from the definition, and the error each element may have: `f32` sums of
@@ -55,15 +52,9 @@ fn reference(g: &Sgemm, a: &[f32], b: &[f32], c: &[f32]) -> (Vec<f64>, Vec<f64>)
             }
             let at = i * g.ldc + j;
             let old = f64::from(c[at]);
-            let beta_c = if g.beta == 0.0 {
-                0.0
-            } else {
-                f64::from(g.beta) * old
-            };
+            let beta_c = if g.beta == 0.0 { 0.0 } else { f64::from(g.beta) * old };
             want[at] = f64::from(g.alpha) * s + beta_c;
-            tol[at] = 1e-5 * g.k as f64 * amax * bmax * f64::from(g.alpha).abs()
-                + 1e-6 * beta_c.abs()
-                + 1e-30;
+            tol[at] = 1e-5 * g.k as f64 * amax * bmax * f64::from(g.alpha).abs() + 1e-6 * beta_c.abs() + 1e-30;
         }
     }
     (want, tol)
@@ -90,16 +81,9 @@ fn check(g: &Sgemm, blocking: Option<Blocking>, rng: &mut Rng) {
         for (at, (&got, (&w, &t))) in c.iter().zip(want.iter().zip(&tol)).enumerate() {
             let (i, j) = (at / g.ldc.max(1), at % g.ldc.max(1));
             if i < g.m && j < g.n {
-                assert!(
-                    (f64::from(got) - w).abs() <= t,
-                    "{isa:?} {blocking:?} {g:?}: C[{i},{j}] = {got}, want {w} ± {t}"
-                );
+                assert!((f64::from(got) - w).abs() <= t, "{isa:?} {blocking:?} {g:?}: C[{i},{j}] = {got}, want {w} ± {t}");
             } else {
-                assert_eq!(
-                    got.to_bits(),
-                    c0[at].to_bits(),
-                    "{isa:?} {g:?}: wrote C[{at}] outside the product"
-                );
+                assert_eq!(got.to_bits(), c0[at].to_bits(), "{isa:?} {g:?}: wrote C[{at}] outside the product");
             }
         }
     }
@@ -110,29 +94,10 @@ fn transposes() -> [(Transpose, Transpose); 4] {
     [(No, No), (Yes, No), (No, Yes), (Yes, Yes)]
 }
 
-fn shape(
-    m: usize,
-    n: usize,
-    k: usize,
-    (trans_a, trans_b): (Transpose, Transpose),
-    pad: [usize; 3],
-    alpha: f32,
-    beta: f32,
-) -> Sgemm {
+fn shape(m: usize, n: usize, k: usize, (trans_a, trans_b): (Transpose, Transpose), pad: [usize; 3], alpha: f32, beta: f32) -> Sgemm {
     let lda = pad[0] + if trans_a == Transpose::No { k } else { m };
     let ldb = pad[1] + if trans_b == Transpose::No { n } else { k };
-    Sgemm {
-        m,
-        n,
-        k,
-        lda,
-        ldb,
-        ldc: n + pad[2],
-        trans_a,
-        trans_b,
-        alpha,
-        beta,
-    }
+    Sgemm { m, n, k, lda, ldb, ldc: n + pad[2], trans_a, trans_b, alpha, beta }
 }
 
 #[test]
@@ -157,11 +122,7 @@ fn random_shapes_across_edges_and_blocks() {
     let mut rng = Rng(11);
     let dims = [1, 7, 15, 31, 47, 48, 49, 63, 64, 65, 97, 130];
     for _ in 0..60 {
-        let (m, n, k) = (
-            dims[rng.below(dims.len())],
-            dims[rng.below(dims.len())],
-            dims[rng.below(dims.len())],
-        );
+        let (m, n, k) = (dims[rng.below(dims.len())], dims[rng.below(dims.len())], dims[rng.below(dims.len())]);
         let t = transposes()[rng.below(4)];
         let pad = [rng.below(5), rng.below(5), rng.below(5)];
         let (alpha, beta) = [(1.0, 0.0), (1.0, 1.0), (0.75, -1.5), (-1.0, 0.0)][rng.below(4)];
@@ -169,10 +130,7 @@ fn random_shapes_across_edges_and_blocks() {
         // The kernel's own blocking, then small blocks so every loop of the nest has several
         // trips (and blocks that are not whole panels).
         check(&g, None, &mut rng);
-        let small = Blocking {
-            kc: 1 + rng.below(40),
-            nc: 1 + rng.below(100),
-        };
+        let small = Blocking { kc: 1 + rng.below(40), nc: 1 + rng.below(100) };
         check(&g, Some(small), &mut rng);
     }
 }
@@ -181,17 +139,9 @@ fn random_shapes_across_edges_and_blocks() {
 fn large_products_span_several_blocks() {
     let mut rng = Rng(13);
     for t in transposes() {
-        check(
-            &shape(300, 530, 600, t, [1, 2, 3], 1.0, 0.0),
-            None,
-            &mut rng,
-        );
+        check(&shape(300, 530, 600, t, [1, 2, 3], 1.0, 0.0), None, &mut rng);
     }
-    check(
-        &shape(64, 3136 / 4, 576, transposes()[0], [0; 3], 1.0, 1.0),
-        None,
-        &mut rng,
-    );
+    check(&shape(64, 3136 / 4, 576, transposes()[0], [0; 3], 1.0, 1.0), None, &mut rng);
 }
 
 #[test]
@@ -199,13 +149,7 @@ fn matrix_vector_products() {
     // Long enough for every block size of both forms, with vector and scalar tails in k.
     let mut rng = Rng(29);
     for t in transposes() {
-        for (m, n, k) in [
-            (1, 1000, 310),
-            (1000, 1, 310),
-            (1, 1, 310),
-            (1, 37, 1),
-            (29, 1, 2),
-        ] {
+        for (m, n, k) in [(1, 1000, 310), (1000, 1, 310), (1, 1, 310), (1, 37, 1), (29, 1, 2)] {
             check(&shape(m, n, k, t, [3, 2, 1], 1.0, 0.0), None, &mut rng);
             check(&shape(m, n, k, t, [0, 1, 5], -0.5, 2.0), None, &mut rng);
         }
@@ -214,18 +158,7 @@ fn matrix_vector_products() {
 
 #[test]
 fn beta_zero_ignores_nan_and_k_zero_scales() {
-    let g = Sgemm {
-        m: 2,
-        n: 3,
-        k: 0,
-        lda: 1,
-        ldb: 3,
-        ldc: 3,
-        trans_a: Transpose::No,
-        trans_b: Transpose::No,
-        alpha: 1.0,
-        beta: 0.0,
-    };
+    let g = Sgemm { m: 2, n: 3, k: 0, lda: 1, ldb: 3, ldc: 3, trans_a: Transpose::No, trans_b: Transpose::No, alpha: 1.0, beta: 0.0 };
     let mut c = [f32::NAN; 6];
     g.run(&[], &[], &mut c);
     assert_eq!(c, [0.0; 6]);
@@ -242,35 +175,16 @@ fn operands_at_odd_byte_offsets() {
     for (m, n, k) in [(1, 100, 37), (37, 1, 50), (20, 70, 33)] {
         for t in transposes() {
             let g = shape(m, n, k, t, [1, 0, 2], 1.0, 0.5);
-            let (a, b, c0) = (
-                rng.data(g.a_len()),
-                rng.data(g.b_len()),
-                rng.data(g.c_len()),
-            );
+            let (a, b, c0) = (rng.data(g.a_len()), rng.data(g.b_len()), rng.data(g.c_len()));
             let (want, tol) = reference(&g, &a, &b, &c0);
-            let bytes = |v: &[f32]| -> Vec<u8> {
-                std::iter::once(0u8)
-                    .chain(v.iter().flat_map(|x| x.to_le_bytes()))
-                    .collect()
-            };
+            let bytes = |v: &[f32]| -> Vec<u8> { std::iter::once(0u8).chain(v.iter().flat_map(|x| x.to_le_bytes())).collect() };
             let (a_bytes, b_bytes) = (bytes(&a), bytes(&b));
             for isa in isas() {
                 let mut c = c0.clone();
                 // SAFETY: the byte vectors hold the operands from offset 1; c is a live slice.
-                unsafe {
-                    g.run_raw(
-                        isa,
-                        isa.blocking(),
-                        a_bytes.as_ptr().add(1).cast(),
-                        b_bytes.as_ptr().add(1).cast(),
-                        c.as_mut_ptr(),
-                    )
-                };
+                unsafe { g.run_raw(isa, isa.blocking(), a_bytes.as_ptr().add(1).cast(), b_bytes.as_ptr().add(1).cast(), c.as_mut_ptr()) };
                 for (at, &x) in c.iter().enumerate() {
-                    assert!(
-                        (f64::from(x) - want[at]).abs() <= tol[at] + 1e-6 * want[at].abs(),
-                        "{isa:?} {g:?} C[{at}]"
-                    );
+                    assert!((f64::from(x) - want[at]).abs() <= tol[at] + 1e-6 * want[at].abs(), "{isa:?} {g:?} C[{at}]");
                 }
             }
         }
@@ -280,66 +194,24 @@ fn operands_at_odd_byte_offsets() {
 #[test]
 fn the_c_entry_point_matches_the_slice_api() {
     let mut rng = Rng(19);
-    let g = shape(
-        13,
-        29,
-        40,
-        (Transpose::Yes, Transpose::No),
-        [2, 1, 3],
-        1.5,
-        0.5,
-    );
-    let (a, b, c0) = (
-        rng.data(g.a_len()),
-        rng.data(g.b_len()),
-        rng.data(g.c_len()),
-    );
+    let g = shape(13, 29, 40, (Transpose::Yes, Transpose::No), [2, 1, 3], 1.5, 0.5);
+    let (a, b, c0) = (rng.data(g.a_len()), rng.data(g.b_len()), rng.data(g.c_len()));
     let mut want = c0.clone();
     g.run(&a, &b, &mut want);
     let mut got = c0;
     // SAFETY: the slices hold every addressed element.
     unsafe {
-        kiln_rt_sgemm(
-            a.as_ptr(),
-            b.as_ptr(),
-            got.as_mut_ptr(),
-            13,
-            29,
-            40,
-            g.lda as i64,
-            g.ldb as i64,
-            g.ldc as i64,
-            1,
-            0,
-            1.5,
-            0.5,
-        );
+        kiln_rt_sgemm(a.as_ptr(), b.as_ptr(), got.as_mut_ptr(), 13, 29, 40, g.lda as i64, g.ldb as i64, g.ldc as i64, 1, 0, 1.5, 0.5);
     }
-    assert!(
-        got.iter()
-            .zip(&want)
-            .all(|(x, y)| x.to_bits() == y.to_bits())
-    );
+    assert!(got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits()));
 }
 
 #[test]
 fn results_do_not_depend_on_operand_addresses() {
     // The interpreter copies operands before calling; it must get the JIT's bits.
     let mut rng = Rng(23);
-    let g = shape(
-        33,
-        70,
-        300,
-        (Transpose::No, Transpose::No),
-        [0; 3],
-        1.0,
-        1.0,
-    );
-    let (a, b, c0) = (
-        rng.data(g.a_len() + 1),
-        rng.data(g.b_len() + 1),
-        rng.data(g.c_len()),
-    );
+    let g = shape(33, 70, 300, (Transpose::No, Transpose::No), [0; 3], 1.0, 1.0);
+    let (a, b, c0) = (rng.data(g.a_len() + 1), rng.data(g.b_len() + 1), rng.data(g.c_len()));
     let mut x = c0.clone();
     g.run(&a[..g.a_len()], &b[..g.b_len()], &mut x);
     let (a2, b2) = (a[..g.a_len()].to_vec(), b[..g.b_len()].to_vec());

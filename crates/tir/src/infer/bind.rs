@@ -75,34 +75,15 @@ pub(super) fn substitute(d: &Dim, lookup: &dyn Fn(&str) -> Option<u64>) -> Optio
 /// An error about a value rather than a node: a graph input or a region parameter.
 fn value_error(g: &Graph, id: ValueId, message: String) -> GraphInferError {
     let Some(v) = g.values.get(id.index()) else {
-        return GraphInferError {
-            node: None,
-            node_name: format!("value {id}"),
-            op: "",
-            message,
-        };
+        return GraphInferError { node: None, node_name: format!("value {id}"), op: "", message };
     };
     if let ValueDef::Node { node, .. } = v.def
         && let Some(n) = g.nodes.get(node.index())
     {
-        return GraphInferError {
-            node: Some(node),
-            node_name: n.name.clone(),
-            op: n.op.kind().text_name(),
-            message,
-        };
+        return GraphInferError { node: Some(node), node_name: n.name.clone(), op: n.op.kind().text_name(), message };
     }
-    let node_name = if v.name.is_empty() {
-        format!("value {id}")
-    } else {
-        format!("value {id} ({:?})", v.name)
-    };
-    GraphInferError {
-        node: None,
-        node_name,
-        op: "",
-        message,
-    }
+    let node_name = if v.name.is_empty() { format!("value {id}") } else { format!("value {id} ({:?})", v.name) };
+    GraphInferError { node: None, node_name, op: "", message }
 }
 
 /// Binds symbols to sizes everywhere (inputs and all values) and re-infers: the way to
@@ -127,11 +108,7 @@ pub fn bind_symbols(g: &mut Graph, bindings: &[(&str, u64)]) -> Result<(), Vec<G
         g.values[i].ty.shape = shape;
         // Node outputs are re-inferred below; only parameters must bind cleanly.
         if let (Some(d), ValueDef::Param) = (bad, &g.values[i].def) {
-            errors.push(value_error(
-                g,
-                id,
-                format!("dim {d} is negative or overflows with the given sizes"),
-            ));
+            errors.push(value_error(g, id, format!("dim {d} is negative or overflows with the given sizes")));
         }
     }
     if !errors.is_empty() {
@@ -142,20 +119,14 @@ pub fn bind_symbols(g: &mut Graph, bindings: &[(&str, u64)]) -> Result<(), Vec<G
 
 /// The value of `d` with every symbol replaced by `s`, or `None` if it is not a number.
 fn eval_at(d: &Dim, s: u64) -> Option<i128> {
-    substitute(d, &|_| Some(s))
-        .and_then(|v| v.known())
-        .map(i128::from)
+    substitute(d, &|_| Some(s)).and_then(|v| v.known()).map(i128::from)
 }
 
 /// Solves `d == size` for `d` linear in its only symbol, returning the symbol's size.
 fn solve_linear(d: &Dim, size: u64) -> Option<u64> {
     // Evaluate far from zero so that no term goes negative.
     let base = 1u64 << 20;
-    let (a, b, c) = (
-        eval_at(d, base)?,
-        eval_at(d, base + 1)?,
-        eval_at(d, base + 2)?,
-    );
+    let (a, b, c) = (eval_at(d, base)?, eval_at(d, base + 1)?, eval_at(d, base + 2)?);
     let slope = b - a;
     if slope <= 0 || c - b != slope {
         return None;
@@ -170,10 +141,7 @@ fn solve_linear(d: &Dim, size: u64) -> Option<u64> {
 
 /// Binds graph input `index` to a concrete shape (unifying symbols: a symbol seen in two
 /// inputs must get the same size, else error) and re-infers.
-pub fn bind_input_shapes(
-    g: &mut Graph,
-    shapes: &[(usize, Vec<u64>)],
-) -> Result<(), Vec<GraphInferError>> {
+pub fn bind_input_shapes(g: &mut Graph, shapes: &[(usize, Vec<u64>)]) -> Result<(), Vec<GraphInferError>> {
     let mut errors = Vec::new();
     let mut bound: Vec<(String, u64)> = Vec::new();
     let mut pending: Vec<(ValueId, usize, Dim, u64)> = Vec::new();
@@ -192,24 +160,12 @@ pub fn bind_input_shapes(
             continue;
         };
         if declared.rank() != dims.len() {
-            errors.push(value_error(
-                g,
-                id,
-                format!(
-                    "has rank {} ({declared}), the given shape {dims:?} has rank {}",
-                    declared.rank(),
-                    dims.len()
-                ),
-            ));
+            errors.push(value_error(g, id, format!("has rank {} ({declared}), the given shape {dims:?} has rank {}", declared.rank(), dims.len())));
             continue;
         }
         for (k, (d, &size)) in declared.shape.iter().zip(dims).enumerate() {
             match d {
-                Dim::Known(n) if *n != size => errors.push(value_error(
-                    g,
-                    id,
-                    format!("dim {k} is {n}, the given shape {dims:?} has {size}"),
-                )),
+                Dim::Known(n) if *n != size => errors.push(value_error(g, id, format!("dim {k} is {n}, the given shape {dims:?} has {size}"))),
                 Dim::Known(_) => {}
                 _ => pending.push((id, k, d.clone(), size)),
             }
@@ -224,11 +180,7 @@ pub fn bind_input_shapes(
         for (id, k, d, size) in pending {
             let lookup = |s: &str| bound.iter().find(|(n, _)| n == s).map(|(_, v)| *v);
             let Some(now) = substitute(&d, &lookup) else {
-                errors.push(value_error(
-                    g,
-                    id,
-                    format!("dim {k} ({d}) is negative or overflows with the sizes bound so far"),
-                ));
+                errors.push(value_error(g, id, format!("dim {k} ({d}) is negative or overflows with the sizes bound so far")));
                 continue;
             };
             match now.symbols().as_slice() {
@@ -242,11 +194,7 @@ pub fn bind_input_shapes(
                         bound.push((s.to_string(), v));
                         progress = true;
                     }
-                    None => errors.push(value_error(
-                        g,
-                        id,
-                        format!("dim {k} ({d}) cannot be {size} for any size of `{s}`"),
-                    )),
+                    None => errors.push(value_error(g, id, format!("dim {k} ({d}) cannot be {size} for any size of `{s}`"))),
                 },
                 _ => rest.push((id, k, d, size)),
             }
@@ -257,11 +205,7 @@ pub fn bind_input_shapes(
         }
     }
     for (id, k, d, size) in pending {
-        errors.push(value_error(
-            g,
-            id,
-            format!("dim {k} ({d}) = {size} does not determine its symbols"),
-        ));
+        errors.push(value_error(g, id, format!("dim {k} ({d}) = {size} does not determine its symbols")));
     }
     if !errors.is_empty() {
         return Err(errors);
@@ -277,20 +221,14 @@ pub fn bind_input_shapes(
 /// the given tensor instead. Shapes that depend on those inputs' values (a Reshape target,
 /// Reduce axes, a TopK `k` fed as graph inputs) become static. The inputs stay in the graph's
 /// signature, unused.
-pub fn bind_input_values(
-    g: &mut Graph,
-    values: &[(usize, crate::Tensor)],
-) -> Result<(), Vec<GraphInferError>> {
+pub fn bind_input_values(g: &mut Graph, values: &[(usize, crate::Tensor)]) -> Result<(), Vec<GraphInferError>> {
     substitute_input_values(g, values)?;
     super::infer_graph(g)
 }
 
 /// [`bind_input_values`] without the re-inference, for callers that fold shape computations
 /// before inferring again.
-pub fn substitute_input_values(
-    g: &mut Graph,
-    values: &[(usize, crate::Tensor)],
-) -> Result<(), Vec<GraphInferError>> {
+pub fn substitute_input_values(g: &mut Graph, values: &[(usize, crate::Tensor)]) -> Result<(), Vec<GraphInferError>> {
     for (index, t) in values {
         let Some(&param) = g.body.params.get(*index) else {
             return Err(vec![GraphInferError {
@@ -305,11 +243,7 @@ pub fn substitute_input_values(
                 node: None,
                 node_name: g.value(param).name.clone(),
                 op: "",
-                message: format!(
-                    "a value of type {} cannot stand for an input of type {}",
-                    t.ty(),
-                    g.ty(param)
-                ),
+                message: format!("a value of type {} cannot stand for an input of type {}", t.ty(), g.ty(param)),
             }]);
         }
         let name = format!("{}#value", g.value(param).name);
@@ -345,8 +279,7 @@ pub fn shape_deciding_inputs(g: &Graph) -> Vec<usize> {
         .filter(|&(_, &p)| {
             let ty = g.ty(p);
             let numel = ty.numel().unwrap_or(u64::MAX);
-            (ty.dtype.is_int() && numel <= MAX_SHAPE_INPUT)
-                || (ty.dtype.is_float() && ty.rank() == 1 && numel <= 8)
+            (ty.dtype.is_int() && numel <= MAX_SHAPE_INPUT) || (ty.dtype.is_float() && ty.rank() == 1 && numel <= 8)
         })
         .map(|(i, _)| i)
         .collect()

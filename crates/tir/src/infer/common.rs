@@ -22,18 +22,8 @@ pub(super) struct Cx<'a, 'i> {
 }
 
 impl<'a, 'i> Cx<'a, 'i> {
-    pub fn new(
-        inputs: &'a [Option<InferInput<'i>>],
-        regions: &'a [RegionSig],
-        num_outputs: usize,
-        fresh: &'a mut dyn FnMut() -> Dim,
-    ) -> Self {
-        Cx {
-            inputs,
-            regions,
-            num_outputs,
-            fresh,
-        }
+    pub fn new(inputs: &'a [Option<InferInput<'i>>], regions: &'a [RegionSig], num_outputs: usize, fresh: &'a mut dyn FnMut() -> Dim) -> Self {
+        Cx { inputs, regions, num_outputs, fresh }
     }
 
     /// Checks the input count is within `min..=max` and the first `min` inputs are present.
@@ -56,11 +46,7 @@ impl<'a, 'i> Cx<'a, 'i> {
             } else {
                 format!("{min} to {max}")
             };
-            return Err(InferError::Arity {
-                what: "inputs",
-                expected,
-                found: n,
-            });
+            return Err(InferError::Arity { what: "inputs", expected, found: n });
         }
         Ok(())
     }
@@ -76,9 +62,7 @@ impl<'a, 'i> Cx<'a, 'i> {
 
     /// The type of required input `i`.
     pub fn ty(&self, i: usize) -> Res<&'i TensorType> {
-        self.input(i)
-            .map(|x| x.ty)
-            .ok_or(InferError::MissingInput(i))
+        self.input(i).map(|x| x.ty).ok_or(InferError::MissingInput(i))
     }
 
     /// The type of optional input `i`, if present.
@@ -140,11 +124,7 @@ impl<'a, 'i> Cx<'a, 'i> {
             return Ok(());
         };
         if a.dtype != b.dtype {
-            return Err(InferError::DType {
-                input: j,
-                found: b.dtype,
-                expected: format!("{} (the type of input {i})", a.dtype),
-            });
+            return Err(InferError::DType { input: j, found: b.dtype, expected: format!("{} (the type of input {i})", a.dtype) });
         }
         Ok(())
     }
@@ -152,9 +132,7 @@ impl<'a, 'i> Cx<'a, 'i> {
     /// Checks input `i`, if present, has rank `rank`.
     pub fn rank_is(&self, i: usize, rank: usize, name: &str) -> Res<()> {
         match self.opt(i) {
-            Some(t) if t.rank() != rank => Err(shape_err(format!(
-                "input {i} (`{name}`) must have rank {rank}, found {t}"
-            ))),
+            Some(t) if t.rank() != rank => Err(shape_err(format!("input {i} (`{name}`) must have rank {rank}, found {t}"))),
             _ => Ok(()),
         }
     }
@@ -162,9 +140,7 @@ impl<'a, 'i> Cx<'a, 'i> {
     /// Checks input `i`, if present, has rank at least `rank`.
     pub fn rank_at_least(&self, i: usize, rank: usize, name: &str) -> Res<()> {
         match self.opt(i) {
-            Some(t) if t.rank() < rank => Err(shape_err(format!(
-                "input {i} (`{name}`) must have rank at least {rank}, found {t}"
-            ))),
+            Some(t) if t.rank() < rank => Err(shape_err(format!("input {i} (`{name}`) must have rank at least {rank}, found {t}"))),
             _ => Ok(()),
         }
     }
@@ -179,13 +155,7 @@ impl<'a, 'i> Cx<'a, 'i> {
             [d] => !matches!(d, Dim::Known(n) if *n != 1),
             _ => false,
         };
-        if ok {
-            Ok(())
-        } else {
-            Err(shape_err(format!(
-                "input {i} (`{name}`) must be a scalar or a one-element 1-D tensor, found {t}"
-            )))
-        }
+        if ok { Ok(()) } else { Err(shape_err(format!("input {i} (`{name}`) must be a scalar or a one-element 1-D tensor, found {t}"))) }
     }
 
     /// The length of 1-D input `i` (its only dim), checking the rank.
@@ -193,9 +163,7 @@ impl<'a, 'i> Cx<'a, 'i> {
         let t = self.ty(i)?;
         match &t.shape[..] {
             [d] => Ok(d.clone()),
-            _ => Err(shape_err(format!(
-                "input {i} (`{name}`) must be 1-D, found {t}"
-            ))),
+            _ => Err(shape_err(format!("input {i} (`{name}`) must be 1-D, found {t}"))),
         }
     }
 }
@@ -219,11 +187,7 @@ impl TypeSet {
                 } else {
                     self.name.to_string()
                 };
-                Err(InferError::DType {
-                    input,
-                    found: dtype,
-                    expected,
-                })
+                Err(InferError::DType { input, found: dtype, expected })
             }
             _ => Ok(dtype),
         }
@@ -241,70 +205,21 @@ pub(super) mod set {
     use crate::dtype::DType as D;
 
     const fn s(name: &'static str, types: &'static [D]) -> TypeSet {
-        TypeSet {
-            name,
-            types: Some(types),
-        }
+        TypeSet { name, types: Some(types) }
     }
 
     /// Any element type.
-    pub const ANY: TypeSet = TypeSet {
-        name: "any type",
-        types: None,
-    };
+    pub const ANY: TypeSet = TypeSet { name: "any type", types: None };
     /// Integers and floats up to 64 bits with f16 and bf16.
-    pub const NUMERIC: TypeSet = s(
-        "a numeric type",
-        &[
-            D::U8,
-            D::U16,
-            D::U32,
-            D::U64,
-            D::I8,
-            D::I16,
-            D::I32,
-            D::I64,
-            D::F16,
-            D::F32,
-            D::F64,
-            D::BF16,
-        ],
-    );
+    pub const NUMERIC: TypeSet = s("a numeric type", &[D::U8, D::U16, D::U32, D::U64, D::I8, D::I16, D::I32, D::I64, D::F16, D::F32, D::F64, D::BF16]);
     /// Signed integers and floats (Neg, Relu).
-    pub const SIGNED: TypeSet = s(
-        "a signed numeric type",
-        &[
-            D::F32,
-            D::I32,
-            D::I8,
-            D::I16,
-            D::I64,
-            D::F16,
-            D::F64,
-            D::BF16,
-        ],
-    );
+    pub const SIGNED: TypeSet = s("a signed numeric type", &[D::F32, D::I32, D::I8, D::I16, D::I64, D::F16, D::F64, D::BF16]);
     /// Integers.
-    pub const INTEGER: TypeSet = s(
-        "an integer type",
-        &[D::U8, D::U16, D::U32, D::U64, D::I8, D::I16, D::I32, D::I64],
-    );
+    pub const INTEGER: TypeSet = s("an integer type", &[D::U8, D::U16, D::U32, D::U64, D::I8, D::I16, D::I32, D::I64]);
     /// Floats.
     pub const FLOAT: TypeSet = s("a float type", &[D::BF16, D::F16, D::F32, D::F64]);
     /// Floats including 8-bit ones (IsInf, IsNaN, Dropout).
-    pub const FLOAT_F8: TypeSet = s(
-        "a float type",
-        &[
-            D::BF16,
-            D::F16,
-            D::F32,
-            D::F64,
-            D::F8E4M3FN,
-            D::F8E4M3FNUZ,
-            D::F8E5M2,
-            D::F8E5M2FNUZ,
-        ],
-    );
+    pub const FLOAT_F8: TypeSet = s("a float type", &[D::BF16, D::F16, D::F32, D::F64, D::F8E4M3FN, D::F8E4M3FNUZ, D::F8E5M2, D::F8E5M2FNUZ]);
     /// `bool`.
     pub const BOOL: TypeSet = s("bool", &[D::Bool]);
     /// `string`.
@@ -318,131 +233,38 @@ pub(super) mod set {
     /// Types `Equal` compares.
     pub const EQUATABLE: TypeSet = s(
         "a numeric, bool or string type",
-        &[
-            D::Bool,
-            D::U8,
-            D::U16,
-            D::U32,
-            D::U64,
-            D::I8,
-            D::I16,
-            D::I32,
-            D::I64,
-            D::F16,
-            D::F32,
-            D::F64,
-            D::BF16,
-            D::String,
-        ],
+        &[D::Bool, D::U8, D::U16, D::U32, D::U64, D::I8, D::I16, D::I32, D::I64, D::F16, D::F32, D::F64, D::BF16, D::String],
     );
     /// Types most reductions, Gemm, MatMul and CumSum accept.
-    pub const REDUCIBLE: TypeSet = s(
-        "a 32/64-bit integer or float type",
-        &[
-            D::U32,
-            D::U64,
-            D::I32,
-            D::I64,
-            D::F16,
-            D::F32,
-            D::F64,
-            D::BF16,
-        ],
-    );
+    pub const REDUCIBLE: TypeSet = s("a 32/64-bit integer or float type", &[D::U32, D::U64, D::I32, D::I64, D::F16, D::F32, D::F64, D::BF16]);
     /// Types ReduceMax and ReduceMin accept.
-    pub const ORDERED: TypeSet = s(
-        "a 32/64-bit integer, 8-bit integer, bool or float type",
-        &[
-            D::U32,
-            D::U64,
-            D::I32,
-            D::I64,
-            D::F16,
-            D::F32,
-            D::F64,
-            D::BF16,
-            D::U8,
-            D::I8,
-            D::Bool,
-        ],
-    );
+    pub const ORDERED: TypeSet =
+        s("a 32/64-bit integer, 8-bit integer, bool or float type", &[D::U32, D::U64, D::I32, D::I64, D::F16, D::F32, D::F64, D::BF16, D::U8, D::I8, D::Bool]);
     /// Types MaxPool accepts.
-    pub const MAXPOOL: TypeSet = s(
-        "a float or 8-bit integer type",
-        &[D::BF16, D::F16, D::F32, D::F64, D::I8, D::U8],
-    );
+    pub const MAXPOOL: TypeSet = s("a float or 8-bit integer type", &[D::BF16, D::F16, D::F32, D::F64, D::I8, D::U8]);
     /// 8-bit integers (quantized operands).
     pub const INT8: TypeSet = s("i8 or u8", &[D::I8, D::U8]);
     /// Quantized operands of QLinearMatMul.
-    pub const QUANT8: TypeSet = s(
-        "an 8-bit integer or float type",
-        &[
-            D::I8,
-            D::U8,
-            D::F8E4M3FN,
-            D::F8E4M3FNUZ,
-            D::F8E5M2,
-            D::F8E5M2FNUZ,
-        ],
-    );
+    pub const QUANT8: TypeSet = s("an 8-bit integer or float type", &[D::I8, D::U8, D::F8E4M3FN, D::F8E4M3FNUZ, D::F8E5M2, D::F8E5M2FNUZ]);
     /// Scales of QLinearMatMul.
     pub const SCALE: TypeSet = s("f32, f16 or bf16", &[D::F32, D::F16, D::BF16]);
     /// `f32`.
     pub const F32: TypeSet = s("f32", &[D::F32]);
     /// Bases of Pow.
-    pub const POW_BASE: TypeSet = s(
-        "i32, i64 or a float type",
-        &[D::I32, D::I64, D::F16, D::F32, D::F64, D::BF16],
-    );
+    pub const POW_BASE: TypeSet = s("i32, i64 or a float type", &[D::I32, D::I64, D::F16, D::F32, D::F64, D::BF16]);
     /// Types Range accepts.
-    pub const RANGE: TypeSet = s(
-        "f32, f64, i16, i32, i64, f16 or bf16",
-        &[D::F32, D::F64, D::I16, D::I32, D::I64, D::F16, D::BF16],
-    );
+    pub const RANGE: TypeSet = s("f32, f64, i16, i32, i64, f16 or bf16", &[D::F32, D::F64, D::I16, D::I32, D::I64, D::F16, D::BF16]);
     /// Inputs of QuantizeLinear.
     pub const QUANT_IN: TypeSet = s("f32, f16, bf16 or i32", &[D::F32, D::F16, D::BF16, D::I32]);
     /// Quantized types of QuantizeLinear and DequantizeLinear.
     pub const QUANTIZED: TypeSet = s(
         "a quantized type",
-        &[
-            D::I8,
-            D::U8,
-            D::I16,
-            D::U16,
-            D::I32,
-            D::F8E4M3FN,
-            D::F8E4M3FNUZ,
-            D::F8E5M2,
-            D::F8E5M2FNUZ,
-            D::U4,
-            D::I4,
-            D::F4E2M1,
-            D::U2,
-            D::I2,
-        ],
+        &[D::I8, D::U8, D::I16, D::U16, D::I32, D::F8E4M3FN, D::F8E4M3FNUZ, D::F8E5M2, D::F8E5M2FNUZ, D::U4, D::I4, D::F4E2M1, D::U2, D::I2],
     );
     /// Scales of QuantizeLinear and DequantizeLinear.
-    pub const QSCALE: TypeSet = s(
-        "f32, f16, bf16, i32 or f8e8m0",
-        &[D::F32, D::F16, D::BF16, D::I32, D::F8E8M0],
-    );
+    pub const QSCALE: TypeSet = s("f32, f16, bf16, i32 or f8e8m0", &[D::F32, D::F16, D::BF16, D::I32, D::F8E8M0]);
     /// Types OneHot reads indices and depth as.
-    pub const ONE_HOT_INDEX: TypeSet = s(
-        "a numeric type",
-        &[
-            D::U8,
-            D::U16,
-            D::U32,
-            D::U64,
-            D::I8,
-            D::I16,
-            D::I32,
-            D::I64,
-            D::F16,
-            D::F32,
-            D::F64,
-        ],
-    );
+    pub const ONE_HOT_INDEX: TypeSet = s("a numeric type", &[D::U8, D::U16, D::U32, D::U64, D::I8, D::I16, D::I32, D::I64, D::F16, D::F32, D::F64]);
 }
 
 /// A shape error.
@@ -468,36 +290,27 @@ pub(super) fn tt(dtype: DType, shape: Vec<Dim>) -> TensorType {
 
 /// A dim for a non-negative `i64` size.
 pub(super) fn known(n: i64, what: &str) -> Res<Dim> {
-    u64::try_from(n)
-        .map(Dim::Known)
-        .map_err(|_| shape_err(format!("{what} is negative ({n})")))
+    u64::try_from(n).map(Dim::Known).map_err(|_| shape_err(format!("{what} is negative ({n})")))
 }
 
 /// `a + b`, checked.
 pub(super) fn add(a: &Dim, b: &Dim) -> Res<Dim> {
-    a.add(b)
-        .ok_or_else(|| InferError::Overflow(format!("size {a} + {b} overflows")))
+    a.add(b).ok_or_else(|| InferError::Overflow(format!("size {a} + {b} overflows")))
 }
 
 /// `a * b`, checked.
 pub(super) fn mul(a: &Dim, b: &Dim) -> Res<Dim> {
-    a.mul(b)
-        .ok_or_else(|| InferError::Overflow(format!("size {a} * {b} overflows")))
+    a.mul(b).ok_or_else(|| InferError::Overflow(format!("size {a} * {b} overflows")))
 }
 
 /// `a - b`, where the result must not be negative.
 pub(super) fn sub(a: &Dim, b: &Dim) -> Res<Dim> {
-    a.sub(b)
-        .ok_or_else(|| shape_err(format!("size {a} - {b} is negative")))
+    a.sub(b).ok_or_else(|| shape_err(format!("size {a} - {b} is negative")))
 }
 
 /// `d + delta` for a signed delta (negative pads, slice offsets).
 pub(super) fn offset(d: &Dim, delta: i64) -> Res<Dim> {
-    if delta >= 0 {
-        add(d, &Dim::Known(delta as u64))
-    } else {
-        sub(d, &Dim::Known(delta.unsigned_abs()))
-    }
+    if delta >= 0 { add(d, &Dim::Known(delta as u64)) } else { sub(d, &Dim::Known(delta.unsigned_abs())) }
 }
 
 /// The product of `dims`, checked.
@@ -514,16 +327,10 @@ pub(super) fn axis(axis: i64, rank: usize, what: &str) -> Res<usize> {
 /// axis that may also name the end).
 pub(super) fn axis_in(axis: i64, count: usize, rank_shown: usize, what: &str) -> Res<usize> {
     let n = i64::try_from(count).map_err(|_| shape_err("rank too large"))?;
-    let a = if axis < 0 {
-        axis.checked_add(n)
-    } else {
-        Some(axis)
-    };
+    let a = if axis < 0 { axis.checked_add(n) } else { Some(axis) };
     match a {
         Some(a) if (0..n).contains(&a) => Ok(a as usize),
-        _ => Err(attr_err(format!(
-            "{what} {axis} is out of range for rank {rank_shown}"
-        ))),
+        _ => Err(attr_err(format!("{what} {axis} is out of range for rank {rank_shown}"))),
     }
 }
 
@@ -546,10 +353,7 @@ pub(super) fn per_axis(list: &[i64], n: usize, default: i64, what: &str) -> Res<
         return Ok(vec![default; n]);
     }
     if list.len() != n {
-        return Err(attr_err(format!(
-            "`{what}` has {} values, expected {n}",
-            list.len()
-        )));
+        return Err(attr_err(format!("`{what}` has {} values, expected {n}", list.len())));
     }
     Ok(list.to_vec())
 }
@@ -580,10 +384,7 @@ pub(super) fn broadcast(shapes: &[&[Dim]]) -> Res<Vec<Dim>> {
                 None => d.clone(),
                 Some(a) => broadcast_dim(&a, d).ok_or_else(|| {
                     let all: Vec<String> = shapes.iter().map(|s| fmt_dims(s)).collect();
-                    shape_err(format!(
-                        "cannot broadcast dim {a} with {d} (shapes {})",
-                        all.join(", ")
-                    ))
+                    shape_err(format!("cannot broadcast dim {a} with {d} (shapes {})", all.join(", ")))
                 })?,
             });
         }
@@ -594,21 +395,8 @@ pub(super) fn broadcast(shapes: &[&[Dim]]) -> Res<Vec<Dim>> {
 
 /// Checks `from` broadcasts to `to` in one direction (`to` keeps its shape).
 pub(super) fn broadcasts_to(from: &[Dim], to: &[Dim], what: &str) -> Res<()> {
-    let ok = from.len() <= to.len()
-        && from
-            .iter()
-            .rev()
-            .zip(to.iter().rev())
-            .all(|(f, t)| f == t || *f == Dim::Known(1));
-    if ok {
-        Ok(())
-    } else {
-        Err(shape_err(format!(
-            "{what} of shape {} does not broadcast to {}",
-            fmt_dims(from),
-            fmt_dims(to)
-        )))
-    }
+    let ok = from.len() <= to.len() && from.iter().rev().zip(to.iter().rev()).all(|(f, t)| f == t || *f == Dim::Known(1));
+    if ok { Ok(()) } else { Err(shape_err(format!("{what} of shape {} does not broadcast to {}", fmt_dims(from), fmt_dims(to)))) }
 }
 
 /// Two dims that must be equal at run time: known sizes must match, a known size wins over
@@ -641,11 +429,7 @@ pub(super) fn div_floor(cx: &mut Cx<'_, '_>, a: &Dim, b: u64) -> Dim {
 
 /// A known, positive size from an attribute or constant.
 pub(super) fn positive(v: i64, what: &str) -> Res<u64> {
-    if v > 0 {
-        Ok(v as u64)
-    } else {
-        Err(attr_err(format!("{what} must be positive, found {v}")))
-    }
+    if v > 0 { Ok(v as u64) } else { Err(attr_err(format!("{what} must be positive, found {v}"))) }
 }
 
 /// The elements of a constant as `f64`: floats of every IEEE-like width kiln reads, integers
@@ -657,14 +441,8 @@ pub(super) fn to_f64s(t: &Tensor) -> Option<Vec<f64>> {
         DType::F64 => 8,
         DType::F32 => 4,
         DType::F16 | DType::BF16 => 2,
-        _ if matches!(
-            t.dtype.kind(),
-            DTypeKind::Signed | DTypeKind::Unsigned | DTypeKind::Bool
-        ) =>
-        {
-            return t
-                .to_i64s()
-                .map(|v| v.into_iter().map(|x| x as f64).collect());
+        _ if matches!(t.dtype.kind(), DTypeKind::Signed | DTypeKind::Unsigned | DTypeKind::Bool) => {
+            return t.to_i64s().map(|v| v.into_iter().map(|x| x as f64).collect());
         }
         _ => return None,
     };
@@ -677,9 +455,7 @@ pub(super) fn to_f64s(t: &Tensor) -> Option<Vec<f64>> {
             DType::F64 => f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]),
             DType::F32 => f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
             DType::F16 => f16_to_f64(u16::from_le_bytes([c[0], c[1]])),
-            _ => f64::from(f32::from_bits(
-                u32::from(u16::from_le_bytes([c[0], c[1]])) << 16,
-            )),
+            _ => f64::from(f32::from_bits(u32::from(u16::from_le_bytes([c[0], c[1]])) << 16)),
         })
         .collect();
     Some(out)

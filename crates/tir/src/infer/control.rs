@@ -15,20 +15,12 @@ fn region_err(msg: impl Into<String>) -> InferError {
 /// that differ become fresh.
 fn merge(cx: &mut Cx<'_, '_>, a: &TensorType, b: &TensorType, what: &str) -> Res<TensorType> {
     if a.dtype != b.dtype {
-        return Err(region_err(format!(
-            "{what}: element types {} and {} differ",
-            a.dtype, b.dtype
-        )));
+        return Err(region_err(format!("{what}: element types {} and {} differ", a.dtype, b.dtype)));
     }
     if a.rank() != b.rank() {
         return Err(region_err(format!("{what}: ranks differ ({a} and {b})")));
     }
-    let shape = a
-        .shape
-        .iter()
-        .zip(&b.shape)
-        .map(|(x, y)| if x == y { x.clone() } else { cx.fresh() })
-        .collect();
+    let shape = a.shape.iter().zip(&b.shape).map(|(x, y)| if x == y { x.clone() } else { cx.fresh() }).collect();
     Ok(tt(a.dtype, shape))
 }
 
@@ -47,10 +39,7 @@ pub(super) fn if_(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
     let n = cx.num_outputs;
     for (name, r) in [("then", then), ("else", els)] {
         if r.results.len() != n {
-            return Err(region_err(format!(
-                "the {name} branch has {} results for {n} outputs",
-                r.results.len()
-            )));
+            return Err(region_err(format!("the {name} branch has {} results for {n} outputs", r.results.len())));
         }
     }
     let mut out = Vec::with_capacity(n);
@@ -71,34 +60,20 @@ pub(super) fn loop_(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
     let n = cx.len() - 2;
     let b = body(cx);
     if b.params.len() != n + 2 {
-        return Err(region_err(format!(
-            "the body has {} parameters; the loop carries {n} values plus the iteration number and condition",
-            b.params.len()
-        )));
+        return Err(region_err(format!("the body has {} parameters; the loop carries {n} values plus the iteration number and condition", b.params.len())));
     }
-    let k = b.results.len().checked_sub(n + 1).ok_or_else(|| {
-        region_err(format!(
-            "the body has {} results; the loop needs the condition and {n} carried values",
-            b.results.len()
-        ))
-    })?;
-    if b.results[0].dtype != crate::dtype::DType::Bool
-        || b.results[0].shape.iter().any(|d| *d != Dim::Known(1))
-    {
-        return Err(region_err(format!(
-            "the body's first result (the condition) must be a bool scalar, found {}",
-            b.results[0]
-        )));
+    let k = b
+        .results
+        .len()
+        .checked_sub(n + 1)
+        .ok_or_else(|| region_err(format!("the body has {} results; the loop needs the condition and {n} carried values", b.results.len())))?;
+    if b.results[0].dtype != crate::dtype::DType::Bool || b.results[0].shape.iter().any(|d| *d != Dim::Known(1)) {
+        return Err(region_err(format!("the body's first result (the condition) must be a bool scalar, found {}", b.results[0])));
     }
     let mut out = Vec::with_capacity(n + k);
     for i in 0..n {
         let init = cx.ty(2 + i)?;
-        out.push(merge(
-            cx,
-            init,
-            &b.results[1 + i],
-            &format!("carried value {i} (initial and body result)"),
-        )?);
+        out.push(merge(cx, init, &b.results[1 + i], &format!("carried value {i} (initial and body result)"))?);
     }
     let trip = match (cx.opt(0), cx.opt(1), cx.int_scalar(0)) {
         (Some(_), None, Some(m)) => known(m, "trip count M")?,
@@ -120,27 +95,13 @@ pub(super) fn scan(cx: &mut Cx<'_, '_>, a: &Scan) -> Res<Vec<TensorType>> {
     let m = usize::try_from(a.num_scan_inputs)
         .ok()
         .filter(|m| (1..=cx.len()).contains(m))
-        .ok_or_else(|| {
-            InferError::Attr(format!(
-                "num_scan_inputs {} must be in 1..={}",
-                a.num_scan_inputs,
-                cx.len()
-            ))
-        })?;
+        .ok_or_else(|| InferError::Attr(format!("num_scan_inputs {} must be in 1..={}", a.num_scan_inputs, cx.len())))?;
     let n = cx.len() - m;
     let b = body(cx);
     if b.params.len() != n + m {
-        return Err(region_err(format!(
-            "the body has {} parameters for {n} states and {m} scan inputs",
-            b.params.len()
-        )));
+        return Err(region_err(format!("the body has {} parameters for {n} states and {m} scan inputs", b.params.len())));
     }
-    let k = b.results.len().checked_sub(n).ok_or_else(|| {
-        region_err(format!(
-            "the body has {} results for {n} states",
-            b.results.len()
-        ))
-    })?;
+    let k = b.results.len().checked_sub(n).ok_or_else(|| region_err(format!("the body has {} results for {n} states", b.results.len())))?;
     let in_axes = super::common::per_axis(&a.scan_input_axes, m, 0, "scan_input_axes")?;
     let out_axes = super::common::per_axis(&a.scan_output_axes, k, 0, "scan_output_axes")?;
     let mut seq: Option<Dim> = None;
@@ -149,26 +110,14 @@ pub(super) fn scan(cx: &mut Cx<'_, '_>, a: &Scan) -> Res<Vec<TensorType>> {
         let i = axis_in(ax, t.rank(), t.rank(), "scan_input_axes value")?;
         seq = Some(match seq {
             None => t.shape[i].clone(),
-            Some(s) => unify(
-                &s,
-                &t.shape[i],
-                &format!(
-                    "scan input {j} has another sequence length than {}",
-                    fmt_dims(std::slice::from_ref(&s))
-                ),
-            )?,
+            Some(s) => unify(&s, &t.shape[i], &format!("scan input {j} has another sequence length than {}", fmt_dims(std::slice::from_ref(&s))))?,
         });
     }
     let seq = seq.unwrap_or(Dim::Known(0));
     let mut out = Vec::with_capacity(n + k);
     for i in 0..n {
         let init = cx.ty(i)?;
-        out.push(merge(
-            cx,
-            init,
-            &b.results[i],
-            &format!("state {i} (initial and body result)"),
-        )?);
+        out.push(merge(cx, init, &b.results[i], &format!("state {i} (initial and body result)"))?);
     }
     for (j, &ax) in out_axes.iter().enumerate() {
         let r = &b.results[n + j];

@@ -34,12 +34,7 @@ pub(super) fn bitcast(cx: &mut Cx<'_, '_>, to: DType) -> Res<Vec<TensorType>> {
         return Err(InferError::Attr("bitcast does not apply to strings".into()));
     }
     if x.dtype.bits() != to.bits() {
-        return Err(InferError::Attr(format!(
-            "cannot bitcast {} ({} bits) to {to} ({} bits)",
-            x.dtype,
-            x.dtype.bits(),
-            to.bits()
-        )));
+        return Err(InferError::Attr(format!("cannot bitcast {} ({} bits) to {to} ({} bits)", x.dtype, x.dtype.bits(), to.bits())));
     }
     Ok(vec![tt(to, x.shape.clone())])
 }
@@ -69,11 +64,7 @@ pub(super) fn clip(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
 
 /// Two inputs of one type in `accepts`, broadcast; the output has element type `out`
 /// (default: the inputs').
-pub(super) fn binary(
-    cx: &mut Cx<'_, '_>,
-    accepts: TypeSet,
-    out: Option<DType>,
-) -> Res<Vec<TensorType>> {
+pub(super) fn binary(cx: &mut Cx<'_, '_>, accepts: TypeSet, out: Option<DType>) -> Res<Vec<TensorType>> {
     cx.arity(2, 2)?;
     let d = cx.check(0, accepts)?;
     cx.same(0, 1)?;
@@ -107,11 +98,7 @@ pub(super) fn swiglu(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
     cx.same(0, 1)?;
     let (a, b) = (cx.ty(0)?, cx.ty(1)?);
     if a.shape != b.shape {
-        return Err(shape_err(format!(
-            "inputs must have identical shapes, found {} and {}",
-            fmt_dims(&a.shape),
-            fmt_dims(&b.shape)
-        )));
+        return Err(shape_err(format!("inputs must have identical shapes, found {} and {}", fmt_dims(&a.shape), fmt_dims(&b.shape))));
     }
     Ok(vec![a.clone()])
 }

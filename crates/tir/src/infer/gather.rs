@@ -7,9 +7,7 @@ use crate::op::ReverseSequence;
 use crate::types::TensorType;
 
 use super::InferError;
-use super::common::{
-    Cx, Res, attr_err, axis, axis_in, fmt_dims, product, set, shape_err, to_f64s, truths, tt, unify,
-};
+use super::common::{Cx, Res, attr_err, axis, axis_in, fmt_dims, product, set, shape_err, to_f64s, truths, tt, unify};
 
 /// Gather: `data[:axis] + indices.shape + data[axis + 1:]`.
 pub(super) fn gather(cx: &mut Cx<'_, '_>, ax: i64) -> Res<Vec<TensorType>> {
@@ -30,10 +28,7 @@ pub(super) fn gather_elements(cx: &mut Cx<'_, '_>, ax: i64) -> Res<Vec<TensorTyp
     let (x, idx) = (cx.ty(0)?, cx.ty(1)?);
     axis(ax, x.rank(), "axis")?;
     if idx.rank() != x.rank() {
-        return Err(shape_err(format!(
-            "indices {idx} must have the data's rank {}",
-            x.rank()
-        )));
+        return Err(shape_err(format!("indices {idx} must have the data's rank {}", x.rank())));
     }
     Ok(vec![tt(x.dtype, idx.shape.clone())])
 }
@@ -47,36 +42,17 @@ pub(super) fn gather_nd(cx: &mut Cx<'_, '_>, batch_dims: i64) -> Res<Vec<TensorT
     let b = usize::try_from(batch_dims)
         .ok()
         .filter(|b| *b < r.min(q))
-        .ok_or_else(|| {
-            attr_err(format!(
-                "batch_dims {batch_dims} must be non-negative and below both ranks ({r} and {q})"
-            ))
-        })?;
+        .ok_or_else(|| attr_err(format!("batch_dims {batch_dims} must be non-negative and below both ranks ({r} and {q})")))?;
     let k = match &idx.shape[q - 1] {
         Dim::Known(k) => *k as usize,
-        Dim::Sym(_) => {
-            return Err(InferError::NotStatic(
-                "the output rank depends on the indices' last dim, which is not static".into(),
-            ));
-        }
+        Dim::Sym(_) => return Err(InferError::NotStatic("the output rank depends on the indices' last dim, which is not static".into())),
     };
     if k < 1 || k > r - b {
-        return Err(shape_err(format!(
-            "indices' last dim {k} must be in 1..={} for data of rank {r} with {b} batch dims",
-            r - b
-        )));
+        return Err(shape_err(format!("indices' last dim {k} must be in 1..={} for data of rank {r} with {b} batch dims", r - b)));
     }
     let mut shape = Vec::with_capacity(q - 1 + r - b - k);
     for i in 0..q - 1 {
-        shape.push(if i < b {
-            unify(
-                &idx.shape[i],
-                &x.shape[i],
-                "batch dims of data and indices differ",
-            )?
-        } else {
-            idx.shape[i].clone()
-        });
+        shape.push(if i < b { unify(&idx.shape[i], &x.shape[i], "batch dims of data and indices differ")? } else { idx.shape[i].clone() });
     }
     shape.extend(x.shape[b + k..].iter().cloned());
     Ok(vec![tt(x.dtype, shape)])
@@ -90,9 +66,7 @@ pub(super) fn scatter_elements(cx: &mut Cx<'_, '_>, ax: i64) -> Res<Vec<TensorTy
     let (x, idx, upd) = (cx.ty(0)?, cx.ty(1)?, cx.ty(2)?);
     axis(ax, x.rank(), "axis")?;
     if idx.rank() != x.rank() || upd.rank() != x.rank() {
-        return Err(shape_err(format!(
-            "data {x}, indices {idx} and updates {upd} must have one rank"
-        )));
+        return Err(shape_err(format!("data {x}, indices {idx} and updates {upd} must have one rank")));
     }
     for (i, u) in idx.shape.iter().zip(&upd.shape) {
         unify(i, u, "indices and updates differ in shape")?;
@@ -112,21 +86,11 @@ pub(super) fn scatter_nd(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
     if let Dim::Known(k) = idx.shape[q - 1] {
         let k = k as usize;
         if k > x.rank() {
-            return Err(shape_err(format!(
-                "indices' last dim {k} exceeds the data's rank {}",
-                x.rank()
-            )));
+            return Err(shape_err(format!("indices' last dim {k} exceeds the data's rank {}", x.rank())));
         }
         if upd.rank() != q - 1 + x.rank() - k {
-            let want: Vec<Dim> = idx.shape[..q - 1]
-                .iter()
-                .chain(&x.shape[k..])
-                .cloned()
-                .collect();
-            return Err(shape_err(format!(
-                "updates {upd} must have shape {}",
-                fmt_dims(&want)
-            )));
+            let want: Vec<Dim> = idx.shape[..q - 1].iter().chain(&x.shape[k..]).cloned().collect();
+            return Err(shape_err(format!("updates {upd} must have shape {}", fmt_dims(&want))));
         }
     }
     Ok(vec![x.clone()])
@@ -140,10 +104,7 @@ pub(super) fn tensor_scatter(cx: &mut Cx<'_, '_>, ax: i64) -> Res<Vec<TensorType
     let (past, upd) = (cx.ty(0)?, cx.ty(1)?);
     let a = axis(ax, past.rank(), "axis")?;
     if upd.rank() != past.rank() {
-        return Err(shape_err(format!(
-            "update {upd} must have the cache's rank {}",
-            past.rank()
-        )));
+        return Err(shape_err(format!("update {upd} must have the cache's rank {}", past.rank())));
     }
     for (i, (p, u)) in past.shape.iter().zip(&upd.shape).enumerate() {
         if i != a {
@@ -161,9 +122,7 @@ pub(super) fn one_hot(cx: &mut Cx<'_, '_>, ax: i64) -> Res<Vec<TensorType>> {
     cx.scalar_like(1, "depth")?;
     let (idx, values) = (cx.ty(0)?, cx.ty(2)?);
     if !matches!(&values.shape[..], [d] if !matches!(d, Dim::Known(n) if *n != 2)) {
-        return Err(shape_err(format!(
-            "values must be [off_value, on_value], found {values}"
-        )));
+        return Err(shape_err(format!("values must be [off_value, on_value], found {values}")));
     }
     let a = axis_in(ax, idx.rank() + 1, idx.rank() + 1, "axis")?;
     let depth = match cx.value(1).and_then(to_f64s).as_deref() {
@@ -215,10 +174,7 @@ pub(super) fn nonzero(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
         Some(v) => Dim::Known(v.iter().filter(|b| **b).count() as u64),
         None => cx.fresh(),
     };
-    Ok(vec![tt(
-        DType::I64,
-        vec![Dim::Known(x.rank() as u64), count],
-    )])
+    Ok(vec![tt(DType::I64, vec![Dim::Known(x.rank() as u64), count])])
 }
 
 /// Unique: the unique values (a fresh count along the axis, or flattened), the i64 first
@@ -237,12 +193,7 @@ pub(super) fn unique(cx: &mut Cx<'_, '_>, ax: Option<i64>) -> Res<Vec<TensorType
         None => (vec![u.clone()], product(&x.shape)?),
     };
     let idx = tt(DType::I64, vec![u]);
-    Ok(vec![
-        tt(x.dtype, y),
-        idx.clone(),
-        tt(DType::I64, vec![inverse]),
-        idx,
-    ])
+    Ok(vec![tt(x.dtype, y), idx.clone(), tt(DType::I64, vec![inverse]), idx])
 }
 
 /// Trilu: the input's type; `k` is an optional i64 scalar.
@@ -263,15 +214,8 @@ pub(super) fn reverse_sequence(cx: &mut Cx<'_, '_>, a: &ReverseSequence) -> Res<
     let (x, lens) = (cx.ty(0)?, cx.ty(1)?);
     let ok = |v: i64| v == 0 || v == 1;
     if !ok(a.batch_axis) || !ok(a.time_axis) || a.batch_axis == a.time_axis {
-        return Err(attr_err(format!(
-            "batch_axis {} and time_axis {} must be 0 and 1",
-            a.batch_axis, a.time_axis
-        )));
+        return Err(attr_err(format!("batch_axis {} and time_axis {} must be 0 and 1", a.batch_axis, a.time_axis)));
     }
-    unify(
-        &x.shape[a.batch_axis as usize],
-        &lens.shape[0],
-        "sequence_lens differs from the batch size",
-    )?;
+    unify(&x.shape[a.batch_axis as usize], &lens.shape[0], "sequence_lens differs from the batch size")?;
     Ok(vec![x.clone()])
 }

@@ -10,18 +10,13 @@ use super::common::{Cx, Res, attr_err, known, positive, set, shape_err, tt, unif
 
 /// Checks a generated dtype is a float type.
 fn float_out(dtype: DType) -> Res<DType> {
-    set::FLOAT
-        .check(0, dtype)
-        .map_err(|_| attr_err(format!("dtype {dtype} is not a float type")))
+    set::FLOAT.check(0, dtype).map_err(|_| attr_err(format!("dtype {dtype} is not a float type")))
 }
 
 /// RandomNormal, RandomUniform: `shape` and `dtype` attributes, no inputs.
 pub(super) fn random(cx: &mut Cx<'_, '_>, dtype: DType, shape: &[i64]) -> Res<Vec<TensorType>> {
     cx.arity(0, 0)?;
-    let dims = shape
-        .iter()
-        .map(|&d| known(d, "shape value"))
-        .collect::<Res<_>>()?;
+    let dims = shape.iter().map(|&d| known(d, "shape value")).collect::<Res<_>>()?;
     Ok(vec![tt(float_out(dtype)?, dims)])
 }
 
@@ -29,10 +24,7 @@ pub(super) fn random(cx: &mut Cx<'_, '_>, dtype: DType, shape: &[i64]) -> Res<Ve
 pub(super) fn random_like(cx: &mut Cx<'_, '_>, dtype: Option<DType>) -> Res<Vec<TensorType>> {
     cx.arity(1, 1)?;
     let x = cx.ty(0)?;
-    Ok(vec![tt(
-        float_out(dtype.unwrap_or(x.dtype))?,
-        x.shape.clone(),
-    )])
+    Ok(vec![tt(float_out(dtype.unwrap_or(x.dtype))?, x.shape.clone())])
 }
 
 /// Bernoulli: the input's shape, `dtype` or the input's type.
@@ -51,14 +43,9 @@ pub(super) fn multinomial(cx: &mut Cx<'_, '_>, a: &Multinomial) -> Res<Vec<Tenso
     cx.arity(1, 1)?;
     cx.check(0, set::FLOAT)?;
     cx.rank_is(0, 2, "input")?;
-    set::INDEX
-        .check(0, a.dtype)
-        .map_err(|_| attr_err(format!("dtype {} must be i32 or i64", a.dtype)))?;
+    set::INDEX.check(0, a.dtype).map_err(|_| attr_err(format!("dtype {} must be i32 or i64", a.dtype)))?;
     let n = positive(a.sample_size, "sample_size")?;
-    Ok(vec![tt(
-        a.dtype,
-        vec![cx.ty(0)?.shape[0].clone(), Dim::Known(n)],
-    )])
+    Ok(vec![tt(a.dtype, vec![cx.ty(0)?.shape[0].clone(), Dim::Known(n)])])
 }
 
 /// EyeLike: a 2-D input's shape, `dtype` or the input's type.
@@ -78,9 +65,7 @@ fn per_sample(reduction: &str) -> Res<bool> {
     match reduction {
         "none" => Ok(true),
         "mean" | "sum" => Ok(false),
-        other => Err(attr_err(format!(
-            "reduction `{other}` is not none, mean or sum"
-        ))),
+        other => Err(attr_err(format!("reduction `{other}` is not none, mean or sum"))),
     }
 }
 
@@ -89,21 +74,11 @@ fn check_loss_shapes(cx: &Cx<'_, '_>) -> Res<()> {
     cx.rank_at_least(0, 2, "input")?;
     let (x, t) = (cx.ty(0)?, cx.ty(1)?);
     if t.rank() + 1 != x.rank() {
-        return Err(shape_err(format!(
-            "target {t} must have one axis fewer than the input {x}"
-        )));
+        return Err(shape_err(format!("target {t} must have one axis fewer than the input {x}")));
     }
-    unify(
-        &x.shape[0],
-        &t.shape[0],
-        "input and target differ in batch size",
-    )?;
+    unify(&x.shape[0], &t.shape[0], "input and target differ in batch size")?;
     for (i, (a, b)) in x.shape[2..].iter().zip(&t.shape[1..]).enumerate() {
-        unify(
-            a,
-            b,
-            &format!("input and target differ on spatial axis {i}"),
-        )?;
+        unify(a, b, &format!("input and target differ on spatial axis {i}"))?;
     }
     if let Some(w) = cx.opt(2) {
         match &w.shape[..] {
@@ -123,11 +98,7 @@ pub(super) fn nll_loss(cx: &mut Cx<'_, '_>, reduction: &str) -> Res<Vec<TensorTy
     cx.check(1, set::INDEX)?;
     cx.same(0, 2)?;
     check_loss_shapes(cx)?;
-    let shape = if per_sample(reduction)? {
-        cx.ty(1)?.shape.clone()
-    } else {
-        Vec::new()
-    };
+    let shape = if per_sample(reduction)? { cx.ty(1)?.shape.clone() } else { Vec::new() };
     Ok(vec![tt(d, shape)])
 }
 
@@ -139,11 +110,7 @@ pub(super) fn softmax_cross_entropy(cx: &mut Cx<'_, '_>, reduction: &str) -> Res
     cx.check(1, set::INDEX)?;
     cx.same(0, 2)?;
     check_loss_shapes(cx)?;
-    let shape = if per_sample(reduction)? {
-        cx.ty(1)?.shape.clone()
-    } else {
-        Vec::new()
-    };
+    let shape = if per_sample(reduction)? { cx.ty(1)?.shape.clone() } else { Vec::new() };
     Ok(vec![tt(d, shape), cx.ty(0)?.clone()])
 }
 
@@ -159,20 +126,10 @@ pub(super) fn non_max_suppression(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
     cx.rank_is(1, 3, "scores")?;
     let (boxes, scores) = (cx.ty(0)?, cx.ty(1)?);
     if matches!(boxes.shape[2], Dim::Known(n) if n != 4) {
-        return Err(shape_err(format!(
-            "boxes must be [batch, boxes, 4], found {boxes}"
-        )));
+        return Err(shape_err(format!("boxes must be [batch, boxes, 4], found {boxes}")));
     }
-    unify(
-        &boxes.shape[0],
-        &scores.shape[0],
-        "boxes and scores differ in batch size",
-    )?;
-    unify(
-        &boxes.shape[1],
-        &scores.shape[2],
-        "boxes and scores differ in box count",
-    )?;
+    unify(&boxes.shape[0], &scores.shape[0], "boxes and scores differ in batch size")?;
+    unify(&boxes.shape[1], &scores.shape[2], "boxes and scores differ in box count")?;
     let selected = cx.fresh();
     Ok(vec![tt(DType::I64, vec![selected, Dim::Known(3)])])
 }
@@ -185,20 +142,10 @@ pub(super) fn grid_sample(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
     let (x, g) = (cx.ty(0)?, cx.ty(1)?);
     let r = x.rank();
     if g.rank() != r {
-        return Err(shape_err(format!(
-            "grid {g} must have the input's rank {r}"
-        )));
+        return Err(shape_err(format!("grid {g} must have the input's rank {r}")));
     }
-    unify(
-        &g.shape[r - 1],
-        &Dim::Known(r as u64 - 2),
-        "grid's last dim differs from the number of spatial axes",
-    )?;
-    let n = unify(
-        &x.shape[0],
-        &g.shape[0],
-        "input and grid differ in batch size",
-    )?;
+    unify(&g.shape[r - 1], &Dim::Known(r as u64 - 2), "grid's last dim differs from the number of spatial axes")?;
+    let n = unify(&x.shape[0], &g.shape[0], "input and grid differ in batch size")?;
     let mut shape = vec![n, x.shape[1].clone()];
     shape.extend(g.shape[1..r - 1].iter().cloned());
     Ok(vec![tt(x.dtype, shape)])
@@ -213,38 +160,17 @@ pub(super) fn affine_grid(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
     let theta = cx.ty(0)?;
     let len = match cx.vector_len(1, "size")? {
         Dim::Known(n @ (4 | 5)) => n as usize,
-        n => {
-            return Err(shape_err(format!(
-                "size must hold 4 or 5 values, found {n}"
-            )));
-        }
+        n => return Err(shape_err(format!("size must hold 4 or 5 values, found {n}"))),
     };
     let spatial = len - 2;
     let (rows, cols) = (spatial as u64, spatial as u64 + 1);
-    unify(
-        &theta.shape[1],
-        &Dim::Known(rows),
-        "theta's rows differ from the spatial rank",
-    )?;
-    unify(
-        &theta.shape[2],
-        &Dim::Known(cols),
-        "theta's columns differ from the spatial rank plus one",
-    )?;
+    unify(&theta.shape[1], &Dim::Known(rows), "theta's rows differ from the spatial rank")?;
+    unify(&theta.shape[2], &Dim::Known(cols), "theta's columns differ from the spatial rank plus one")?;
     let mut shape = Vec::with_capacity(len);
     match cx.ints(1) {
-        Some(v) if v.len() != len => {
-            return Err(shape_err(format!(
-                "size holds {} values, its type says {len}",
-                v.len()
-            )));
-        }
+        Some(v) if v.len() != len => return Err(shape_err(format!("size holds {} values, its type says {len}", v.len()))),
         Some(v) => {
-            shape.push(unify(
-                &theta.shape[0],
-                &known(v[0], "batch size")?,
-                "theta and size differ in batch size",
-            )?);
+            shape.push(unify(&theta.shape[0], &known(v[0], "batch size")?, "theta and size differ in batch size")?);
             for &s in &v[2..] {
                 shape.push(known(s, "size value")?);
             }
@@ -282,10 +208,7 @@ pub(super) fn string_split(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
     let x = cx.ty(0)?;
     let mut parts = x.shape.clone();
     parts.push(cx.fresh());
-    Ok(vec![
-        tt(DType::String, parts),
-        tt(DType::I64, x.shape.clone()),
-    ])
+    Ok(vec![tt(DType::String, parts), tt(DType::I64, x.shape.clone())])
 }
 
 /// ImageDecoder: u8 `[H, W, channels]` with fresh height and width.
@@ -296,11 +219,7 @@ pub(super) fn image_decoder(cx: &mut Cx<'_, '_>, pixel_format: &str) -> Res<Vec<
     let channels = match pixel_format {
         "RGB" | "BGR" => 3,
         "Grayscale" => 1,
-        other => {
-            return Err(attr_err(format!(
-                "pixel_format `{other}` is not RGB, BGR or Grayscale"
-            )));
-        }
+        other => return Err(attr_err(format!("pixel_format `{other}` is not RGB, BGR or Grayscale"))),
     };
     let (h, w) = (cx.fresh(), cx.fresh());
     Ok(vec![tt(DType::U8, vec![h, w, Dim::Known(channels)])])
@@ -311,18 +230,11 @@ pub(super) fn tf_idf(cx: &mut Cx<'_, '_>, a: &TfIdfVectorizer) -> Res<Vec<Tensor
     cx.arity(1, 1)?;
     let d = cx.ty(0)?.dtype;
     if !matches!(d, DType::String | DType::I32 | DType::I64) {
-        return Err(super::InferError::DType {
-            input: 0,
-            found: d,
-            expected: "string, i32 or i64".into(),
-        });
+        return Err(super::InferError::DType { input: 0, found: d, expected: "string, i32 or i64".into() });
     }
     let x = cx.ty(0)?;
     let max = a.ngram_indexes.iter().copied().max().unwrap_or(-1);
-    let width = Dim::Known(
-        u64::try_from(max.saturating_add(1))
-            .map_err(|_| attr_err("ngram_indexes must not be negative"))?,
-    );
+    let width = Dim::Known(u64::try_from(max.saturating_add(1)).map_err(|_| attr_err("ngram_indexes must not be negative"))?);
     let shape = match &x.shape[..] {
         [_] => vec![width],
         [n, _] => vec![n.clone(), width],

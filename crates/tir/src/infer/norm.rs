@@ -2,9 +2,7 @@
 //! InstanceNormalization, RMSNormalization, LRN, MeanVarianceNormalization.
 
 use crate::dim::Dim;
-use crate::op::{
-    GroupNormalization, LRN, LayerNormalization, MeanVarianceNormalization, RMSNormalization,
-};
+use crate::op::{GroupNormalization, LRN, LayerNormalization, MeanVarianceNormalization, RMSNormalization};
 use crate::types::TensorType;
 
 use super::common::{Cx, Res, attr_err, axes, axis, fmt_dims, set, shape_err, tt, unify};
@@ -15,15 +13,8 @@ fn per_channel(cx: &Cx<'_, '_>, i: usize, name: &str, channels: &Dim) -> Res<()>
         return Ok(());
     };
     match &t.shape[..] {
-        [c] => unify(
-            channels,
-            c,
-            &format!("input {i} (`{name}`) has a size other than the channel count"),
-        )
-        .map(|_| ()),
-        _ => Err(shape_err(format!(
-            "input {i} (`{name}`) must be 1-D with one value per channel, found {t}"
-        ))),
+        [c] => unify(channels, c, &format!("input {i} (`{name}`) has a size other than the channel count")).map(|_| ()),
+        _ => Err(shape_err(format!("input {i} (`{name}`) must be 1-D with one value per channel, found {t}"))),
     }
 }
 
@@ -52,12 +43,7 @@ pub(super) fn layer_norm(cx: &mut Cx<'_, '_>, a: &LayerNormalization) -> Res<Vec
     cx.same(0, 2)?;
     let x = cx.ty(0)?;
     let ax = axis(a.axis, x.rank(), "axis")?;
-    let stats: Vec<Dim> = x
-        .shape
-        .iter()
-        .enumerate()
-        .map(|(i, d)| if i < ax { d.clone() } else { Dim::Known(1) })
-        .collect();
+    let stats: Vec<Dim> = x.shape.iter().enumerate().map(|(i, d)| if i < ax { d.clone() } else { Dim::Known(1) }).collect();
     let stash = a.stash_type;
     Ok(vec![x.clone(), tt(stash, stats.clone()), tt(stash, stats)])
 }
@@ -71,18 +57,12 @@ pub(super) fn group_norm(cx: &mut Cx<'_, '_>, a: &GroupNormalization) -> Res<Vec
     cx.rank_at_least(0, 2, "X")?;
     let x = cx.ty(0)?;
     if a.num_groups <= 0 {
-        return Err(attr_err(format!(
-            "num_groups must be positive, found {}",
-            a.num_groups
-        )));
+        return Err(attr_err(format!("num_groups must be positive, found {}", a.num_groups)));
     }
     if let Dim::Known(c) = x.shape[1]
         && c % a.num_groups as u64 != 0
     {
-        return Err(shape_err(format!(
-            "{c} channels do not divide into {} groups",
-            a.num_groups
-        )));
+        return Err(shape_err(format!("{c} channels do not divide into {} groups", a.num_groups)));
     }
     per_channel(cx, 1, "scale", &x.shape[1])?;
     per_channel(cx, 2, "bias", &x.shape[1])?;
@@ -112,11 +92,7 @@ pub(super) fn rms_norm(cx: &mut Cx<'_, '_>, a: &RMSNormalization) -> Res<Vec<Ten
     let ax = axis(a.axis, x.rank(), "axis")?;
     let scale = cx.ty(1)?;
     if scale.rank() > x.rank() - ax {
-        return Err(shape_err(format!(
-            "scale of shape {} has more axes than the normalized {}",
-            fmt_dims(&scale.shape),
-            fmt_dims(&x.shape[ax..])
-        )));
+        return Err(shape_err(format!("scale of shape {} has more axes than the normalized {}", fmt_dims(&scale.shape), fmt_dims(&x.shape[ax..]))));
     }
     Ok(vec![x.clone()])
 }

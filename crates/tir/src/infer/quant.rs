@@ -11,65 +11,42 @@ use super::common::{Cx, Res, attr_err, axis, fmt_dims, set, shape_err, tt, unify
 /// per `axis`, or blocked along `axis`.
 fn check_scale(cx: &Cx<'_, '_>, ax: i64, block_size: i64) -> Res<()> {
     let (x, scale) = (cx.ty(0)?, cx.ty(1)?);
-    let one =
-        |t: &crate::types::TensorType| t.rank() <= 1 && t.shape.iter().all(|d| *d == Dim::Known(1));
+    let one = |t: &crate::types::TensorType| t.rank() <= 1 && t.shape.iter().all(|d| *d == Dim::Known(1));
     if let Some(zp) = cx.opt(2)
         && !(one(zp) && one(scale))
     {
         if zp.rank() != scale.rank() {
-            return Err(shape_err(format!(
-                "zero point {zp} must have the scale's shape {}",
-                fmt_dims(&scale.shape)
-            )));
+            return Err(shape_err(format!("zero point {zp} must have the scale's shape {}", fmt_dims(&scale.shape))));
         }
         for (z, s) in zp.shape.iter().zip(&scale.shape) {
             unify(s, z, "zero point and scale differ in shape")?;
         }
     }
-    let per_tensor = scale.rank() == 0
-        || (scale.rank() == 1 && scale.shape[0] == Dim::Known(1) && block_size <= 0);
+    let per_tensor = scale.rank() == 0 || (scale.rank() == 1 && scale.shape[0] == Dim::Known(1) && block_size <= 0);
     if per_tensor {
         return Ok(());
     }
     if block_size < 0 {
-        return Err(attr_err(format!(
-            "block_size must not be negative, found {block_size}"
-        )));
+        return Err(attr_err(format!("block_size must not be negative, found {block_size}")));
     }
     let a = axis(ax, x.rank(), "axis")?;
     if block_size == 0 {
         if scale.rank() != 1 {
-            return Err(shape_err(format!(
-                "a per-axis scale must be 1-D, found {scale}"
-            )));
+            return Err(shape_err(format!("a per-axis scale must be 1-D, found {scale}")));
         }
-        unify(
-            &x.shape[a],
-            &scale.shape[0],
-            &format!("scale length differs from axis {a} of the input"),
-        )?;
+        unify(&x.shape[a], &scale.shape[0], &format!("scale length differs from axis {a} of the input"))?;
         return Ok(());
     }
     if scale.rank() != x.rank() {
-        return Err(shape_err(format!(
-            "a blocked scale {scale} must have the input's rank {}",
-            x.rank()
-        )));
+        return Err(shape_err(format!("a blocked scale {scale} must have the input's rank {}", x.rank())));
     }
     for (i, (d, s)) in x.shape.iter().zip(&scale.shape).enumerate() {
         match (d, s) {
             (Dim::Known(d), Dim::Known(s)) if i == a && d.div_ceil(block_size as u64) != *s => {
-                return Err(shape_err(format!(
-                    "blocked scale has {s} blocks on axis {a}, the input needs {}",
-                    d.div_ceil(block_size as u64)
-                )));
+                return Err(shape_err(format!("blocked scale has {s} blocks on axis {a}, the input needs {}", d.div_ceil(block_size as u64))));
             }
             _ if i != a => {
-                unify(
-                    d,
-                    s,
-                    &format!("blocked scale differs from the input on axis {i}"),
-                )?;
+                unify(d, s, &format!("blocked scale differs from the input on axis {i}"))?;
             }
             _ => {}
         }
@@ -84,15 +61,9 @@ pub(super) fn quantize(cx: &mut Cx<'_, '_>, a: &QuantizeLinear) -> Res<Vec<Tenso
     cx.check(1, set::QSCALE)?;
     let zp = cx.check_opt(2, set::QUANTIZED)?;
     let out = match (zp, a.output_dtype) {
-        (Some(z), Some(o)) if z != o => {
-            return Err(attr_err(format!(
-                "output_dtype {o} differs from the zero point's type {z}"
-            )));
-        }
+        (Some(z), Some(o)) if z != o => return Err(attr_err(format!("output_dtype {o} differs from the zero point's type {z}"))),
         (Some(z), _) => z,
-        (None, Some(o)) => set::QUANTIZED
-            .check(0, o)
-            .map_err(|_| attr_err(format!("output_dtype {o} is not a quantized type")))?,
+        (None, Some(o)) => set::QUANTIZED.check(0, o).map_err(|_| attr_err(format!("output_dtype {o} is not a quantized type")))?,
         (None, None) => DType::U8,
     };
     check_scale(cx, a.axis, a.block_size)?;
@@ -106,9 +77,7 @@ pub(super) fn dequantize(cx: &mut Cx<'_, '_>, a: &DequantizeLinear) -> Res<Vec<T
     let s = cx.check(1, set::QSCALE)?;
     cx.same(0, 2)?;
     let out = match a.output_dtype {
-        Some(o) => set::SCALE
-            .check(0, o)
-            .map_err(|_| attr_err(format!("output_dtype {o} must be f32, f16 or bf16")))?,
+        Some(o) => set::SCALE.check(0, o).map_err(|_| attr_err(format!("output_dtype {o} must be f32, f16 or bf16")))?,
         None if s == DType::F8E8M0 || s == DType::I32 => DType::F32,
         None => s,
     };
@@ -120,9 +89,5 @@ pub(super) fn dequantize(cx: &mut Cx<'_, '_>, a: &DequantizeLinear) -> Res<Vec<T
 pub(super) fn dynamic_quantize(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
     cx.arity(1, 1)?;
     cx.check(0, set::F32)?;
-    Ok(vec![
-        tt(DType::U8, cx.ty(0)?.shape.clone()),
-        tt(DType::F32, Vec::new()),
-        tt(DType::U8, Vec::new()),
-    ])
+    Ok(vec![tt(DType::U8, cx.ty(0)?.shape.clone()), tt(DType::F32, Vec::new()), tt(DType::U8, Vec::new())])
 }

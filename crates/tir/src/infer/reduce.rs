@@ -10,12 +10,7 @@ use super::common::{Cx, Res, TypeSet, attr_err, axes, axis, known, set, shape_er
 
 /// Reduce*: `data` and optional `axes` (an i64 input); all axes when it is absent or empty,
 /// unless `noop_with_empty_axes` makes that the identity.
-pub(super) fn reduce(
-    cx: &mut Cx<'_, '_>,
-    accepts: TypeSet,
-    keepdims: i64,
-    noop_with_empty_axes: i64,
-) -> Res<Vec<TensorType>> {
+pub(super) fn reduce(cx: &mut Cx<'_, '_>, accepts: TypeSet, keepdims: i64, noop_with_empty_axes: i64) -> Res<Vec<TensorType>> {
     cx.arity(1, 2)?;
     let d = cx.check(0, accepts)?;
     let x = cx.ty(0)?;
@@ -38,19 +33,13 @@ pub(super) fn reduce(
             Dim::Known(0) => Ok(vec![tt(d, Vec::new())]),
             Dim::Known(n) if n as usize <= r => Ok(vec![tt(d, cx.fresh_dims(r - n as usize))]),
             Dim::Known(n) => Err(shape_err(format!("{n} axes given for rank {r}"))),
-            Dim::Sym(_) => Err(InferError::NotStatic(
-                "the output rank depends on the number of axes, which is not static".into(),
-            )),
+            Dim::Sym(_) => Err(InferError::NotStatic("the output rank depends on the number of axes, which is not static".into())),
         };
     };
     if list.is_empty() && noop_with_empty_axes != 0 {
         return Ok(vec![x.clone()]);
     }
-    let reduced = if list.is_empty() {
-        (0..r).collect()
-    } else {
-        axes(&list, r, "axis")?
-    };
+    let reduced = if list.is_empty() { (0..r).collect() } else { axes(&list, r, "axis")? };
     let mut shape = Vec::with_capacity(r);
     for (i, dim) in x.shape.iter().enumerate() {
         if !reduced.contains(&i) {

@@ -37,11 +37,7 @@ pub(super) fn rnn(cx: &mut Cx<'_, '_>, c: Cell<'_>) -> Res<Vec<TensorType>> {
     let dirs = Dim::Known(match c.direction {
         "forward" | "reverse" => 1,
         "bidirectional" => 2,
-        other => {
-            return Err(attr_err(format!(
-                "direction `{other}` is not forward, reverse or bidirectional"
-            )));
-        }
+        other => return Err(attr_err(format!("direction `{other}` is not forward, reverse or bidirectional"))),
     });
     let (seq, batch) = match c.layout {
         0 => (&x.shape[0], &x.shape[1]),
@@ -49,49 +45,19 @@ pub(super) fn rnn(cx: &mut Cx<'_, '_>, c: Cell<'_>) -> Res<Vec<TensorType>> {
         l => return Err(attr_err(format!("layout must be 0 or 1, found {l}"))),
     };
     let hidden = match c.hidden_size {
-        Some(h) => unify(
-            &r.shape[2],
-            &Dim::Known(positive(h, "hidden_size")?),
-            "R's last dim differs from hidden_size",
-        )?,
+        Some(h) => unify(&r.shape[2], &Dim::Known(positive(h, "hidden_size")?), "R's last dim differs from hidden_size")?,
         None => r.shape[2].clone(),
     };
     let rows = mul(&hidden, &Dim::Known(c.gates))?;
-    unify(
-        &w.shape[0],
-        &dirs,
-        "W's first dim differs from the number of directions",
-    )?;
-    unify(
-        &r.shape[0],
-        &dirs,
-        "R's first dim differs from the number of directions",
-    )?;
-    unify(
-        &w.shape[1],
-        &rows,
-        "W's rows differ from gates x hidden_size",
-    )?;
-    unify(
-        &r.shape[1],
-        &rows,
-        "R's rows differ from gates x hidden_size",
-    )?;
-    unify(
-        &w.shape[2],
-        &x.shape[2],
-        "W's last dim differs from the input size",
-    )?;
+    unify(&w.shape[0], &dirs, "W's first dim differs from the number of directions")?;
+    unify(&r.shape[0], &dirs, "R's first dim differs from the number of directions")?;
+    unify(&w.shape[1], &rows, "W's rows differ from gates x hidden_size")?;
+    unify(&r.shape[1], &rows, "R's rows differ from gates x hidden_size")?;
+    unify(&w.shape[2], &x.shape[2], "W's last dim differs from the input size")?;
     let (y, state) = if c.layout == 0 {
-        (
-            vec![seq.clone(), dirs.clone(), batch.clone(), hidden.clone()],
-            vec![dirs, batch.clone(), hidden],
-        )
+        (vec![seq.clone(), dirs.clone(), batch.clone(), hidden.clone()], vec![dirs, batch.clone(), hidden])
     } else {
-        (
-            vec![batch.clone(), seq.clone(), dirs.clone(), hidden.clone()],
-            vec![batch.clone(), dirs, hidden],
-        )
+        (vec![batch.clone(), seq.clone(), dirs.clone(), hidden.clone()], vec![batch.clone(), dirs, hidden])
     };
     let mut out = vec![tt(d, y)];
     out.extend((1..c.outputs).map(|_| tt(d, state.clone())));

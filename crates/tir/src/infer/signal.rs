@@ -5,9 +5,7 @@ use crate::dtype::DType;
 use crate::op::DFT;
 use crate::types::TensorType;
 
-use super::common::{
-    Cx, Res, add, attr_err, div_floor, known, mul, offset, positive, set, shape_err, sub, tt,
-};
+use super::common::{Cx, Res, add, attr_err, div_floor, known, mul, offset, positive, set, shape_err, sub, tt};
 
 /// A scalar size input: its value when constant (checked non-negative), else a fresh dim.
 fn size_input(cx: &mut Cx<'_, '_>, i: usize, name: &str) -> Res<Dim> {
@@ -35,9 +33,7 @@ pub(super) fn dft(cx: &mut Cx<'_, '_>, a: &DFT) -> Res<Vec<TensorType>> {
     let x = cx.ty(0)?;
     let r = x.rank();
     if matches!(x.shape[r - 1], Dim::Known(n) if n != 1 && n != 2) {
-        return Err(shape_err(format!(
-            "the last dim of {x} must be 1 (real) or 2 (complex)"
-        )));
+        return Err(shape_err(format!("the last dim of {x} must be 1 (real) or 2 (complex)")));
     }
     let onesided = a.onesided != 0;
     let inverse = a.inverse != 0;
@@ -57,9 +53,7 @@ pub(super) fn dft(cx: &mut Cx<'_, '_>, a: &DFT) -> Res<Vec<TensorType>> {
     let rr = r as i64;
     let ax = if axis < 0 { axis + rr } else { axis };
     if !(0..rr - 1).contains(&ax) {
-        return Err(attr_err(format!(
-            "axis {axis} must name a signal axis of rank-{r} input (not the last)"
-        )));
+        return Err(attr_err(format!("axis {axis} must name a signal axis of rank-{r} input (not the last)")));
     }
     let ax = ax as usize;
     let signal = &x.shape[ax];
@@ -69,11 +63,7 @@ pub(super) fn dft(cx: &mut Cx<'_, '_>, a: &DFT) -> Res<Vec<TensorType>> {
         None => signal.clone(),
     };
     let mut shape = x.shape.clone();
-    shape[ax] = if onesided && !inverse {
-        half_plus_one(cx, &n)?
-    } else {
-        n
-    };
+    shape[ax] = if onesided && !inverse { half_plus_one(cx, &n)? } else { n };
     shape[r - 1] = last;
     Ok(vec![tt(d, shape)])
 }
@@ -97,32 +87,21 @@ pub(super) fn stft(cx: &mut Cx<'_, '_>, onesided: i64) -> Res<Vec<TensorType>> {
     let frames = match (&x.shape[1], &frame, &step) {
         (Dim::Known(l), Dim::Known(f), Dim::Known(s)) => {
             let s = positive(*s as i64, "frame_step")?;
-            let span = l.checked_sub(*f).ok_or_else(|| {
-                shape_err(format!("frame length {f} exceeds the signal length {l}"))
-            })?;
+            let span = l.checked_sub(*f).ok_or_else(|| shape_err(format!("frame length {f} exceeds the signal length {l}")))?;
             Dim::Known(span / s + 1)
         }
         (l, f, Dim::Known(1)) if l.sub(f).is_some() => offset(&sub(l, f)?, 1)?,
         _ => cx.fresh(),
     };
-    let bins = if onesided != 0 {
-        half_plus_one(cx, &frame)?
-    } else {
-        frame
-    };
-    Ok(vec![tt(
-        d,
-        vec![x.shape[0].clone(), frames, bins, Dim::Known(2)],
-    )])
+    let bins = if onesided != 0 { half_plus_one(cx, &frame)? } else { frame };
+    Ok(vec![tt(d, vec![x.shape[0].clone(), frames, bins, Dim::Known(2)])])
 }
 
 /// HannWindow, HammingWindow, BlackmanWindow: `[size]` of `output_datatype`.
 pub(super) fn window(cx: &mut Cx<'_, '_>, dtype: DType) -> Res<Vec<TensorType>> {
     cx.arity(1, 1)?;
     cx.check(0, set::INDEX)?;
-    set::NUMERIC
-        .check(0, dtype)
-        .map_err(|_| attr_err(format!("output_datatype {dtype} is not numeric")))?;
+    set::NUMERIC.check(0, dtype).map_err(|_| attr_err(format!("output_datatype {dtype} is not numeric")))?;
     let n = size_input(cx, 0, "size")?;
     Ok(vec![tt(dtype, vec![n])])
 }
@@ -138,9 +117,7 @@ pub(super) fn mel_weight_matrix(cx: &mut Cx<'_, '_>, dtype: DType) -> Res<Vec<Te
     cx.scalar_like(2, "sample_rate")?;
     cx.scalar_like(3, "lower_edge_hertz")?;
     cx.scalar_like(4, "upper_edge_hertz")?;
-    set::NUMERIC
-        .check(0, dtype)
-        .map_err(|_| attr_err(format!("output_datatype {dtype} is not numeric")))?;
+    set::NUMERIC.check(0, dtype).map_err(|_| attr_err(format!("output_datatype {dtype} is not numeric")))?;
     let mels = size_input(cx, 0, "num_mel_bins")?;
     let n = size_input(cx, 1, "dft_length")?;
     let bins = half_plus_one(cx, &n)?;

@@ -5,10 +5,7 @@ use crate::op::{AspectPolicy, Resize, Split};
 use crate::types::TensorType;
 
 use super::InferError;
-use super::common::{
-    Cx, Res, add, attr_err, axes, axis, div_ceil, fmt_dims, known, mul, offset, set, shape_err, tt,
-    unify,
-};
+use super::common::{Cx, Res, add, attr_err, axes, axis, div_ceil, fmt_dims, known, mul, offset, set, shape_err, tt, unify};
 
 /// Slice bounds at or past this magnitude mean "to the end" (or "to the beginning") of a
 /// symbolic axis: exporters write `i64::MAX`, `i32::MAX` and their negations.
@@ -67,19 +64,9 @@ fn slice_len(cx: &mut Cx<'_, '_>, d: &Dim, start: i64, end: i64, step: i64) -> R
         let (last, first) = (Pos { coef: 1, offset: 0 }, Pos { coef: 0, offset: 0 });
         (place(start, last, first), place(end, last, first), step)
     } else {
-        let last = Pos {
-            coef: 1,
-            offset: -1,
-        };
+        let last = Pos { coef: 1, offset: -1 };
         let s = place(start, last, Pos { coef: 0, offset: 0 });
-        let e = place(
-            end,
-            last,
-            Pos {
-                coef: 0,
-                offset: -1,
-            },
-        );
+        let e = place(end, last, Pos { coef: 0, offset: -1 });
         // Walking backwards from s to e covers s - e positions.
         (e, s, -step)
     };
@@ -88,18 +75,9 @@ fn slice_len(cx: &mut Cx<'_, '_>, d: &Dim, start: i64, end: i64, step: i64) -> R
     match coef {
         // A constant length is exact only if no bound clamps, which the symbol being at
         // least 2 guarantees for offsets up to 2; beyond that it depends on the size.
-        0 if [s, e]
-            .iter()
-            .all(|p| (if p.coef == 0 { p.offset } else { -p.offset }) <= 2) =>
-        {
-            let len = if span <= 0 {
-                0
-            } else {
-                (span as u128).div_ceil(u128::from(stride))
-            };
-            Ok(Dim::Known(
-                u64::try_from(len).map_err(|_| shape_err("slice length overflows"))?,
-            ))
+        0 if [s, e].iter().all(|p| (if p.coef == 0 { p.offset } else { -p.offset }) <= 2) => {
+            let len = if span <= 0 { 0 } else { (span as u128).div_ceil(u128::from(stride)) };
+            Ok(Dim::Known(u64::try_from(len).map_err(|_| shape_err("slice length overflows"))?))
         }
         1 => {
             let span = i64::try_from(span).map_err(|_| shape_err("slice bounds overflow"))?;
@@ -146,13 +124,7 @@ pub(super) fn slice(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
         return Ok(vec![tt(x.dtype, shape)]);
     };
     if starts.len() != idx.len() || ends.len() != idx.len() || steps.len() != idx.len() {
-        return Err(shape_err(format!(
-            "starts, ends, axes and steps differ in length ({}, {}, {}, {})",
-            starts.len(),
-            ends.len(),
-            idx.len(),
-            steps.len()
-        )));
+        return Err(shape_err(format!("starts, ends, axes and steps differ in length ({}, {}, {}, {})", starts.len(), ends.len(), idx.len(), steps.len())));
     }
     for (k, &i) in idx.iter().enumerate() {
         shape[i] = slice_len(cx, &x.shape[i], starts[k], ends[k], steps[k])?;
@@ -173,20 +145,12 @@ pub(super) fn split(cx: &mut Cx<'_, '_>, a: &Split) -> Res<Vec<TensorType>> {
         match cx.ints(1) {
             Some(v) => {
                 if v.len() != n {
-                    return Err(shape_err(format!(
-                        "split has {} sizes for {n} outputs",
-                        v.len()
-                    )));
+                    return Err(shape_err(format!("split has {} sizes for {n} outputs", v.len())));
                 }
-                let sizes: Vec<Dim> = v
-                    .iter()
-                    .map(|&s| known(s, "split size"))
-                    .collect::<Res<_>>()?;
+                let sizes: Vec<Dim> = v.iter().map(|&s| known(s, "split size")).collect::<Res<_>>()?;
                 let total: u128 = v.iter().map(|&s| s as u128).sum();
                 if matches!(d, Dim::Known(t) if u128::from(*t) != total) {
-                    return Err(shape_err(format!(
-                        "split sizes {v:?} do not add up to the axis size {d}"
-                    )));
+                    return Err(shape_err(format!("split sizes {v:?} do not add up to the axis size {d}")));
                 }
                 sizes
             }
@@ -196,9 +160,7 @@ pub(super) fn split(cx: &mut Cx<'_, '_>, a: &Split) -> Res<Vec<TensorType>> {
         if let Some(k) = a.num_outputs
             && usize::try_from(k).ok() != Some(n)
         {
-            return Err(attr_err(format!(
-                "num_outputs = {k} but the node has {n} outputs"
-            )));
+            return Err(attr_err(format!("num_outputs = {k} but the node has {n} outputs")));
         }
         chunks(cx, d, n)
     };
@@ -218,14 +180,7 @@ fn chunks(cx: &mut Cx<'_, '_>, d: &Dim, n: usize) -> Vec<Dim> {
         _ if n == 0 => Vec::new(),
         Dim::Known(t) => {
             let chunk = t.div_ceil(n as u64);
-            (0..n as u64)
-                .map(|i| {
-                    Dim::Known(
-                        (*t).min(chunk.saturating_mul(i + 1))
-                            .saturating_sub(chunk.saturating_mul(i).min(*t)),
-                    )
-                })
-                .collect()
+            (0..n as u64).map(|i| Dim::Known((*t).min(chunk.saturating_mul(i + 1)).saturating_sub(chunk.saturating_mul(i).min(*t)))).collect()
         }
         _ => match d.div_exact(&Dim::Known(n as u64)) {
             Some(c) => vec![c; n],
@@ -245,21 +200,10 @@ pub(super) fn concat(cx: &mut Cx<'_, '_>, ax: i64) -> Res<Vec<TensorType>> {
         cx.same(0, i)?;
         let t = cx.ty(i)?;
         if t.rank() != r {
-            return Err(shape_err(format!(
-                "input {i} has rank {}, input 0 has rank {r}",
-                t.rank()
-            )));
+            return Err(shape_err(format!("input {i} has rank {}, input 0 has rank {r}", t.rank())));
         }
         for (k, d) in t.shape.iter().enumerate() {
-            shape[k] = if k == a {
-                add(&shape[k], d)?
-            } else {
-                unify(
-                    &shape[k],
-                    d,
-                    &format!("input {i} differs from input 0 on axis {k}"),
-                )?
-            };
+            shape[k] = if k == a { add(&shape[k], d)? } else { unify(&shape[k], d, &format!("input {i} differs from input 0 on axis {k}"))? };
         }
     }
     Ok(vec![tt(first.dtype, shape)])
@@ -289,21 +233,11 @@ pub(super) fn pad(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
         return Ok(vec![tt(x.dtype, shape)]);
     };
     if pads.len() != 2 * idx.len() {
-        return Err(shape_err(format!(
-            "pads has {} values for {} axes",
-            pads.len(),
-            idx.len()
-        )));
+        return Err(shape_err(format!("pads has {} values for {} axes", pads.len(), idx.len())));
     }
     for (k, &i) in idx.iter().enumerate() {
-        let total = i64::try_from(i128::from(pads[k]) + i128::from(pads[k + idx.len()]))
-            .map_err(|_| shape_err("pads overflow"))?;
-        shape[i] = offset(&x.shape[i], total).map_err(|_| {
-            shape_err(format!(
-                "pads {pads:?} remove more than axis {i} of {} holds",
-                fmt_dims(&x.shape)
-            ))
-        })?;
+        let total = i64::try_from(i128::from(pads[k]) + i128::from(pads[k + idx.len()])).map_err(|_| shape_err("pads overflow"))?;
+        shape[i] = offset(&x.shape[i], total).map_err(|_| shape_err(format!("pads {pads:?} remove more than axis {i} of {} holds", fmt_dims(&x.shape))))?;
     }
     Ok(vec![tt(x.dtype, shape)])
 }
@@ -314,28 +248,17 @@ pub(super) fn center_crop_pad(cx: &mut Cx<'_, '_>, axes_attr: &[i64]) -> Res<Vec
     cx.check(1, set::INDEX)?;
     let x = cx.ty(0)?;
     let r = x.rank();
-    let idx: Vec<usize> = if axes_attr.is_empty() {
-        (0..r).collect()
-    } else {
-        axes(axes_attr, r, "axis")?
-    };
+    let idx: Vec<usize> = if axes_attr.is_empty() { (0..r).collect() } else { axes(axes_attr, r, "axis")? };
     let n = cx.vector_len(1, "shape")?;
     if matches!(n, Dim::Known(n) if n as usize != idx.len()) {
-        return Err(shape_err(format!(
-            "shape has {n} values for {} axes",
-            idx.len()
-        )));
+        return Err(shape_err(format!("shape has {n} values for {} axes", idx.len())));
     }
     let mut shape = x.shape.clone();
     let sizes = cx.ints(1);
     if let Some(v) = &sizes
         && v.len() != idx.len()
     {
-        return Err(shape_err(format!(
-            "shape has {} values for {} axes",
-            v.len(),
-            idx.len()
-        )));
+        return Err(shape_err(format!("shape has {} values for {} axes", v.len(), idx.len())));
     }
     for (k, &i) in idx.iter().enumerate() {
         shape[i] = match &sizes {
@@ -358,20 +281,12 @@ pub(super) fn resize(cx: &mut Cx<'_, '_>, a: &Resize) -> Res<Vec<TensorType>> {
     cx.check_opt(3, set::I64)?;
     let x = cx.ty(0)?;
     let r = x.rank();
-    let idx: Vec<usize> = if a.axes.is_empty() {
-        (0..r).collect()
-    } else {
-        axes(&a.axes, r, "axis")?
-    };
+    let idx: Vec<usize> = if a.axes.is_empty() { (0..r).collect() } else { axes(&a.axes, r, "axis")? };
     let mut shape = x.shape.clone();
     let (values, is_scales) = match (given(cx, 2), given(cx, 3)) {
         (true, true) => return Err(shape_err("scales and sizes are both given")),
         (true, false) => (cx.floats(2), true),
-        (false, true) => (
-            cx.ints(3)
-                .map(|v| v.into_iter().map(|s| s as f64).collect()),
-            false,
-        ),
+        (false, true) => (cx.ints(3).map(|v| v.into_iter().map(|s| s as f64).collect()), false),
         (false, false) => return Err(shape_err("one of scales and sizes must be given")),
     };
     let Some(values) = values else {
@@ -382,11 +297,7 @@ pub(super) fn resize(cx: &mut Cx<'_, '_>, a: &Resize) -> Res<Vec<TensorType>> {
     };
     if values.len() != idx.len() {
         let what = if is_scales { "scales" } else { "sizes" };
-        return Err(shape_err(format!(
-            "{what} has {} values for {} axes",
-            values.len(),
-            idx.len()
-        )));
+        return Err(shape_err(format!("{what} has {} values for {} axes", values.len(), idx.len())));
     }
     if is_scales {
         for (&i, &s) in idx.iter().zip(&values) {
@@ -421,11 +332,7 @@ pub(super) fn resize(cx: &mut Cx<'_, '_>, a: &Resize) -> Res<Vec<TensorType>> {
             }
         }
     }
-    let pick = if a.keep_aspect_ratio_policy == AspectPolicy::NotLarger {
-        f64::min
-    } else {
-        f64::max
-    };
+    let pick = if a.keep_aspect_ratio_policy == AspectPolicy::NotLarger { f64::min } else { f64::max };
     let scale = ratios.iter().copied().reduce(pick).unwrap_or(1.0);
     for &i in &idx {
         let n = x.shape[i].known().unwrap_or(0) as f64;
@@ -440,9 +347,7 @@ fn scaled(cx: &mut Cx<'_, '_>, d: &Dim, scale: f64) -> Res<Dim> {
         Dim::Known(n) => {
             let v = (*n as f64 * scale).floor();
             if v >= u64::MAX as f64 {
-                return Err(InferError::Overflow(format!(
-                    "resized size {n} x {scale} overflows"
-                )));
+                return Err(InferError::Overflow(format!("resized size {n} x {scale} overflows")));
             }
             Ok(Dim::Known(v as u64))
         }

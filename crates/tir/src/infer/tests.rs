@@ -23,13 +23,7 @@ pub(super) fn t(text: &str) -> TensorType {
     let (dtype, rest) = text.split_once('[').expect("type text has `[`");
     let dtype = DType::from_name(dtype).expect("known dtype");
     let dims = rest.strip_suffix(']').expect("type text ends with `]`");
-    let shape = if dims.trim().is_empty() {
-        Vec::new()
-    } else {
-        dims.split(',')
-            .map(|d| Dim::parse(d.trim()).expect("dim parses"))
-            .collect()
-    };
+    let shape = if dims.trim().is_empty() { Vec::new() } else { dims.split(',').map(|d| Dim::parse(d.trim()).expect("dim parses")).collect() };
     TensorType { dtype, shape }
 }
 
@@ -60,11 +54,7 @@ pub(super) fn int(value: i64) -> Arg {
 
 /// A constant tensor of `dtype` and `shape` from little-endian bytes.
 pub(super) fn raw(dtype: DType, shape: &[u64], bytes: Vec<u8>) -> Arg {
-    Arg::Const(Tensor {
-        dtype,
-        shape: shape.to_vec(),
-        data: TensorData::Raw(Bytes::from(bytes)),
-    })
+    Arg::Const(Tensor { dtype, shape: shape.to_vec(), data: TensorData::Raw(Bytes::from(bytes)) })
 }
 
 /// A constant f32 scalar input.
@@ -78,12 +68,7 @@ pub(super) fn floats(values: &[f32]) -> Arg {
 }
 
 /// Runs inference with fresh symbols `u1`, `u2`, ...
-pub(super) fn run_with(
-    op: &Op,
-    args: &[Arg],
-    regions: &[RegionSig],
-    outputs: usize,
-) -> Result<Vec<TensorType>, InferError> {
+pub(super) fn run_with(op: &Op, args: &[Arg], regions: &[RegionSig], outputs: usize) -> Result<Vec<TensorType>, InferError> {
     let types: Vec<Option<TensorType>> = args
         .iter()
         .map(|a| match a {
@@ -116,11 +101,7 @@ pub(super) fn run_with(
 /// The outputs as text (`f32[2, 3]; i64[2, 3]`) or the error as `error: message`.
 pub(super) fn show(r: Result<Vec<TensorType>, InferError>) -> String {
     match r {
-        Ok(types) => types
-            .iter()
-            .map(TensorType::to_string)
-            .collect::<Vec<_>>()
-            .join("; "),
+        Ok(types) => types.iter().map(TensorType::to_string).collect::<Vec<_>>().join("; "),
         Err(e) => format!("error: {e}"),
     }
 }

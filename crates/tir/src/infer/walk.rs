@@ -22,12 +22,7 @@ impl FreshNames {
             .values
             .iter()
             .filter(|v| v.def == ValueDef::Param)
-            .flat_map(|v| {
-                v.ty.shape
-                    .iter()
-                    .flat_map(|d| d.symbols().into_iter().map(str::to_string))
-                    .collect::<Vec<_>>()
-            })
+            .flat_map(|v| v.ty.shape.iter().flat_map(|d| d.symbols().into_iter().map(str::to_string)).collect::<Vec<_>>())
             .collect();
         FreshNames { used, next: 0 }
     }
@@ -48,17 +43,10 @@ impl FreshNames {
 /// inputs), replacing output types; errors name the node (`node "name" (tensor.conv): reason`)
 /// and all failures are collected.
 pub fn infer_graph(g: &mut Graph) -> Result<(), Vec<GraphInferError>> {
-    let mut w = Walk {
-        fresh: FreshNames::new(g),
-        errors: Vec::new(),
-    };
+    let mut w = Walk { fresh: FreshNames::new(g), errors: Vec::new() };
     let body = g.body.clone();
     w.region(g, &body);
-    if w.errors.is_empty() {
-        Ok(())
-    } else {
-        Err(w.errors)
-    }
+    if w.errors.is_empty() { Ok(()) } else { Err(w.errors) }
 }
 
 struct Walk {
@@ -85,31 +73,15 @@ impl Walk {
             Some(node) => (node.name.clone(), node.op.kind().text_name()),
             None => (n.to_string(), ""),
         };
-        self.errors.push(GraphInferError {
-            node: Some(n),
-            node_name,
-            op,
-            message,
-        });
+        self.errors.push(GraphInferError { node: Some(n), node_name, op, message });
     }
 
     fn node(&mut self, g: &mut Graph, n: NodeId) {
         let Some(node) = g.nodes.get(n.index()) else {
-            self.errors.push(GraphInferError {
-                node: Some(n),
-                node_name: n.to_string(),
-                op: "",
-                message: "the node does not exist".into(),
-            });
+            self.errors.push(GraphInferError { node: Some(n), node_name: n.to_string(), op: "", message: "the node does not exist".into() });
             return;
         };
-        if let Some(bad) = node
-            .inputs
-            .iter()
-            .chain(&node.outputs)
-            .flatten()
-            .find(|v| v.index() >= g.values.len())
-        {
+        if let Some(bad) = node.inputs.iter().chain(&node.outputs).flatten().find(|v| v.index() >= g.values.len()) {
             let msg = format!("refers to value {bad}, which does not exist");
             self.fail(g, n, msg);
             return;
@@ -126,20 +98,9 @@ impl Walk {
                 .collect(),
         };
         let node = &g.nodes[n.index()];
-        let inputs: Vec<Option<InferInput<'_>>> = node
-            .inputs
-            .iter()
-            .map(|i| {
-                i.map(|id| InferInput {
-                    ty: g.ty(id),
-                    value: g.const_value(id),
-                })
-            })
-            .collect();
+        let inputs: Vec<Option<InferInput<'_>>> = node.inputs.iter().map(|i| i.map(|id| InferInput { ty: g.ty(id), value: g.const_value(id) })).collect();
         let fresh = &mut self.fresh;
-        let result = infer_op(&node.op, &inputs, &sigs, node.outputs.len(), &mut || {
-            fresh.make()
-        });
+        let result = infer_op(&node.op, &inputs, &sigs, node.outputs.len(), &mut || fresh.make());
         drop(inputs);
         match result {
             Ok(types) => {
@@ -162,11 +123,7 @@ impl Walk {
             return Vec::new();
         };
         let node = &g.nodes[n.index()];
-        let outer: Vec<Option<TensorType>> = node
-            .inputs
-            .iter()
-            .map(|i| i.map(|id| g.ty(id).clone()))
-            .collect();
+        let outer: Vec<Option<TensorType>> = node.inputs.iter().map(|i| i.map(|id| g.ty(id).clone())).collect();
         let (carried, derived) = match &node.op {
             Op::Loop(_) => {
                 // Params: iteration number, condition, then one per carried input.
@@ -174,9 +131,7 @@ impl Walk {
                 (carried, Vec::new())
             }
             Op::Scan(a) => {
-                let m = usize::try_from(a.num_scan_inputs)
-                    .unwrap_or(0)
-                    .min(outer.len());
+                let m = usize::try_from(a.num_scan_inputs).unwrap_or(0).min(outer.len());
                 let states = outer.len() - m;
                 let carried: Vec<(usize, usize)> = (0..states).map(|i| (i, i)).collect();
                 let derived: Vec<(usize, Option<TensorType>)> = (0..m)
@@ -198,11 +153,7 @@ impl Walk {
             }
             _ => (Vec::new(), Vec::new()),
         };
-        let declared: Vec<Option<TensorType>> = body
-            .params
-            .iter()
-            .map(|p| g.values.get(p.index()).map(|v| v.ty.clone()))
-            .collect();
+        let declared: Vec<Option<TensorType>> = body.params.iter().map(|p| g.values.get(p.index()).map(|v| v.ty.clone())).collect();
         let set_param = |g: &mut Graph, k: usize, ty: TensorType| {
             if let Some(v) = body.params.get(k).and_then(|p| g.values.get_mut(p.index())) {
                 v.ty = ty;
@@ -224,8 +175,7 @@ impl Walk {
         let result_of = |param: usize| if is_loop { param - 1 } else { param };
         let mut relaxed = false;
         for &(_, param) in &carried {
-            let (Some(&p), Some(&r)) = (body.params.get(param), body.results.get(result_of(param)))
-            else {
+            let (Some(&p), Some(&r)) = (body.params.get(param), body.results.get(result_of(param))) else {
                 continue;
             };
             let (Some(pv), Some(rv)) = (g.values.get(p.index()), g.values.get(r.index())) else {
@@ -235,32 +185,15 @@ impl Walk {
             if pt.rank() != rt.rank() || pt.shape == rt.shape {
                 continue;
             }
-            let decl = declared
-                .get(param)
-                .cloned()
-                .flatten()
-                .filter(|d| d.rank() == pt.rank());
+            let decl = declared.get(param).cloned().flatten().filter(|d| d.rank() == pt.rank());
             let shape = (0..pt.rank())
-                .map(|k| {
-                    match (
-                        &pt.shape[k],
-                        &rt.shape[k],
-                        decl.as_ref().map(|d| &d.shape[k]),
-                    ) {
-                        (a, b, _) if a == b => a.clone(),
-                        (_, _, Some(d @ Dim::Sym(_))) => d.clone(),
-                        _ => self.fresh.make(),
-                    }
+                .map(|k| match (&pt.shape[k], &rt.shape[k], decl.as_ref().map(|d| &d.shape[k])) {
+                    (a, b, _) if a == b => a.clone(),
+                    (_, _, Some(d @ Dim::Sym(_))) => d.clone(),
+                    _ => self.fresh.make(),
                 })
                 .collect();
-            set_param(
-                g,
-                param,
-                TensorType {
-                    dtype: pt.dtype,
-                    shape,
-                },
-            );
+            set_param(g, param, TensorType { dtype: pt.dtype, shape });
             relaxed = true;
         }
         if relaxed {
@@ -285,37 +218,12 @@ fn refine(declared: &TensorType, outer: &TensorType) -> TensorType {
     if declared.rank() != outer.rank() {
         return outer.clone();
     }
-    let shape = declared
-        .shape
-        .iter()
-        .zip(&outer.shape)
-        .map(|(d, o)| {
-            if matches!(d, Dim::Sym(_)) {
-                o.clone()
-            } else {
-                d.clone()
-            }
-        })
-        .collect();
-    TensorType {
-        dtype: declared.dtype,
-        shape,
-    }
+    let shape = declared.shape.iter().zip(&outer.shape).map(|(d, o)| if matches!(d, Dim::Sym(_)) { o.clone() } else { d.clone() }).collect();
+    TensorType { dtype: declared.dtype, shape }
 }
 
 /// The types of a region's parameters and results.
 fn signature(g: &Graph, r: &Region) -> RegionSig {
-    let ty = |id: &ValueId| {
-        g.values
-            .get(id.index())
-            .map(|v| v.ty.clone())
-            .unwrap_or(TensorType {
-                dtype: Default::default(),
-                shape: Vec::new(),
-            })
-    };
-    RegionSig {
-        params: r.params.iter().map(ty).collect(),
-        results: r.results.iter().map(ty).collect(),
-    }
+    let ty = |id: &ValueId| g.values.get(id.index()).map(|v| v.ty.clone()).unwrap_or(TensorType { dtype: Default::default(), shape: Vec::new() });
+    RegionSig { params: r.params.iter().map(ty).collect(), results: r.results.iter().map(ty).collect() }
 }

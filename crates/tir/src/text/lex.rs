@@ -80,34 +80,20 @@ pub(super) fn lex(src: &str, start: usize) -> (Tok<'_>, usize) {
     let Some(&b) = s.get(start) else {
         return (Tok::Eof, start);
     };
-    let run = |from: usize, pred: fn(u8) -> bool| {
-        from + s[from..].iter().take_while(|&&c| pred(c)).count()
-    };
+    let run = |from: usize, pred: fn(u8) -> bool| from + s[from..].iter().take_while(|&&c| pred(c)).count();
     match b {
         b'%' => {
             let end = run(start + 1, |c| c.is_ascii_digit());
             match src[start + 1..end].parse::<u32>() {
                 Ok(n) => (Tok::Value(n), end),
-                Err(_) if end == start + 1 => (
-                    Tok::Bad("expected digits after `%`".into(), start),
-                    end.max(start + 1),
-                ),
-                Err(_) => (
-                    Tok::Bad(
-                        format!("value number `{}` is too large", &src[start..end]),
-                        start,
-                    ),
-                    end,
-                ),
+                Err(_) if end == start + 1 => (Tok::Bad("expected digits after `%`".into(), start), end.max(start + 1)),
+                Err(_) => (Tok::Bad(format!("value number `{}` is too large", &src[start..end]), start), end),
             }
         }
         b'@' => {
             let end = run(start + 1, is_ident_char);
             if end == start + 1 {
-                return (
-                    Tok::Bad("expected a name after `@`".into(), start),
-                    start + 1,
-                );
+                return (Tok::Bad("expected a name after `@`".into(), start), start + 1);
             }
             (Tok::Symbol(&src[start + 1..end]), end)
         }
@@ -118,36 +104,18 @@ pub(super) fn lex(src: &str, start: usize) -> (Tok<'_>, usize) {
         b'0' if matches!(s.get(start + 1), Some(b'x' | b'X')) => {
             let end = run(start + 2, |c| c.is_ascii_hexdigit());
             if end == start + 2 {
-                return (
-                    Tok::Bad("expected hex digits after `0x`".into(), start),
-                    end,
-                );
+                return (Tok::Bad("expected hex digits after `0x`".into(), start), end);
             }
             (Tok::Hex(&src[start + 2..end]), end)
         }
-        _ if b.is_ascii_digit()
-            || (b == b'-' && s.get(start + 1).is_some_and(u8::is_ascii_digit)) =>
-        {
-            number(src, start)
-        }
+        _ if b.is_ascii_digit() || (b == b'-' && s.get(start + 1).is_some_and(u8::is_ascii_digit)) => number(src, start),
         b'-' if s.get(start + 1) == Some(&b'>') => (Tok::Arrow, start + 2),
-        b'-' if s[start + 1..].starts_with(b"inf")
-            && !s.get(start + 4).is_some_and(|&c| is_ident_char(c)) =>
-        {
-            (Tok::Float(&src[start..start + 4]), start + 4)
-        }
+        b'-' if s[start + 1..].starts_with(b"inf") && !s.get(start + 4).is_some_and(|&c| is_ident_char(c)) => (Tok::Float(&src[start..start + 4]), start + 4),
         b'"' => string(src, start),
-        b'(' | b')' | b'{' | b'}' | b'[' | b']' | b'<' | b'>' | b',' | b':' | b'=' | b'-'
-        | b'*' | b'+' => (Tok::Punct(b), start + 1),
+        b'(' | b')' | b'{' | b'}' | b'[' | b']' | b'<' | b'>' | b',' | b':' | b'=' | b'-' | b'*' | b'+' => (Tok::Punct(b), start + 1),
         _ => {
             let c = src[start..].chars().next().unwrap_or('?');
-            (
-                Tok::Bad(
-                    format!("unexpected character `{}`", c.escape_debug()),
-                    start,
-                ),
-                start + c.len_utf8(),
-            )
+            (Tok::Bad(format!("unexpected character `{}`", c.escape_debug()), start), start + c.len_utf8())
         }
     }
 }
@@ -170,23 +138,13 @@ fn number(src: &str, start: usize) -> (Tok<'_>, usize) {
         }
     }
     let text = &src[start..end];
-    (
-        if float {
-            Tok::Float(text)
-        } else {
-            Tok::Int(text)
-        },
-        end,
-    )
+    (if float { Tok::Float(text) } else { Tok::Int(text) }, end)
 }
 
 /// A quoted string with escapes `\" \\ \n \t \r \u{HEX} \xHH`; raw newlines are not allowed.
 fn string(src: &str, start: usize) -> (Tok<'_>, usize) {
     let mut out = Vec::new();
-    let mut chars = src[start + 1..]
-        .char_indices()
-        .map(|(i, c)| (start + 1 + i, c))
-        .peekable();
+    let mut chars = src[start + 1..].char_indices().map(|(i, c)| (start + 1 + i, c)).peekable();
     while let Some((i, c)) = chars.next() {
         let escaped = match c {
             '"' => return (Tok::Str(out), i + 1),
@@ -198,10 +156,7 @@ fn string(src: &str, start: usize) -> (Tok<'_>, usize) {
                 Some((_, 't')) => '\t',
                 Some((_, 'r')) => '\r',
                 Some((_, 'x')) => {
-                    let hex: String = (0..2)
-                        .filter_map(|_| chars.next_if(|(_, h)| h.is_ascii_hexdigit()))
-                        .map(|(_, h)| h)
-                        .collect();
+                    let hex: String = (0..2).filter_map(|_| chars.next_if(|(_, h)| h.is_ascii_hexdigit())).map(|(_, h)| h).collect();
                     match u8::from_str_radix(&hex, 16) {
                         Ok(byte) if hex.len() == 2 => out.push(byte),
                         _ => return (Tok::Bad("`\\x` needs two hex digits".into(), i), i + 1),
@@ -222,9 +177,7 @@ fn string(src: &str, start: usize) -> (Tok<'_>, usize) {
     (Tok::Bad("unterminated string".into(), start), src.len())
 }
 
-fn unicode_escape(
-    chars: &mut std::iter::Peekable<impl Iterator<Item = (usize, char)>>,
-) -> Option<char> {
+fn unicode_escape(chars: &mut std::iter::Peekable<impl Iterator<Item = (usize, char)>>) -> Option<char> {
     chars.next_if(|&(_, c)| c == '{')?;
     let mut code = 0u32;
     for n in 0.. {
@@ -272,10 +225,7 @@ pub(super) fn line_col(src: &str, offset: usize) -> (u32, u32) {
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     let line = before.bytes().filter(|&b| b == b'\n').count() + 1;
     let column = before[line_start..].chars().count() + 1;
-    (
-        u32::try_from(line).unwrap_or(u32::MAX),
-        u32::try_from(column).unwrap_or(u32::MAX),
-    )
+    (u32::try_from(line).unwrap_or(u32::MAX), u32::try_from(column).unwrap_or(u32::MAX))
 }
 
 #[cfg(test)]
@@ -300,41 +250,17 @@ mod tests {
         use Tok::*;
         assert_eq!(
             tokens("%12 = -3 1.5e-5 -inf 0x3c00 -> // comment\n tensor.conv{}"),
-            vec![
-                Value(12),
-                Punct(b'='),
-                Int("-3"),
-                Float("1.5e-5"),
-                Float("-inf"),
-                Hex("3c00"),
-                Arrow,
-                Ident("tensor.conv"),
-                Punct(b'{'),
-                Punct(b'}')
-            ]
+            vec![Value(12), Punct(b'='), Int("-3"), Float("1.5e-5"), Float("-inf"), Hex("3c00"), Arrow, Ident("tensor.conv"), Punct(b'{'), Punct(b'}')]
         );
-        assert_eq!(
-            tokens("1e5 2.0 7"),
-            vec![Float("1e5"), Float("2.0"), Int("7")]
-        );
+        assert_eq!(tokens("1e5 2.0 7"), vec![Float("1e5"), Float("2.0"), Int("7")]);
     }
 
     #[test]
     fn strings_round_trip() {
-        for s in [
-            "plain",
-            "q\"uote\\",
-            "new\nline\ttab\r",
-            "\u{1}\u{7f}é😀",
-            "",
-        ] {
+        for s in ["plain", "q\"uote\\", "new\nline\ttab\r", "\u{1}\u{7f}é😀", ""] {
             let mut quoted = String::new();
             write_quoted(&mut quoted, s.as_bytes());
-            assert_eq!(
-                lex(&quoted, 0),
-                (Tok::Str(s.as_bytes().to_vec()), quoted.len()),
-                "{quoted}"
-            );
+            assert_eq!(lex(&quoted, 0), (Tok::Str(s.as_bytes().to_vec()), quoted.len()), "{quoted}");
         }
         let mut quoted = String::new();
         write_quoted(&mut quoted, b"a\xff\xc3");
@@ -344,15 +270,7 @@ mod tests {
 
     #[test]
     fn bad_strings_are_tokens_not_panics() {
-        for src in [
-            "\"abc",
-            "\"a\nb\"",
-            "\"\\q\"",
-            "\"\\u{110000}\"",
-            "\"\\u{}\"",
-            "\"\\x4\"",
-            "\"\\u{1234567}\"",
-        ] {
+        for src in ["\"abc", "\"a\nb\"", "\"\\q\"", "\"\\u{110000}\"", "\"\\u{}\"", "\"\\x4\"", "\"\\u{1234567}\""] {
             assert!(matches!(lex(src, 0).0, Tok::Bad(..)), "{src}");
         }
     }

@@ -100,11 +100,7 @@ pub(super) fn write_dense(out: &mut String, t: &Tensor) {
                     out.push_str(", ");
                 }
                 if t.dtype.kind() == DTypeKind::Complex {
-                    let (part, half) = if t.dtype == DType::C64 {
-                        (DType::F32, 32)
-                    } else {
-                        (DType::F64, 64)
-                    };
+                    let (part, half) = if t.dtype == DType::C64 { (DType::F32, 32) } else { (DType::F64, 64) };
                     out.push('(');
                     write_element(out, part, read_bits(raw, 2 * i, half));
                     out.push_str(", ");
@@ -149,50 +145,24 @@ fn push_bits(out: &mut Vec<u8>, i: usize, width: u32, bits: u64) {
 }
 
 fn mask(width: u32) -> u64 {
-    if width >= 64 {
-        u64::MAX
-    } else {
-        (1 << width) - 1
-    }
+    if width >= 64 { u64::MAX } else { (1 << width) - 1 }
 }
 
 fn write_element(out: &mut String, dtype: DType, bits: u64) {
     let width = dtype.bits();
     let _ = match dtype {
-        DType::F32 => write_float(
-            out,
-            f32::from_bits(bits as u32),
-            f32::NAN.to_bits() == bits as u32,
-            bits,
-            8,
-        ),
-        DType::F64 => write_float(
-            out,
-            f64::from_bits(bits),
-            f64::NAN.to_bits() == bits,
-            bits,
-            16,
-        ),
+        DType::F32 => write_float(out, f32::from_bits(bits as u32), f32::NAN.to_bits() == bits as u32, bits, 8),
+        DType::F64 => write_float(out, f64::from_bits(bits), f64::NAN.to_bits() == bits, bits, 16),
         DType::Bool if bits <= 1 => write!(out, "{}", bits == 1),
         _ => match dtype.kind() {
             DTypeKind::Signed => write!(out, "{}", ((bits << (64 - width)) as i64) >> (64 - width)),
-            DTypeKind::Float => write!(
-                out,
-                "0x{bits:0digits$x}",
-                digits = width.div_ceil(4) as usize
-            ),
+            DTypeKind::Float => write!(out, "0x{bits:0digits$x}", digits = width.div_ceil(4) as usize),
             _ => write!(out, "{bits}"),
         },
     };
 }
 
-fn write_float<F: std::fmt::Debug + Into<f64> + Copy>(
-    out: &mut String,
-    f: F,
-    canonical_nan: bool,
-    bits: u64,
-    digits: usize,
-) -> std::fmt::Result {
+fn write_float<F: std::fmt::Debug + Into<f64> + Copy>(out: &mut String, f: F, canonical_nan: bool, bits: u64, digits: usize) -> std::fmt::Result {
     let v: f64 = f.into();
     match () {
         _ if v.is_nan() && canonical_nan => write!(out, "nan"),
@@ -239,8 +209,7 @@ impl Parser<'_> {
     pub(super) fn tensor_type(&mut self) -> PResult<TensorType> {
         let at = self.start;
         let dtype = match self.tok {
-            Tok::Ident(name) => DType::from_name(name)
-                .ok_or_else(|| self.failure(at, format!("unknown element type `{name}`")))?,
+            Tok::Ident(name) => DType::from_name(name).ok_or_else(|| self.failure(at, format!("unknown element type `{name}`")))?,
             _ => return self.unexpected("an element type such as `f32`"),
         };
         self.bump();
@@ -279,9 +248,7 @@ impl Parser<'_> {
                 match s.get(i) {
                     None | Some(b'\n') => return self.fail(i, "unterminated shape: expected `]`"),
                     Some(b',' | b']') if depth == 0 => break,
-                    Some(b'(') if depth == MAX_DIM_NESTING => {
-                        return self.fail(i, "dim nested too deeply");
-                    }
+                    Some(b'(') if depth == MAX_DIM_NESTING => return self.fail(i, "dim nested too deeply"),
                     Some(b'(') => depth += 1,
                     Some(b')') => depth = depth.saturating_sub(1),
                     Some(b'"') => {
@@ -312,12 +279,10 @@ impl Parser<'_> {
         if piece.starts_with('"') {
             let (tok, end) = super::lex::lex(self.src, at);
             return match tok {
-                Tok::Str(name) if end == at + piece.len() && !name.is_empty() => {
-                    match String::from_utf8(name) {
-                        Ok(name) => Ok(Dim::sym(&name)),
-                        Err(_) => self.fail(at, "dim symbol is not UTF-8"),
-                    }
-                }
+                Tok::Str(name) if end == at + piece.len() && !name.is_empty() => match String::from_utf8(name) {
+                    Ok(name) => Ok(Dim::sym(&name)),
+                    Err(_) => self.fail(at, "dim symbol is not UTF-8"),
+                },
                 _ => self.fail(at, "expected one quoted symbol"),
             };
         }
@@ -333,11 +298,7 @@ impl Parser<'_> {
         self.expect(b'<')?;
         let type_at = self.start;
         let (dtype, shape) = self.known_type()?;
-        let mut t = Tensor {
-            dtype,
-            shape,
-            data: TensorData::Absent,
-        };
+        let mut t = Tensor { dtype, shape, data: TensorData::Absent };
         if self.eat(b':') {
             let Some(numel) = t.numel() else {
                 return self.fail(type_at, "element count overflows");
@@ -353,11 +314,7 @@ impl Parser<'_> {
                 if dtype == DType::String {
                     strings.push(Bytes::from(self.string()?));
                 } else if dtype.kind() == DTypeKind::Complex {
-                    let (part, half) = if dtype == DType::C64 {
-                        (DType::F32, 32)
-                    } else {
-                        (DType::F64, 64)
-                    };
+                    let (part, half) = if dtype == DType::C64 { (DType::F32, 32) } else { (DType::F64, 64) };
                     self.expect(b'(')?;
                     let re = self.element(part)?;
                     self.expect(b',')?;
@@ -372,20 +329,10 @@ impl Parser<'_> {
                 count += 1;
             }
             if count != numel {
-                return self.fail(
-                    self.start,
-                    format!(
-                        "expected {numel} elements for `{:?}`, found {count}",
-                        t.ty()
-                    ),
-                );
+                return self.fail(self.start, format!("expected {numel} elements for `{:?}`, found {count}", t.ty()));
             }
             self.bump();
-            t.data = if dtype == DType::String {
-                TensorData::Strings(strings)
-            } else {
-                TensorData::Raw(Bytes::from(raw))
-            };
+            t.data = if dtype == DType::String { TensorData::Strings(strings) } else { TensorData::Raw(Bytes::from(raw)) };
         }
         self.expect(b'>')?;
         Ok(t)
@@ -401,26 +348,13 @@ impl Parser<'_> {
                 Ok(b) if b <= mask(width) => b,
                 _ => return self.fail(at, format!("`0x{h}` does not fit {width} bits")),
             },
-            (_, DTypeKind::Float) if dtype == DType::F32 => {
-                return self.float_lit::<f32>().map(|f| u64::from(f.to_bits()));
-            }
-            (_, DTypeKind::Float) if dtype == DType::F64 => {
-                return self.float_lit::<f64>().map(f64::to_bits);
-            }
-            (_, DTypeKind::Float) => {
-                return self.unexpected(&format!(
-                    "hex bits such as `0x3c00` for a `{dtype}` element"
-                ));
-            }
+            (_, DTypeKind::Float) if dtype == DType::F32 => return self.float_lit::<f32>().map(|f| u64::from(f.to_bits())),
+            (_, DTypeKind::Float) if dtype == DType::F64 => return self.float_lit::<f64>().map(f64::to_bits),
+            (_, DTypeKind::Float) => return self.unexpected(&format!("hex bits such as `0x3c00` for a `{dtype}` element")),
             (Tok::Ident("true"), DTypeKind::Bool) => 1,
             (Tok::Ident("false"), DTypeKind::Bool) => 0,
             (Tok::Int(s), DTypeKind::Signed) => match s.parse::<i64>() {
-                Ok(v)
-                    if width == 64
-                        || (-(1i64 << (width - 1))..1i64 << (width - 1)).contains(&v) =>
-                {
-                    v as u64 & mask(width)
-                }
+                Ok(v) if width == 64 || (-(1i64 << (width - 1))..1i64 << (width - 1)).contains(&v) => v as u64 & mask(width),
                 _ => return self.fail(at, out_of_range(s)),
             },
             (Tok::Int(s), DTypeKind::Unsigned | DTypeKind::Bool) => match s.parse::<u64>() {
@@ -455,9 +389,7 @@ impl Parser<'_> {
         let at = self.start;
         match self.tok {
             Tok::Int(s) => {
-                let v = s
-                    .parse::<i64>()
-                    .map_err(|_| self.failure(at, format!("`{s}` does not fit i64")))?;
+                let v = s.parse::<i64>().map_err(|_| self.failure(at, format!("`{s}` does not fit i64")))?;
                 self.bump();
                 Ok(AttrValue::Int(v))
             }
@@ -496,9 +428,7 @@ impl Parser<'_> {
             match &mut out {
                 AttrValue::Ints(v) => match self.tok {
                     Tok::Int(s) => {
-                        v.push(s.parse().map_err(|_| {
-                            self.failure(self.start, format!("`{s}` does not fit i64"))
-                        })?);
+                        v.push(s.parse().map_err(|_| self.failure(self.start, format!("`{s}` does not fit i64")))?);
                         self.bump();
                     }
                     _ => return self.unexpected("an integer (the list started with one)"),
@@ -524,11 +454,7 @@ impl Parser<'_> {
         self.expect(b':')?;
         let type_at = self.start;
         let (dtype, shape) = self.known_type()?;
-        let t = Tensor {
-            dtype,
-            shape,
-            data: TensorData::Absent,
-        };
+        let t = Tensor { dtype, shape, data: TensorData::Absent };
         if dtype == DType::String {
             return Ok((name, t));
         }
@@ -542,10 +468,7 @@ impl Parser<'_> {
                 self.bump();
                 Ok((name, t))
             }
-            Tok::Int(s) => self.fail(
-                at,
-                format!("weight `{:?}` takes {want} bytes, not {s}", t.ty()),
-            ),
+            Tok::Int(s) => self.fail(at, format!("weight `{:?}` takes {want} bytes, not {s}", t.ty())),
             _ => self.unexpected("a byte count"),
         }
     }

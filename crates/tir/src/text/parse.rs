@@ -25,23 +25,11 @@ pub struct ParseError {
 
 /// Parses the text form of a graph.
 pub fn parse(src: &str) -> Result<Graph, ParseError> {
-    let mut p = Parser {
-        src,
-        tok: Tok::Eof,
-        start: 0,
-        end: 0,
-        graph: Graph::default(),
-        scopes: Vec::new(),
-        defined: HashSet::new(),
-    };
+    let mut p = Parser { src, tok: Tok::Eof, start: 0, end: 0, graph: Graph::default(), scopes: Vec::new(), defined: HashSet::new() };
     p.bump();
     p.graph().map_err(|f| {
         let (line, column) = line_col(src, f.at);
-        ParseError {
-            line,
-            column,
-            message: f.msg,
-        }
+        ParseError { line, column, message: f.msg }
     })
 }
 
@@ -97,10 +85,7 @@ impl<'a> Parser<'a> {
     }
 
     pub(super) fn failure(&self, at: usize, msg: impl Into<String>) -> Failure {
-        Failure {
-            at,
-            msg: msg.into(),
-        }
+        Failure { at, msg: msg.into() }
     }
 
     pub(super) fn fail<T>(&self, at: usize, msg: impl Into<String>) -> PResult<T> {
@@ -111,10 +96,7 @@ impl<'a> Parser<'a> {
     pub(super) fn unexpected<T>(&self, want: &str) -> PResult<T> {
         match &self.tok {
             Tok::Bad(msg, at) => self.fail(*at, msg.clone()),
-            tok => self.fail(
-                self.start,
-                format!("expected {want}, found {}", tok.describe()),
-            ),
+            tok => self.fail(self.start, format!("expected {want}, found {}", tok.describe())),
         }
     }
 
@@ -127,11 +109,7 @@ impl<'a> Parser<'a> {
     }
 
     pub(super) fn expect(&mut self, c: u8) -> PResult<()> {
-        if self.eat(c) {
-            Ok(())
-        } else {
-            self.unexpected(&format!("`{}`", c as char))
-        }
+        if self.eat(c) { Ok(()) } else { self.unexpected(&format!("`{}`", c as char)) }
     }
 
     pub(super) fn expect_keyword(&mut self, kw: &str) -> PResult<()> {
@@ -171,11 +149,7 @@ impl<'a> Parser<'a> {
 
     /// Claims a number for a definition; the id is bound later by [`Parser::bind`].
     fn claim(&mut self, n: u32, at: usize) -> PResult<()> {
-        if self.defined.insert(n) {
-            Ok(())
-        } else {
-            self.fail(at, format!("value %{n} is already defined"))
-        }
+        if self.defined.insert(n) { Ok(()) } else { self.fail(at, format!("value %{n} is already defined")) }
     }
 
     fn bind(&mut self, n: u32, id: ValueId) {
@@ -189,9 +163,7 @@ impl<'a> Parser<'a> {
         let (n, at) = self.value_number()?;
         match self.scopes.iter().rev().find_map(|s| s.get(&n)) {
             Some(&id) => Ok(id),
-            None if self.defined.contains(&n) => {
-                self.fail(at, format!("value %{n} is not visible here"))
-            }
+            None if self.defined.contains(&n) => self.fail(at, format!("value %{n} is not visible here")),
             None => self.fail(at, format!("undefined value %{n}")),
         }
     }
@@ -230,11 +202,7 @@ impl<'a> Parser<'a> {
                 self.expect(b',')?;
             }
             let (n, ty) = self.param()?;
-            let name = if matches!(self.tok, Tok::Str(_)) {
-                self.text()?
-            } else {
-                String::new()
-            };
+            let name = if matches!(self.tok, Tok::Str(_)) { self.text()? } else { String::new() };
             let id = self.graph.add_value(ty, name, ValueDef::Param);
             self.bind(n, id);
             body.params.push(id);
@@ -250,25 +218,14 @@ impl<'a> Parser<'a> {
                 self.expect(b',')?;
             }
             let ty = self.tensor_type()?;
-            let name = if matches!(self.tok, Tok::Str(_)) {
-                self.text()?
-            } else {
-                String::new()
-            };
+            let name = if matches!(self.tok, Tok::Str(_)) { self.text()? } else { String::new() };
             declared.push((ty, name));
         }
         self.expect(b'{')?;
         let results = self.region_body(&mut body, Terminator::Return, 0)?;
         if results.len() != declared.len() {
             let at = results.first().map_or(self.start, |r| r.1);
-            return self.fail(
-                at,
-                format!(
-                    "`return` has {} values but the graph declares {} results",
-                    results.len(),
-                    declared.len()
-                ),
-            );
+            return self.fail(at, format!("`return` has {} values but the graph declares {} results", results.len(), declared.len()));
         }
         for ((id, at), (ty, name)) in results.into_iter().zip(declared) {
             let value = &self.graph.values[id.index()];
@@ -276,10 +233,7 @@ impl<'a> Parser<'a> {
                 return self.fail(at, format!("type mismatch: the value has type `{:?}` but the graph result is declared `{ty:?}`", value.ty));
             }
             if !value.name.is_empty() && !name.is_empty() && value.name != name {
-                return self.fail(
-                    at,
-                    format!("the value is named {:?}, not {name:?}", value.name),
-                );
+                return self.fail(at, format!("the value is named {:?}, not {name:?}", value.name));
             }
             if value.name.is_empty() {
                 self.graph.values[id.index()].name = name;
@@ -295,12 +249,7 @@ impl<'a> Parser<'a> {
 
     /// Statements up to and including the terminator and the closing `}`; returns the
     /// terminator's values with their positions.
-    fn region_body(
-        &mut self,
-        region: &mut Region,
-        term: Terminator,
-        depth: usize,
-    ) -> PResult<Vec<(ValueId, usize)>> {
+    fn region_body(&mut self, region: &mut Region, term: Terminator, depth: usize) -> PResult<Vec<(ValueId, usize)>> {
         loop {
             match self.tok {
                 Tok::Ident(kw) if kw == term.keyword() => {
@@ -316,19 +265,10 @@ impl<'a> Parser<'a> {
                     return Ok(results);
                 }
                 Tok::Ident(kw @ ("return" | "yield")) => {
-                    let hint = if kw == "return" {
-                        "nested regions end with `yield`"
-                    } else {
-                        "the graph ends with `return`"
-                    };
+                    let hint = if kw == "return" { "nested regions end with `yield`" } else { "the graph ends with `return`" };
                     return self.fail(self.start, format!("unexpected `{kw}`: {hint}"));
                 }
-                Tok::Punct(b'}') => {
-                    return self.fail(
-                        self.start,
-                        format!("region must end with `{}`", term.keyword()),
-                    );
-                }
+                Tok::Punct(b'}') => return self.fail(self.start, format!("region must end with `{}`", term.keyword())),
                 Tok::Value(_) | Tok::Ident(_) => self.statement(region, depth)?,
                 _ => return self.unexpected("a statement"),
             }
@@ -360,11 +300,7 @@ impl<'a> Parser<'a> {
                 return self.fail(kw_at, format!("`{kw}` defines exactly one value"));
             };
             self.bump();
-            let (name, t) = if kw == "const" {
-                (String::new(), self.dense()?)
-            } else {
-                self.weight_ref()?
-            };
+            let (name, t) = if kw == "const" { (String::new(), self.dense()?) } else { self.weight_ref()? };
             let id = self.graph.add_value(t.ty(), name, ValueDef::Const(t));
             self.bind(n, id);
             region.consts.push(id);
@@ -374,18 +310,10 @@ impl<'a> Parser<'a> {
     }
 
     /// `tensor.OP(INPUTS) {ATTRS} : TYPES loc("NAME") { REGIONS }` after the outputs.
-    fn node(
-        &mut self,
-        region: &mut Region,
-        lhs: Vec<Option<(u32, usize)>>,
-        depth: usize,
-    ) -> PResult<()> {
+    fn node(&mut self, region: &mut Region, lhs: Vec<Option<(u32, usize)>>, depth: usize) -> PResult<()> {
         let op_at = self.start;
         let kind = match self.tok {
-            Tok::Ident(name) => match name
-                .strip_prefix("tensor.")
-                .and_then(OpKind::from_text_name)
-            {
+            Tok::Ident(name) => match name.strip_prefix("tensor.").and_then(OpKind::from_text_name) {
                 Some(kind) => kind,
                 None => return self.fail(op_at, format!("unknown op `{name}`")),
             },
@@ -421,10 +349,7 @@ impl<'a> Parser<'a> {
         }
         let regions = self.regions(kind, depth)?;
         let mut types = types.into_iter();
-        let outputs = lhs
-            .iter()
-            .map(|o| o.and_then(|_| types.next().map(|ty| (ty, String::new()))))
-            .collect();
+        let outputs = lhs.iter().map(|o| o.and_then(|_| types.next().map(|ty| (ty, String::new())))).collect();
         let node = self.graph.add_node(op, name, inputs, outputs, regions);
         region.nodes.push(node);
         let ids = self.graph.nodes[node.index()].outputs.clone();
@@ -465,9 +390,7 @@ impl<'a> Parser<'a> {
                 AttrError::Missing(_) => None,
                 AttrError::Unknown(k) | AttrError::Invalid { attr: k, .. } => Some(k.as_str()),
             };
-            let at = key
-                .and_then(|k| keys.iter().position(|x| x == k))
-                .map_or(op_at, |i| positions[i]);
+            let at = key.and_then(|k| keys.iter().position(|x| x == k)).map_or(op_at, |i| positions[i]);
             self.failure(at, format!("`tensor.{}`: {e}", kind.text_name()))
         })
     }
@@ -483,13 +406,7 @@ impl<'a> Parser<'a> {
     fn regions(&mut self, kind: OpKind, depth: usize) -> PResult<Vec<Region>> {
         let names = kind.region_names();
         let op = kind.text_name();
-        let expected = || {
-            names
-                .iter()
-                .map(|n| format!("`{n}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let expected = || names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
         if names.is_empty() {
             if self.tok == Tok::Punct(b'{') {
                 return self.fail(self.start, format!("`tensor.{op}` has no regions"));
@@ -500,10 +417,7 @@ impl<'a> Parser<'a> {
             return self.fail(self.start, "regions nested too deeply");
         }
         if self.tok != Tok::Punct(b'{') {
-            return self.unexpected(&format!(
-                "`{{` and the regions of `tensor.{op}` ({})",
-                expected()
-            ));
+            return self.unexpected(&format!("`{{` and the regions of `tensor.{op}` ({})", expected()));
         }
         self.bump();
         let mut regions = Vec::new();
@@ -511,14 +425,7 @@ impl<'a> Parser<'a> {
             match self.tok {
                 Tok::Ident(got) if got == want => {}
                 Tok::Punct(b'}') => {
-                    return self.fail(
-                        self.start,
-                        format!(
-                            "`tensor.{op}` expects {} regions ({}), found {i}",
-                            names.len(),
-                            expected()
-                        ),
-                    );
+                    return self.fail(self.start, format!("`tensor.{op}` expects {} regions ({}), found {i}", names.len(), expected()));
                 }
                 _ => return self.unexpected(&format!("region `{want}` of `tensor.{op}`")),
             }
@@ -543,14 +450,7 @@ impl<'a> Parser<'a> {
         }
         if self.tok != Tok::Punct(b'}') {
             let at = self.start;
-            return self.fail(
-                at,
-                format!(
-                    "`tensor.{op}` expects {} regions ({}), found more",
-                    names.len(),
-                    expected()
-                ),
-            );
+            return self.fail(at, format!("`tensor.{op}` expects {} regions ({}), found more", names.len(), expected()));
         }
         self.bump();
         Ok(regions)

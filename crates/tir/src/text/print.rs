@@ -14,12 +14,7 @@ use crate::graph::{Graph, NodeId, Region, ValueDef, ValueId};
 
 /// Prints `g` in the text form; [`parse`](super::parse()) reads it back.
 pub fn print(g: &Graph) -> String {
-    let mut p = Printer {
-        g,
-        out: String::with_capacity(64 * (g.nodes.len() + g.values.len() + 4)),
-        numbers: vec![UNNUMBERED; g.values.len()],
-        next: 0,
-    };
+    let mut p = Printer { g, out: String::with_capacity(64 * (g.nodes.len() + g.values.len() + 4)), numbers: vec![UNNUMBERED; g.values.len()], next: 0 };
     p.number_region(&g.body);
     p.graph();
     p.out
@@ -46,14 +41,9 @@ impl<'g> Printer<'g> {
     }
 
     fn number_region(&mut self, r: &Region) {
-        r.params
-            .iter()
-            .chain(&r.consts)
-            .for_each(|&v| self.define(v));
+        r.params.iter().chain(&r.consts).for_each(|&v| self.define(v));
         for &n in &r.nodes {
-            let Some(node) = self.g.nodes.get(n.index()) else {
-                continue;
-            };
+            let Some(node) = self.g.nodes.get(n.index()) else { continue };
             node.outputs.iter().flatten().for_each(|&v| self.define(v));
             node.regions.iter().for_each(|sub| self.number_region(sub));
         }
@@ -78,10 +68,7 @@ impl<'g> Printer<'g> {
     }
 
     fn name(&self, v: ValueId) -> &'g str {
-        self.g
-            .values
-            .get(v.index())
-            .map_or("", |value| value.name.as_str())
+        self.g.values.get(v.index()).map_or("", |value| value.name.as_str())
     }
 
     fn indent(&mut self, depth: usize) {

@@ -17,13 +17,7 @@ fn f32s(dims: &[u64]) -> TensorType {
 
 /// Adds a node with one output to the top region and returns the output.
 fn push(g: &mut Graph, op: Op, name: &str, inputs: &[ValueId], ty: TensorType) -> ValueId {
-    let n = g.add_node(
-        op,
-        name,
-        inputs.iter().map(|&v| Some(v)).collect(),
-        vec![Some((ty, String::new()))],
-        Vec::new(),
-    );
+    let n = g.add_node(op, name, inputs.iter().map(|&v| Some(v)).collect(), vec![Some((ty, String::new()))], Vec::new());
     g.body.nodes.push(n);
     g.node(n).outputs[0].unwrap_or(ValueId(u32::MAX))
 }
@@ -46,52 +40,17 @@ fn round_trip(g: &Graph) -> String {
 /// A conv → relu → pool → gemm chain with `layers` conv layers, one weight each.
 fn conv_chain(layers: usize) -> Graph {
     let mut g = Graph::default();
-    let x = g.add_value(
-        TensorType {
-            dtype: DType::F32,
-            shape: vec![Dim::sym("batch"), 64u64.into(), 56u64.into(), 56u64.into()],
-        },
-        "input",
-        ValueDef::Param,
-    );
+    let x = g.add_value(TensorType { dtype: DType::F32, shape: vec![Dim::sym("batch"), 64u64.into(), 56u64.into(), 56u64.into()] }, "input", ValueDef::Param);
     g.body.params.push(x);
     let ty = g.ty(x).clone();
     let mut cur = x;
     for i in 0..layers {
-        let w = Tensor {
-            dtype: DType::F32,
-            shape: vec![64, 64, 3, 3],
-            data: TensorData::Absent,
-        };
+        let w = Tensor { dtype: DType::F32, shape: vec![64, 64, 3, 3], data: TensorData::Absent };
         let w = add_const(&mut g, &format!("layer{i}.weight"), w);
-        let b = add_const(
-            &mut g,
-            &format!("layer{i}.bias"),
-            Tensor {
-                dtype: DType::F32,
-                shape: vec![64],
-                data: TensorData::Absent,
-            },
-        );
-        let conv = Op::Conv(op::Conv {
-            pads: vec![1, 1, 1, 1],
-            kernel_shape: vec![3, 3],
-            ..Default::default()
-        });
-        cur = push(
-            &mut g,
-            conv,
-            &format!("/layer{i}/Conv"),
-            &[cur, w, b],
-            ty.clone(),
-        );
-        cur = push(
-            &mut g,
-            Op::Relu(op::Relu {}),
-            &format!("/layer{i}/Relu"),
-            &[cur],
-            ty.clone(),
-        );
+        let b = add_const(&mut g, &format!("layer{i}.bias"), Tensor { dtype: DType::F32, shape: vec![64], data: TensorData::Absent });
+        let conv = Op::Conv(op::Conv { pads: vec![1, 1, 1, 1], kernel_shape: vec![3, 3], ..Default::default() });
+        cur = push(&mut g, conv, &format!("/layer{i}/Conv"), &[cur, w, b], ty.clone());
+        cur = push(&mut g, Op::Relu(op::Relu {}), &format!("/layer{i}/Relu"), &[cur], ty.clone());
     }
     g.values[cur.index()].name = "output".into();
     g.body.results.push(cur);
@@ -119,90 +78,19 @@ fn conv_chain_round_trips() {
 #[test]
 fn inline_constants_are_exact() {
     let mut g = Graph::default();
-    let floats = [
-        0.1f32,
-        -0.0,
-        1e-5,
-        f32::MAX,
-        f32::MIN_POSITIVE / 4.0,
-        f32::NAN,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
-    ];
+    let floats = [0.1f32, -0.0, 1e-5, f32::MAX, f32::MIN_POSITIVE / 4.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY];
     add_const(&mut g, "", Tensor::from_f32s(&[8], &floats));
-    let odd_nans: Vec<u8> = [0x7fc0_0001u32, 0xffc0_0000]
-        .iter()
-        .flat_map(|b| b.to_le_bytes())
-        .collect();
-    add_const(
-        &mut g,
-        "",
-        Tensor {
-            dtype: DType::F32,
-            shape: vec![2],
-            data: TensorData::Raw(Bytes::from(odd_nans)),
-        },
-    );
+    let odd_nans: Vec<u8> = [0x7fc0_0001u32, 0xffc0_0000].iter().flat_map(|b| b.to_le_bytes()).collect();
+    add_const(&mut g, "", Tensor { dtype: DType::F32, shape: vec![2], data: TensorData::Raw(Bytes::from(odd_nans)) });
     add_const(&mut g, "", Tensor::from_i64s(&[2], &[i64::MIN, i64::MAX]));
-    let f64s: Vec<u8> = [0.1f64, 1e300]
-        .iter()
-        .flat_map(|f| f.to_le_bytes())
-        .collect();
-    add_const(
-        &mut g,
-        "",
-        Tensor {
-            dtype: DType::F64,
-            shape: vec![2],
-            data: TensorData::Raw(Bytes::from(f64s)),
-        },
-    );
-    add_const(
-        &mut g,
-        "",
-        Tensor {
-            dtype: DType::F16,
-            shape: vec![2],
-            data: TensorData::Raw(Bytes::from_static(&[0x00, 0x3c, 0xff, 0x7f])),
-        },
-    );
-    add_const(
-        &mut g,
-        "",
-        Tensor {
-            dtype: DType::I4,
-            shape: vec![3],
-            data: TensorData::Raw(Bytes::from_static(&[0x8f, 0x07])),
-        },
-    );
-    add_const(
-        &mut g,
-        "",
-        Tensor {
-            dtype: DType::Bool,
-            shape: vec![3],
-            data: TensorData::Raw(Bytes::from_static(&[1, 0, 1])),
-        },
-    );
-    add_const(
-        &mut g,
-        "",
-        Tensor {
-            dtype: DType::C64,
-            shape: vec![1],
-            data: TensorData::Raw(Bytes::from_static(&[0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0])),
-        },
-    );
+    let f64s: Vec<u8> = [0.1f64, 1e300].iter().flat_map(|f| f.to_le_bytes()).collect();
+    add_const(&mut g, "", Tensor { dtype: DType::F64, shape: vec![2], data: TensorData::Raw(Bytes::from(f64s)) });
+    add_const(&mut g, "", Tensor { dtype: DType::F16, shape: vec![2], data: TensorData::Raw(Bytes::from_static(&[0x00, 0x3c, 0xff, 0x7f])) });
+    add_const(&mut g, "", Tensor { dtype: DType::I4, shape: vec![3], data: TensorData::Raw(Bytes::from_static(&[0x8f, 0x07])) });
+    add_const(&mut g, "", Tensor { dtype: DType::Bool, shape: vec![3], data: TensorData::Raw(Bytes::from_static(&[1, 0, 1])) });
+    add_const(&mut g, "", Tensor { dtype: DType::C64, shape: vec![1], data: TensorData::Raw(Bytes::from_static(&[0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0])) });
     let strings = vec![Bytes::from_static(b"a\"b"), Bytes::from_static(b"\xff\n")];
-    add_const(
-        &mut g,
-        "",
-        Tensor {
-            dtype: DType::String,
-            shape: vec![2],
-            data: TensorData::Strings(strings),
-        },
-    );
+    add_const(&mut g, "", Tensor { dtype: DType::String, shape: vec![2], data: TensorData::Strings(strings) });
     add_const(&mut g, "", Tensor::from_f32s(&[], &[1.5]));
     add_const(&mut g, "", Tensor::from_f32s(&[0, 3], &[]));
     let text = round_trip(&g);
@@ -224,10 +112,7 @@ fn inline_constants_are_exact() {
     // Inline constants come back bit for bit.
     let back = parse(&text).expect("parses");
     for (a, b) in g.body.consts.iter().zip(&back.body.consts) {
-        assert_eq!(
-            g.const_value(*a).and_then(Tensor::raw),
-            back.const_value(*b).and_then(Tensor::raw)
-        );
+        assert_eq!(g.const_value(*a).and_then(Tensor::raw), back.const_value(*b).and_then(Tensor::raw));
     }
 }
 
@@ -237,23 +122,11 @@ fn every_attribute_kind_round_trips() {
     let x = g.add_value(f32s(&[2]), "x", ValueDef::Param);
     g.body.params.push(x);
     let ops = [
-        Op::Cast(op::Cast {
-            to: DType::F16,
-            saturate: 0,
-            ..Default::default()
-        }),
+        Op::Cast(op::Cast { to: DType::F16, saturate: 0, ..Default::default() }),
         Op::LeakyRelu(op::LeakyRelu { alpha: 1e-5 }),
-        Op::Gelu(op::Gelu {
-            approximate: op::GeluApprox::Tanh,
-        }),
-        Op::ConstantOfShape(op::ConstantOfShape {
-            value: Some(Tensor::from_i64s(&[1], &[7])),
-        }),
-        Op::LSTM(op::LSTM {
-            activation_alpha: vec![1.0, 2.5],
-            activations: vec!["Tanh".into(), "Relu".into()],
-            ..Default::default()
-        }),
+        Op::Gelu(op::Gelu { approximate: op::GeluApprox::Tanh }),
+        Op::ConstantOfShape(op::ConstantOfShape { value: Some(Tensor::from_i64s(&[1], &[7])) }),
+        Op::LSTM(op::LSTM { activation_alpha: vec![1.0, 2.5], activations: vec!["Tanh".into(), "Relu".into()], ..Default::default() }),
         Op::Transpose(op::Transpose { perm: vec![1, 0] }),
     ];
     for o in ops {
@@ -278,39 +151,14 @@ fn regions_and_optional_values_round_trip() {
     let c = g.add_value(TensorType::known(DType::Bool, &[]), "c", ValueDef::Param);
     let x = g.add_value(f32s(&[2]), "x", ValueDef::Param);
     g.body.params = vec![c, x];
-    let relu = g.add_node(
-        Op::Relu(op::Relu {}),
-        "",
-        vec![Some(x)],
-        vec![Some((f32s(&[2]), String::new()))],
-        Vec::new(),
-    );
+    let relu = g.add_node(Op::Relu(op::Relu {}), "", vec![Some(x)], vec![Some((f32s(&[2]), String::new()))], Vec::new());
     let then_out = g.node(relu).outputs[0].unwrap_or(x);
-    let then_branch = Region {
-        nodes: vec![relu],
-        results: vec![then_out],
-        ..Region::default()
-    };
-    let else_branch = Region {
-        results: vec![x],
-        ..Region::default()
-    };
-    let node = g.add_node(
-        OpKind::If.default_op(),
-        "cond \"1\"\n",
-        vec![Some(c)],
-        vec![Some((f32s(&[2]), "y".into()))],
-        vec![then_branch, else_branch],
-    );
+    let then_branch = Region { nodes: vec![relu], results: vec![then_out], ..Region::default() };
+    let else_branch = Region { results: vec![x], ..Region::default() };
+    let node = g.add_node(OpKind::If.default_op(), "cond \"1\"\n", vec![Some(c)], vec![Some((f32s(&[2]), "y".into()))], vec![then_branch, else_branch]);
     g.body.nodes.push(node);
     let y = g.node(node).outputs[0].unwrap_or(x);
-    let d = g.add_node(
-        OpKind::Dropout.default_op(),
-        "",
-        vec![Some(y), None, None],
-        vec![Some((f32s(&[2]), String::new())), None],
-        Vec::new(),
-    );
+    let d = g.add_node(OpKind::Dropout.default_op(), "", vec![Some(y), None, None], vec![Some((f32s(&[2]), String::new())), None], Vec::new());
     g.body.nodes.push(d);
     g.body.results = vec![y, g.node(d).outputs[0].unwrap_or(x)];
     let text = round_trip(&g);
@@ -347,23 +195,11 @@ fn with_body(body: &str) -> String {
 
 #[test]
 fn scoping_errors_have_positions() {
-    assert_eq!(
-        error(&with_body("  %1 = tensor.relu(%7) : f32[2]\n  return %1")),
-        "line 2, column 20: undefined value %7"
-    );
-    assert_eq!(
-        error(&with_body("  %0 = tensor.relu(%0) : f32[2]\n  return %0")),
-        "line 2, column 3: value %0 is already defined"
-    );
+    assert_eq!(error(&with_body("  %1 = tensor.relu(%7) : f32[2]\n  return %1")), "line 2, column 20: undefined value %7");
+    assert_eq!(error(&with_body("  %0 = tensor.relu(%0) : f32[2]\n  return %0")), "line 2, column 3: value %0 is already defined");
     let inner = "  %1 = tensor.if(%0) : f32[2] {\n    then_branch() {\n      %2 = tensor.relu(%0) : f32[2]\n      yield %2\n    }\n    else_branch() {\n      yield %2\n    }\n  }\n  return %1";
-    assert_eq!(
-        error(&with_body(inner)),
-        "line 8, column 13: value %2 is not visible here"
-    );
-    assert_eq!(
-        error(&with_body("  return %0, %0")),
-        "line 2, column 10: `return` has 2 values but the graph declares 1 results"
-    );
+    assert_eq!(error(&with_body(inner)), "line 8, column 13: value %2 is not visible here");
+    assert_eq!(error(&with_body("  return %0, %0")), "line 2, column 10: `return` has 2 values but the graph declares 1 results");
     assert_eq!(
         error("graph @main(%0: f32[3]) -> (f32[2]) {\n  return %0\n}"),
         "line 2, column 10: type mismatch: the value has type `f32[3]` but the graph result is declared `f32[2]`"
@@ -372,37 +208,16 @@ fn scoping_errors_have_positions() {
 
 #[test]
 fn op_errors_name_the_op() {
+    assert_eq!(error(&with_body("  %1 = tensor.nope(%0) : f32[2]\n  return %1")), "line 2, column 8: unknown op `tensor.nope`");
     assert_eq!(
-        error(&with_body("  %1 = tensor.nope(%0) : f32[2]\n  return %1")),
-        "line 2, column 8: unknown op `tensor.nope`"
-    );
-    assert_eq!(
-        error(&with_body(
-            "  %1 = tensor.cast(%0) {to = 3.5} : f32[2]\n  return %1"
-        )),
+        error(&with_body("  %1 = tensor.cast(%0) {to = 3.5} : f32[2]\n  return %1")),
         "line 2, column 25: `tensor.cast`: attribute `to`: expected dtype, found float"
     );
-    assert_eq!(
-        error(&with_body("  %1 = tensor.cast(%0) : f32[2]\n  return %1")),
-        "line 2, column 8: `tensor.cast`: missing required attribute `to`"
-    );
-    assert_eq!(
-        error(&with_body(
-            "  %1 = tensor.relu(%0) {alpha = 1.0} : f32[2]\n  return %1"
-        )),
-        "line 2, column 25: `tensor.relu`: unknown attribute `alpha`"
-    );
+    assert_eq!(error(&with_body("  %1 = tensor.cast(%0) : f32[2]\n  return %1")), "line 2, column 8: `tensor.cast`: missing required attribute `to`");
+    assert_eq!(error(&with_body("  %1 = tensor.relu(%0) {alpha = 1.0} : f32[2]\n  return %1")), "line 2, column 25: `tensor.relu`: unknown attribute `alpha`");
     let one_branch = "  %1 = tensor.if(%0) : f32[2] {\n    then_branch() {\n      yield %0\n    }\n  }\n  return %1";
-    assert_eq!(
-        error(&with_body(one_branch)),
-        "line 6, column 3: `tensor.if` expects 2 regions (`then_branch`, `else_branch`), found 1"
-    );
-    assert_eq!(
-        error(&with_body(
-            "  %1 = tensor.relu(%0) : f32[2] {\n  }\n  return %1"
-        )),
-        "line 2, column 33: `tensor.relu` has no regions"
-    );
+    assert_eq!(error(&with_body(one_branch)), "line 6, column 3: `tensor.if` expects 2 regions (`then_branch`, `else_branch`), found 1");
+    assert_eq!(error(&with_body("  %1 = tensor.relu(%0) : f32[2] {\n  }\n  return %1")), "line 2, column 33: `tensor.relu` has no regions");
     assert_eq!(
         error(&with_body("  %1 = tensor.if(%0) : f32[2]\n  return %1")),
         "line 3, column 3: expected `{` and the regions of `tensor.if` (`then_branch`, `else_branch`), found `return`"
@@ -411,59 +226,23 @@ fn op_errors_name_the_op() {
 
 #[test]
 fn literal_errors() {
-    assert_eq!(
-        error(&with_body(
-            "  %1 = const dense<i64[3]: [1, 2]>\n  return %0"
-        )),
-        "line 2, column 33: expected 3 elements for `i64[3]`, found 2"
-    );
-    assert_eq!(
-        error(&with_body("  %1 = const dense<i8[1]: [300]>\n  return %0")),
-        "line 2, column 28: `300` is out of range for `i8`"
-    );
-    assert_eq!(
-        error(&with_body(
-            "  %1 = weight \"w\" : f32[4] bytes 15\n  return %0"
-        )),
-        "line 2, column 34: weight `f32[4]` takes 16 bytes, not 15"
-    );
-    assert_eq!(
-        error(&with_body("  %1 = const dense<f32[n]: [1.0]>\n  return %0")),
-        "line 2, column 20: constant type `f32[n]` has symbolic dims"
-    );
-    assert_eq!(
-        error("graph @main(%0: f32[2, seq*]) -> () {\n  return\n}"),
-        "line 1, column 24: dim ends early"
-    );
-    assert_eq!(
-        error("graph @main(%0: f32[\"a\\q\"]) -> () {\n  return\n}"),
-        "line 1, column 23: unknown escape in string"
-    );
+    assert_eq!(error(&with_body("  %1 = const dense<i64[3]: [1, 2]>\n  return %0")), "line 2, column 33: expected 3 elements for `i64[3]`, found 2");
+    assert_eq!(error(&with_body("  %1 = const dense<i8[1]: [300]>\n  return %0")), "line 2, column 28: `300` is out of range for `i8`");
+    assert_eq!(error(&with_body("  %1 = weight \"w\" : f32[4] bytes 15\n  return %0")), "line 2, column 34: weight `f32[4]` takes 16 bytes, not 15");
+    assert_eq!(error(&with_body("  %1 = const dense<f32[n]: [1.0]>\n  return %0")), "line 2, column 20: constant type `f32[n]` has symbolic dims");
+    assert_eq!(error("graph @main(%0: f32[2, seq*]) -> () {\n  return\n}"), "line 1, column 24: dim ends early");
+    assert_eq!(error("graph @main(%0: f32[\"a\\q\"]) -> () {\n  return\n}"), "line 1, column 23: unknown escape in string");
 }
 
 #[test]
 fn odd_symbols_print_quoted() {
     let mut g = Graph::default();
-    let shape = vec![
-        Dim::sym("batch size"),
-        Dim::parse("seq*4+1").unwrap_or(Dim::Known(0)),
-        Dim::sym("a,b]"),
-    ];
-    let x = g.add_value(
-        TensorType {
-            dtype: DType::F32,
-            shape,
-        },
-        "x",
-        ValueDef::Param,
-    );
+    let shape = vec![Dim::sym("batch size"), Dim::parse("seq*4+1").unwrap_or(Dim::Known(0)), Dim::sym("a,b]")];
+    let x = g.add_value(TensorType { dtype: DType::F32, shape }, "x", ValueDef::Param);
     g.body.params.push(x);
     g.body.results.push(x);
     let text = round_trip(&g);
-    assert!(
-        text.starts_with(r#"graph @main(%0: f32["batch size", seq*4+1, "a,b]"] "x")"#),
-        "{text}"
-    );
+    assert!(text.starts_with(r#"graph @main(%0: f32["batch size", seq*4+1, "a,b]"] "x")"#), "{text}");
     assert_eq!(parse(&text).expect("parses").values, g.values);
 }
 
@@ -499,8 +278,7 @@ fn garbage_never_panics() {
     let regions = with_body(
         "  %1 = const dense<c64[1]: [(1.0, nan)]>\n  %2 = const dense<string[1]: [\"\\xff\"]>\n  %3 = tensor.loop(_, _, %0) : f32[2] {\n    body(%4: i64[], %5: bool[], %6: f32[2]) {\n      yield %5, %6\n    }\n  }\n  return %3",
     );
-    let extra =
-        "dense<f16[1]: [0x3c00]> -inf -> [] {} () \" \\u{41} @x %99999999999 0x 1e 1.5e+3 seq*4+1";
+    let extra = "dense<f16[1]: [0x3c00]> -inf -> [] {} () \" \\u{41} @x %99999999999 0x 1e 1.5e+3 seq*4+1";
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for text in [base, regions] {
         check_no_panic(&text);
@@ -530,14 +308,7 @@ fn garbage_never_panics() {
             check_no_panic(&m.into_iter().collect::<String>());
         }
     }
-    for hostile in [
-        "graph @m() -> () {".repeat(3),
-        format!(
-            "graph @m(%0: f32[{}1{}]) -> () {{ return }}",
-            "(".repeat(10_000),
-            ")".repeat(10_000)
-        ),
-    ] {
+    for hostile in ["graph @m() -> () {".repeat(3), format!("graph @m(%0: f32[{}1{}]) -> () {{ return }}", "(".repeat(10_000), ")".repeat(10_000))] {
         check_no_panic(&hostile);
     }
     let mut deep = with_body("");

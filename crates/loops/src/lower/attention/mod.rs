@@ -47,20 +47,9 @@ impl Num {
     /// The arithmetic of a kernel named `name` over data of the element types `elems` (every
     /// type it will round to must be among them).
     pub fn new(cx: &mut Lowerer<'_>, name: &str, elems: &[ElemType]) -> Num {
-        let ty = if elems.contains(&ElemType::Scalar(ScalarType::F64)) {
-            ScalarType::F64
-        } else {
-            ScalarType::F32
-        };
+        let ty = if elems.contains(&ElemType::Scalar(ScalarType::F64)) { ScalarType::F64 } else { ScalarType::F32 };
         let mut scratch = |elem: ElemType, suffix: &str| {
-            elems.contains(&elem).then(|| {
-                cx.program.add_buffer(Buffer {
-                    name: format!("{name}_{suffix}"),
-                    elem,
-                    len: 1,
-                    kind: BufferKind::Temp,
-                })
-            })
+            elems.contains(&elem).then(|| cx.program.add_buffer(Buffer { name: format!("{name}_{suffix}"), elem, len: 1, kind: BufferKind::Temp }))
         };
         let f16 = scratch(ElemType::F16, "round_f16");
         let bf16 = scratch(ElemType::BF16, "round_bf16");
@@ -80,11 +69,7 @@ impl Num {
     /// Element `index` of a buffer with storage type `elem`, as a value of the computation type.
     pub fn load(&self, buf: BufId, elem: ElemType, index: Expr) -> Expr {
         let e = Expr::load(buf, index);
-        if elem.value_type() == self.ty {
-            e
-        } else {
-            e.cast(self.ty)
-        }
+        if elem.value_type() == self.ty { e } else { e.cast(self.ty) }
     }
 
     /// Element `index` of `x` as a value of the computation type.
@@ -117,9 +102,7 @@ impl Num {
     pub fn round(&self, k: &mut Kernel, s: &mut Vec<Stmt>, to: ElemType, value: Expr) -> Expr {
         let scratch = match to {
             ElemType::Scalar(t) if t == self.ty => return self.bind(k, s, value),
-            ElemType::Scalar(ScalarType::F32) => {
-                return self.bind(k, s, value.cast(ScalarType::F32).cast(self.ty));
-            }
+            ElemType::Scalar(ScalarType::F32) => return self.bind(k, s, value.cast(ScalarType::F32).cast(self.ty)),
             ElemType::F16 => self.f16,
             ElemType::BF16 => self.bf16,
             _ => None,
@@ -127,11 +110,7 @@ impl Num {
         let Some(buf) = scratch else {
             // `new` was not told about this type (a lowering bug); rounding is skipped rather
             // than a panic, and debug builds catch it.
-            debug_assert!(
-                false,
-                "Num::round to {} without a scratch buffer",
-                to.name()
-            );
+            debug_assert!(false, "Num::round to {} without a scratch buffer", to.name());
             return self.bind(k, s, value);
         };
         // From f64 this rounds twice (through f32), where numpy rounds once: it can differ
@@ -154,10 +133,7 @@ pub(super) fn round_const(elem: ElemType, v: f64) -> f64 {
 
 /// True for the floating-point storage types.
 pub(super) fn is_float(elem: ElemType) -> bool {
-    matches!(
-        elem,
-        ElemType::F16 | ElemType::BF16 | ElemType::Scalar(ScalarType::F32 | ScalarType::F64)
-    )
+    matches!(elem, ElemType::F16 | ElemType::BF16 | ElemType::Scalar(ScalarType::F32 | ScalarType::F64))
 }
 
 /// The type numpy gives the sum of arrays of types `a` and `b` (both floating-point).

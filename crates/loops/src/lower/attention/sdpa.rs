@@ -13,8 +13,8 @@
 //! the softcap, as the operator's documentation and its ONNX function body have it (the
 //! reference op returns it after the softcap; no node-suite case has both).
 
-use kiln_tir::NodeId;
 use kiln_tir::op::Attention;
+use kiln_tir::NodeId;
 
 use super::{is_float, promote, round_const};
 use crate::ir::*;
@@ -37,34 +37,18 @@ impl Heads {
     /// A 4-D `[B, heads, len, dim]` tensor.
     pub fn four(buf: BufId, elem: ElemType, heads: u64, len: u64, dim: u64) -> Heads {
         let (h, l, d) = (heads as i64, len as i64, dim as i64);
-        Heads {
-            buf,
-            elem,
-            batch: h * l * d,
-            head: l * d,
-            row: d,
-        }
+        Heads { buf, elem, batch: h * l * d, head: l * d, row: d }
     }
 
     /// A 3-D `[B, len, heads·dim]` tensor.
     pub fn three(buf: BufId, elem: ElemType, heads: u64, len: u64, dim: u64) -> Heads {
         let (h, l, d) = (heads as i64, len as i64, dim as i64);
-        Heads {
-            buf,
-            elem,
-            batch: l * h * d,
-            head: d,
-            row: h * d,
-        }
+        Heads { buf, elem, batch: l * h * d, head: d, row: h * d }
     }
 
     /// A 4-D or 3-D tensor, as `rank3` says.
     pub fn of(x: &Operand, rank3: bool, heads: u64, len: u64, dim: u64) -> Heads {
-        if rank3 {
-            Heads::three(x.buf, x.elem, heads, len, dim)
-        } else {
-            Heads::four(x.buf, x.elem, heads, len, dim)
-        }
+        if rank3 { Heads::three(x.buf, x.elem, heads, len, dim) } else { Heads::four(x.buf, x.elem, heads, len, dim) }
     }
 
     /// Elements between consecutive positions of one head.
@@ -196,10 +180,7 @@ fn plan(cx: &mut Lowerer<'_>, n: NodeId, a: &Attention) -> Result<Plan, LowerErr
     let bad = |cx: &Lowerer<'_>, why: &str| Err(cx.unsupported(n, why.to_string()));
 
     if !is_float(q.elem) || k.elem != q.elem || !is_float(v.elem) {
-        return bad(
-            cx,
-            "Q and K must share a floating-point type and V must be floating-point",
-        );
+        return bad(cx, "Q and K must share a floating-point type and V must be floating-point");
     }
     let rank3 = match (q.rank(), k.rank(), v.rank()) {
         (3, 3, 3) => true,
@@ -214,8 +195,7 @@ fn plan(cx: &mut Lowerer<'_>, n: NodeId, a: &Attention) -> Result<Plan, LowerErr
             return bad(cx, "q_num_heads and kv_num_heads must be positive");
         }
         let (hq, hkv) = (hq as u64, hkv as u64);
-        let (&[b, s, qh], &[kb, l, kh], &[vb, vl, vh]) = (&q.dims[..], &k.dims[..], &v.dims[..])
-        else {
+        let (&[b, s, qh], &[kb, l, kh], &[vb, vl, vh]) = (&q.dims[..], &k.dims[..], &v.dims[..]) else {
             return bad(cx, "Q, K and V must be 3-D");
         };
         if qh % hq != 0 || kh % hkv != 0 || vh % hkv != 0 {
@@ -224,40 +204,18 @@ fn plan(cx: &mut Lowerer<'_>, n: NodeId, a: &Attention) -> Result<Plan, LowerErr
         if kb != b || vb != b || vl != l || kh / hkv != qh / hq {
             return bad(cx, "Q, K and V shapes do not agree");
         }
-        Dims {
-            batch: b,
-            q_heads: hq,
-            kv_heads: hkv,
-            q_len: s,
-            kv_len: l,
-            past: 0,
-            head: qh / hq,
-            v_head: vh / hkv,
-        }
+        Dims { batch: b, q_heads: hq, kv_heads: hkv, q_len: s, kv_len: l, past: 0, head: qh / hq, v_head: vh / hkv }
     } else {
-        let (&[b, hq, s, d], &[kb, hkv, l, kd], &[vb, vh, vl, dv]) =
-            (&q.dims[..], &k.dims[..], &v.dims[..])
-        else {
+        let (&[b, hq, s, d], &[kb, hkv, l, kd], &[vb, vh, vl, dv]) = (&q.dims[..], &k.dims[..], &v.dims[..]) else {
             return bad(cx, "Q, K and V must be 4-D");
         };
         if kb != b || vb != b || vh != hkv || vl != l || kd != d {
             return bad(cx, "Q, K and V shapes do not agree");
         }
-        if a.q_num_heads.is_some_and(|h| h as u64 != hq)
-            || a.kv_num_heads.is_some_and(|h| h as u64 != hkv)
-        {
+        if a.q_num_heads.is_some_and(|h| h as u64 != hq) || a.kv_num_heads.is_some_and(|h| h as u64 != hkv) {
             return bad(cx, "q_num_heads or kv_num_heads disagrees with 4-D inputs");
         }
-        Dims {
-            batch: b,
-            q_heads: hq,
-            kv_heads: hkv,
-            q_len: s,
-            kv_len: l,
-            past: 0,
-            head: d,
-            v_head: dv,
-        }
+        Dims { batch: b, q_heads: hq, kv_heads: hkv, q_len: s, kv_len: l, past: 0, head: d, v_head: dv }
     };
     let mut dims = dims;
     if dims.kv_heads == 0 || dims.q_heads % dims.kv_heads != 0 {
@@ -268,19 +226,14 @@ fn plan(cx: &mut Lowerer<'_>, n: NodeId, a: &Attention) -> Result<Plan, LowerErr
         (None, None) => None,
         (Some(pk), Some(pv)) => {
             let p = pk.dims.get(2).copied().unwrap_or(0);
-            if pk.dims != [dims.batch, dims.kv_heads, p, dims.head]
-                || pv.dims != [dims.batch, dims.kv_heads, p, dims.v_head]
-            {
+            if pk.dims != [dims.batch, dims.kv_heads, p, dims.head] || pv.dims != [dims.batch, dims.kv_heads, p, dims.v_head] {
                 return bad(cx, "past_key or past_value has the wrong shape");
             }
             if pk.elem != k.elem || pv.elem != v.elem {
                 return bad(cx, "past_key or past_value has the wrong type");
             }
             dims.past = p;
-            Some((
-                Heads::four(pk.buf, pk.elem, dims.kv_heads, p, dims.head),
-                Heads::four(pv.buf, pv.elem, dims.kv_heads, p, dims.v_head),
-            ))
+            Some((Heads::four(pk.buf, pk.elem, dims.kv_heads, p, dims.head), Heads::four(pv.buf, pv.elem, dims.kv_heads, p, dims.v_head)))
         }
         _ => return bad(cx, "past_key and past_value must be given together"),
     };
@@ -290,9 +243,7 @@ fn plan(cx: &mut Lowerer<'_>, n: NodeId, a: &Attention) -> Result<Plan, LowerErr
     let nonpad = match nonpad {
         None => None,
         Some(_) if past.is_some() => return bad(cx, "nonpad_kv_seqlen together with past_key"),
-        Some(np) if np.elem == ElemType::Scalar(ScalarType::I64) && np.dims == [dims.batch] => {
-            Some(np.buf)
-        }
+        Some(np) if np.elem == ElemType::Scalar(ScalarType::I64) && np.dims == [dims.batch] => Some(np.buf),
         Some(_) => return bad(cx, "nonpad_kv_seqlen must be an int64 vector of batch size"),
     };
 
@@ -327,17 +278,10 @@ fn plan(cx: &mut Lowerer<'_>, n: NodeId, a: &Attention) -> Result<Plan, LowerErr
         3 => QkOutput::Probs,
         m => return Err(cx.unsupported(n, format!("qk_matmul_output_mode {m}"))),
     };
-    let scale = a
-        .scale
-        .map_or(1.0 / (dims.head as f64).sqrt(), f64::from)
-        .sqrt();
+    let scale = a.scale.map_or(1.0 / (dims.head as f64).sqrt(), f64::from).sqrt();
 
     let y = cx.required_output(n, 0)?;
-    let y_dims = if rank3 {
-        vec![dims.batch, dims.q_len, dims.q_heads * dims.v_head]
-    } else {
-        vec![dims.batch, dims.q_heads, dims.q_len, dims.v_head]
-    };
+    let y_dims = if rank3 { vec![dims.batch, dims.q_len, dims.q_heads * dims.v_head] } else { vec![dims.batch, dims.q_heads, dims.q_len, dims.v_head] };
     if y.dims != y_dims || y.elem != t {
         return bad(cx, "output Y has an unexpected shape or type");
     }
@@ -345,13 +289,9 @@ fn plan(cx: &mut Lowerer<'_>, n: NodeId, a: &Attention) -> Result<Plan, LowerErr
     let present_key = cx.output(n, 1)?;
     let present_value = cx.output(n, 2)?;
     let qk = cx.output(n, 3)?;
-    if present_key.as_ref().is_some_and(|p| {
-        p.dims != [dims.batch, dims.kv_heads, total, dims.head] || p.elem != k.elem
-    }) || present_value.as_ref().is_some_and(|p| {
-        p.dims != [dims.batch, dims.kv_heads, total, dims.v_head] || p.elem != v.elem
-    }) || qk
-        .as_ref()
-        .is_some_and(|p| p.dims != [dims.batch, dims.q_heads, dims.q_len, total] || p.elem != t)
+    if present_key.as_ref().is_some_and(|p| p.dims != [dims.batch, dims.kv_heads, total, dims.head] || p.elem != k.elem)
+        || present_value.as_ref().is_some_and(|p| p.dims != [dims.batch, dims.kv_heads, total, dims.v_head] || p.elem != v.elem)
+        || qk.as_ref().is_some_and(|p| p.dims != [dims.batch, dims.q_heads, dims.q_len, total] || p.elem != t)
     {
         return bad(cx, "an optional output has an unexpected shape or type");
     }
@@ -404,10 +344,5 @@ fn mask_layout(cx: &Lowerer<'_>, n: NodeId, m: Operand, dims: &Dims) -> Result<M
     if len > dims.total() {
         return Err(cx.unsupported(n, "attn_mask is longer than the keys"));
     }
-    Ok(Mask {
-        op: m,
-        boolean,
-        strides,
-        len,
-    })
+    Ok(Mask { op: m, boolean, strides, len })
 }

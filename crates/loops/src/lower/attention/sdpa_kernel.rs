@@ -19,11 +19,11 @@
 
 use kiln_tir::NodeId;
 
-use super::Num;
 use super::sdpa::{Dims, Heads, Offset, Plan, QkOutput};
+use super::Num;
 use crate::ir::*;
-use crate::lower::Lowerer;
 use crate::lower::linalg::Sgemm;
+use crate::lower::Lowerer;
 
 /// Emits the kernel for a checked plan.
 pub(super) fn emit(cx: &mut Lowerer<'_>, n: NodeId, p: &Plan) {
@@ -35,31 +35,13 @@ pub(super) fn emit(cx: &mut Lowerer<'_>, n: NodeId, p: &Plan) {
         elems.push(m.op.elem);
     }
     let num = Num::new(cx, &k.name, &elems);
-    let mut temp = |name: &str, elem: ElemType, len: u64| {
-        cx.program.add_buffer(Buffer {
-            name: format!("{}_{name}", k.name),
-            elem,
-            len,
-            kind: BufferKind::Temp,
-        })
-    };
-    let ks = Heads::four(
-        temp("scaled_k", p.t, d.batch * d.kv_heads * total * d.head),
-        p.t,
-        d.kv_heads,
-        total,
-        d.head,
-    );
+    let mut temp = |name: &str, elem: ElemType, len: u64| cx.program.add_buffer(Buffer { name: format!("{}_{name}", k.name), elem, len, kind: BufferKind::Temp });
+    let ks = Heads::four(temp("scaled_k", p.t, d.batch * d.kv_heads * total * d.head), p.t, d.kv_heads, total, d.head);
     // f32 data (and f32 arithmetic) multiply with the runtime's sgemm, a query head at a time:
     // the scores of all its rows, then the weighted values; the row passes in between are the
     // same.
     let f32e = ElemType::Scalar(ScalarType::F32);
-    let gemm = p.t == f32e
-        && p.v.elem == f32e
-        && num.ty == ScalarType::F32
-        && d.q_len > 0
-        && d.head > 0
-        && d.v_head > 0;
+    let gemm = p.t == f32e && p.v.elem == f32e && num.ty == ScalarType::F32 && d.q_len > 0 && d.head > 0 && d.v_head > 0;
     let q_rows = if gemm { d.q_len } else { 1 };
     let qs = temp("scaled_q", p.t, q_rows * d.head);
     let row = temp("scores", ElemType::Scalar(num.ty), q_rows * total);
@@ -67,13 +49,7 @@ pub(super) fn emit(cx: &mut Lowerer<'_>, n: NodeId, p: &Plan) {
     // scratch copy when that output is unused.
     let v_src = match (&p.past, &p.present_value) {
         (Some(_), Some(pv)) => Some(Heads::four(pv.buf, pv.elem, d.kv_heads, total, d.v_head)),
-        (Some(_), None) => Some(Heads::four(
-            temp("values", p.v.elem, d.batch * d.kv_heads * total * d.v_head),
-            p.v.elem,
-            d.kv_heads,
-            total,
-            d.v_head,
-        )),
+        (Some(_), None) => Some(Heads::four(temp("values", p.v.elem, d.batch * d.kv_heads * total * d.v_head), p.v.elem, d.kv_heads, total, d.v_head)),
         (None, Some(pv)) => Some(Heads::four(pv.buf, pv.elem, d.kv_heads, total, d.v_head)),
         (None, None) => None,
     };
@@ -81,112 +57,30 @@ pub(super) fn emit(cx: &mut Lowerer<'_>, n: NodeId, p: &Plan) {
     let mut body = Vec::new();
     if let Some(pk) = &p.present_key {
         let dst = Heads::four(pk.buf, pk.elem, d.kv_heads, total, d.head);
-        body.extend(concat(
-            &mut k,
-            &d,
-            p.past.map(|x| x.0),
-            p.k,
-            d.head,
-            &mut |ix, src, at| {
-                vec![Stmt::Store {
-                    buf: dst.buf,
-                    index: dst.at(&ix[0], &ix[1], at, &ix[3]),
-                    value: Expr::load(src.buf, src.at(&ix[0], &ix[1], &ix[2], &ix[3])),
-                }]
-            },
-        ));
+        body.extend(concat(&mut k, &d, p.past.map(|x| x.0), p.k, d.head, &mut |ix, src, at| vec![Stmt::Store { buf: dst.buf, index: dst.at(&ix[0], &ix[1], at, &ix[3]), value: Expr::load(src.buf, src.at(&ix[0], &ix[1], &ix[2], &ix[3])) }]));
     }
     if let Some(dst) = v_src {
-        body.extend(concat(
-            &mut k,
-            &d,
-            p.past.map(|x| x.1),
-            p.v,
-            d.v_head,
-            &mut |ix, src, at| {
-                vec![Stmt::Store {
-                    buf: dst.buf,
-                    index: dst.at(&ix[0], &ix[1], at, &ix[3]),
-                    value: Expr::load(src.buf, src.at(&ix[0], &ix[1], &ix[2], &ix[3])),
-                }]
-            },
-        ));
+        body.extend(concat(&mut k, &d, p.past.map(|x| x.1), p.v, d.v_head, &mut |ix, src, at| vec![Stmt::Store { buf: dst.buf, index: dst.at(&ix[0], &ix[1], at, &ix[3]), value: Expr::load(src.buf, src.at(&ix[0], &ix[1], &ix[2], &ix[3])) }]));
     }
     let scale = num.c(p.scale);
-    body.extend(concat(
-        &mut k,
-        &d,
-        p.past.map(|x| x.0),
-        p.k,
-        d.head,
-        &mut |ix, src, at| {
-            let value =
-                num.load(src.buf, src.elem, src.at(&ix[0], &ix[1], &ix[2], &ix[3])) * scale.clone();
-            vec![num.store(ks.buf, ks.elem, ks.at(&ix[0], &ix[1], at, &ix[3]), value)]
-        },
-    ));
-    let rows = Rows {
-        p,
-        num: &num,
-        ks,
-        qs,
-        row,
-        v: v_src.unwrap_or(p.v),
-        gemm,
-    };
+    body.extend(concat(&mut k, &d, p.past.map(|x| x.0), p.k, d.head, &mut |ix, src, at| {
+        let value = num.load(src.buf, src.elem, src.at(&ix[0], &ix[1], &ix[2], &ix[3])) * scale.clone();
+        vec![num.store(ks.buf, ks.elem, ks.at(&ix[0], &ix[1], at, &ix[3]), value)]
+    }));
+    let rows = Rows { p, num: &num, ks, qs, row, v: v_src.unwrap_or(p.v), gemm };
     let heads = k.nest(&[d.batch, d.kv_heads, d.group()], |k, ix| {
         let (b, g) = (&ix[0], &ix[1]);
         let h = g.clone() * d.group() as i64 + ix[2].clone();
         let mut s = Vec::new();
         if gemm {
-            s.extend(k.nest(&[d.q_len, d.head], |_, f| {
-                vec![Stmt::Store {
-                    buf: qs,
-                    index: f[0].clone() * d.head as i64 + f[1].clone(),
-                    value: Expr::load(p.q.buf, p.q.at(b, &h, &f[0], &f[1])) * scale.clone(),
-                }]
-            }));
-            s.push(
-                Sgemm {
-                    a: (qs, Expr::idx(0)),
-                    b: (ks.buf, ks.at(b, g, &Expr::idx(0), &Expr::idx(0))),
-                    c: (row, Expr::idx(0)),
-                    m: d.q_len,
-                    n: total,
-                    k: d.head,
-                    lda: d.head,
-                    ldb: d.head,
-                    ldc: total,
-                    trans_a: false,
-                    trans_b: true,
-                    alpha: 1.0,
-                    beta: 0.0,
-                }
-                .call(),
-            );
+            s.extend(k.nest(&[d.q_len, d.head], |_, f| vec![Stmt::Store { buf: qs, index: f[0].clone() * d.head as i64 + f[1].clone(), value: Expr::load(p.q.buf, p.q.at(b, &h, &f[0], &f[1])) * scale.clone() }]));
+            s.push(Sgemm { a: (qs, Expr::idx(0)), b: (ks.buf, ks.at(b, g, &Expr::idx(0), &Expr::idx(0))), c: (row, Expr::idx(0)), m: d.q_len, n: total, k: d.head, lda: d.head, ldb: d.head, ldc: total, trans_a: false, trans_b: true, alpha: 1.0, beta: 0.0 }.call());
         }
         s.extend(k.nest(&[d.q_len], |k, i| rows.emit(k, b, g, &h, &i[0])));
         if gemm {
             let zero = Expr::idx(0);
             let (v, y) = (&rows.v, &p.y);
-            s.push(
-                Sgemm {
-                    a: (row, zero.clone()),
-                    b: (v.buf, v.at(b, g, &zero, &zero)),
-                    c: (y.buf, y.at(b, &h, &zero, &zero)),
-                    m: d.q_len,
-                    n: d.v_head,
-                    k: total,
-                    lda: total,
-                    ldb: v.row_stride(),
-                    ldc: y.row_stride(),
-                    trans_a: false,
-                    trans_b: false,
-                    alpha: 1.0,
-                    beta: 0.0,
-                }
-                .call(),
-            );
+            s.push(Sgemm { a: (row, zero.clone()), b: (v.buf, v.at(b, g, &zero, &zero)), c: (y.buf, y.at(b, &h, &zero, &zero)), m: d.q_len, n: d.v_head, k: total, lda: total, ldb: v.row_stride(), ldc: y.row_stride(), trans_a: false, trans_b: false, alpha: 1.0, beta: 0.0 }.call());
         }
         s
     });
@@ -218,28 +112,12 @@ impl Rows<'_> {
         let total = d.total();
         let (qs, row, ks, v_src) = (self.qs, self.row, self.ks, self.v);
         let cty = ElemType::Scalar(num.ty);
-        let at = |j: &Expr| {
-            if self.gemm {
-                i.clone() * total as i64 + j.clone()
-            } else {
-                j.clone()
-            }
-        };
+        let at = |j: &Expr| if self.gemm { i.clone() * total as i64 + j.clone() } else { j.clone() };
         let mut s = Vec::new();
         if !self.gemm {
-            s.extend(k.nest(&[d.head], |_, f| {
-                vec![num.store(
-                    qs,
-                    p.t,
-                    f[0].clone(),
-                    num.load(p.q.buf, p.q.elem, p.q.at(b, h, i, &f[0])) * num.c(p.scale),
-                )]
-            }));
+            s.extend(k.nest(&[d.head], |_, f| vec![num.store(qs, p.t, f[0].clone(), num.load(p.q.buf, p.q.elem, p.q.at(b, h, i, &f[0])) * num.c(p.scale))]));
         }
-        let qk_at = |j: &Expr| {
-            ((b.clone() * d.q_heads as i64 + h.clone()) * d.q_len as i64 + i.clone()) * total as i64
-                + j.clone()
-        };
+        let qk_at = |j: &Expr| ((b.clone() * d.q_heads as i64 + h.clone()) * d.q_len as i64 + i.clone()) * total as i64 + j.clone();
         let qk_store = |s: &mut Vec<Stmt>, mode: QkOutput, j: &Expr, value: &Expr| {
             if let Some((out, _)) = p.qk.as_ref().filter(|(_, m)| *m == mode) {
                 s.push(num.store_op(out, qk_at(j), value.clone()));
@@ -266,8 +144,7 @@ impl Rows<'_> {
                 let acc = k.var(num.ty);
                 s.push(Stmt::Local(acc, num.c(0.0)));
                 s.extend(k.nest(&[d.head], |_, f| {
-                    let term = num.load(qs, p.t, f[0].clone())
-                        * num.load(ks.buf, ks.elem, ks.at(b, g, j, &f[0]));
+                    let term = num.load(qs, p.t, f[0].clone()) * num.load(ks.buf, ks.elem, ks.at(b, g, j, &f[0]));
                     vec![Stmt::Assign(acc, Expr::Var(acc) + term)]
                 }));
                 num.round(k, &mut s, p.t, Expr::Var(acc))
@@ -283,18 +160,11 @@ impl Rows<'_> {
             };
             qk_store(&mut s, QkOutput::Capped, j, &capped);
             let bias = bias(k, &mut s, num, p, [b, h, i, j], &Expr::Var(pos));
-            s.push(Stmt::Assign(
-                bias_max,
-                Expr::Var(bias_max).max(bias.clone()),
-            ));
+            s.push(Stmt::Assign(bias_max, Expr::Var(bias_max).max(bias.clone())));
             let biased = num.round(k, &mut s, p.score, capped + bias);
             qk_store(&mut s, QkOutput::Biased, j, &biased);
             // Rounding again to the same type would change nothing.
-            let x = if p.soft == p.score {
-                biased
-            } else {
-                num.round(k, &mut s, p.soft, biased)
-            };
+            let x = if p.soft == p.score { biased } else { num.round(k, &mut s, p.soft, biased) };
             s.push(num.store(row, cty, at(j), x.clone()));
             s.push(Stmt::Assign(max, Expr::Var(max).max(x)));
             s
@@ -302,13 +172,7 @@ impl Rows<'_> {
 
         // Pass 2: exponentials and their sum. A row whose maximum is −∞ shifts by 0, so it
         // stays all zeros instead of becoming NaN.
-        let shift = num.bind(
-            k,
-            &mut s,
-            Expr::Var(max)
-                .cmp(CmpOp::Eq, num.neg_inf())
-                .select(num.c(0.0), Expr::Var(max)),
-        );
+        let shift = num.bind(k, &mut s, Expr::Var(max).cmp(CmpOp::Eq, num.neg_inf()).select(num.c(0.0), Expr::Var(max)));
         let sum = k.var(num.ty);
         s.push(Stmt::Local(sum, num.c(0.0)));
         s.extend(k.nest(&[total], |k, jj| {
@@ -319,28 +183,14 @@ impl Rows<'_> {
             s.push(num.store(row, cty, at(j), e.clone()));
             // numpy sums f16 (and f32, f64) in a wider accumulator; ml_dtypes' bf16 rounds
             // after every addition.
-            let next = if p.soft == ElemType::BF16 {
-                num.round(k, &mut s, p.soft, Expr::Var(sum) + e)
-            } else {
-                Expr::Var(sum) + e
-            };
+            let next = if p.soft == ElemType::BF16 { num.round(k, &mut s, p.soft, Expr::Var(sum) + e) } else { Expr::Var(sum) + e };
             s.push(Stmt::Assign(sum, next));
             s
         }));
         let total_sum = num.round(k, &mut s, p.soft, Expr::Var(sum));
-        let denom = num.bind(
-            k,
-            &mut s,
-            total_sum
-                .clone()
-                .cmp(CmpOp::Eq, num.c(0.0))
-                .select(num.c(1.0), total_sum),
-        );
+        let denom = num.bind(k, &mut s, total_sum.clone().cmp(CmpOp::Eq, num.c(0.0)).select(num.c(1.0), total_sum));
         let masked = k.var(ScalarType::Bool);
-        s.push(Stmt::Let(
-            masked,
-            Expr::Var(bias_max).cmp(CmpOp::Eq, num.neg_inf()),
-        ));
+        s.push(Stmt::Let(masked, Expr::Var(bias_max).cmp(CmpOp::Eq, num.neg_inf())));
 
         // Pass 3: probabilities, in the data type.
         s.extend(k.nest(&[total], |k, jj| {
@@ -349,11 +199,7 @@ impl Rows<'_> {
             let prob = num.round(k, &mut s, p.soft, Expr::load(row, at(j)) / denom.clone());
             let prob = num.bind(k, &mut s, Expr::Var(masked).select(num.c(0.0), prob));
             qk_store(&mut s, QkOutput::Probs, j, &prob);
-            let prob = if p.soft == p.t {
-                prob
-            } else {
-                num.round(k, &mut s, p.t, prob)
-            };
+            let prob = if p.soft == p.t { prob } else { num.round(k, &mut s, p.t, prob) };
             s.push(num.store(row, cty, at(j), prob));
             s
         }));
@@ -364,8 +210,7 @@ impl Rows<'_> {
                 let acc = k.var(num.ty);
                 let mut s = vec![Stmt::Local(acc, num.c(0.0))];
                 s.extend(k.nest(&[total], |_, jj| {
-                    let term = Expr::load(row, jj[0].clone())
-                        * num.load(v_src.buf, v_src.elem, v_src.at(b, g, &jj[0], &f[0]));
+                    let term = Expr::load(row, jj[0].clone()) * num.load(v_src.buf, v_src.elem, v_src.at(b, g, &jj[0], &f[0]));
                     vec![Stmt::Assign(acc, Expr::Var(acc) + term)]
                 }));
                 s.push(num.store(p.y.buf, p.y.elem, p.y.at(b, h, i, &f[0]), Expr::Var(acc)));
@@ -382,14 +227,7 @@ type ConcatBody<'a> = &'a mut dyn FnMut(&[Expr], &Heads, &Expr) -> Vec<Stmt>;
 
 /// Loops over every element of the concatenation of `past` and `new` along the position
 /// axis, `dim` features per position.
-fn concat(
-    k: &mut Kernel,
-    d: &Dims,
-    past: Option<Heads>,
-    new: Heads,
-    dim: u64,
-    f: ConcatBody<'_>,
-) -> Vec<Stmt> {
+fn concat(k: &mut Kernel, d: &Dims, past: Option<Heads>, new: Heads, dim: u64, f: ConcatBody<'_>) -> Vec<Stmt> {
     let mut parts = Vec::new();
     if let Some(past) = past {
         parts.push((past, d.past, 0i64));
@@ -397,9 +235,7 @@ fn concat(
     parts.push((new, d.kv_len, d.past as i64));
     let mut out = Vec::new();
     for (src, len, start) in parts {
-        out.extend(k.nest(&[d.batch, d.kv_heads, len, dim], |_, ix| {
-            f(ix, &src, &(ix[2].clone() + start))
-        }));
+        out.extend(k.nest(&[d.batch, d.kv_heads, len, dim], |_, ix| f(ix, &src, &(ix[2].clone() + start))));
     }
     out
 }
@@ -407,48 +243,21 @@ fn concat(
 /// The additive bias of score `(b, h, i, j)` in the computation type: the mask's value (0 or
 /// −∞ for a boolean mask, −∞ past its end) plus 0 or −∞ for the causal frontier, the window
 /// and the `nonpad_kv_seqlen` padding. `pos` is the query's absolute position `i + offset`.
-fn bias(
-    k: &mut Kernel,
-    s: &mut Vec<Stmt>,
-    num: &Num,
-    p: &Plan,
-    [b, h, i, j]: [&Expr; 4],
-    pos: &Expr,
-) -> Expr {
+fn bias(k: &mut Kernel, s: &mut Vec<Stmt>, num: &Num, p: &Plan, [b, h, i, j]: [&Expr; 4], pos: &Expr) -> Expr {
     let mut value = None;
     if let Some(m) = &p.mask {
         value = Some(if m.len == 0 {
             num.neg_inf()
         } else {
             let last = m.len as i64 - 1;
-            let jj = if m.len == p.dims.total() {
-                j.clone()
-            } else {
-                j.clone().min(Expr::idx(last))
-            };
-            let at =
-                b.clone() * m.strides[0] + h.clone() * m.strides[1] + i.clone() * m.strides[2] + jj;
-            let v = if m.boolean {
-                Expr::load(m.op.buf, at).select(num.c(0.0), num.neg_inf())
-            } else {
-                num.load_op(&m.op, at)
-            };
-            if m.len == p.dims.total() {
-                v
-            } else {
-                j.clone()
-                    .cmp(CmpOp::Le, Expr::idx(last))
-                    .select(v, num.neg_inf())
-            }
+            let jj = if m.len == p.dims.total() { j.clone() } else { j.clone().min(Expr::idx(last)) };
+            let at = b.clone() * m.strides[0] + h.clone() * m.strides[1] + i.clone() * m.strides[2] + jj;
+            let v = if m.boolean { Expr::load(m.op.buf, at).select(num.c(0.0), num.neg_inf()) } else { num.load_op(&m.op, at) };
+            if m.len == p.dims.total() { v } else { j.clone().cmp(CmpOp::Le, Expr::idx(last)).select(v, num.neg_inf()) }
         });
     }
     let mut allowed: Option<Expr> = None;
-    let mut and = |c: Expr| {
-        allowed = Some(match allowed.take() {
-            Some(a) => a.bin(BinOp::And, c),
-            None => c,
-        })
-    };
+    let mut and = |c: Expr| allowed = Some(match allowed.take() { Some(a) => a.bin(BinOp::And, c), None => c });
     if p.causal {
         and(j.clone().cmp(CmpOp::Le, pos.clone()));
     }

@@ -25,21 +25,11 @@ fn run(src: &str) -> Result<Vec<Vec<f64>>, InterpError> {
     interp::run(&program, &mut memory)?;
     let mut outputs = Vec::new();
     for i in 0..g.outputs().len() {
-        let b = program
-            .buffers
-            .iter()
-            .position(|b| b.kind == BufferKind::Output(i))
-            .expect("output buffer");
+        let b = program.buffers.iter().position(|b| b.kind == BufferKind::Output(i)).expect("output buffer");
         let bytes = &memory[b];
         let values = match program.buffers[b].elem {
-            ElemType::Scalar(ScalarType::F32) => bytes
-                .chunks_exact(4)
-                .map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap())))
-                .collect(),
-            ElemType::Scalar(ScalarType::F64) => bytes
-                .chunks_exact(8)
-                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-                .collect(),
+            ElemType::Scalar(ScalarType::F32) => bytes.chunks_exact(4).map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap()))).collect(),
+            ElemType::Scalar(ScalarType::F64) => bytes.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
             other => panic!("decode {other:?}"),
         };
         outputs.push(values);
@@ -50,29 +40,19 @@ fn run(src: &str) -> Result<Vec<Vec<f64>>, InterpError> {
 fn assert_close(got: &[f64], want: &[f64]) {
     assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
     for (g, w) in got.iter().zip(want) {
-        assert!(
-            (g - w).abs() <= 1e-6 * w.abs().max(1.0),
-            "{got:?} vs {want:?}"
-        );
+        assert!((g - w).abs() <= 1e-6 * w.abs().max(1.0), "{got:?} vs {want:?}");
     }
 }
 
 #[test]
 fn node_suite_cases_verify() {
-    let ours = [
-        "test_attention_",
-        "test_rotary_embedding",
-        "test_linear_attention_",
-        "test_causal_conv_with_state_",
-    ];
+    let ours = ["test_attention_", "test_rotary_embedding", "test_linear_attention_", "test_causal_conv_with_state_"];
     let mut lowered = 0;
     for case in kiln_testkit::node_cases() {
         if !ours.iter().any(|p| case.name.starts_with(p)) || case.name.ends_with("_expanded") {
             continue;
         }
-        let Ok(g) = kiln_onnx::import::import_path(&case.model) else {
-            continue;
-        };
+        let Ok(g) = kiln_onnx::import::import_path(&case.model) else { continue };
         let program = lower(&g).unwrap_or_else(|e| panic!("{}: {e}", case.name));
         if let Err(errors) = crate::verify::verify(&program) {
             panic!("{}: {errors:?}", case.name);
@@ -118,10 +98,7 @@ fn f64_attention_computes_in_f64() {
 }")
     .unwrap();
     let p0 = 1.0 / (1.0 + 1f64.exp());
-    assert!(
-        (out[0][0] - (10.0 * p0 + 20.0 * (1.0 - p0))).abs() < 1e-12,
-        "{out:?}"
-    );
+    assert!((out[0][0] - (10.0 * p0 + 20.0 * (1.0 - p0))).abs() < 1e-12, "{out:?}");
 }
 
 #[test]

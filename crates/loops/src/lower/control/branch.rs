@@ -19,14 +19,7 @@ pub(super) fn lower_if(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError
     };
     for r in [then_branch, else_branch] {
         if r.results.len() != node.outputs.len() {
-            return Err(cx.unsupported(
-                n,
-                format!(
-                    "a branch has {} results for {} outputs",
-                    r.results.len(),
-                    node.outputs.len()
-                ),
-            ));
+            return Err(cx.unsupported(n, format!("a branch has {} results for {} outputs", r.results.len(), node.outputs.len())));
         }
     }
     let cond = cx.required(n, 0)?;
@@ -50,9 +43,7 @@ pub(super) fn lower_if(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError
         }
         return Ok(());
     }
-    let outputs = (0..node.outputs.len())
-        .map(|i| cx.output(n, i))
-        .collect::<Result<Vec<_>, _>>()?;
+    let outputs = (0..node.outputs.len()).map(|i| cx.output(n, i)).collect::<Result<Vec<_>, _>>()?;
     let on_true = Expr::load(cond.buf, Expr::idx(0));
     branch(cx, n, then_branch, &outputs, on_true.clone())?;
     branch(cx, n, else_branch, &outputs, on_true.un(UnOp::Not))?;
@@ -60,14 +51,7 @@ pub(super) fn lower_if(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError
 }
 
 /// An error unless a branch result has the output's static type.
-fn check_result(
-    cx: &Lowerer<'_>,
-    n: NodeId,
-    i: usize,
-    src: &Operand,
-    dims: &[u64],
-    elem: ElemType,
-) -> Result<(), LowerError> {
+fn check_result(cx: &Lowerer<'_>, n: NodeId, i: usize, src: &Operand, dims: &[u64], elem: ElemType) -> Result<(), LowerError> {
     if src.dims != dims || src.elem != elem {
         return Err(cx.unsupported(n, format!("branch result {i} is {}{:?}, the output {}{dims:?} (branch shapes must be static and equal)", src.elem.name(), src.dims, elem.name())));
     }
@@ -75,20 +59,8 @@ fn check_result(
 }
 
 /// Lowers one branch with every kernel guarded by `guard`, then copies its results out.
-fn branch(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    region: &Region,
-    outputs: &[Option<Operand>],
-    guard: Expr,
-) -> Result<(), LowerError> {
-    let guarded = |body: Vec<Stmt>| {
-        vec![Stmt::If {
-            cond: guard.clone(),
-            then: body,
-            otherwise: Vec::new(),
-        }]
-    };
+fn branch(cx: &mut Lowerer<'_>, n: NodeId, region: &Region, outputs: &[Option<Operand>], guard: Expr) -> Result<(), LowerError> {
+    let guarded = |body: Vec<Stmt>| vec![Stmt::If { cond: guard.clone(), then: body, otherwise: Vec::new() }];
     for mut k in cx.lower_region(region)? {
         k.body = guarded(std::mem::take(&mut k.body));
         cx.push(k);
@@ -99,14 +71,7 @@ fn branch(
         let Some(out) = out else { continue };
         let src = cx.value(res)?;
         check_result(cx, n, i, &src, &out.dims, out.elem)?;
-        body.extend(copy(
-            &mut k,
-            src.buf,
-            &Expr::idx(0),
-            out.buf,
-            &Expr::idx(0),
-            out.numel(),
-        ));
+        body.extend(copy(&mut k, src.buf, &Expr::idx(0), out.buf, &Expr::idx(0), out.numel()));
     }
     k.body = guarded(body);
     cx.push(k);

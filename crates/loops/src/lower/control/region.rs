@@ -10,12 +10,7 @@ use crate::lower::{LowerError, Lowerer, Operand};
 
 /// A new intermediate buffer.
 pub(super) fn temp(cx: &mut Lowerer<'_>, name: String, elem: ElemType, len: u64) -> BufId {
-    cx.program.add_buffer(Buffer {
-        name,
-        elem,
-        len,
-        kind: BufferKind::Temp,
-    })
+    cx.program.add_buffer(Buffer { name, elem, len, kind: BufferKind::Temp })
 }
 
 /// The static dims and element type of value `v` (a region parameter or result).
@@ -25,21 +20,8 @@ pub(super) fn value_type(cx: &Lowerer<'_>, v: ValueId) -> Result<(Vec<u64>, Elem
 
 /// Statements copying `len` elements from `src` at `src_at + e` to `dst` at `dst_at + e`
 /// (both buffers of one element type).
-pub(super) fn copy(
-    k: &mut Kernel,
-    src: BufId,
-    src_at: &Expr,
-    dst: BufId,
-    dst_at: &Expr,
-    len: u64,
-) -> Vec<Stmt> {
-    k.nest(&[len], |_, i| {
-        vec![Stmt::Store {
-            buf: dst,
-            index: dst_at.clone() + i[0].clone(),
-            value: Expr::load(src, src_at.clone() + i[0].clone()),
-        }]
-    })
+pub(super) fn copy(k: &mut Kernel, src: BufId, src_at: &Expr, dst: BufId, dst_at: &Expr, len: u64) -> Vec<Stmt> {
+    k.nest(&[len], |_, i| vec![Stmt::Store { buf: dst, index: dst_at.clone() + i[0].clone(), value: Expr::load(src, src_at.clone() + i[0].clone()) }])
 }
 
 /// The statements of `kernels`, in order, as statements of `k`: each kernel's variables are
@@ -71,11 +53,7 @@ fn shift_block(stmts: &mut [Stmt], base: u32) {
                 shift_expr(index, base);
                 shift_expr(value, base);
             }
-            Stmt::If {
-                cond,
-                then,
-                otherwise,
-            } => {
+            Stmt::If { cond, then, otherwise } => {
                 shift_expr(cond, base);
                 shift_block(then, base);
                 shift_block(otherwise, base);
@@ -115,11 +93,7 @@ fn shift_expr(e: &mut Expr, base: u32) {
 /// assignment: a source that is itself another state (a body result aliasing a parameter,
 /// as in a swap) is staged through a temp first, so every source is read before any state is
 /// written. Pairs whose source already is the state need nothing.
-pub(super) fn update_states(
-    cx: &mut Lowerer<'_>,
-    k: &mut Kernel,
-    pairs: &[(Operand, Operand)],
-) -> Vec<Stmt> {
+pub(super) fn update_states(cx: &mut Lowerer<'_>, k: &mut Kernel, pairs: &[(Operand, Operand)]) -> Vec<Stmt> {
     let targets: HashSet<BufId> = pairs.iter().map(|(_, s)| s.buf).collect();
     let (mut stage, mut write) = (Vec::new(), Vec::new());
     let zero = Expr::idx(0);
@@ -140,3 +114,4 @@ pub(super) fn update_states(
     stage.extend(write);
     stage
 }
+

@@ -6,8 +6,8 @@
 //! scan output's slice into its output along the output axis, and copies the new states back
 //! ([`update_states`]). States live in the Scan's outputs where they are used.
 
-use kiln_tir::NodeId;
 use kiln_tir::op::Scan;
+use kiln_tir::NodeId;
 
 use super::region::{copy, splice, temp, update_states, value_type};
 use crate::ir::*;
@@ -25,37 +25,20 @@ struct Slicing {
 impl Slicing {
     /// `dims` cut at `axis`, whose extent is `len`.
     fn new(dims: &[u64], axis: usize, len: u64, reverse: bool) -> Slicing {
-        Slicing {
-            outer: dims[..axis].iter().product(),
-            len,
-            inner: dims[axis..].iter().product::<u64>() / len.max(1),
-            reverse,
-        }
+        Slicing { outer: dims[..axis].iter().product(), len, inner: dims[axis..].iter().product::<u64>() / len.max(1), reverse }
     }
 
     /// Statements moving slice `t` between `whole` and the contiguous `slice`:
     /// `slice ← whole[t]` when `gather`, else `whole[t] ← slice`.
     fn copy(&self, k: &mut Kernel, t: Var, whole: BufId, slice: BufId, gather: bool) -> Vec<Stmt> {
-        let at = if self.reverse {
-            Expr::idx(self.len as i64 - 1) - Expr::Var(t)
-        } else {
-            Expr::Var(t)
-        };
+        let at = if self.reverse { Expr::idx(self.len as i64 - 1) - Expr::Var(t) } else { Expr::Var(t) };
         let (len, inner) = (self.len as i64, self.inner as i64);
         k.nest(&[self.outer, self.inner], |_, i| {
             let (o, e) = (&i[0], &i[1]);
             let w = (o.clone() * len + at.clone()) * inner + e.clone();
             let s = o.clone() * inner + e.clone();
-            let (src, src_at, dst, dst_at) = if gather {
-                (whole, w, slice, s)
-            } else {
-                (slice, s, whole, w)
-            };
-            vec![Stmt::Store {
-                buf: dst,
-                index: dst_at,
-                value: Expr::load(src, src_at),
-            }]
+            let (src, src_at, dst, dst_at) = if gather { (whole, w, slice, s) } else { (slice, s, whole, w) };
+            vec![Stmt::Store { buf: dst, index: dst_at, value: Expr::load(src, src_at) }]
         })
     }
 }
@@ -64,11 +47,7 @@ impl Slicing {
 fn axis(a: i64, rank: usize) -> Result<usize, String> {
     let r = rank as i64;
     let v = if a < 0 { a + r } else { a };
-    if (0..r).contains(&v) {
-        Ok(v as usize)
-    } else {
-        Err(format!("axis {a} is out of range for rank {rank}"))
-    }
+    if (0..r).contains(&v) { Ok(v as usize) } else { Err(format!("axis {a} is out of range for rank {rank}")) }
 }
 
 /// Lowers Scan node `n`.
@@ -77,15 +56,9 @@ pub(super) fn lower_scan(cx: &mut Lowerer<'_>, n: NodeId, a: &Scan) -> Result<()
     let [body] = &node.regions[..] else {
         return Err(cx.unsupported(n, "Scan needs one body"));
     };
-    let m = usize::try_from(a.num_scan_inputs)
-        .ok()
-        .filter(|m| (1..=node.inputs.len()).contains(m))
-        .ok_or_else(|| cx.unsupported(n, "num_scan_inputs is out of range"))?;
+    let m = usize::try_from(a.num_scan_inputs).ok().filter(|m| (1..=node.inputs.len()).contains(m)).ok_or_else(|| cx.unsupported(n, "num_scan_inputs is out of range"))?;
     let carried = node.inputs.len() - m;
-    if body.params.len() != carried + m
-        || body.results.len() < carried
-        || node.outputs.len() > body.results.len()
-    {
+    if body.params.len() != carried + m || body.results.len() < carried || node.outputs.len() > body.results.len() {
         return Err(cx.unsupported(n, "the body's signature does not fit the node"));
     }
     let scans = body.results.len() - carried;
@@ -100,8 +73,7 @@ pub(super) fn lower_scan(cx: &mut Lowerer<'_>, n: NodeId, a: &Scan) -> Result<()
     let mut seq: Option<u64> = None;
     for j in 0..m {
         let x = cx.required(n, carried + j)?;
-        let ax = axis(a.scan_input_axes.get(j).copied().unwrap_or(0), x.rank())
-            .map_err(|e| cx.unsupported(n, format!("scan input {j}: {e}")))?;
+        let ax = axis(a.scan_input_axes.get(j).copied().unwrap_or(0), x.rank()).map_err(|e| cx.unsupported(n, format!("scan input {j}: {e}")))?;
         let len = x.dims[ax];
         if seq.is_some_and(|s| s != len) {
             return Err(cx.unsupported(n, "scan inputs have different sequence lengths"));
@@ -110,19 +82,9 @@ pub(super) fn lower_scan(cx: &mut Lowerer<'_>, n: NodeId, a: &Scan) -> Result<()
         let mut slice_dims = x.dims.clone();
         slice_dims.remove(ax);
         if value_type(cx, body.params[carried + j])? != (slice_dims.clone(), x.elem) {
-            return Err(cx.unsupported(
-                n,
-                format!(
-                    "the body's parameter for scan input {j} is not a {}{slice_dims:?} slice",
-                    x.elem.name()
-                ),
-            ));
+            return Err(cx.unsupported(n, format!("the body's parameter for scan input {j} is not a {}{slice_dims:?} slice", x.elem.name())));
         }
-        inputs.push((
-            Slicing::new(&x.dims, ax, len, flag(&a.scan_input_directions, j)),
-            x,
-            slice_dims,
-        ));
+        inputs.push((Slicing::new(&x.dims, ax, len, flag(&a.scan_input_directions, j)), x, slice_dims));
     }
     let seq = seq.unwrap_or(0);
 
@@ -132,38 +94,15 @@ pub(super) fn lower_scan(cx: &mut Lowerer<'_>, n: NodeId, a: &Scan) -> Result<()
         let init = cx.required(n, i)?;
         let state = match cx.output(n, i)? {
             Some(out) => out,
-            None => Operand {
-                buf: temp(cx, format!("{name}_state{i}"), init.elem, init.numel()),
-                dims: init.dims.clone(),
-                elem: init.elem,
-            },
+            None => Operand { buf: temp(cx, format!("{name}_state{i}"), init.elem, init.numel()), dims: init.dims.clone(), elem: init.elem },
         };
-        if state.dims != init.dims
-            || state.elem != init.elem
-            || value_type(cx, body.params[i])? != (init.dims.clone(), init.elem)
-        {
-            return Err(cx.unsupported(
-                n,
-                format!(
-                    "state {i} changes type (initial {}{:?})",
-                    init.elem.name(),
-                    init.dims
-                ),
-            ));
+        if state.dims != init.dims || state.elem != init.elem || value_type(cx, body.params[i])? != (init.dims.clone(), init.elem) {
+            return Err(cx.unsupported(n, format!("state {i} changes type (initial {}{:?})", init.elem.name(), init.dims)));
         }
-        pre.extend(copy(
-            &mut k,
-            init.buf,
-            &zero,
-            state.buf,
-            &zero,
-            init.numel(),
-        ));
+        pre.extend(copy(&mut k, init.buf, &zero, state.buf, &zero, init.numel()));
         states.push(state);
     }
-    let outs = (0..scans)
-        .map(|j| cx.output(n, carried + j))
-        .collect::<Result<Vec<_>, _>>()?;
+    let outs = (0..scans).map(|j| cx.output(n, carried + j)).collect::<Result<Vec<_>, _>>()?;
     if seq == 0 {
         k.body = pre;
         cx.push(k);
@@ -175,12 +114,7 @@ pub(super) fn lower_scan(cx: &mut Lowerer<'_>, n: NodeId, a: &Scan) -> Result<()
     }
     let mut slices = Vec::with_capacity(m);
     for (j, (_, x, slice_dims)) in inputs.iter().enumerate() {
-        let buf = temp(
-            cx,
-            format!("{name}_slice{j}"),
-            x.elem,
-            slice_dims.iter().product(),
-        );
+        let buf = temp(cx, format!("{name}_slice{j}"), x.elem, slice_dims.iter().product());
         cx.bind(body.params[carried + j], buf);
         slices.push(buf);
     }
@@ -196,53 +130,24 @@ pub(super) fn lower_scan(cx: &mut Lowerer<'_>, n: NodeId, a: &Scan) -> Result<()
     for (j, out) in outs.iter().enumerate() {
         let Some(out) = out else { continue };
         let src = cx.value(body.results[carried + j])?;
-        let ax = axis(
-            a.scan_output_axes.get(j).copied().unwrap_or(0),
-            src.rank() + 1,
-        )
-        .map_err(|e| cx.unsupported(n, format!("scan output {j}: {e}")))?;
+        let ax = axis(a.scan_output_axes.get(j).copied().unwrap_or(0), src.rank() + 1).map_err(|e| cx.unsupported(n, format!("scan output {j}: {e}")))?;
         let mut want = src.dims.clone();
         want.insert(ax, seq);
         if out.dims != want || out.elem != src.elem {
-            return Err(cx.unsupported(
-                n,
-                format!(
-                    "scan output {j} is {}{:?}, the body's slices {}{:?}",
-                    out.elem.name(),
-                    out.dims,
-                    src.elem.name(),
-                    src.dims
-                ),
-            ));
+            return Err(cx.unsupported(n, format!("scan output {j} is {}{:?}, the body's slices {}{:?}", out.elem.name(), out.dims, src.elem.name(), src.dims)));
         }
-        step.extend(
-            Slicing::new(&out.dims, ax, seq, flag(&a.scan_output_directions, j))
-                .copy(&mut k, t, out.buf, src.buf, false),
-        );
+        step.extend(Slicing::new(&out.dims, ax, seq, flag(&a.scan_output_directions, j)).copy(&mut k, t, out.buf, src.buf, false));
     }
     let mut pairs = Vec::with_capacity(carried);
     for (i, state) in states.iter().enumerate() {
         let src = cx.value(body.results[i])?;
         if src.dims != state.dims || src.elem != state.elem {
-            return Err(cx.unsupported(
-                n,
-                format!(
-                    "state {i} changes type in the body ({}{:?} to {}{:?})",
-                    state.elem.name(),
-                    state.dims,
-                    src.elem.name(),
-                    src.dims
-                ),
-            ));
+            return Err(cx.unsupported(n, format!("state {i} changes type in the body ({}{:?} to {}{:?})", state.elem.name(), state.dims, src.elem.name(), src.dims)));
         }
         pairs.push((src, state.clone()));
     }
     step.extend(update_states(cx, &mut k, &pairs));
-    pre.push(Stmt::For {
-        var: t,
-        extent: seq,
-        body: step,
-    });
+    pre.push(Stmt::For { var: t, extent: seq, body: step });
     k.body = pre;
     cx.push(k);
     Ok(())

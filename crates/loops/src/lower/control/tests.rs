@@ -27,17 +27,9 @@ fn check(src: &str, inputs: &[Tensor]) {
     interp::run(&program, &mut memory).expect("the program runs");
     let want = kiln_eval::eval_graph(&g, inputs).expect("the reference evaluates the graph");
     for (i, (&v, w)) in g.outputs().iter().zip(&want).enumerate() {
-        let b = program
-            .buffers
-            .iter()
-            .position(|b| b.kind == BufferKind::Output(i))
-            .expect("output buffer");
+        let b = program.buffers.iter().position(|b| b.kind == BufferKind::Output(i)).expect("output buffer");
         let ty = g.ty(v);
-        let got = Tensor {
-            dtype: ty.dtype,
-            shape: ty.known_dims().expect("static output"),
-            data: TensorData::Raw(std::mem::take(&mut memory[b]).into()),
-        };
+        let got = Tensor { dtype: ty.dtype, shape: ty.known_dims().expect("static output"), data: TensorData::Raw(std::mem::take(&mut memory[b]).into()) };
         if let Err(e) = kiln_eval::compare::compare(&got, w) {
             panic!("output {i}: {e}");
         }
@@ -49,11 +41,7 @@ fn f32s(shape: &[u64], v: &[f32]) -> Tensor {
 }
 
 fn flag(b: bool) -> Tensor {
-    Tensor {
-        dtype: DType::Bool,
-        shape: vec![],
-        data: TensorData::Raw(vec![u8::from(b)].into()),
-    }
+    Tensor { dtype: DType::Bool, shape: vec![], data: TensorData::Raw(vec![u8::from(b)].into()) }
 }
 
 #[test]
@@ -70,14 +58,7 @@ fn loop_swaps_carried_values_simultaneously() {
   }
   return %4, %5, %6, %7
 }";
-    check(
-        src,
-        &[
-            f32s(&[2], &[1.0, 2.0]),
-            f32s(&[2], &[10.0, 20.0]),
-            f32s(&[2], &[0.5, 0.25]),
-        ],
-    );
+    check(src, &[f32s(&[2], &[1.0, 2.0]), f32s(&[2], &[10.0, 20.0]), f32s(&[2], &[0.5, 0.25])]);
 }
 
 #[test]
@@ -111,8 +92,7 @@ fn loop_condition_stops_it_early() {
 
 #[test]
 fn if_with_a_run_time_condition_holds_a_loop_and_a_scan() {
-    let src =
-        "graph @main(%0: bool[] \"c\", %1: f32[3] \"x\", %2: f32[4, 3] \"m\") -> (f32[3] \"y\") {
+    let src = "graph @main(%0: bool[] \"c\", %1: f32[3] \"x\", %2: f32[4, 3] \"m\") -> (f32[3] \"y\") {
   %3 = tensor.if(%0) : f32[3] {
     then_branch() {
       %4 = const dense<i64[]: [3]>
@@ -136,13 +116,7 @@ fn if_with_a_run_time_condition_holds_a_loop_and_a_scan() {
   }
   return %3
 }";
-    let (x, m) = (
-        f32s(&[3], &[1.0, -2.0, 0.5]),
-        f32s(
-            &[4, 3],
-            &[1.0, 2.0, 3.0, 0.5, 0.5, 0.5, -1.0, 1.0, 2.0, 3.0, 1.0, 0.0],
-        ),
-    );
+    let (x, m) = (f32s(&[3], &[1.0, -2.0, 0.5]), f32s(&[4, 3], &[1.0, 2.0, 3.0, 0.5, 0.5, 0.5, -1.0, 1.0, 2.0, 3.0, 1.0, 0.0]));
     check(src, &[flag(true), x.clone(), m.clone()]);
     check(src, &[flag(false), x, m]);
 }
@@ -159,14 +133,7 @@ fn scan_reads_and_writes_along_any_axis_in_either_direction() {
   }
   return %3, %4, %5
 }";
-    check(
-        src,
-        &[
-            f32s(&[2], &[1.0, 2.0]),
-            f32s(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
-            f32s(&[3, 2], &[0.5, 1.0, 1.5, 2.0, 2.5, 3.0]),
-        ],
-    );
+    check(src, &[f32s(&[2], &[1.0, 2.0]), f32s(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), f32s(&[3, 2], &[0.5, 1.0, 1.5, 2.0, 2.5, 3.0])]);
 }
 
 #[test]
@@ -188,24 +155,12 @@ fn a_value_computed_but_unused_in_a_loop_body_keeps_its_own_memory() {
     let g = parse(src).expect("parses");
     let program = lower(&g).expect("lowers");
     let memory = plan(&program);
-    let temps: Vec<usize> = program
-        .buffers
-        .iter()
-        .enumerate()
-        .filter(|(_, b)| b.kind == BufferKind::Temp)
-        .map(|(i, _)| i)
-        .collect();
+    let temps: Vec<usize> = program.buffers.iter().enumerate().filter(|(_, b)| b.kind == BufferKind::Temp).map(|(i, _)| i).collect();
     for (x, &a) in temps.iter().enumerate() {
         for &b in &temps[x + 1..] {
-            let (Some((fa, la)), Some((fb, lb))) = (memory.lifetimes[a], memory.lifetimes[b])
-            else {
-                continue;
-            };
+            let (Some((fa, la)), Some((fb, lb))) = (memory.lifetimes[a], memory.lifetimes[b]) else { continue };
             if fa <= lb && fb <= la {
-                assert_ne!(
-                    memory.offsets[a], memory.offsets[b],
-                    "@{a} and @{b} are live together but share memory"
-                );
+                assert_ne!(memory.offsets[a], memory.offsets[b], "@{a} and @{b} are live together but share memory");
             }
         }
     }

@@ -2,7 +2,7 @@
 
 use kiln_tir::{DType, NodeId, Op, Tensor};
 
-use super::{ElemResult, Scope, c, cast_to, map_n, need_float, need_number, operands};
+use super::{c, cast_to, map_n, need_float, need_number, operands, ElemResult, Scope};
 use crate::ir::*;
 use crate::lower::{LowerError, Lowerer};
 
@@ -31,9 +31,7 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
 
 /// `a[0] op a[1] op ...`, left to right.
 fn fold(op: BinOp, a: &[Expr]) -> Expr {
-    a[1..]
-        .iter()
-        .fold(a[0].clone(), |acc, x| acc.bin(op, x.clone()))
+    a[1..].iter().fold(a[0].clone(), |acc, x| acc.bin(op, x.clone()))
 }
 
 /// (x₁ + ... + xₙ) / n.
@@ -55,10 +53,7 @@ fn zero_check(cx: &mut Lowerer<'_>, n: NodeId, ty: ScalarType) -> Option<u32> {
 /// Adds the check that the integer divisor `b` is not zero.
 fn check_divisor(s: &mut Scope<'_>, b: &Expr, ty: ScalarType, error: Option<u32>) {
     if let Some(error) = error {
-        s.stmts.push(Stmt::Check {
-            cond: b.clone().cmp(CmpOp::Ne, c(ty, 0.0)),
-            error,
-        });
+        s.stmts.push(Stmt::Check { cond: b.clone().cmp(CmpOp::Ne, c(ty, 0.0)), error });
     }
 }
 
@@ -87,21 +82,13 @@ fn modulo(cx: &mut Lowerer<'_>, n: NodeId, fmod: bool) -> Result<bool, LowerErro
             return Ok(r);
         }
         let zero = c(ty, 0.0);
-        let signs_differ = r
-            .clone()
-            .cmp(CmpOp::Lt, zero.clone())
-            .bin(BinOp::Xor, b.clone().cmp(CmpOp::Lt, zero.clone()));
-        let adjust = r
-            .clone()
-            .cmp(CmpOp::Ne, zero.clone())
-            .bin(BinOp::And, signs_differ);
+        let signs_differ = r.clone().cmp(CmpOp::Lt, zero.clone()).bin(BinOp::Xor, b.clone().cmp(CmpOp::Lt, zero.clone()));
+        let adjust = r.clone().cmp(CmpOp::Ne, zero.clone()).bin(BinOp::And, signs_differ);
         let python = adjust.select(r.clone().bin(BinOp::Add, b.clone()), r.clone());
         if !ty.is_float() {
             return Ok(python);
         }
-        let signed_zero = b
-            .cmp(CmpOp::Lt, zero.clone())
-            .select(c(ty, -0.0), zero.clone());
+        let signed_zero = b.cmp(CmpOp::Lt, zero.clone()).select(c(ty, -0.0), zero.clone());
         Ok(r.cmp(CmpOp::Eq, zero).select(signed_zero, python))
     })
 }
@@ -113,9 +100,7 @@ fn const_scalar(t: &Tensor) -> Option<f64> {
     }
     let raw = t.raw()?;
     match t.dtype {
-        DType::F32 => Some(f64::from(f32::from_le_bytes(
-            raw.get(..4)?.try_into().ok()?,
-        ))),
+        DType::F32 => Some(f64::from(f32::from_le_bytes(raw.get(..4)?.try_into().ok()?))),
         DType::F64 => Some(f64::from_le_bytes(raw.get(..8)?.try_into().ok()?)),
         _ => t.to_i64s()?.first().map(|&v| v as f64),
     }
@@ -135,36 +120,16 @@ fn pow(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
         return Err(cx.unsupported(n, "bool operands"));
     }
     // x^1 = x and x^2 = x·x exactly (both correctly rounded), and need no runtime call.
-    let small = cx
-        .const_input(n, 1)
-        .and_then(const_scalar)
-        .filter(|&e| e == 1.0 || e == 2.0);
+    let small = cx.const_input(n, 1).and_then(const_scalar).filter(|&e| e == 1.0 || e == 2.0);
     if let (Some(e), true) = (small, ta.is_float()) {
-        return map_n(cx, n, &[base], |_, a| {
-            Ok(if e == 1.0 {
-                a[0].clone()
-            } else {
-                a[0].clone().bin(BinOp::Mul, a[0].clone())
-            })
-        });
+        return map_n(cx, n, &[base], |_, a| Ok(if e == 1.0 { a[0].clone() } else { a[0].clone().bin(BinOp::Mul, a[0].clone()) }));
     }
     map_n(cx, n, &[base, exponent], |s, args| -> ElemResult {
         let (a, b) = (args[0].clone(), args[1].clone());
-        let real = |ct: ScalarType| {
-            Expr::Math(
-                MathFn::Pow,
-                vec![cast_to(a.clone(), ta, ct), cast_to(b.clone(), tb, ct)],
-            )
-        };
+        let real = |ct: ScalarType| Expr::Math(MathFn::Pow, vec![cast_to(a.clone(), ta, ct), cast_to(b.clone(), tb, ct)]);
         if ta.is_float() {
-            let wide = ta == ScalarType::F64
-                || tb == ScalarType::F64
-                || (!tb.is_float() && tb.bytes() >= 4);
-            let ct = if wide {
-                ScalarType::F64
-            } else {
-                ScalarType::F32
-            };
+            let wide = ta == ScalarType::F64 || tb == ScalarType::F64 || (!tb.is_float() && tb.bytes() >= 4);
+            let ct = if wide { ScalarType::F64 } else { ScalarType::F32 };
             return Ok(cast_to(real(ct), ct, ta));
         }
         let truncated = real(ScalarType::F64).cast(ta);
@@ -172,11 +137,7 @@ fn pow(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
             return Ok(truncated);
         }
         let exact = int_pow(s, a, b.clone(), ta, tb);
-        Ok(if tb.is_signed_int() {
-            b.cmp(CmpOp::Lt, c(tb, 0.0)).select(truncated, exact)
-        } else {
-            exact
-        })
+        Ok(if tb.is_signed_int() { b.cmp(CmpOp::Lt, c(tb, 0.0)).select(truncated, exact) } else { exact })
     })
 }
 
@@ -186,25 +147,12 @@ fn int_pow(s: &mut Scope<'_>, a: Expr, b: Expr, ta: ScalarType, tb: ScalarType) 
     let square = s.local(ta, a);
     let bits = s.local(tb, b);
     let i = s.k.var(ScalarType::I64);
-    let odd = Expr::Var(bits)
-        .bin(BinOp::And, Expr::int(tb, 1))
-        .cmp(CmpOp::Ne, Expr::int(tb, 0));
+    let odd = Expr::Var(bits).bin(BinOp::And, Expr::int(tb, 1)).cmp(CmpOp::Ne, Expr::int(tb, 0));
     let body = vec![
-        Stmt::If {
-            cond: odd,
-            then: vec![Stmt::Assign(
-                acc,
-                Expr::Var(acc).bin(BinOp::Mul, Expr::Var(square)),
-            )],
-            otherwise: Vec::new(),
-        },
+        Stmt::If { cond: odd, then: vec![Stmt::Assign(acc, Expr::Var(acc).bin(BinOp::Mul, Expr::Var(square)))], otherwise: Vec::new() },
         Stmt::Assign(square, Expr::Var(square).bin(BinOp::Mul, Expr::Var(square))),
         Stmt::Assign(bits, Expr::Var(bits).bin(BinOp::Shr, Expr::int(tb, 1))),
     ];
-    s.stmts.push(Stmt::For {
-        var: i,
-        extent: u64::from(8 * tb.bytes()),
-        body,
-    });
+    s.stmts.push(Stmt::For { var: i, extent: u64::from(8 * tb.bytes()), body });
     Expr::Var(acc)
 }

@@ -16,9 +16,9 @@
 
 use kiln_tir::{NodeId, Op};
 
-use super::{ElemResult, Scope, cast_to, map_n};
+use super::{cast_to, map_n, ElemResult, Scope};
 use crate::ir::*;
-use crate::lower::{LowerError, Lowerer, elem_type};
+use crate::lower::{elem_type, LowerError, Lowerer};
 
 /// How a float8 e8m0 conversion rounds (ONNX Cast's `round_mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,10 +44,7 @@ pub(in crate::lower) struct CastOpts {
 
 impl Default for CastOpts {
     fn default() -> CastOpts {
-        CastOpts {
-            saturate: true,
-            e8m0: E8M0Round::Up,
-        }
+        CastOpts { saturate: true, e8m0: E8M0Round::Up }
     }
 }
 
@@ -60,10 +57,7 @@ impl CastOpts {
             "nearest" => E8M0Round::Nearest,
             other => return Err(format!("round_mode `{other}` (not up, down or nearest)")),
         };
-        Ok(CastOpts {
-            saturate: saturate != 0,
-            e8m0,
-        })
+        Ok(CastOpts { saturate: saturate != 0, e8m0 })
     }
 }
 
@@ -101,14 +95,8 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
 /// are not at hand; a bool holds only 0 or 1, so other bytes cannot become one.
 fn reinterpret(x: Expr, from: ElemType, to: ElemType) -> ElemResult {
     match (from, to) {
-        (ElemType::Scalar(f), ElemType::Scalar(t))
-            if f.bytes() == t.bytes() && t != ScalarType::Bool =>
-        {
-            Ok(if f == t {
-                x
-            } else {
-                Expr::Bitcast(t, Box::new(x))
-            })
+        (ElemType::Scalar(f), ElemType::Scalar(t)) if f.bytes() == t.bytes() && t != ScalarType::Bool => {
+            Ok(if f == t { x } else { Expr::Bitcast(t, Box::new(x)) })
         }
         _ => Err(format!("bitcast from {} to {}", from.name(), to.name())),
     }
@@ -126,43 +114,25 @@ fn saturation_bound(to: ElemType) -> Option<f64> {
 
 /// The value `x` (loaded from `from` storage) as a value to store into `to` storage, with
 /// Cast's rounding rules (see the module doc).
-pub(in crate::lower) fn convert(
-    s: &mut Scope<'_>,
-    x: Expr,
-    from: ElemType,
-    to: ElemType,
-    opts: CastOpts,
-) -> ElemResult {
+pub(in crate::lower) fn convert(s: &mut Scope<'_>, x: Expr, from: ElemType, to: ElemType, opts: CastOpts) -> ElemResult {
     let (tf, tt) = (from.value_type(), to.value_type());
     if to == ElemType::F8E8M0 {
         return Ok(to_e8m0(s, cast_to(x, tf, ScalarType::F32), opts));
     }
-    let narrow_float = matches!(to, ElemType::F16 | ElemType::BF16 | ElemType::F4E2M1)
-        || saturation_bound(to).is_some();
+    let narrow_float = matches!(to, ElemType::F16 | ElemType::BF16 | ElemType::F4E2M1) || saturation_bound(to).is_some();
     // Rounding a wide value to f32 and then to a narrow float at the store can round twice;
     // rounding to odd first makes the second rounding exact. Integers into f16 or float8 are
     // exact in f32 up to far beyond the formats' ranges, so only bf16 needs it.
-    let wide_int =
-        !tf.is_float() && tf != ScalarType::Bool && tf.bytes() >= 4 && to == ElemType::BF16;
+    let wide_int = !tf.is_float() && tf != ScalarType::Bool && tf.bytes() >= 4 && to == ElemType::BF16;
     let value = if narrow_float && (tf == ScalarType::F64 || wide_int) {
-        let d = if tf == ScalarType::F64 {
-            x
-        } else {
-            s.bind(x.cast(ScalarType::F64))
-        };
+        let d = if tf == ScalarType::F64 { x } else { s.bind(x.cast(ScalarType::F64)) };
         round_to_odd_f32(s, d)
     } else if to.is_packed() && !tt.is_float() && tf.is_float() {
         // Float → int4/int2 truncates and wraps: through i64, then integer narrowing. Beyond
         // i64 (and NaN) the reference evaluator gives a multiple of 16, so 0 here.
         let x = s.bind(x);
-        let inside = x
-            .clone()
-            .un(UnOp::Abs)
-            .cmp(CmpOp::Lt, Expr::float(tf, 2f64.powi(63)));
-        inside
-            .select(x, Expr::float(tf, 0.0))
-            .cast(ScalarType::I64)
-            .cast(tt)
+        let inside = x.clone().un(UnOp::Abs).cmp(CmpOp::Lt, Expr::float(tf, 2f64.powi(63)));
+        inside.select(x, Expr::float(tf, 0.0)).cast(ScalarType::I64).cast(tt)
     } else {
         cast_to(x, tf, tt)
     };
@@ -171,9 +141,7 @@ pub(in crate::lower) fn convert(
             // NaN fails both comparisons and passes through with its sign.
             let v = s.bind(value);
             let (hi, lo) = (Expr::float(tt, max), Expr::float(tt, -max));
-            v.clone()
-                .cmp(CmpOp::Gt, hi.clone())
-                .select(hi, v.clone().cmp(CmpOp::Lt, lo.clone()).select(lo, v))
+            v.clone().cmp(CmpOp::Gt, hi.clone()).select(hi, v.clone().cmp(CmpOp::Lt, lo.clone()).select(lo, v))
         }
         _ => value,
     })
@@ -194,14 +162,8 @@ fn to_e8m0(s: &mut Scope<'_>, f: Expr, opts: CastOpts) -> Expr {
         E8M0Round::Up | E8M0Round::Down => bits.bin(BinOp::And, u(0x7f_ffff)).cmp(CmpOp::Ne, u(0)),
         // The guard bit, and a bit below it or a non-zero exponent (ONNX's reference test).
         E8M0Round::Nearest => {
-            let guard = bits
-                .clone()
-                .bin(BinOp::And, u(0x40_0000))
-                .cmp(CmpOp::Ne, u(0));
-            let rest = bits
-                .bin(BinOp::And, u(0x3f_ffff))
-                .cmp(CmpOp::Ne, u(0))
-                .bin(BinOp::Or, exp.clone().cmp(CmpOp::Ne, u(0)));
+            let guard = bits.clone().bin(BinOp::And, u(0x40_0000)).cmp(CmpOp::Ne, u(0));
+            let rest = bits.bin(BinOp::And, u(0x3f_ffff)).cmp(CmpOp::Ne, u(0)).bin(BinOp::Or, exp.clone().cmp(CmpOp::Ne, u(0)));
             guard.bin(BinOp::And, rest)
         }
     };
@@ -210,10 +172,7 @@ fn to_e8m0(s: &mut Scope<'_>, f: Expr, opts: CastOpts) -> Expr {
     let step = round_up.bin(BinOp::And, exp.clone().cmp(CmpOp::Lt, u(limit)));
     let e = s.bind(exp.bin(BinOp::Add, step.select(u(1), u(0))));
     // 2^(e − 127): the exponent field, except 2^−127 (an f32 subnormal) and NaN.
-    let pow2 = e
-        .clone()
-        .cmp(CmpOp::Eq, u(0xff))
-        .select(u(0x7fc0_0000), e.clone().bin(BinOp::Shl, u(23)));
+    let pow2 = e.clone().cmp(CmpOp::Eq, u(0xff)).select(u(0x7fc0_0000), e.clone().bin(BinOp::Shl, u(23)));
     let pow2 = e.cmp(CmpOp::Eq, u(0)).select(u(0x0040_0000), pow2);
     Expr::Bitcast(F32, Box::new(pow2))
 }
@@ -228,14 +187,8 @@ pub(in crate::lower) fn round_to_odd_f32(s: &mut Scope<'_>, d: Expr) -> Expr {
     let back = s.bind(t.clone().cast(F64));
     let bits = s.bind(Expr::Bitcast(U32, Box::new(t)));
     // Rounded away from zero: step the magnitude back by one ulp (NaN compares false).
-    let away = back
-        .clone()
-        .un(UnOp::Abs)
-        .cmp(CmpOp::Gt, d.clone().un(UnOp::Abs));
-    let toward = away.select(
-        bits.clone().bin(BinOp::Sub, Expr::int(U32, 1)),
-        bits.clone(),
-    );
+    let away = back.clone().un(UnOp::Abs).cmp(CmpOp::Gt, d.clone().un(UnOp::Abs));
+    let toward = away.select(bits.clone().bin(BinOp::Sub, Expr::int(U32, 1)), bits.clone());
     let inexact = back.cmp(CmpOp::Ne, d);
     let odd = inexact.select(toward.bin(BinOp::Or, Expr::int(U32, 1)), bits);
     Expr::Bitcast(F32, Box::new(odd))

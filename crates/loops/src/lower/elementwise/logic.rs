@@ -35,12 +35,7 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
     let (ops, ty) = operands(cx, n)?;
     map_n(cx, n, &ops, |_, a| {
         match operand {
-            Operands::Bool if ty != ScalarType::Bool => {
-                return Err(format!(
-                    "{} operands (the op is defined on bool)",
-                    ty.name()
-                ));
-            }
+            Operands::Bool if ty != ScalarType::Bool => return Err(format!("{} operands (the op is defined on bool)", ty.name())),
             Operands::Int => need_int(ty)?,
             Operands::Bool => {}
         }
@@ -71,16 +66,9 @@ fn shift(cx: &mut Lowerer<'_>, n: NodeId, left: bool) -> Result<bool, LowerError
         need_int(ty)?;
         let (a, b) = (args[0].clone(), args[1].clone());
         let width = f64::from(8 * ty.bytes());
-        let in_range = b
-            .clone()
-            .cmp(CmpOp::Ge, c(ty, 0.0))
-            .bin(BinOp::And, b.clone().cmp(CmpOp::Lt, c(ty, width)));
+        let in_range = b.clone().cmp(CmpOp::Ge, c(ty, 0.0)).bin(BinOp::And, b.clone().cmp(CmpOp::Lt, c(ty, width)));
         let shifted = a.clone().bin(if left { BinOp::Shl } else { BinOp::Shr }, b);
-        let overflow = if !left && ty.is_signed_int() {
-            a.cmp(CmpOp::Lt, c(ty, 0.0)).select(c(ty, -1.0), c(ty, 0.0))
-        } else {
-            c(ty, 0.0)
-        };
+        let overflow = if !left && ty.is_signed_int() { a.cmp(CmpOp::Lt, c(ty, 0.0)).select(c(ty, -1.0), c(ty, 0.0)) } else { c(ty, 0.0) };
         Ok(in_range.select(shifted, overflow))
     })
 }
@@ -94,7 +82,5 @@ fn select(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
         return Err(cx.unsupported(n, format!("{} condition", cond.ty().name())));
     }
     let [x, y] = branches;
-    map_n(cx, n, &[cond, x, y], |_, a| {
-        Ok(a[0].clone().select(a[1].clone(), a[2].clone()))
-    })
+    map_n(cx, n, &[cond, x, y], |_, a| Ok(a[0].clone().select(a[1].clone(), a[2].clone())))
 }

@@ -2,7 +2,7 @@
 
 use kiln_tir::text::parse;
 
-use super::{Nest, plan};
+use super::{plan, Nest};
 use crate::interp::{self, InterpError};
 use crate::ir::BufferKind;
 use crate::lower::lower;
@@ -21,26 +21,16 @@ fn run(src: &str) -> Result<Vec<u8>, InterpError> {
         })
         .collect();
     interp::run(&program, &mut memory)?;
-    let out = program
-        .buffers
-        .iter()
-        .position(|b| b.kind == BufferKind::Output(0))
-        .expect("output buffer");
+    let out = program.buffers.iter().position(|b| b.kind == BufferKind::Output(0)).expect("output buffer");
     Ok(std::mem::take(&mut memory[out]))
 }
 
 fn i32s(bytes: &[u8]) -> Vec<i32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
+    bytes.chunks_exact(4).map(|c| i32::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
 fn f32s(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
 /// A graph computing `op` (with attributes `attrs`, as in the text form) on the constants `a`
@@ -59,60 +49,26 @@ fn binary(op: &str, ty: &str, a: &str, b: &str) -> String {
 #[test]
 fn integer_mod_takes_the_divisors_sign_and_fmod_the_dividends() {
     let (a, b) = ("-7, 7, -7, 7, 6", "2, -2, -2, 2, -3");
-    assert_eq!(
-        i32s(&run(&binary("mod", "i32[5]", a, b)).unwrap()),
-        [1, -1, -1, 1, 0]
-    );
-    assert_eq!(
-        i32s(&run(&binary_with("mod", "{fmod = 1}", "i32[5]", a, b)).unwrap()),
-        [-1, 1, -1, 1, 0]
-    );
+    assert_eq!(i32s(&run(&binary("mod", "i32[5]", a, b)).unwrap()), [1, -1, -1, 1, 0]);
+    assert_eq!(i32s(&run(&binary_with("mod", "{fmod = 1}", "i32[5]", a, b)).unwrap()), [-1, 1, -1, 1, 0]);
 }
 
 #[test]
 fn float_mod_zero_has_the_divisors_sign() {
-    let got = f32s(
-        &run(&binary(
-            "mod",
-            "f32[4]",
-            "0.0, 4.0, -1.0, 1.0",
-            "-2.0, 2.0, inf, -inf",
-        ))
-        .unwrap(),
-    );
-    assert_eq!(
-        got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-        [
-            (-0.0f32).to_bits(),
-            0,
-            f32::INFINITY.to_bits(),
-            f32::NEG_INFINITY.to_bits()
-        ]
-    );
+    let got = f32s(&run(&binary("mod", "f32[4]", "0.0, 4.0, -1.0, 1.0", "-2.0, 2.0, inf, -inf")).unwrap());
+    assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), [(-0.0f32).to_bits(), 0, f32::INFINITY.to_bits(), f32::NEG_INFINITY.to_bits()]);
 }
 
 #[test]
 fn integer_division_truncates_and_checks_for_zero() {
-    assert_eq!(
-        i32s(&run(&binary("div", "i32[3]", "-7, 7, -8", "2, -2, 3")).unwrap()),
-        [-3, -3, -2]
-    );
+    assert_eq!(i32s(&run(&binary("div", "i32[3]", "-7, 7, -8", "2, -2, 3")).unwrap()), [-3, -3, -2]);
     let err = run(&binary("div", "i32[2]", "1, 2", "1, 0")).unwrap_err();
-    assert!(
-        matches!(err, InterpError::Check { ref message, .. } if message.contains("division by zero")),
-        "{err}"
-    );
+    assert!(matches!(err, InterpError::Check { ref message, .. } if message.contains("division by zero")), "{err}");
 }
 
 #[test]
 fn integer_pow_wraps_and_negative_exponents_truncate() {
-    let got = run(&binary(
-        "pow",
-        "i32[6]",
-        "2, 3, -2, 2, -1, 2",
-        "10, 3, 3, 31, -3, -1",
-    ))
-    .unwrap();
+    let got = run(&binary("pow", "i32[6]", "2, 3, -2, 2, -1, 2", "10, 3, 3, 31, -3, -1")).unwrap();
     assert_eq!(i32s(&got), [1024, 27, -8, i32::MIN, -1, 0]);
 }
 
@@ -137,10 +93,7 @@ fn float_to_int_casts_truncate_and_saturate() {
             "graph @main() -> ({to}[6]) {{\n  %0 = const dense<f32[6]: [1e10, -1e10, nan, -2.7, 2.7, 300.0]>\n  %1 = tensor.cast(%0) {{to = {to}}} : {to}[6]\n  return %1\n}}"
         )
     };
-    assert_eq!(
-        i32s(&run(&cast("i32")).unwrap()),
-        [i32::MAX, i32::MIN, 0, -2, 2, 300]
-    );
+    assert_eq!(i32s(&run(&cast("i32")).unwrap()), [i32::MAX, i32::MIN, 0, -2, 2, 300]);
     assert_eq!(run(&cast("u8")).unwrap(), [255, 0, 0, 0, 2, 255]);
 }
 
@@ -149,9 +102,7 @@ fn f64_to_f16_rounds_once() {
     // 1 + 2⁻¹¹ + 2⁻⁴⁰ is just above the tie between 1 and the next f16; through f32 it would
     // round to the tie and then to even (1.0).
     let x = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
-    let src = format!(
-        "graph @main() -> (f16[2]) {{\n  %0 = const dense<f64[2]: [{x:e}, -{x:e}]>\n  %1 = tensor.cast(%0) {{to = f16}} : f16[2]\n  return %1\n}}"
-    );
+    let src = format!("graph @main() -> (f16[2]) {{\n  %0 = const dense<f64[2]: [{x:e}, -{x:e}]>\n  %1 = tensor.cast(%0) {{to = f16}} : f16[2]\n  return %1\n}}");
     assert_eq!(run(&src).unwrap(), [0x01, 0x3c, 0x01, 0xbc]);
 }
 
@@ -161,24 +112,9 @@ fn nests_merge_contiguous_axes_and_drop_broadcast_ones() {
     let same: &[u64] = &[2, 3, 4];
     let row: &[u64] = &[1, 3, 4];
     let nest = plan(&[2, 3, 4], &[same, row, scalar]).unwrap();
-    assert_eq!(
-        nest,
-        Nest {
-            dims: vec![2, 12],
-            operands: vec![Some(vec![2, 12]), Some(vec![1, 12]), None]
-        }
-    );
+    assert_eq!(nest, Nest { dims: vec![2, 12], operands: vec![Some(vec![2, 12]), Some(vec![1, 12]), None] });
     let col: &[u64] = &[3, 1];
-    assert_eq!(
-        plan(&[3, 5], &[col]).unwrap().operands,
-        vec![Some(vec![3, 1])]
-    );
-    assert_eq!(
-        plan(&[1, 6], &[&[6]]).unwrap(),
-        Nest {
-            dims: vec![6],
-            operands: vec![Some(vec![6])]
-        }
-    );
+    assert_eq!(plan(&[3, 5], &[col]).unwrap().operands, vec![Some(vec![3, 1])]);
+    assert_eq!(plan(&[1, 6], &[&[6]]).unwrap(), Nest { dims: vec![6], operands: vec![Some(vec![6])] });
     assert!(plan(&[3, 4], &[&[4, 4]]).is_none());
 }

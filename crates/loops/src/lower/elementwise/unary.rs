@@ -3,7 +3,7 @@
 
 use kiln_tir::Op;
 
-use super::{ElemResult, Scope, UnaryFn, c, need_float, need_int, need_number};
+use super::{c, need_float, need_int, need_number, ElemResult, Scope, UnaryFn};
 use crate::ir::*;
 
 /// A float-only op computed by `f`.
@@ -38,13 +38,7 @@ pub(super) fn unary_fn(op: &Op) -> Option<UnaryFn> {
         Op::Floor(_) => float(|_, x, _| x.un(UnOp::Floor)),
         Op::Ceil(_) => float(|_, x, _| x.un(UnOp::Ceil)),
         // Half to even; f64 has no rounding instruction, so it calls the runtime.
-        Op::Round(_) => float(|_, x, ty| {
-            if ty == ScalarType::F64 {
-                x.math(MathFn::Rint)
-            } else {
-                x.un(UnOp::Round)
-            }
-        }),
+        Op::Round(_) => float(|_, x, ty| if ty == ScalarType::F64 { x.math(MathFn::Rint) } else { x.un(UnOp::Round) }),
         Op::Sqrt(_) => float(|_, x, _| x.un(UnOp::Sqrt)),
         Op::Exp(_) => math(MathFn::Exp),
         Op::Log(_) => math(MathFn::Log),
@@ -93,27 +87,12 @@ pub(super) fn unary_fn(op: &Op) -> Option<UnaryFn> {
 fn sign(x: Expr, ty: ScalarType) -> Expr {
     let zero = c(ty, 0.0);
     // Unsigned values are never negative; the −1 arm is dead there.
-    let neg = if ty.is_float() || ty.is_signed_int() {
-        c(ty, -1.0)
-    } else {
-        zero.clone()
-    };
-    let rest = if ty.is_float() {
-        x.clone()
-            .cmp(CmpOp::Eq, zero.clone())
-            .select(zero.clone(), x.clone())
-    } else {
-        zero.clone()
-    };
-    x.clone()
-        .cmp(CmpOp::Gt, zero.clone())
-        .select(c(ty, 1.0), x.cmp(CmpOp::Lt, zero).select(neg, rest))
+    let neg = if ty.is_float() || ty.is_signed_int() { c(ty, -1.0) } else { zero.clone() };
+    let rest = if ty.is_float() { x.clone().cmp(CmpOp::Eq, zero.clone()).select(zero.clone(), x.clone()) } else { zero.clone() };
+    x.clone().cmp(CmpOp::Gt, zero.clone()).select(c(ty, 1.0), x.cmp(CmpOp::Lt, zero).select(neg, rest))
 }
 
 /// 1 / (1 + e^−x); exact enough for every x (e^−x overflowing gives 0).
 pub(super) fn sigmoid(x: Expr, ty: ScalarType) -> Expr {
-    c(ty, 1.0).bin(
-        BinOp::Div,
-        c(ty, 1.0).bin(BinOp::Add, x.un(UnOp::Neg).math(MathFn::Exp)),
-    )
+    c(ty, 1.0).bin(BinOp::Div, c(ty, 1.0).bin(BinOp::Add, x.un(UnOp::Neg).math(MathFn::Exp)))
 }

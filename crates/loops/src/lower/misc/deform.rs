@@ -7,11 +7,11 @@
 //! interpolation weights are computed once per group and applied to each of its channels.
 //! Any number of spatial dims is handled; the reference implements two.
 
-use kiln_tir::NodeId;
 use kiln_tir::op::DeformConv;
+use kiln_tir::NodeId;
 
-use super::grid::{Taps, linear_taps_zero};
-use super::{Body, bind, expect_dims, float_type, load_as, local, store};
+use super::grid::{linear_taps_zero, Taps};
+use super::{bind, expect_dims, float_type, load_as, local, store, Body};
 use crate::build::{linear, strides};
 use crate::ir::*;
 use crate::lower::{LowerError, Lowerer};
@@ -26,19 +26,14 @@ fn per_dim(v: &[i64], r: usize, default: i64) -> Option<Vec<i64>> {
 }
 
 /// Lowers DeformConv.
-pub(super) fn deform_conv(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    a: &DeformConv,
-) -> Result<(), LowerError> {
+pub(super) fn deform_conv(cx: &mut Lowerer<'_>, n: NodeId, a: &DeformConv) -> Result<(), LowerError> {
     let x = cx.required(n, 0)?;
     let w = cx.required(n, 1)?;
     let offset = cx.required(n, 2)?;
     let bias = cx.input(n, 3)?;
     let mask = cx.input(n, 4)?;
     let t = float_type(cx, n, &x, "input")?;
-    let invalid =
-        |cx: &Lowerer<'_>, what: &str| cx.unsupported(n, format!("invalid model: {what}"));
+    let invalid = |cx: &Lowerer<'_>, what: &str| cx.unsupported(n, format!("invalid model: {what}"));
     if x.rank() < 3 || w.rank() != x.rank() {
         return Err(invalid(cx, "input and weight ranks"));
     }
@@ -47,12 +42,7 @@ pub(super) fn deform_conv(
     let oc = w.dims[0];
     let image = x.dims[2..].to_vec();
     let kernel = w.dims[2..].to_vec();
-    if !a.kernel_shape.is_empty()
-        && a.kernel_shape
-            .iter()
-            .map(|&k| k as u64)
-            .ne(kernel.iter().copied())
-    {
+    if !a.kernel_shape.is_empty() && a.kernel_shape.iter().map(|&k| k as u64).ne(kernel.iter().copied()) {
         return Err(invalid(cx, "kernel_shape differs from the weight's"));
     }
     let (Some(st), Some(dil)) = (per_dim(&a.strides, r, 1), per_dim(&a.dilations, r, 1)) else {
@@ -75,10 +65,7 @@ pub(super) fn deform_conv(
         return Err(invalid(cx, "offset shape"));
     }
     let out_sp = offset.dims[2..].to_vec();
-    if mask
-        .as_ref()
-        .is_some_and(|m| m.dims != [&[batch, og * taps][..], &out_sp].concat())
-    {
+    if mask.as_ref().is_some_and(|m| m.dims != [&[batch, og * taps][..], &out_sp].concat()) {
         return Err(invalid(cx, "mask shape"));
     }
     if bias.as_ref().is_some_and(|b| b.dims != [oc]) {
@@ -98,12 +85,7 @@ pub(super) fn deform_conv(
     let icog = ic / og; // input channels per offset group
     let col = {
         let name = format!("{}_columns", cx.node(n).name);
-        cx.program.add_buffer(Buffer {
-            name,
-            elem: ElemType::Scalar(t),
-            len: ic * taps * positions,
-            kind: BufferKind::Temp,
-        })
+        cx.program.add_buffer(Buffer { name, elem: ElemType::Scalar(t), len: ic * taps * positions, kind: BufferKind::Temp })
     };
     let (os, ps) = (offset.strides(), strides(&out_sp));
     let ks = strides(&kernel);
@@ -128,9 +110,7 @@ pub(super) fn deform_conv(
             }
             let combined = Taps::combine(k, &mut s, t, &axes, &image);
             let m = mask.as_ref().map(|m| {
-                let at = (bn.clone() * (og * taps) as i64 + g.clone() * taps as i64 + tap.clone())
-                    * positions as i64
-                    + pos.clone();
+                let at = (bn.clone() * (og * taps) as i64 + g.clone() * taps as i64 + tap.clone()) * positions as i64 + pos.clone();
                 bind(k, &mut s, t, load_as(m, at, t))
             });
             s.extend(k.nest(&[icog], |_, c| {
@@ -141,11 +121,7 @@ pub(super) fn deform_conv(
                     Some(m) => v * m.clone(),
                     None => v,
                 };
-                vec![Stmt::Store {
-                    buf: col,
-                    index: (ci * taps as i64 + tap.clone()) * positions as i64 + pos.clone(),
-                    value: v,
-                }]
+                vec![Stmt::Store { buf: col, index: (ci * taps as i64 + tap.clone()) * positions as i64 + pos.clone(), value: v }]
             }));
             s
         });
@@ -160,24 +136,12 @@ pub(super) fn deform_conv(
             let acc = local(k, &mut s, t, init);
             let g = bind(k, &mut s, ScalarType::I64, co.clone() / ocg as i64);
             s.extend(k.nest(&[icg, taps], |_, i| {
-                let wv = load_as(
-                    &w,
-                    (co.clone() * icg as i64 + i[0].clone()) * taps as i64 + i[1].clone(),
-                    t,
-                );
+                let wv = load_as(&w, (co.clone() * icg as i64 + i[0].clone()) * taps as i64 + i[1].clone(), t);
                 let ci = g.clone() * icg as i64 + i[0].clone();
-                let cv = Expr::load(
-                    col,
-                    (ci * taps as i64 + i[1].clone()) * positions as i64 + p.clone(),
-                );
+                let cv = Expr::load(col, (ci * taps as i64 + i[1].clone()) * positions as i64 + p.clone());
                 vec![Stmt::Assign(acc, Expr::Var(acc) + wv * cv)]
             }));
-            s.push(store(
-                &y,
-                (bn.clone() * oc as i64 + co.clone()) * positions as i64 + p.clone(),
-                Expr::Var(acc),
-                t,
-            ));
+            s.push(store(&y, (bn.clone() * oc as i64 + co.clone()) * positions as i64 + p.clone(), Expr::Var(acc), t));
             s
         }));
         s

@@ -7,7 +7,7 @@
 
 use kiln_tir::NodeId;
 
-use super::{Body, bind, expect_dims, float_type, load_as, local, store, when};
+use super::{bind, expect_dims, float_type, load_as, local, store, when, Body};
 use crate::ir::*;
 use crate::lower::{LowerError, Lowerer};
 
@@ -19,13 +19,7 @@ pub(super) fn det(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
     float_type(cx, n, &x, "input")?;
     let r = x.rank();
     if r < 2 || x.dims[r - 1] != x.dims[r - 2] {
-        return Err(cx.unsupported(
-            n,
-            format!(
-                "invalid model: input shape {:?} is not a stack of square matrices",
-                x.dims
-            ),
-        ));
+        return Err(cx.unsupported(n, format!("invalid model: input shape {:?} is not a stack of square matrices", x.dims)));
     }
     let m = x.dims[r - 1];
     let batch: u64 = x.dims[..r - 2].iter().product();
@@ -35,24 +29,13 @@ pub(super) fn det(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
         return Ok(());
     }
     let name = format!("{}_lu", cx.node(n).name);
-    let a = cx.program.add_buffer(Buffer {
-        name,
-        elem: ElemType::Scalar(F64),
-        len: (m * m).max(1),
-        kind: BufferKind::Temp,
-    });
+    let a = cx.program.add_buffer(Buffer { name, elem: ElemType::Scalar(F64), len: (m * m).max(1), kind: BufferKind::Temp });
     let mi = m as i64;
     let at = |i: Expr, j: Expr| i * mi + j;
     let ld = |i: Expr, j: Expr| Expr::load(a, at(i, j));
     let mut b = Body::new(cx, n);
     let nest = b.k.nest(&[batch], |k, bi| {
-        let mut s = k.nest(&[m * m], |_, e| {
-            vec![Stmt::Store {
-                buf: a,
-                index: e[0].clone(),
-                value: load_as(&x, bi[0].clone() * (mi * mi) + e[0].clone(), F64),
-            }]
-        });
+        let mut s = k.nest(&[m * m], |_, e| vec![Stmt::Store { buf: a, index: e[0].clone(), value: load_as(&x, bi[0].clone() * (mi * mi) + e[0].clone(), F64) }]);
         let det = local(k, &mut s, F64, Expr::float(F64, 1.0));
         s.extend(k.nest(&[m], |k, col| {
             let kk = col[0].clone();
@@ -64,10 +47,7 @@ pub(super) fn det(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
                 let i = row[0].clone();
                 let mut inner = Vec::new();
                 let v = bind(k, &mut inner, F64, ld(i.clone(), kk.clone()).un(UnOp::Abs));
-                inner.push(when(
-                    v.clone().cmp(CmpOp::Gt, Expr::Var(piv_abs)),
-                    vec![Stmt::Assign(piv_row, i.clone()), Stmt::Assign(piv_abs, v)],
-                ));
+                inner.push(when(v.clone().cmp(CmpOp::Gt, Expr::Var(piv_abs)), vec![Stmt::Assign(piv_row, i.clone()), Stmt::Assign(piv_abs, v)]));
                 vec![when(i.cmp(CmpOp::Gt, kk.clone()), inner)]
             }));
             let p = Expr::Var(piv_row);
@@ -75,16 +55,8 @@ pub(super) fn det(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
                 let j = c[0].clone();
                 let mut s = Vec::new();
                 let tmp = bind(k, &mut s, F64, ld(kk.clone(), j.clone()));
-                s.push(Stmt::Store {
-                    buf: a,
-                    index: at(kk.clone(), j.clone()),
-                    value: ld(p.clone(), j.clone()),
-                });
-                s.push(Stmt::Store {
-                    buf: a,
-                    index: at(p.clone(), j),
-                    value: tmp,
-                });
+                s.push(Stmt::Store { buf: a, index: at(kk.clone(), j.clone()), value: ld(p.clone(), j.clone()) });
+                s.push(Stmt::Store { buf: a, index: at(p.clone(), j), value: tmp });
                 s
             });
             let mut swap_then = swap;
@@ -95,23 +67,11 @@ pub(super) fn det(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
             let eliminate = k.nest(&[m], |k, row| {
                 let i = row[0].clone();
                 let mut inner = Vec::new();
-                let f = bind(
-                    k,
-                    &mut inner,
-                    F64,
-                    ld(i.clone(), kk.clone()) / pivot.clone(),
-                );
+                let f = bind(k, &mut inner, F64, ld(i.clone(), kk.clone()) / pivot.clone());
                 inner.extend(k.nest(&[m], |_, c| {
                     let j = c[0].clone();
                     let v = ld(i.clone(), j.clone()) - f.clone() * ld(kk.clone(), j.clone());
-                    vec![when(
-                        j.clone().cmp(CmpOp::Gt, kk.clone()),
-                        vec![Stmt::Store {
-                            buf: a,
-                            index: at(i.clone(), j),
-                            value: v,
-                        }],
-                    )]
+                    vec![when(j.clone().cmp(CmpOp::Gt, kk.clone()), vec![Stmt::Store { buf: a, index: at(i.clone(), j), value: v }])]
                 }));
                 vec![when(i.cmp(CmpOp::Gt, kk.clone()), inner)]
             });

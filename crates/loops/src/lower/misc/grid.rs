@@ -8,10 +8,10 @@
 //! reflection. Interpolating along all axes at once is the tensor product of the per-axis
 //! weights, which is what the reference's axis-by-axis recursion computes.
 
-use kiln_tir::NodeId;
 use kiln_tir::op::{GridPadMode, GridSample, ResizeMode};
+use kiln_tir::NodeId;
 
-use super::{Body, and, bind, clamp, expect_dims, float_type, in_range, load_as, store};
+use super::{and, bind, clamp, expect_dims, float_type, in_range, load_as, store, Body};
 use crate::build::{linear, strides};
 use crate::ir::*;
 use crate::lower::{LowerError, Lowerer};
@@ -35,19 +35,9 @@ pub(super) struct Taps(Vec<Tap>);
 
 impl Taps {
     /// Combines per-axis taps (`axes[i]` for spatial axis `i` of an image with dims `dims`).
-    pub(super) fn combine(
-        k: &mut Kernel,
-        s: &mut Vec<Stmt>,
-        t: ScalarType,
-        axes: &[Vec<Tap>],
-        dims: &[u64],
-    ) -> Taps {
+    pub(super) fn combine(k: &mut Kernel, s: &mut Vec<Stmt>, t: ScalarType, axes: &[Vec<Tap>], dims: &[u64]) -> Taps {
         let st = strides(dims);
-        let mut combos: Vec<Tap> = vec![Tap {
-            index: Expr::idx(0),
-            valid: None,
-            weight: None,
-        }];
+        let mut combos: Vec<Tap> = vec![Tap { index: Expr::idx(0), valid: None, weight: None }];
         for (i, taps) in axes.iter().enumerate() {
             let stride = st[i];
             combos = combos
@@ -101,13 +91,7 @@ impl Taps {
 
 /// The two linear-interpolation taps around coordinate `x` (of type `t`) along an axis of
 /// `dim` pixels, reading 0 outside (zero padding).
-pub(super) fn linear_taps_zero(
-    k: &mut Kernel,
-    s: &mut Vec<Stmt>,
-    t: ScalarType,
-    x: Expr,
-    dim: u64,
-) -> Vec<Tap> {
+pub(super) fn linear_taps_zero(k: &mut Kernel, s: &mut Vec<Stmt>, t: ScalarType, x: Expr, dim: u64) -> Vec<Tap> {
     let x0 = bind(k, s, t, x.clone().un(UnOp::Floor));
     let frac = bind(k, s, t, x - x0.clone());
     let i0 = bind(k, s, ScalarType::I64, x0.cast(ScalarType::I64));
@@ -117,22 +101,14 @@ pub(super) fn linear_taps_zero(
         .enumerate()
         .map(|(j, w)| {
             let p = bind(k, s, ScalarType::I64, i0.clone() + j as i64);
-            Tap {
-                index: clamp(p.clone(), 0, dim as i64 - 1),
-                valid: Some(in_range(p, 0, dim as i64)),
-                weight: Some(w),
-            }
+            Tap { index: clamp(p.clone(), 0, dim as i64 - 1), valid: Some(in_range(p, 0, dim as i64)), weight: Some(w) }
         })
         .collect()
 }
 
 /// `x` rounded half to even.
 fn round_even(x: Expr, t: ScalarType) -> Expr {
-    if t == ScalarType::F32 {
-        x.un(UnOp::Round)
-    } else {
-        x.math(MathFn::Rint)
-    }
+    if t == ScalarType::F32 { x.un(UnOp::Round) } else { x.math(MathFn::Rint) }
 }
 
 /// Reflects `x` (of type `t`) into `[lo, hi]` by the nearer border, repeatedly, as the
@@ -143,19 +119,13 @@ fn reflect(k: &mut Kernel, s: &mut Vec<Stmt>, t: ScalarType, x: Expr, lo: f64, h
         return Expr::float(t, lo);
     }
     let x = bind(k, s, t, x);
-    let (lo_e, hi_e, range_e) = (
-        Expr::float(t, lo),
-        Expr::float(t, hi),
-        Expr::float(t, range),
-    );
+    let (lo_e, hi_e, range_e) = (Expr::float(t, lo), Expr::float(t, hi), Expr::float(t, range));
     // Distance past the border, whole ranges crossed, and what is left of the last one.
     let mut fold = |dx: Expr| {
         let dx = bind(k, s, t, dx);
         let flips = bind(k, s, t, (dx.clone() / range_e.clone()).un(UnOp::Trunc));
         let rest = bind(k, s, t, dx - flips.clone() * range_e.clone());
-        let even = flips
-            .bin(BinOp::Rem, Expr::float(t, 2.0))
-            .cmp(CmpOp::Eq, Expr::float(t, 0.0));
+        let even = flips.bin(BinOp::Rem, Expr::float(t, 2.0)).cmp(CmpOp::Eq, Expr::float(t, 0.0));
         (even, rest)
     };
     let (even_lo, rest_lo) = fold(lo_e.clone() - x.clone());
@@ -178,34 +148,15 @@ struct Axis {
 
 impl Axis {
     /// The tap reading integer position `p` (an `i64`).
-    fn pixel(
-        &self,
-        k: &mut Kernel,
-        s: &mut Vec<Stmt>,
-        t: ScalarType,
-        p: Expr,
-        weight: Option<Expr>,
-    ) -> Tap {
+    fn pixel(&self, k: &mut Kernel, s: &mut Vec<Stmt>, t: ScalarType, p: Expr, weight: Option<Expr>) -> Tap {
         let last = self.dim as i64 - 1;
         let p = bind(k, s, ScalarType::I64, p);
         match self.pad {
-            GridPadMode::Zeros => Tap {
-                index: clamp(p.clone(), 0, last),
-                valid: Some(in_range(p, 0, self.dim as i64)),
-                weight,
-            },
-            GridPadMode::Border => Tap {
-                index: clamp(p, 0, last),
-                valid: None,
-                weight,
-            },
+            GridPadMode::Zeros => Tap { index: clamp(p.clone(), 0, last), valid: Some(in_range(p, 0, self.dim as i64)), weight },
+            GridPadMode::Border => Tap { index: clamp(p, 0, last), valid: None, weight },
             GridPadMode::Reflection => {
                 let r = reflect(k, s, t, p.cast(t), self.lo, self.hi);
-                Tap {
-                    index: clamp(r.cast(ScalarType::I64), 0, last),
-                    valid: None,
-                    weight,
-                }
+                Tap { index: clamp(r.cast(ScalarType::I64), 0, last), valid: None, weight }
             }
         }
     }
@@ -229,20 +180,11 @@ fn cubic_weights(t: ScalarType, frac: &Expr) -> [Expr; 4] {
     // Near taps (distance d ≤ 1): ((a + 2)·d − (a + 3))·d·d + 1.
     let near = |d: Expr| ((c(a + 2.0) * d.clone() - c(a + 3.0)) * d.clone()) * d + c(1.0);
     let one_minus = c(1.0) - frac.clone();
-    [
-        far(frac.clone() + c(1.0)),
-        near(frac.clone()),
-        near(one_minus.clone()),
-        far(one_minus + c(1.0)),
-    ]
+    [far(frac.clone() + c(1.0)), near(frac.clone()), near(one_minus.clone()), far(one_minus + c(1.0))]
 }
 
 /// Lowers GridSample.
-pub(super) fn grid_sample(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    a: &GridSample,
-) -> Result<(), LowerError> {
+pub(super) fn grid_sample(cx: &mut Lowerer<'_>, n: NodeId, a: &GridSample) -> Result<(), LowerError> {
     let x = cx.required(n, 0)?;
     let grid = cx.required(n, 1)?;
     let t = float_type(cx, n, &x, "input")?;
@@ -254,22 +196,13 @@ pub(super) fn grid_sample(
     };
     let align = a.align_corners != 0;
     if x.rank() < 3 {
-        return Err(cx.unsupported(
-            n,
-            "invalid model: the input needs a batch, a channel and a spatial axis",
-        ));
+        return Err(cx.unsupported(n, "invalid model: the input needs a batch, a channel and a spatial axis"));
     }
     let r = x.rank() - 2;
     let (batch, channels) = (x.dims[0], x.dims[1]);
     let image = &x.dims[2..];
     if grid.rank() != r + 2 || grid.dims[0] != batch || grid.dims[r + 1] != r as u64 {
-        return Err(cx.unsupported(
-            n,
-            format!(
-                "invalid model: grid shape {:?} for input shape {:?}",
-                grid.dims, x.dims
-            ),
-        ));
+        return Err(cx.unsupported(n, format!("invalid model: grid shape {:?} for input shape {:?}", grid.dims, x.dims)));
     }
     let out_sp = grid.dims[1..=r].to_vec();
     let y = cx.required_output(n, 0)?;
@@ -283,17 +216,8 @@ pub(super) fn grid_sample(
     let axes: Vec<Axis> = image
         .iter()
         .map(|&d| {
-            let (lo, hi) = if align {
-                (0.0, d as f64 - 1.0)
-            } else {
-                (-0.5, d as f64 - 0.5)
-            };
-            Axis {
-                dim: d,
-                pad: a.padding_mode,
-                lo,
-                hi,
-            }
+            let (lo, hi) = if align { (0.0, d as f64 - 1.0) } else { (-0.5, d as f64 - 0.5) };
+            Axis { dim: d, pad: a.padding_mode, lo, hi }
         })
         .collect();
     let gs = grid.strides();
@@ -310,26 +234,16 @@ pub(super) fn grid_sample(
             let g = bind(k, &mut s, t, load_as(&grid, linear(&at, &gs), t));
             let d = ax.dim as f64;
             let one = Expr::float(t, 1.0);
-            let mut c = if align {
-                (g + one) * Expr::float(t, (d - 1.0) / 2.0)
-            } else {
-                ((g + one) * Expr::float(t, d) - Expr::float(t, 1.0)) / Expr::float(t, 2.0)
-            };
+            let mut c = if align { (g + one) * Expr::float(t, (d - 1.0) / 2.0) } else { ((g + one) * Expr::float(t, d) - Expr::float(t, 1.0)) / Expr::float(t, 2.0) };
             if interp == Interp::Nearest {
                 c = round_even(c, t);
             }
             let c = bind(k, &mut s, t, c);
-            let outside = c
-                .clone()
-                .cmp(CmpOp::Lt, Expr::float(t, ax.lo))
-                .bin(BinOp::Or, c.clone().cmp(CmpOp::Gt, Expr::float(t, ax.hi)));
+            let outside = c.clone().cmp(CmpOp::Lt, Expr::float(t, ax.lo)).bin(BinOp::Or, c.clone().cmp(CmpOp::Gt, Expr::float(t, ax.hi)));
             let c = match ax.pad {
                 GridPadMode::Zeros => c,
                 GridPadMode::Border => {
-                    let clamped = c
-                        .clone()
-                        .max(Expr::float(t, 0.0))
-                        .min(Expr::float(t, d - 1.0));
+                    let clamped = c.clone().max(Expr::float(t, 0.0)).min(Expr::float(t, d - 1.0));
                     bind(k, &mut s, t, outside.select(clamped, c))
                 }
                 GridPadMode::Reflection => reflect(k, &mut s, t, c, ax.lo, ax.hi),
@@ -359,8 +273,7 @@ pub(super) fn grid_sample(
         s.extend(k.nest(&[channels], |_, c| {
             let base = (o[0].clone() * channels as i64 + c[0].clone()) * plane as i64;
             let value = taps.sum(t, |off| load_as(&x, base.clone() + off, t));
-            let at = (o[0].clone() * channels as i64 + c[0].clone()) * out_plane as i64
-                + out_pos.clone();
+            let at = (o[0].clone() * channels as i64 + c[0].clone()) * out_plane as i64 + out_pos.clone();
             vec![store(&y, at, value, t)]
         }));
         s
@@ -381,10 +294,7 @@ pub(super) fn affine_grid(cx: &mut Lowerer<'_>, n: NodeId, align: bool) -> Resul
     }
     let r = theta.dims[1] as usize;
     if y.rank() != r + 2 || y.dims[0] != theta.dims[0] || y.dims[r + 1] != r as u64 {
-        return Err(cx.unsupported(
-            n,
-            format!("output shape {:?} for theta shape {:?}", y.dims, theta.dims),
-        ));
+        return Err(cx.unsupported(n, format!("output shape {:?} for theta shape {:?}", y.dims, theta.dims)));
     }
     let sizes = y.dims[1..=r].to_vec();
     let ts = theta.strides();
@@ -407,20 +317,8 @@ pub(super) fn affine_grid(cx: &mut Lowerer<'_>, n: NodeId, align: bool) -> Resul
             })
             .collect();
         for row in 0..r {
-            let th = |col: usize| {
-                load_as(
-                    &theta,
-                    linear(
-                        &[o[0].clone(), Expr::idx(row as i64), Expr::idx(col as i64)],
-                        &ts,
-                    ),
-                    t,
-                )
-            };
-            let value = base
-                .iter()
-                .enumerate()
-                .fold(th(r), |acc, (j, bj)| acc + th(j) * bj.clone());
+            let th = |col: usize| load_as(&theta, linear(&[o[0].clone(), Expr::idx(row as i64), Expr::idx(col as i64)], &ts), t);
+            let value = base.iter().enumerate().fold(th(r), |acc, (j, bj)| acc + th(j) * bj.clone());
             let mut at = o.to_vec();
             at.push(Expr::idx(row as i64));
             s.push(store(&y, linear(&at, &ys), value, t));

@@ -12,7 +12,7 @@
 
 use kiln_tir::NodeId;
 
-use super::{Body, bind, expect_dims, float_type, in_range, load_as, local, or, store};
+use super::{bind, expect_dims, float_type, in_range, load_as, local, or, store, Body};
 use crate::build::linear;
 use crate::ir::*;
 use crate::lower::{LowerError, Lowerer};
@@ -35,13 +35,7 @@ enum Reduction {
 }
 
 /// Lowers a loss node.
-pub(super) fn lower(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    kind: Kind,
-    ignore_index: Option<i64>,
-    reduction: &str,
-) -> Result<(), LowerError> {
+pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId, kind: Kind, ignore_index: Option<i64>, reduction: &str) -> Result<(), LowerError> {
     let reduction = match reduction {
         "none" => Reduction::None,
         "sum" => Reduction::Sum,
@@ -59,28 +53,13 @@ pub(super) fn lower(
     let spatial: u64 = x.dims[2..].iter().product();
     let want_target: Vec<u64> = [&x.dims[..1], &x.dims[2..]].concat();
     if target.dims != want_target {
-        return Err(cx.unsupported(
-            n,
-            format!(
-                "invalid model: target shape {:?} for input shape {:?}",
-                target.dims, x.dims
-            ),
-        ));
+        return Err(cx.unsupported(n, format!("invalid model: target shape {:?} for input shape {:?}", target.dims, x.dims)));
     }
     if target.ty().is_float() || target.ty() == ScalarType::Bool {
-        return Err(cx.unsupported(
-            n,
-            format!("invalid model: target of type {}", target.elem.name()),
-        ));
+        return Err(cx.unsupported(n, format!("invalid model: target of type {}", target.elem.name())));
     }
     if let Some(w) = weight.as_ref().filter(|w| w.dims != [classes]) {
-        return Err(cx.unsupported(
-            n,
-            format!(
-                "invalid model: weight shape {:?} for {classes} classes",
-                w.dims
-            ),
-        ));
+        return Err(cx.unsupported(n, format!("invalid model: weight shape {:?} for {classes} classes", w.dims)));
     }
     let y = cx.required_output(n, 0)?;
     match reduction {
@@ -111,12 +90,7 @@ pub(super) fn lower(
         // Where class `c` of this position lives in the input.
         let at = |c: Expr| linear(&[i.clone(), c, d.clone()], &xs);
         let pos = i.clone() * spatial as i64 + d.clone();
-        let raw = bind(
-            k,
-            &mut s,
-            ScalarType::I64,
-            load_as(&target, pos.clone(), ScalarType::I64),
-        );
+        let raw = bind(k, &mut s, ScalarType::I64, load_as(&target, pos.clone(), ScalarType::I64));
         let ignored = ignore_index.map(|ii| raw.clone().cmp(CmpOp::Eq, Expr::idx(ii)));
         let ok = in_range(raw.clone(), 0, classes as i64);
         let ok = match &ignored {
@@ -127,15 +101,7 @@ pub(super) fn lower(
         let (class, ignored) = match ignored {
             Some(ig) => {
                 let ig = bind(k, &mut s, ScalarType::Bool, ig);
-                (
-                    bind(
-                        k,
-                        &mut s,
-                        ScalarType::I64,
-                        ig.clone().select(Expr::idx(0), raw),
-                    ),
-                    Some(ig),
-                )
+                (bind(k, &mut s, ScalarType::I64, ig.clone().select(Expr::idx(0), raw)), Some(ig))
             }
             None => (raw, None),
         };
@@ -144,35 +110,12 @@ pub(super) fn lower(
             Kind::Nll => load_as(&x, at(class.clone()), t),
             Kind::SoftmaxCrossEntropy => {
                 let m = local(k, &mut s, t, Expr::float(t, f64::NEG_INFINITY));
-                s.extend(k.nest(&[classes], |_, c| {
-                    vec![Stmt::Assign(
-                        m,
-                        Expr::Var(m).max(load_as(&x, at(c[0].clone()), t)),
-                    )]
-                }));
+                s.extend(k.nest(&[classes], |_, c| vec![Stmt::Assign(m, Expr::Var(m).max(load_as(&x, at(c[0].clone()), t)))]));
                 let sum = local(k, &mut s, t, Expr::float(t, 0.0));
-                s.extend(k.nest(&[classes], |_, c| {
-                    vec![Stmt::Assign(
-                        sum,
-                        Expr::Var(sum)
-                            + (load_as(&x, at(c[0].clone()), t) - Expr::Var(m)).math(MathFn::Exp),
-                    )]
-                }));
-                let shift = bind(
-                    k,
-                    &mut s,
-                    t,
-                    Expr::Var(m) + Expr::Var(sum).math(MathFn::Log),
-                );
+                s.extend(k.nest(&[classes], |_, c| vec![Stmt::Assign(sum, Expr::Var(sum) + (load_as(&x, at(c[0].clone()), t) - Expr::Var(m)).math(MathFn::Exp))]));
+                let shift = bind(k, &mut s, t, Expr::Var(m) + Expr::Var(sum).math(MathFn::Log));
                 if let Some(lp) = &log_prob {
-                    s.extend(k.nest(&[classes], |_, c| {
-                        vec![store(
-                            lp,
-                            at(c[0].clone()),
-                            load_as(&x, at(c[0].clone()), t) - shift.clone(),
-                            t,
-                        )]
-                    }));
+                    s.extend(k.nest(&[classes], |_, c| vec![store(lp, at(c[0].clone()), load_as(&x, at(c[0].clone()), t) - shift.clone(), t)]));
                 }
                 load_as(&x, at(class.clone()), t) - shift
             }
@@ -202,13 +145,8 @@ pub(super) fn lower(
     });
     b.stmts.extend(nest);
     match (reduction, acc) {
-        (Reduction::Sum, Some((sum, _))) => {
-            b.stmts.push(store(&y, Expr::idx(0), Expr::Var(sum), t))
-        }
-        (Reduction::Mean, Some((sum, wsum))) => {
-            b.stmts
-                .push(store(&y, Expr::idx(0), Expr::Var(sum) / Expr::Var(wsum), t))
-        }
+        (Reduction::Sum, Some((sum, _))) => b.stmts.push(store(&y, Expr::idx(0), Expr::Var(sum), t)),
+        (Reduction::Mean, Some((sum, wsum))) => b.stmts.push(store(&y, Expr::idx(0), Expr::Var(sum) / Expr::Var(wsum), t)),
         _ => {}
     }
     b.push(cx);

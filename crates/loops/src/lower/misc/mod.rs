@@ -32,16 +32,8 @@ use crate::ir::*;
 /// Lowers `n` if this family handles its op.
 pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     match &cx.node(n).op {
-        Op::NegativeLogLikelihoodLoss(a) => {
-            loss::lower(cx, n, loss::Kind::Nll, a.ignore_index, &a.reduction)?
-        }
-        Op::SoftmaxCrossEntropyLoss(a) => loss::lower(
-            cx,
-            n,
-            loss::Kind::SoftmaxCrossEntropy,
-            a.ignore_index,
-            &a.reduction,
-        )?,
+        Op::NegativeLogLikelihoodLoss(a) => loss::lower(cx, n, loss::Kind::Nll, a.ignore_index, &a.reduction)?,
+        Op::SoftmaxCrossEntropyLoss(a) => loss::lower(cx, n, loss::Kind::SoftmaxCrossEntropy, a.ignore_index, &a.reduction)?,
         Op::GridSample(a) => grid::grid_sample(cx, n, a)?,
         Op::AffineGrid(a) => grid::affine_grid(cx, n, a.align_corners != 0)?,
         Op::RoiAlign(a) => roi::roi_align(cx, n, a)?,
@@ -53,19 +45,9 @@ pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
         Op::BlackmanWindow(a) => signal::window(cx, n, signal::Window::Blackman, a.periodic != 0)?,
         Op::MelWeightMatrix(_) => signal::mel_weight_matrix(cx, n)?,
         Op::Det(_) => det::det(cx, n)?,
-        Op::NonMaxSuppression(_) => {
-            return Err(cx.unsupported(n, "the output shape depends on the input data"));
-        }
-        Op::Bernoulli(_)
-        | Op::RandomUniform(_)
-        | Op::RandomUniformLike(_)
-        | Op::RandomNormal(_)
-        | Op::RandomNormalLike(_)
-        | Op::Multinomial(_) => {
-            return Err(cx.unsupported(
-                n,
-                "random values: kiln does not reproduce ONNX's random streams",
-            ));
+        Op::NonMaxSuppression(_) => return Err(cx.unsupported(n, "the output shape depends on the input data")),
+        Op::Bernoulli(_) | Op::RandomUniform(_) | Op::RandomUniformLike(_) | Op::RandomNormal(_) | Op::RandomNormalLike(_) | Op::Multinomial(_) => {
+            return Err(cx.unsupported(n, "random values: kiln does not reproduce ONNX's random streams"));
         }
         _ => return Ok(false),
     }
@@ -81,10 +63,7 @@ struct Body {
 impl Body {
     /// A new kernel for node `n`.
     fn new(cx: &mut Lowerer<'_>, n: NodeId) -> Body {
-        Body {
-            k: cx.kernel(n),
-            stmts: Vec::new(),
-        }
+        Body { k: cx.kernel(n), stmts: Vec::new() }
     }
 
     /// Finishes the kernel and appends it to the program.
@@ -124,11 +103,7 @@ fn load_as(x: &Operand, index: Expr, ty: ScalarType) -> Expr {
 
 /// A store of `value` (of type `ty`) into element `index` of `y`, converted to `y`'s value type.
 fn store(y: &Operand, index: Expr, value: Expr, ty: ScalarType) -> Stmt {
-    Stmt::Store {
-        buf: y.buf,
-        index,
-        value: convert(value, ty, y.ty()),
-    }
+    Stmt::Store { buf: y.buf, index, value: convert(value, ty, y.ty()) }
 }
 
 /// `a && b` on bools.
@@ -143,10 +118,7 @@ fn or(a: Expr, b: Expr) -> Expr {
 
 /// `lo <= e < hi` for an `i64` expression.
 fn in_range(e: Expr, lo: i64, hi: i64) -> Expr {
-    and(
-        e.clone().cmp(CmpOp::Ge, Expr::idx(lo)),
-        e.cmp(CmpOp::Lt, Expr::idx(hi)),
-    )
+    and(e.clone().cmp(CmpOp::Ge, Expr::idx(lo)), e.cmp(CmpOp::Lt, Expr::idx(hi)))
 }
 
 /// `e` (an `i64`) clamped to `lo..=hi`.
@@ -156,26 +128,13 @@ fn clamp(e: Expr, lo: i64, hi: i64) -> Expr {
 
 /// `then` when `cond` holds.
 fn when(cond: Expr, then: Vec<Stmt>) -> Stmt {
-    Stmt::If {
-        cond,
-        then,
-        otherwise: Vec::new(),
-    }
+    Stmt::If { cond, then, otherwise: Vec::new() }
 }
 
 /// The float type `x` computes in (`f32` for half types), or unsupported.
-fn float_type(
-    cx: &Lowerer<'_>,
-    n: NodeId,
-    x: &Operand,
-    what: &str,
-) -> Result<ScalarType, LowerError> {
+fn float_type(cx: &Lowerer<'_>, n: NodeId, x: &Operand, what: &str) -> Result<ScalarType, LowerError> {
     let t = x.ty();
-    if t.is_float() {
-        Ok(t)
-    } else {
-        Err(cx.unsupported(n, format!("{what} of type {}", x.elem.name())))
-    }
+    if t.is_float() { Ok(t) } else { Err(cx.unsupported(n, format!("{what} of type {}", x.elem.name()))) }
 }
 
 /// Fails unless `out` has dims `want`: a guard against emitting wrong code when shape
@@ -184,32 +143,17 @@ fn expect_dims(cx: &Lowerer<'_>, n: NodeId, out: &Operand, want: &[u64]) -> Resu
     if out.dims == want {
         Ok(())
     } else {
-        Err(cx.unsupported(
-            n,
-            format!(
-                "output has shape {:?} where {want:?} was expected",
-                out.dims
-            ),
-        ))
+        Err(cx.unsupported(n, format!("output has shape {:?} where {want:?} was expected", out.dims)))
     }
 }
 
 /// The integer scalar behind constant input `i` of `n`: `Ok(None)` if the input is omitted,
 /// unsupported if it is computed at run time.
-fn const_scalar(
-    cx: &Lowerer<'_>,
-    n: NodeId,
-    i: usize,
-    what: &str,
-) -> Result<Option<i64>, LowerError> {
+fn const_scalar(cx: &Lowerer<'_>, n: NodeId, i: usize, what: &str) -> Result<Option<i64>, LowerError> {
     if cx.node(n).inputs.get(i).copied().flatten().is_none() {
         return Ok(None);
     }
-    match cx
-        .const_input(n, i)
-        .and_then(kiln_tir::Tensor::to_i64s)
-        .as_deref()
-    {
+    match cx.const_input(n, i).and_then(kiln_tir::Tensor::to_i64s).as_deref() {
         Some(&[v]) => Ok(Some(v)),
         Some(_) => Err(cx.unsupported(n, format!("{what} is not a scalar"))),
         None => Err(cx.unsupported(n, format!("{what} computed at run time"))),

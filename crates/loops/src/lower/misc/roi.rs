@@ -8,10 +8,10 @@
 //! are computed per bin once and then applied to every channel, accumulating in a scratch
 //! row of `C` values.
 
-use kiln_tir::NodeId;
 use kiln_tir::op::{RoiAlign, RoiCoordMode, RoiPoolMode};
+use kiln_tir::NodeId;
 
-use super::{Body, bind, clamp, expect_dims, float_type, in_range, load_as, or, store, when};
+use super::{bind, clamp, expect_dims, float_type, in_range, load_as, or, store, when, Body};
 use crate::ir::*;
 use crate::lower::{LowerError, Lowerer};
 
@@ -21,18 +21,8 @@ pub(super) fn roi_align(cx: &mut Lowerer<'_>, n: NodeId, a: &RoiAlign) -> Result
     let rois = cx.required(n, 1)?;
     let batch_indices = cx.required(n, 2)?;
     let t = float_type(cx, n, &x, "input")?;
-    if x.rank() != 4
-        || rois.rank() != 2
-        || rois.dims[1] != 4
-        || batch_indices.dims != [rois.dims[0]]
-    {
-        return Err(cx.unsupported(
-            n,
-            format!(
-                "invalid model: input {:?}, rois {:?}, batch indices {:?}",
-                x.dims, rois.dims, batch_indices.dims
-            ),
-        ));
+    if x.rank() != 4 || rois.rank() != 2 || rois.dims[1] != 4 || batch_indices.dims != [rois.dims[0]] {
+        return Err(cx.unsupported(n, format!("invalid model: input {:?}, rois {:?}, batch indices {:?}", x.dims, rois.dims, batch_indices.dims)));
     }
     if batch_indices.ty().is_float() {
         return Err(cx.unsupported(n, "invalid model: float batch indices"));
@@ -60,20 +50,13 @@ pub(super) fn roi_align(cx: &mut Lowerer<'_>, n: NodeId, a: &RoiAlign) -> Result
     };
     let acc = {
         let name = format!("{}_acc", cx.node(n).name);
-        cx.program.add_buffer(Buffer {
-            name,
-            elem: ElemType::Scalar(t),
-            len: channels,
-            kind: BufferKind::Temp,
-        })
+        cx.program.add_buffer(Buffer { name, elem: ElemType::Scalar(t), len: channels, kind: BufferKind::Temp })
     };
     let batch_error = cx.error(n, "batch index out of range");
     let mut b = Body::new(cx, n);
     let c = |v: f64| Expr::float(t, v);
     let grid_errors = if a.sampling_ratio == 0 {
-        let msg = |axis: &str, cap: u64| {
-            format!("region of interest needs more than {cap} samples per bin along {axis}")
-        };
+        let msg = |axis: &str, cap: u64| format!("region of interest needs more than {cap} samples per bin along {axis}");
         let h = cx.error(n, msg("height", caps[0]));
         let w = cx.error(n, msg("width", caps[1]));
         Some((h, w))
@@ -83,20 +66,10 @@ pub(super) fn roi_align(cx: &mut Lowerer<'_>, n: NodeId, a: &RoiAlign) -> Result
     let nest = b.k.nest(&[count], |k, r| {
         let r = r[0].clone();
         let mut s = Vec::new();
-        let bi = bind(
-            k,
-            &mut s,
-            ScalarType::I64,
-            load_as(&batch_indices, r.clone(), ScalarType::I64),
-        );
-        s.push(Stmt::Check {
-            cond: in_range(bi.clone(), 0, batch as i64),
-            error: batch_error,
-        });
+        let bi = bind(k, &mut s, ScalarType::I64, load_as(&batch_indices, r.clone(), ScalarType::I64));
+        s.push(Stmt::Check { cond: in_range(bi.clone(), 0, batch as i64), error: batch_error });
         let offset = if half_pixel { 0.5 } else { 0.0 };
-        let coord = |j: i64| {
-            load_as(&rois, r.clone() * 4 + j, t) * c(f64::from(a.spatial_scale)) - c(offset)
-        };
+        let coord = |j: i64| load_as(&rois, r.clone() * 4 + j, t) * c(f64::from(a.spatial_scale)) - c(offset);
         let x1 = bind(k, &mut s, t, coord(0));
         let y1 = bind(k, &mut s, t, coord(1));
         let x2 = bind(k, &mut s, t, coord(2));
@@ -112,26 +85,10 @@ pub(super) fn roi_align(cx: &mut Lowerer<'_>, n: NodeId, a: &RoiAlign) -> Result
         let bin_w = bind(k, &mut s, t, roi_w.clone() / c(pw as f64));
         let (grid_h, grid_w) = match grid_errors {
             Some((eh, ew)) => {
-                let gh = bind(
-                    k,
-                    &mut s,
-                    ScalarType::I64,
-                    bin_h.clone().un(UnOp::Ceil).cast(ScalarType::I64),
-                );
-                let gw = bind(
-                    k,
-                    &mut s,
-                    ScalarType::I64,
-                    bin_w.clone().un(UnOp::Ceil).cast(ScalarType::I64),
-                );
-                s.push(Stmt::Check {
-                    cond: gh.clone().cmp(CmpOp::Le, Expr::idx(caps[0] as i64)),
-                    error: eh,
-                });
-                s.push(Stmt::Check {
-                    cond: gw.clone().cmp(CmpOp::Le, Expr::idx(caps[1] as i64)),
-                    error: ew,
-                });
+                let gh = bind(k, &mut s, ScalarType::I64, bin_h.clone().un(UnOp::Ceil).cast(ScalarType::I64));
+                let gw = bind(k, &mut s, ScalarType::I64, bin_w.clone().un(UnOp::Ceil).cast(ScalarType::I64));
+                s.push(Stmt::Check { cond: gh.clone().cmp(CmpOp::Le, Expr::idx(caps[0] as i64)), error: eh });
+                s.push(Stmt::Check { cond: gw.clone().cmp(CmpOp::Le, Expr::idx(caps[1] as i64)), error: ew });
                 (gh, gw)
             }
             None => (Expr::idx(caps[0] as i64), Expr::idx(caps[1] as i64)),
@@ -142,42 +99,16 @@ pub(super) fn roi_align(cx: &mut Lowerer<'_>, n: NodeId, a: &RoiAlign) -> Result
         let plane = (height * width) as i64;
         let base = bind(k, &mut s, ScalarType::I64, bi * (channels as i64 * plane));
         s.extend(k.nest(&[ph, pw], |k, bin| {
-            let mut s = k.nest(&[channels], |_, ch| {
-                vec![Stmt::Store {
-                    buf: acc,
-                    index: ch[0].clone(),
-                    value: c(if max_mode { f64::NEG_INFINITY } else { 0.0 }),
-                }]
-            });
+            let mut s = k.nest(&[channels], |_, ch| vec![Stmt::Store { buf: acc, index: ch[0].clone(), value: c(if max_mode { f64::NEG_INFINITY } else { 0.0 }) }]);
             let sample_rows = k.nest(&[caps[0]], |k, iy| {
                 let mut s = Vec::new();
-                let yy = bind(
-                    k,
-                    &mut s,
-                    t,
-                    y1.clone()
-                        + bin[0].clone().cast(t) * bin_h.clone()
-                        + (iy[0].clone().cast(t) + c(0.5)) * bin_h.clone() / gh_f.clone(),
-                );
+                let yy = bind(k, &mut s, t, y1.clone() + bin[0].clone().cast(t) * bin_h.clone() + (iy[0].clone().cast(t) + c(0.5)) * bin_h.clone() / gh_f.clone());
                 let cols = k.nest(&[caps[1]], |k, ix| {
                     let mut s = Vec::new();
-                    let xx = bind(
-                        k,
-                        &mut s,
-                        t,
-                        x1.clone()
-                            + bin[1].clone().cast(t) * bin_w.clone()
-                            + (ix[0].clone().cast(t) + c(0.5)) * bin_w.clone() / gw_f.clone(),
-                    );
+                    let xx = bind(k, &mut s, t, x1.clone() + bin[1].clone().cast(t) * bin_w.clone() + (ix[0].clone().cast(t) + c(0.5)) * bin_w.clone() / gw_f.clone());
                     let outside = or(
-                        or(
-                            yy.clone().cmp(CmpOp::Lt, c(-1.0)),
-                            yy.clone().cmp(CmpOp::Gt, c(height as f64)),
-                        ),
-                        or(
-                            xx.clone().cmp(CmpOp::Lt, c(-1.0)),
-                            xx.clone().cmp(CmpOp::Gt, c(width as f64)),
-                        ),
+                        or(yy.clone().cmp(CmpOp::Lt, c(-1.0)), yy.clone().cmp(CmpOp::Gt, c(height as f64))),
+                        or(xx.clone().cmp(CmpOp::Lt, c(-1.0)), xx.clone().cmp(CmpOp::Gt, c(width as f64))),
                     );
                     let outside = bind(k, &mut s, ScalarType::Bool, outside);
                     // Per axis: the low and high rows (columns) and the weight of the high one.
@@ -185,24 +116,9 @@ pub(super) fn roi_align(cx: &mut Lowerer<'_>, n: NodeId, a: &RoiAlign) -> Result
                         let v = bind(k, &mut s, t, v.clone().max(c(0.0)));
                         let low = bind(k, &mut s, ScalarType::I64, v.clone().cast(ScalarType::I64));
                         let last = dim as i64 - 1;
-                        let at_end = bind(
-                            k,
-                            &mut s,
-                            ScalarType::Bool,
-                            low.clone().cmp(CmpOp::Ge, Expr::idx(last)),
-                        );
-                        let lo = bind(
-                            k,
-                            &mut s,
-                            ScalarType::I64,
-                            clamp(at_end.clone().select(Expr::idx(last), low.clone()), 0, last),
-                        );
-                        let hi = bind(
-                            k,
-                            &mut s,
-                            ScalarType::I64,
-                            clamp(at_end.clone().select(Expr::idx(last), low + 1), 0, last),
-                        );
+                        let at_end = bind(k, &mut s, ScalarType::Bool, low.clone().cmp(CmpOp::Ge, Expr::idx(last)));
+                        let lo = bind(k, &mut s, ScalarType::I64, clamp(at_end.clone().select(Expr::idx(last), low.clone()), 0, last));
+                        let hi = bind(k, &mut s, ScalarType::I64, clamp(at_end.clone().select(Expr::idx(last), low + 1), 0, last));
                         let frac = at_end.select(c(0.0), v - lo.clone().cast(t));
                         let frac = bind(k, &mut s, t, outside.clone().select(c(0.0), frac));
                         (lo, hi, frac)
@@ -212,11 +128,7 @@ pub(super) fn roi_align(cx: &mut Lowerer<'_>, n: NodeId, a: &RoiAlign) -> Result
                     let zero_out = |w: Expr| outside.clone().select(c(0.0), w);
                     let (hy, hx) = (c(1.0) - ly.clone(), c(1.0) - lx.clone());
                     let corners = [
-                        (
-                            y_lo.clone(),
-                            x_lo.clone(),
-                            zero_out(hy.clone() * hx.clone()),
-                        ),
+                        (y_lo.clone(), x_lo.clone(), zero_out(hy.clone() * hx.clone())),
                         (y_lo, x_hi.clone(), zero_out(hy * lx.clone())),
                         (y_hi.clone(), x_lo, zero_out(ly.clone() * hx)),
                         (y_hi, x_hi, zero_out(ly * lx)),
@@ -230,20 +142,10 @@ pub(super) fn roi_align(cx: &mut Lowerer<'_>, n: NodeId, a: &RoiAlign) -> Result
                         .collect();
                     s.extend(k.nest(&[channels], |_, ch| {
                         let at = base.clone() + ch[0].clone() * plane;
-                        let terms = corners
-                            .iter()
-                            .map(|(pos, w)| w.clone() * load_as(&x, at.clone() + pos.clone(), t));
+                        let terms = corners.iter().map(|(pos, w)| w.clone() * load_as(&x, at.clone() + pos.clone(), t));
                         let old = Expr::load(acc, ch[0].clone());
-                        let value = if max_mode {
-                            terms.fold(old, |m, v| m.max(v))
-                        } else {
-                            terms.fold(old, |sum, v| sum + v)
-                        };
-                        vec![Stmt::Store {
-                            buf: acc,
-                            index: ch[0].clone(),
-                            value,
-                        }]
+                        let value = if max_mode { terms.fold(old, |m, v| m.max(v)) } else { terms.fold(old, |sum, v| sum + v) };
+                        vec![Stmt::Store { buf: acc, index: ch[0].clone(), value }]
                     }));
                     match grid_errors {
                         Some(_) => vec![when(ix[0].clone().cmp(CmpOp::Lt, grid_w.clone()), s)],
@@ -260,18 +162,12 @@ pub(super) fn roi_align(cx: &mut Lowerer<'_>, n: NodeId, a: &RoiAlign) -> Result
             let sum = |ch: &Expr| Expr::load(acc, ch.clone());
             s.extend(k.nest(&[channels], |_, ch| {
                 let value = if max_mode {
-                    let any = grid_h
-                        .clone()
-                        .cmp(CmpOp::Gt, Expr::idx(0))
-                        .bin(BinOp::And, grid_w.clone().cmp(CmpOp::Gt, Expr::idx(0)));
+                    let any = grid_h.clone().cmp(CmpOp::Gt, Expr::idx(0)).bin(BinOp::And, grid_w.clone().cmp(CmpOp::Gt, Expr::idx(0)));
                     any.select(sum(&ch[0]), c(0.0))
                 } else {
                     sum(&ch[0]) / samples.clone().max(Expr::idx(1)).cast(t)
                 };
-                let at = ((r.clone() * channels as i64 + ch[0].clone()) * ph as i64
-                    + bin[0].clone())
-                    * pw as i64
-                    + bin[1].clone();
+                let at = ((r.clone() * channels as i64 + ch[0].clone()) * ph as i64 + bin[0].clone()) * pw as i64 + bin[1].clone();
                 vec![store(&y, at, value, t)]
             }));
             s

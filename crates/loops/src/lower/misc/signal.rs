@@ -8,7 +8,7 @@
 
 use kiln_tir::{DType, NodeId, Tensor, TensorData};
 
-use super::{Body, bind, const_scalar, expect_dims, float_type, load_as, local, store};
+use super::{bind, const_scalar, expect_dims, float_type, load_as, local, store, Body};
 use crate::build::linear;
 use crate::ir::*;
 use crate::lower::{LowerError, Lowerer, Operand};
@@ -23,27 +23,15 @@ fn twiddles(cx: &mut Lowerer<'_>, n: NodeId, len: u64) -> BufId {
         bytes.extend_from_slice(&angle.cos().to_le_bytes());
         bytes.extend_from_slice(&angle.sin().to_le_bytes());
     }
-    let tensor = Tensor {
-        dtype: DType::F64,
-        shape: vec![len, 2],
-        data: TensorData::Raw(bytes.into()),
-    };
+    let tensor = Tensor { dtype: DType::F64, shape: vec![len, 2], data: TensorData::Raw(bytes.into()) };
     let name = format!("{}_twiddles", cx.node(n).name);
-    cx.program.add_buffer(Buffer {
-        name,
-        elem: ElemType::Scalar(F64),
-        len: 2 * len,
-        kind: BufferKind::Const(tensor),
-    })
+    cx.program.add_buffer(Buffer { name, elem: ElemType::Scalar(F64), len: 2 * len, kind: BufferKind::Const(tensor) })
 }
 
 /// `(cos, sin)(2π·(k·m mod n)/n)` from the table.
 fn twiddle(table: BufId, k: Expr, m: Expr, len: u64) -> (Expr, Expr) {
     let j = (k * m) % len as i64;
-    (
-        Expr::load(table, j.clone() * 2),
-        Expr::load(table, j * 2 + 1),
-    )
+    (Expr::load(table, j.clone() * 2), Expr::load(table, j * 2 + 1))
 }
 
 /// A complex (or real) operand viewed as a signal: element `(idx..., part)`.
@@ -54,10 +42,7 @@ struct Complex<'a> {
 
 impl Complex<'_> {
     fn new(x: &Operand) -> Complex<'_> {
-        Complex {
-            x,
-            strides: x.strides(),
-        }
+        Complex { x, strides: x.strides() }
     }
 
     /// True if it has an imaginary part.
@@ -92,12 +77,7 @@ fn sub_opt(a: Expr, b: Option<Expr>) -> Expr {
 }
 
 /// Lowers DFT.
-pub(super) fn dft(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    inverse: bool,
-    onesided: bool,
-) -> Result<(), LowerError> {
+pub(super) fn dft(cx: &mut Lowerer<'_>, n: NodeId, inverse: bool, onesided: bool) -> Result<(), LowerError> {
     let x = cx.required(n, 0)?;
     float_type(cx, n, &x, "input")?;
     let rank = x.rank();
@@ -166,22 +146,14 @@ pub(super) fn dft(
                 let (re, im) = src.at(&at(kk.clone()));
                 let (c, sn) = twiddle(table, kk, bin.clone(), len);
                 let term = sub_opt(re * c, im.map(|im| im * sn));
-                vec![Stmt::Assign(
-                    acc,
-                    Expr::Var(acc) + Expr::float(F64, 2.0) * term,
-                )]
+                vec![Stmt::Assign(acc, Expr::Var(acc) + Expr::float(F64, 2.0) * term)]
             }));
             if len % 2 == 0 && len / 2 < used {
                 let nyq = Expr::idx((len / 2) as i64);
                 let (c, _) = twiddle(table, nyq.clone(), bin.clone(), len);
                 s.push(Stmt::Assign(acc, Expr::Var(acc) + src.at(&at(nyq)).0 * c));
             }
-            s.push(store(
-                &y,
-                out(0),
-                Expr::Var(acc) * Expr::float(F64, scale),
-                F64,
-            ));
+            s.push(store(&y, out(0), Expr::Var(acc) * Expr::float(F64, scale), F64));
             return s;
         }
         let re_acc = local(k, &mut s, F64, Expr::float(F64, 0.0));
@@ -196,35 +168,16 @@ pub(super) fn dft(
             let sn = bind(k, &mut s, F64, sn);
             // Forward: (re + i·im)(c − i·sn); inverse: (re + i·im)(c + i·sn).
             let (new_re, new_im) = if inverse {
-                (
-                    sub_opt(re.clone() * c.clone(), im.clone().map(|im| im * sn.clone())),
-                    add_opt(re * sn, im.map(|im| im * c)),
-                )
+                (sub_opt(re.clone() * c.clone(), im.clone().map(|im| im * sn.clone())), add_opt(re * sn, im.map(|im| im * c)))
             } else {
-                (
-                    add_opt(re.clone() * c.clone(), im.clone().map(|im| im * sn.clone())),
-                    sub_opt(
-                        im.map(|im| im * c).unwrap_or(Expr::float(F64, 0.0)),
-                        Some(re * sn),
-                    ),
-                )
+                (add_opt(re.clone() * c.clone(), im.clone().map(|im| im * sn.clone())), sub_opt(im.map(|im| im * c).unwrap_or(Expr::float(F64, 0.0)), Some(re * sn)))
             };
             s.push(Stmt::Assign(re_acc, Expr::Var(re_acc) + new_re));
             s.push(Stmt::Assign(im_acc, Expr::Var(im_acc) + new_im));
             s
         }));
-        s.push(store(
-            &y,
-            out(0),
-            Expr::Var(re_acc) * Expr::float(F64, scale),
-            F64,
-        ));
-        s.push(store(
-            &y,
-            out(1),
-            Expr::Var(im_acc) * Expr::float(F64, scale),
-            F64,
-        ));
+        s.push(store(&y, out(0), Expr::Var(re_acc) * Expr::float(F64, scale), F64));
+        s.push(store(&y, out(1), Expr::Var(im_acc) * Expr::float(F64, scale), F64));
         s
     });
     b.stmts.extend(nest);
@@ -250,22 +203,11 @@ pub(super) fn stft(cx: &mut Lowerer<'_>, n: NodeId, onesided: bool) -> Result<()
         (None, None) => length as i64,
     };
     if step < 1 || frame < 1 || frame as u64 > length {
-        return Err(cx.unsupported(
-            n,
-            format!(
-                "invalid model: frame_step {step}, frame_length {frame} for a signal of {length}"
-            ),
-        ));
+        return Err(cx.unsupported(n, format!("invalid model: frame_step {step}, frame_length {frame} for a signal of {length}")));
     }
     let frame = frame as u64;
     if let Some(w) = window.as_ref().filter(|w| w.dims != [frame]) {
-        return Err(cx.unsupported(
-            n,
-            format!(
-                "invalid model: window shape {:?} for frame length {frame}",
-                w.dims
-            ),
-        ));
+        return Err(cx.unsupported(n, format!("invalid model: window shape {:?} for frame length {frame}", w.dims)));
     }
     let frames = (length - frame) / step as u64 + 1;
     let bins = if onesided { frame / 2 + 1 } else { frame };
@@ -286,9 +228,7 @@ pub(super) fn stft(cx: &mut Lowerer<'_>, n: NodeId, onesided: bool) -> Result<()
             let mut s = Vec::new();
             let pos = o[1].clone() * step + m[0].clone();
             let (re, im) = src.at(&[o[0].clone(), pos, Expr::idx(0)]);
-            let w = window
-                .as_ref()
-                .map(|w| bind(k, &mut s, F64, load_as(w, m[0].clone(), F64)));
+            let w = window.as_ref().map(|w| bind(k, &mut s, F64, load_as(w, m[0].clone(), F64)));
             let weigh = |v: Expr| match &w {
                 Some(w) => v * w.clone(),
                 None => v,
@@ -299,20 +239,12 @@ pub(super) fn stft(cx: &mut Lowerer<'_>, n: NodeId, onesided: bool) -> Result<()
             let c = bind(k, &mut s, F64, c);
             let sn = bind(k, &mut s, F64, sn);
             let new_re = add_opt(re.clone() * c.clone(), im.clone().map(|im| im * sn.clone()));
-            let new_im = sub_opt(
-                im.map(|im| im * c).unwrap_or(Expr::float(F64, 0.0)),
-                Some(re * sn),
-            );
+            let new_im = sub_opt(im.map(|im| im * c).unwrap_or(Expr::float(F64, 0.0)), Some(re * sn));
             s.push(Stmt::Assign(re_acc, Expr::Var(re_acc) + new_re));
             s.push(Stmt::Assign(im_acc, Expr::Var(im_acc) + new_im));
             s
         }));
-        let at = |part: i64| {
-            linear(
-                &[o[0].clone(), o[1].clone(), o[2].clone(), Expr::idx(part)],
-                &ys,
-            )
-        };
+        let at = |part: i64| linear(&[o[0].clone(), o[1].clone(), o[2].clone(), Expr::idx(part)], &ys);
         s.push(store(&y, at(0), Expr::Var(re_acc), F64));
         s.push(store(&y, at(1), Expr::Var(im_acc), F64));
         s
@@ -335,22 +267,13 @@ pub(super) enum Window {
 
 /// Lowers HannWindow, HammingWindow and BlackmanWindow: `N` is the size when periodic, one
 /// less when symmetric. Values are computed in `f64` and converted to the output type.
-pub(super) fn window(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    kind: Window,
-    periodic: bool,
-) -> Result<(), LowerError> {
+pub(super) fn window(cx: &mut Lowerer<'_>, n: NodeId, kind: Window, periodic: bool) -> Result<(), LowerError> {
     let y = cx.required_output(n, 0)?;
     if y.rank() != 1 {
         return Err(cx.unsupported(n, format!("output shape {:?}", y.dims)));
     }
     let size = y.dims[0];
-    let period = if periodic {
-        size as f64
-    } else {
-        size as f64 - 1.0
-    };
+    let period = if periodic { size as f64 } else { size as f64 - 1.0 };
     let pi = std::f64::consts::PI;
     let c = |v: f64| Expr::float(F64, v);
     let mut b = Body::new(cx, n);
@@ -368,11 +291,7 @@ pub(super) fn window(
                 let alpha = 25.0 / 46.0;
                 c(alpha) - angle(2.0).math(MathFn::Cos) * c(1.0 - alpha)
             }
-            Window::Blackman => {
-                angle(2.0).math(MathFn::Cos) * c(-0.5)
-                    + angle(4.0).math(MathFn::Cos) * c(0.08)
-                    + c(0.42)
-            }
+            Window::Blackman => angle(2.0).math(MathFn::Cos) * c(-0.5) + angle(4.0).math(MathFn::Cos) * c(0.08) + c(0.42),
         };
         s.push(store(&y, i[0].clone(), v, F64));
         s
@@ -388,15 +307,11 @@ pub(super) fn window(
 /// bins are computed into a scratch row first; a bin the reference would write outside the
 /// matrix (or wrap around, for a negative one) is a run-time error.
 pub(super) fn mel_weight_matrix(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
-    let scalars: Vec<Operand> = (0..5)
-        .map(|i| cx.required(n, i))
-        .collect::<Result<_, _>>()?;
+    let scalars: Vec<Operand> = (0..5).map(|i| cx.required(n, i)).collect::<Result<_, _>>()?;
     if scalars.iter().any(|s| s.numel() != 1) {
         return Err(cx.unsupported(n, "invalid model: the inputs must be scalars"));
     }
-    if scalars[..3].iter().any(|s| s.ty().is_float())
-        || scalars[3..].iter().any(|s| !s.ty().is_float())
-    {
+    if scalars[..3].iter().any(|s| s.ty().is_float()) || scalars[3..].iter().any(|s| !s.ty().is_float()) {
         return Err(cx.unsupported(n, "invalid model: input types"));
     }
     let y = cx.required_output(n, 0)?;
@@ -405,12 +320,7 @@ pub(super) fn mel_weight_matrix(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), L
     }
     let (bins, mels) = (y.dims[0], y.dims[1]);
     let name = format!("{}_bins", cx.node(n).name);
-    let edges = cx.program.add_buffer(Buffer {
-        name,
-        elem: ElemType::Scalar(ScalarType::I64),
-        len: mels + 2,
-        kind: BufferKind::Temp,
-    });
+    let edges = cx.program.add_buffer(Buffer { name, elem: ElemType::Scalar(ScalarType::I64), len: mels + 2, kind: BufferKind::Temp });
     let rate_error = cx.error(n, "sample_rate is 0");
     let size_error = cx.error(n, "dft_length does not match the output shape");
     let bin_error = cx.error(n, "a filter's frequency falls outside the spectrogram bins");
@@ -419,32 +329,14 @@ pub(super) fn mel_weight_matrix(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), L
     let mut b = Body::new(cx, n);
     let s = &mut b.stmts;
     let k = &mut b.k;
-    let dft_len = bind(
-        k,
-        s,
-        ScalarType::I64,
-        load_as(&scalars[1], Expr::idx(0), ScalarType::I64),
-    );
-    s.push(Stmt::Check {
-        cond: (dft_len.clone() / 2 + 1).cmp(CmpOp::Eq, Expr::idx(bins as i64)),
-        error: size_error,
-    });
-    let rate = bind(
-        k,
-        s,
-        ScalarType::I64,
-        load_as(&scalars[2], Expr::idx(0), ScalarType::I64),
-    );
-    s.push(Stmt::Check {
-        cond: rate.clone().cmp(CmpOp::Ne, Expr::idx(0)),
-        error: rate_error,
-    });
+    let dft_len = bind(k, s, ScalarType::I64, load_as(&scalars[1], Expr::idx(0), ScalarType::I64));
+    s.push(Stmt::Check { cond: (dft_len.clone() / 2 + 1).cmp(CmpOp::Eq, Expr::idx(bins as i64)), error: size_error });
+    let rate = bind(k, s, ScalarType::I64, load_as(&scalars[2], Expr::idx(0), ScalarType::I64));
+    s.push(Stmt::Check { cond: rate.clone().cmp(CmpOp::Ne, Expr::idx(0)), error: rate_error });
     // 2595 · log1p(hz / 700) in f32, then divided by ln 10 in f64.
     let mut mel = |x: &Operand| {
         let hz = load_as(x, Expr::idx(0), ScalarType::F32) / f32c(700.0);
-        let log1p = (hz.cast(F64) + c(1.0))
-            .math(MathFn::Log)
-            .cast(ScalarType::F32);
+        let log1p = (hz.cast(F64) + c(1.0)).math(MathFn::Log).cast(ScalarType::F32);
         let scaled = (f32c(2595.0) * log1p).cast(F64) / c(std::f64::consts::LN_10);
         bind(k, s, F64, scaled)
     };
@@ -456,38 +348,13 @@ pub(super) fn mel_weight_matrix(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), L
     let fill = k.nest(&[mels + 2], |k, i| {
         let mut s = Vec::new();
         let m = i[0].clone().cast(F64) * step.clone() + low.clone();
-        let hz = bind(
-            k,
-            &mut s,
-            F64,
-            c(700.0) * ((m / c(2595.0) * c(std::f64::consts::LN_10)).math(MathFn::Exp) - c(1.0)),
-        );
-        let bin = bind(
-            k,
-            &mut s,
-            ScalarType::I64,
-            (scale.clone() * hz / rate_f.clone())
-                .un(UnOp::Floor)
-                .cast(ScalarType::I64),
-        );
+        let hz = bind(k, &mut s, F64, c(700.0) * ((m / c(2595.0) * c(std::f64::consts::LN_10)).math(MathFn::Exp) - c(1.0)));
+        let bin = bind(k, &mut s, ScalarType::I64, (scale.clone() * hz / rate_f.clone()).un(UnOp::Floor).cast(ScalarType::I64));
         // Centres are written at; the last frequency only bounds a range from above.
-        let limit = i[0]
-            .clone()
-            .cmp(CmpOp::Eq, Expr::idx((mels + 1) as i64))
-            .select(Expr::idx(bins as i64), Expr::idx(bins as i64 - 1));
-        let ok = bin
-            .clone()
-            .cmp(CmpOp::Ge, Expr::idx(0))
-            .bin(BinOp::And, bin.clone().cmp(CmpOp::Le, limit));
-        s.push(Stmt::Check {
-            cond: ok,
-            error: bin_error,
-        });
-        s.push(Stmt::Store {
-            buf: edges,
-            index: i[0].clone(),
-            value: bin,
-        });
+        let limit = i[0].clone().cmp(CmpOp::Eq, Expr::idx((mels + 1) as i64)).select(Expr::idx(bins as i64), Expr::idx(bins as i64 - 1));
+        let ok = bin.clone().cmp(CmpOp::Ge, Expr::idx(0)).bin(BinOp::And, bin.clone().cmp(CmpOp::Le, limit));
+        s.push(Stmt::Check { cond: ok, error: bin_error });
+        s.push(Stmt::Store { buf: edges, index: i[0].clone(), value: bin });
         s
     });
     s.extend(fill);
@@ -501,24 +368,11 @@ pub(super) fn mel_weight_matrix(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), L
         let (rise, fall) = (mid.clone() - lo.clone(), hi.clone() - mid.clone());
         let up = rise.clone().cmp(CmpOp::Eq, Expr::idx(0)).select(
             j.clone().cmp(CmpOp::Eq, mid.clone()).select(c(1.0), c(0.0)),
-            j.clone()
-                .cmp(CmpOp::Ge, lo.clone())
-                .bin(BinOp::And, j.clone().cmp(CmpOp::Le, mid.clone()))
-                .select(f(j.clone() - lo) / f(rise), c(0.0)),
+            j.clone().cmp(CmpOp::Ge, lo.clone()).bin(BinOp::And, j.clone().cmp(CmpOp::Le, mid.clone())).select(f(j.clone() - lo) / f(rise), c(0.0)),
         );
-        let down = fall.clone().cmp(CmpOp::Gt, Expr::idx(0)).bin(
-            BinOp::And,
-            j.clone()
-                .cmp(CmpOp::Ge, mid)
-                .bin(BinOp::And, j.clone().cmp(CmpOp::Lt, hi.clone())),
-        );
+        let down = fall.clone().cmp(CmpOp::Gt, Expr::idx(0)).bin(BinOp::And, j.clone().cmp(CmpOp::Ge, mid).bin(BinOp::And, j.clone().cmp(CmpOp::Lt, hi.clone())));
         let value = down.select(f(hi - j) / f(fall), up);
-        s.push(store(
-            &y,
-            o[0].clone() * mels as i64 + o[1].clone(),
-            value,
-            F64,
-        ));
+        s.push(store(&y, o[0].clone() * mels as i64 + o[1].clone(), value, F64));
         s
     });
     s.extend(fill);

@@ -3,8 +3,8 @@
 //! ignored targets outside the classes, singular and permuted matrices, grid coordinates far
 //! outside the image.
 
-use kiln_tir::Tensor;
 use kiln_tir::text::parse;
+use kiln_tir::Tensor;
 
 use crate::interp::{self, InterpError};
 use crate::ir::*;
@@ -27,21 +27,11 @@ fn run(src: &str) -> Result<Vec<Vec<f64>>, InterpError> {
     interp::run(&program, &mut memory)?;
     let mut outputs = Vec::new();
     for i in 0..g.outputs().len() {
-        let b = program
-            .buffers
-            .iter()
-            .position(|b| b.kind == BufferKind::Output(i))
-            .expect("output buffer");
+        let b = program.buffers.iter().position(|b| b.kind == BufferKind::Output(i)).expect("output buffer");
         let bytes = &memory[b];
         let values = match program.buffers[b].elem {
-            ElemType::Scalar(ScalarType::F32) => bytes
-                .chunks_exact(4)
-                .map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap())))
-                .collect(),
-            ElemType::Scalar(ScalarType::F64) => bytes
-                .chunks_exact(8)
-                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-                .collect(),
+            ElemType::Scalar(ScalarType::F32) => bytes.chunks_exact(4).map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap()))).collect(),
+            ElemType::Scalar(ScalarType::F64) => bytes.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
             other => panic!("decode {other:?}"),
         };
         outputs.push(values);
@@ -53,10 +43,7 @@ fn run(src: &str) -> Result<Vec<Vec<f64>>, InterpError> {
 fn assert_close(got: &[f64], want: &[f64]) {
     assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
     for (g, w) in got.iter().zip(want) {
-        assert!(
-            g == w || (g - w).abs() <= 1e-6 * w.abs().max(1.0),
-            "{got:?} vs {want:?}"
-        );
+        assert!(g == w || (g - w).abs() <= 1e-6 * w.abs().max(1.0), "{got:?} vs {want:?}");
     }
 }
 
@@ -68,41 +55,20 @@ fn check_failed(r: Result<Vec<Vec<f64>>, InterpError>, what: &str) -> bool {
 #[test]
 fn node_suite_cases_verify() {
     let ours = [
-        "test_nllloss_",
-        "test_sce_",
-        "test_gridsample",
-        "test_affine_grid_",
-        "test_dft",
-        "test_stft",
-        "test_hannwindow",
-        "test_hammingwindow",
-        "test_blackmanwindow",
-        "test_melweightmatrix",
-        "test_det_",
-        "test_roialign_",
-        "test_deform_conv",
-        "test_basic_deform_conv",
+        "test_nllloss_", "test_sce_", "test_gridsample", "test_affine_grid_", "test_dft", "test_stft", "test_hannwindow", "test_hammingwindow",
+        "test_blackmanwindow", "test_melweightmatrix", "test_det_", "test_roialign_", "test_deform_conv", "test_basic_deform_conv",
     ];
     let mut lowered = 0;
     for case in kiln_testkit::node_cases() {
         if !ours.iter().any(|p| case.name.starts_with(p)) || case.name.ends_with("_expanded") {
             continue;
         }
-        let Ok(mut g) = kiln_onnx::import::import_path(&case.model) else {
-            continue;
-        };
+        let Ok(mut g) = kiln_onnx::import::import_path(&case.model) else { continue };
         // Windows, DFT lengths and frame steps are inputs: bind them as the compiled-model API does.
         if g.values.iter().any(|v| v.ty.known_dims().is_none()) {
             let (inputs, _) = kiln_testkit::read_case(&case).expect("test data");
-            let values: Vec<(usize, Tensor)> = g
-                .inputs()
-                .iter()
-                .enumerate()
-                .filter(|&(i, &v)| {
-                    g.ty(v).dtype.is_int() && inputs[i].numel().is_some_and(|n| n <= 64)
-                })
-                .map(|(i, _)| (i, inputs[i].clone()))
-                .collect();
+            let values: Vec<(usize, Tensor)> =
+                g.inputs().iter().enumerate().filter(|&(i, &v)| g.ty(v).dtype.is_int() && inputs[i].numel().is_some_and(|n| n <= 64)).map(|(i, _)| (i, inputs[i].clone())).collect();
             kiln_tir::infer::substitute_input_values(&mut g, &values).expect("binding");
             kiln_eval::fold::fold_graph(&mut g);
             kiln_tir::infer::infer_graph(&mut g).expect("inference after binding");
@@ -128,23 +94,11 @@ fn loss_targets_are_checked_unless_ignored() {
 }}"
         )
     };
-    assert_close(
-        &run(&graph(1, "reduction = \"none\"")).unwrap()[0],
-        &[2.0, 6.0],
-    );
-    assert!(check_failed(
-        run(&graph(3, "reduction = \"none\"")),
-        "target class out of range"
-    ));
-    assert!(check_failed(
-        run(&graph(-1, "reduction = \"none\"")),
-        "target class out of range"
-    ));
+    assert_close(&run(&graph(1, "reduction = \"none\"")).unwrap()[0], &[2.0, 6.0]);
+    assert!(check_failed(run(&graph(3, "reduction = \"none\"")), "target class out of range"));
+    assert!(check_failed(run(&graph(-1, "reduction = \"none\"")), "target class out of range"));
     // An ignored target is never an index, even far outside the classes.
-    assert_close(
-        &run(&graph(-100, "ignore_index = -100, reduction = \"none\"")).unwrap()[0],
-        &[0.0, 6.0],
-    );
+    assert_close(&run(&graph(-100, "ignore_index = -100, reduction = \"none\"")).unwrap()[0], &[0.0, 6.0]);
 }
 
 #[test]

@@ -29,34 +29,18 @@ fn fill(b: &mut Body, y: &Operand, value: Expr) {
     b.nest(&[y.numel()], |_, i| vec![store(y, i[0].clone(), value)]);
 }
 
-fn constant_of_shape(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    value: Option<Tensor>,
-) -> Result<(), LowerError> {
-    let Some(y) = cx.output(n, 0)? else {
-        return Ok(());
-    };
+fn constant_of_shape(cx: &mut Lowerer<'_>, n: NodeId, value: Option<Tensor>) -> Result<(), LowerError> {
+    let Some(y) = cx.output(n, 0)? else { return Ok(()) };
     let mut b = Body::new(cx, n);
-    let shape =
-        int_param(cx, n, 0, &mut b)?.ok_or_else(|| cx.unsupported(n, "input shape is missing"))?;
+    let shape = int_param(cx, n, 0, &mut b)?.ok_or_else(|| cx.unsupported(n, "input shape is missing"))?;
     if shape.len() != y.rank() {
-        return Err(cx.unsupported(
-            n,
-            "invalid model: the shape input does not match the output rank",
-        ));
+        return Err(cx.unsupported(n, "invalid model: the shape input does not match the output rank"));
     }
     for (s, &d) in shape.iter().zip(&y.dims) {
-        b.check(
-            cx,
-            n,
-            s.clone().cmp(CmpOp::Eq, Expr::idx(d as i64)),
-            "the shape input does not match the output shape",
-        )?;
+        b.check(cx, n, s.clone().cmp(CmpOp::Eq, Expr::idx(d as i64)), "the shape input does not match the output shape")?;
     }
     let value = match &value {
-        Some(t) => tensor_scalar(t, 0, y.ty())
-            .ok_or_else(|| cx.unsupported(n, "value of unsupported type"))?,
+        Some(t) => tensor_scalar(t, 0, y.ty()).ok_or_else(|| cx.unsupported(n, "value of unsupported type"))?,
         None => Expr::int(y.ty(), 0),
     };
     fill(&mut b, &y, value);
@@ -65,16 +49,9 @@ fn constant_of_shape(
 }
 
 /// A scalar input of `n` as a value of type `ty`: its constant, or a load bound in the preamble.
-fn scalar_input(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    i: usize,
-    ty: ScalarType,
-    b: &mut Body,
-) -> Result<Expr, LowerError> {
+fn scalar_input(cx: &mut Lowerer<'_>, n: NodeId, i: usize, ty: ScalarType, b: &mut Body) -> Result<Expr, LowerError> {
     if let Some(t) = cx.const_input(n, i) {
-        return tensor_scalar(t, 0, ty)
-            .ok_or_else(|| cx.unsupported(n, format!("input {i} of unsupported type")));
+        return tensor_scalar(t, 0, ty).ok_or_else(|| cx.unsupported(n, format!("input {i} of unsupported type")));
     }
     let x = cx.required(n, i)?;
     if x.numel() != 1 {
@@ -86,65 +63,32 @@ fn scalar_input(
 /// Range, computed as numpy's `arange` does: `start + i·delta` in `i64` for integers, and in
 /// `f64` with `delta` re-derived as `(start + delta) − start` for floats.
 fn range(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
-    let Some(y) = cx.output(n, 0)? else {
-        return Ok(());
-    };
+    let Some(y) = cx.output(n, 0)? else { return Ok(()) };
     let ty = y.ty();
     let len = y.numel() as i64;
     let mut b = Body::new(cx, n);
-    let calc = if ty.is_float() {
-        ScalarType::F64
-    } else {
-        ScalarType::I64
-    };
+    let calc = if ty.is_float() { ScalarType::F64 } else { ScalarType::I64 };
     let [start, limit, delta] = [0, 1, 2].map(|i| scalar_input(cx, n, i, calc, &mut b));
     let (start, limit, delta) = (start?, limit?, delta?);
     let zero = Expr::int(calc, 0);
-    b.check(
-        cx,
-        n,
-        delta.clone().cmp(CmpOp::Ne, zero.clone()),
-        "range delta is zero",
-    )?;
+    b.check(cx, n, delta.clone().cmp(CmpOp::Ne, zero.clone()), "range delta is zero")?;
     let count = if calc == ScalarType::F64 {
-        let c = (limit - start.clone())
-            .bin(BinOp::Div, delta.clone())
-            .un(UnOp::Ceil)
-            .max(zero);
+        let c = (limit - start.clone()).bin(BinOp::Div, delta.clone()).un(UnOp::Ceil).max(zero);
         c.cmp(CmpOp::Eq, Expr::float(calc, len as f64))
     } else {
         let span = limit - start.clone();
         let pos = delta.clone().cmp(CmpOp::Gt, Expr::idx(0));
-        let up = span.clone().cmp(CmpOp::Gt, Expr::idx(0)).select(
-            (span.clone() + delta.clone() - 1i64) / delta.clone().max(Expr::idx(1)),
-            Expr::idx(0),
-        );
+        let up = span.clone().cmp(CmpOp::Gt, Expr::idx(0)).select((span.clone() + delta.clone() - 1i64) / delta.clone().max(Expr::idx(1)), Expr::idx(0));
         // Divisors stay positive, so no division can overflow.
         let back = Expr::idx(0) - delta.clone();
-        let down = span.clone().cmp(CmpOp::Lt, Expr::idx(0)).select(
-            (Expr::idx(0) - span + back.clone() - 1i64) / back.max(Expr::idx(1)),
-            Expr::idx(0),
-        );
+        let down = span.clone().cmp(CmpOp::Lt, Expr::idx(0)).select((Expr::idx(0) - span + back.clone() - 1i64) / back.max(Expr::idx(1)), Expr::idx(0));
         pos.select(up, down).cmp(CmpOp::Eq, Expr::idx(len))
     };
     b.check(cx, n, count, "range bounds do not match the output size")?;
-    let step = if calc == ScalarType::F64 {
-        b.bind(
-            calc,
-            start
-                .clone()
-                .bin(BinOp::Add, delta)
-                .bin(BinOp::Sub, start.clone()),
-        )
-    } else {
-        delta
-    };
+    let step = if calc == ScalarType::F64 { b.bind(calc, start.clone().bin(BinOp::Add, delta).bin(BinOp::Sub, start.clone())) } else { delta };
     b.nest(&[y.numel()], |_, i| {
         let v = if calc == ScalarType::F64 {
-            start.bin(
-                BinOp::Add,
-                i[0].clone().cast(ScalarType::F64).bin(BinOp::Mul, step),
-            )
+            start.bin(BinOp::Add, i[0].clone().cast(ScalarType::F64).bin(BinOp::Mul, step))
         } else {
             start + i[0].clone() * step
         };
@@ -155,9 +99,7 @@ fn range(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
 }
 
 fn eye_like(cx: &mut Lowerer<'_>, n: NodeId, k: i64) -> Result<(), LowerError> {
-    let Some(y) = cx.output(n, 0)? else {
-        return Ok(());
-    };
+    let Some(y) = cx.output(n, 0)? else { return Ok(()) };
     let [_, cols] = y.dims[..] else {
         return Err(cx.unsupported(n, "invalid model: EyeLike takes a 2-D input"));
     };
@@ -165,11 +107,7 @@ fn eye_like(cx: &mut Lowerer<'_>, n: NodeId, k: i64) -> Result<(), LowerError> {
     let mut b = Body::new(cx, n);
     b.nest(&y.dims, |_, o| {
         let on = (o[1].clone() - o[0].clone()).cmp(CmpOp::Eq, Expr::idx(k));
-        vec![store(
-            &y,
-            o[0].clone() * cols as i64 + o[1].clone(),
-            on.select(Expr::int(ty, 1), Expr::int(ty, 0)),
-        )]
+        vec![store(&y, o[0].clone() * cols as i64 + o[1].clone(), on.select(Expr::int(ty, 1), Expr::int(ty, 0)))]
     });
     b.push(cx);
     Ok(())
@@ -186,19 +124,13 @@ fn shape(cx: &mut Lowerer<'_>, n: NodeId, start: i64, end: Option<i64>) -> Resul
 
 /// Stores `values` into output 0 (an `i64` tensor with as many elements).
 fn constants(cx: &mut Lowerer<'_>, n: NodeId, values: &[i64]) -> Result<(), LowerError> {
-    let Some(y) = cx.output(n, 0)? else {
-        return Ok(());
-    };
+    let Some(y) = cx.output(n, 0)? else { return Ok(()) };
     if y.numel() != values.len() as u64 {
         return Err(cx.unsupported(n, "invalid model: output size"));
     }
     let ty = y.ty();
     let mut b = Body::new(cx, n);
-    b.stmts = values
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| store(&y, Expr::idx(i as i64), Expr::int(ty, v)))
-        .collect();
+    b.stmts = values.iter().enumerate().map(|(i, &v)| store(&y, Expr::idx(i as i64), Expr::int(ty, v))).collect();
     b.push(cx);
     Ok(())
 }

@@ -34,23 +34,10 @@ pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
 }
 
 /// Binds the index stored at `at` in `ind`, wrapped against `dim`, and checks it in range.
-fn checked_index(
-    k: &mut Kernel,
-    stmts: &mut Vec<Stmt>,
-    ind: &Operand,
-    at: Expr,
-    dim: u64,
-    error: u32,
-) -> Expr {
+fn checked_index(k: &mut Kernel, stmts: &mut Vec<Stmt>, ind: &Operand, at: Expr, dim: u64, error: u32) -> Expr {
     let v = k.var(ScalarType::I64);
-    stmts.push(Stmt::Let(
-        v,
-        wrap_index(load_i64(ind, at), Expr::idx(dim as i64)),
-    ));
-    stmts.push(Stmt::Check {
-        cond: in_range(Expr::Var(v), 0, Expr::idx(dim as i64)),
-        error,
-    });
+    stmts.push(Stmt::Let(v, wrap_index(load_i64(ind, at), Expr::idx(dim as i64))));
+    stmts.push(Stmt::Check { cond: in_range(Expr::Var(v), 0, Expr::idx(dim as i64)), error });
     Expr::Var(v)
 }
 
@@ -61,9 +48,7 @@ fn invalid(cx: &Lowerer<'_>, n: NodeId, what: &str) -> LowerError {
 fn gather(cx: &mut Lowerer<'_>, n: NodeId, axis: i64) -> Result<(), LowerError> {
     let data = cx.required(n, 0)?;
     let ind = cx.required(n, 1)?;
-    let Some(y) = cx.output(n, 0)? else {
-        return Ok(());
-    };
+    let Some(y) = cx.output(n, 0)? else { return Ok(()) };
     let a = norm_axis(cx, n, axis, data.rank())?;
     let q = ind.rank();
     let want: Vec<u64> = [&data.dims[..a], &ind.dims[..], &data.dims[a + 1..]].concat();
@@ -80,11 +65,7 @@ fn gather(cx: &mut Lowerer<'_>, n: NodeId, axis: i64) -> Result<(), LowerError> 
         let mut at: Vec<Expr> = o[..a].to_vec();
         at.push(v);
         at.extend_from_slice(&o[a + q..]);
-        stmts.push(store(
-            &y,
-            linear(o, &ys),
-            Expr::load(data.buf, linear(&at, &ds)),
-        ));
+        stmts.push(store(&y, linear(o, &ys), Expr::load(data.buf, linear(&at, &ds))));
         stmts
     });
     b.push(cx);
@@ -107,27 +88,18 @@ fn combine(red: ScatterReduction, ty: ScalarType, old: Expr, new: Expr) -> Expr 
 
 /// Copies `data` into `y` (the first half of every scatter).
 fn copy(b: &mut Body, data: &Operand, y: &Operand) {
-    b.nest(&[data.numel()], |_, i| {
-        vec![store(y, i[0].clone(), Expr::load(data.buf, i[0].clone()))]
-    });
+    b.nest(&[data.numel()], |_, i| vec![store(y, i[0].clone(), Expr::load(data.buf, i[0].clone()))]);
 }
 
 /// GatherElements (`reduction` is `None`) and ScatterElements.
-fn elements(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    axis: i64,
-    reduction: Option<ScatterReduction>,
-) -> Result<(), LowerError> {
+fn elements(cx: &mut Lowerer<'_>, n: NodeId, axis: i64, reduction: Option<ScatterReduction>) -> Result<(), LowerError> {
     let data = cx.required(n, 0)?;
     let ind = cx.required(n, 1)?;
     let upd = match reduction {
         Some(_) => Some(cx.required(n, 2)?),
         None => None,
     };
-    let Some(y) = cx.output(n, 0)? else {
-        return Ok(());
-    };
+    let Some(y) = cx.output(n, 0)? else { return Ok(()) };
     let r = data.rank();
     let a = norm_axis(cx, n, axis, r)?;
     if ind.rank() != r || (0..r).any(|d| d != a && ind.dims[d] > data.dims[d]) {
@@ -157,11 +129,7 @@ fn elements(
             (Some(u), Some(red)) => {
                 let target = linear(&at, &ys);
                 let new = Expr::load(u.buf, linear(o, &is));
-                store(
-                    &y,
-                    target.clone(),
-                    combine(red, ty, Expr::load(y.buf, target), new),
-                )
+                store(&y, target.clone(), combine(red, ty, Expr::load(y.buf, target), new))
             }
             _ => store(&y, linear(o, &ys), Expr::load(data.buf, linear(&at, &ds))),
         });
@@ -172,26 +140,17 @@ fn elements(
 }
 
 /// GatherND (`reduction` is `None`) and ScatterND.
-fn nd(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    batch_dims: i64,
-    reduction: Option<ScatterReduction>,
-) -> Result<(), LowerError> {
+fn nd(cx: &mut Lowerer<'_>, n: NodeId, batch_dims: i64, reduction: Option<ScatterReduction>) -> Result<(), LowerError> {
     let data = cx.required(n, 0)?;
     let ind = cx.required(n, 1)?;
     let upd = match reduction {
         Some(_) => Some(cx.required(n, 2)?),
         None => None,
     };
-    let Some(y) = cx.output(n, 0)? else {
-        return Ok(());
-    };
+    let Some(y) = cx.output(n, 0)? else { return Ok(()) };
     let (r, q) = (data.rank(), ind.rank());
     let bd = usize::try_from(batch_dims).map_err(|_| invalid(cx, n, "batch_dims"))?;
-    let Some(&m) = ind.dims.last() else {
-        return Err(invalid(cx, n, "indices must have rank 1 or more"));
-    };
+    let Some(&m) = ind.dims.last() else { return Err(invalid(cx, n, "indices must have rank 1 or more")) };
     let m = m as usize;
     if bd >= q || bd + m > r || data.dims[..bd] != ind.dims[..bd] {
         return Err(invalid(cx, n, "indices shape"));
@@ -219,25 +178,14 @@ fn nd(
         let tuple = linear(&o[..q - 1], &ps) * m as i64;
         let mut at: Vec<Expr> = o[..bd].to_vec();
         for j in 0..m {
-            at.push(checked_index(
-                k,
-                &mut stmts,
-                &ind,
-                tuple.clone() + j as i64,
-                data.dims[bd + j],
-                error,
-            ));
+            at.push(checked_index(k, &mut stmts, &ind, tuple.clone() + j as i64, data.dims[bd + j], error));
         }
         at.extend_from_slice(&o[q - 1..]);
         let target = linear(&at, &ds);
         stmts.push(match (&upd, reduction) {
             (Some(u), Some(red)) => {
                 let new = Expr::load(u.buf, linear(o, &ss));
-                store(
-                    &y,
-                    target.clone(),
-                    combine(red, ty, Expr::load(y.buf, target), new),
-                )
+                store(&y, target.clone(), combine(red, ty, Expr::load(y.buf, target), new))
             }
             _ => store(&y, linear(o, &ss), Expr::load(data.buf, target)),
         });
@@ -251,66 +199,31 @@ fn one_hot(cx: &mut Lowerer<'_>, n: NodeId, axis: i64) -> Result<(), LowerError>
     let ind = cx.required(n, 0)?;
     let depth = cx.required(n, 1)?;
     let values = cx.required(n, 2)?;
-    let Some(y) = cx.output(n, 0)? else {
-        return Ok(());
-    };
+    let Some(y) = cx.output(n, 0)? else { return Ok(()) };
     let q = ind.rank();
     let a = norm_axis(cx, n, axis, q + 1)?;
-    if y.rank() != q + 1
-        || y.dims[..a] != ind.dims[..a]
-        || y.dims[a + 1..] != ind.dims[a..]
-        || depth.numel() != 1
-        || values.numel() != 2
-    {
+    if y.rank() != q + 1 || y.dims[..a] != ind.dims[..a] || y.dims[a + 1..] != ind.dims[a..] || depth.numel() != 1 || values.numel() != 2 {
         return Err(invalid(cx, n, "input or output shapes"));
     }
     let ty = y.ty();
     let mut b = Body::new(cx, n);
     // Non-integer depths and indices are truncated to integers, as ONNX specifies.
     let depth = match cx.const_input(n, 1) {
-        Some(t) => tensor_scalar(t, 0, ScalarType::I64)
-            .ok_or_else(|| cx.unsupported(n, "depth of unsupported type"))?,
-        None => b.bind(
-            ScalarType::I64,
-            convert(
-                Expr::load(depth.buf, Expr::idx(0)),
-                depth.ty(),
-                ScalarType::I64,
-            ),
-        ),
+        Some(t) => tensor_scalar(t, 0, ScalarType::I64).ok_or_else(|| cx.unsupported(n, "depth of unsupported type"))?,
+        None => b.bind(ScalarType::I64, convert(Expr::load(depth.buf, Expr::idx(0)), depth.ty(), ScalarType::I64)),
     };
-    b.check(
-        cx,
-        n,
-        depth.clone().cmp(CmpOp::Eq, Expr::idx(y.dims[a] as i64)),
-        "depth does not match the output shape",
-    )?;
-    let pick = |b: &mut Body, i: i64| {
-        b.bind(
-            ty,
-            convert(Expr::load(values.buf, Expr::idx(i)), values.ty(), ty),
-        )
-    };
+    b.check(cx, n, depth.clone().cmp(CmpOp::Eq, Expr::idx(y.dims[a] as i64)), "depth does not match the output shape")?;
+    let pick = |b: &mut Body, i: i64| b.bind(ty, convert(Expr::load(values.buf, Expr::idx(i)), values.ty(), ty));
     let (off, on) = (pick(&mut b, 0), pick(&mut b, 1));
     let (is, ys) = (ind.strides(), y.strides());
     let ind_ty = ind.ty();
     b.nest(&y.dims, |k, o| {
         let at: Vec<Expr> = o[..a].iter().chain(&o[a + 1..]).cloned().collect();
         let v = k.var(ScalarType::I64);
-        let raw = convert(
-            Expr::load(ind.buf, linear(&at, &is)),
-            ind_ty,
-            ScalarType::I64,
-        );
+        let raw = convert(Expr::load(ind.buf, linear(&at, &is)), ind_ty, ScalarType::I64);
         vec![
             Stmt::Let(v, wrap_index(raw, depth.clone())),
-            store(
-                &y,
-                linear(o, &ys),
-                Expr::Var(v)
-                    .cmp(CmpOp::Eq, o[a].clone())
-                    .select(on.clone(), off.clone()),
-            ),
+            store(&y, linear(o, &ys), Expr::Var(v).cmp(CmpOp::Eq, o[a].clone()).select(on.clone(), off.clone())),
         ]
     });
     b.push(cx);
@@ -319,33 +232,15 @@ fn one_hot(cx: &mut Lowerer<'_>, n: NodeId, axis: i64) -> Result<(), LowerError>
 
 /// TensorScatter: writes `update` into a copy of `past_cache` along `axis`, starting at each
 /// batch entry's write index (wrapping around the cache in circular mode).
-fn tensor_scatter(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    axis: i64,
-    circular: bool,
-) -> Result<(), LowerError> {
+fn tensor_scatter(cx: &mut Lowerer<'_>, n: NodeId, axis: i64, circular: bool) -> Result<(), LowerError> {
     let cache = cx.required(n, 0)?;
     let upd = cx.required(n, 1)?;
     let starts = cx.input(n, 2)?;
-    let Some(y) = cx.output(n, 0)? else {
-        return Ok(());
-    };
+    let Some(y) = cx.output(n, 0)? else { return Ok(()) };
     let r = cache.rank();
     let a = norm_axis(cx, n, axis, r)?;
-    let fits = upd.rank() == r
-        && (0..r).all(|d| {
-            if d == a {
-                upd.dims[d] <= cache.dims[d]
-            } else {
-                upd.dims[d] == cache.dims[d]
-            }
-        });
-    if a == 0
-        || !fits
-        || y.dims != cache.dims
-        || starts.as_ref().is_some_and(|s| s.numel() != cache.dims[0])
-    {
+    let fits = upd.rank() == r && (0..r).all(|d| if d == a { upd.dims[d] <= cache.dims[d] } else { upd.dims[d] == cache.dims[d] });
+    if a == 0 || !fits || y.dims != cache.dims || starts.as_ref().is_some_and(|s| s.numel() != cache.dims[0]) {
         return Err(invalid(cx, n, "input or output shapes"));
     }
     let error = cx.error(n, "write index out of range");
@@ -355,30 +250,14 @@ fn tensor_scatter(
     copy(&mut b, &cache, &y);
     b.nest(&upd.dims, |k, o| {
         let mut stmts = Vec::new();
-        let first = starts
-            .as_ref()
-            .map_or(Expr::idx(0), |s| load_i64(s, o[0].clone()));
+        let first = starts.as_ref().map_or(Expr::idx(0), |s| load_i64(s, o[0].clone()));
         let t = k.var(ScalarType::I64);
         let pos = first + o[a].clone();
-        stmts.push(Stmt::Let(
-            t,
-            if circular {
-                (pos % max + max) % max
-            } else {
-                pos
-            },
-        ));
-        stmts.push(Stmt::Check {
-            cond: in_range(Expr::Var(t), 0, Expr::idx(max)),
-            error,
-        });
+        stmts.push(Stmt::Let(t, if circular { (pos % max + max) % max } else { pos }));
+        stmts.push(Stmt::Check { cond: in_range(Expr::Var(t), 0, Expr::idx(max)), error });
         let mut at = o.to_vec();
         at[a] = Expr::Var(t);
-        stmts.push(store(
-            &y,
-            linear(&at, &ys),
-            Expr::load(upd.buf, linear(o, &us)),
-        ));
+        stmts.push(store(&y, linear(&at, &ys), Expr::load(upd.buf, linear(o, &us))));
         stmts
     });
     b.push(cx);

@@ -34,18 +34,12 @@ pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
 
 /// `y[index] = value`.
 pub(super) fn store(y: &Operand, index: Expr, value: Expr) -> Stmt {
-    Stmt::Store {
-        buf: y.buf,
-        index,
-        value,
-    }
+    Stmt::Store { buf: y.buf, index, value }
 }
 
 fn transpose(cx: &mut Lowerer<'_>, n: NodeId, perm: &[i64]) -> Result<(), LowerError> {
     let x = cx.required(n, 0)?;
-    let Some(y) = cx.output(n, 0)? else {
-        return Ok(());
-    };
+    let Some(y) = cx.output(n, 0)? else { return Ok(()) };
     let rank = x.rank();
     let perm: Vec<usize> = if perm.is_empty() {
         (0..rank).rev().collect()
@@ -55,9 +49,7 @@ fn transpose(cx: &mut Lowerer<'_>, n: NodeId, perm: &[i64]) -> Result<(), LowerE
         for &a in perm {
             let a = norm_axis(cx, n, a, rank)?;
             if std::mem::replace(&mut seen[a], true) {
-                return Err(
-                    cx.unsupported(n, format!("invalid model: perm {perm:?} repeats an axis"))
-                );
+                return Err(cx.unsupported(n, format!("invalid model: perm {perm:?} repeats an axis")));
             }
             p.push(a);
         }
@@ -69,10 +61,7 @@ fn transpose(cx: &mut Lowerer<'_>, n: NodeId, perm: &[i64]) -> Result<(), LowerE
     let (xs, ys) = (x.strides(), y.strides());
     let mut b = Body::new(cx, n);
     b.nest(&y.dims, |_, o| {
-        let src = o
-            .iter()
-            .zip(&perm)
-            .fold(Expr::idx(0), |acc, (oi, &p)| acc + oi.clone() * xs[p]);
+        let src = o.iter().zip(&perm).fold(Expr::idx(0), |acc, (oi, &p)| acc + oi.clone() * xs[p]);
         vec![store(&y, linear(o, &ys), Expr::load(x.buf, src))]
     });
     b.push(cx);
@@ -80,58 +69,33 @@ fn transpose(cx: &mut Lowerer<'_>, n: NodeId, perm: &[i64]) -> Result<(), LowerE
 }
 
 fn concat(cx: &mut Lowerer<'_>, n: NodeId, axis: i64) -> Result<(), LowerError> {
-    let Some(y) = cx.output(n, 0)? else {
-        return Ok(());
-    };
+    let Some(y) = cx.output(n, 0)? else { return Ok(()) };
     let axis = norm_axis(cx, n, axis, y.rank())?;
     let ys = y.strides();
     let mut b = Body::new(cx, n);
     let mut offset = 0u64;
     for i in 0..cx.node(n).inputs.len() {
         let x = cx.required(n, i)?;
-        if x.rank() != y.rank()
-            || x.dims
-                .iter()
-                .enumerate()
-                .any(|(d, &e)| d != axis && e != y.dims[d])
-        {
-            return Err(cx.unsupported(
-                n,
-                format!(
-                    "invalid model: input {i} has shape {:?}, output {:?}",
-                    x.dims, y.dims
-                ),
-            ));
+        if x.rank() != y.rank() || x.dims.iter().enumerate().any(|(d, &e)| d != axis && e != y.dims[d]) {
+            return Err(cx.unsupported(n, format!("invalid model: input {i} has shape {:?}, output {:?}", x.dims, y.dims)));
         }
         let xs = x.strides();
         let off = offset as i64;
         b.nest(&x.dims, |_, o| {
             let mut at = o.to_vec();
             at[axis] = at[axis].clone() + off;
-            vec![store(
-                &y,
-                linear(&at, &ys),
-                Expr::load(x.buf, linear(o, &xs)),
-            )]
+            vec![store(&y, linear(&at, &ys), Expr::load(x.buf, linear(o, &xs)))]
         });
         offset += x.dims[axis];
     }
     if offset != y.dims[axis] {
-        return Err(cx.unsupported(
-            n,
-            "invalid model: the inputs do not add up to the output along the axis",
-        ));
+        return Err(cx.unsupported(n, "invalid model: the inputs do not add up to the output along the axis"));
     }
     b.push(cx);
     Ok(())
 }
 
-fn split(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    axis: i64,
-    num_outputs: Option<i64>,
-) -> Result<(), LowerError> {
+fn split(cx: &mut Lowerer<'_>, n: NodeId, axis: i64, num_outputs: Option<i64>) -> Result<(), LowerError> {
     let x = cx.required(n, 0)?;
     let axis = norm_axis(cx, n, axis, x.rank())?;
     let dim = x.dims[axis];
@@ -144,72 +108,40 @@ fn split(
     let param = int_param(cx, n, 1, &mut b)?;
     // Part sizes: the used outputs' static dims; an unused part's size comes from a constant
     // `split`, the equal-parts rule, or what the others leave.
-    let mut sizes: Vec<Option<u64>> = outs
-        .iter()
-        .map(|o| o.as_ref().map(|o| o.dims[axis]))
-        .collect();
+    let mut sizes: Vec<Option<u64>> = outs.iter().map(|o| o.as_ref().map(|o| o.dims[axis])).collect();
     if sizes.iter().any(Option::is_none) {
         let known: Option<Vec<u64>> = match &param {
-            Some(p) => p
-                .iter()
-                .map(|e| match e {
-                    Expr::Const(Scalar::Int(_, v)) if *v >= 0 => Some(*v as u64),
-                    _ => None,
-                })
-                .collect(),
+            Some(p) => p.iter().map(|e| match e {
+                Expr::Const(Scalar::Int(_, v)) if *v >= 0 => Some(*v as u64),
+                _ => None,
+            })
+            .collect(),
             None => {
                 let parts = num_outputs.map_or(count as u64, |k| k.max(1) as u64);
                 let chunk = dim.div_ceil(parts);
-                Some(
-                    (0..parts)
-                        .map(|i| chunk.min(dim.saturating_sub(i * chunk)))
-                        .collect(),
-                )
+                Some((0..parts).map(|i| chunk.min(dim.saturating_sub(i * chunk))).collect())
             }
         };
         match known {
-            Some(k) if k.len() == count => {
-                sizes = sizes
-                    .iter()
-                    .zip(k)
-                    .map(|(s, k)| Some(s.unwrap_or(k)))
-                    .collect()
-            }
+            Some(k) if k.len() == count => sizes = sizes.iter().zip(k).map(|(s, k)| Some(s.unwrap_or(k))).collect(),
             _ if sizes.iter().filter(|s| s.is_none()).count() == 1 => {
                 let used: u64 = sizes.iter().flatten().sum();
-                let rest = dim
-                    .checked_sub(used)
-                    .ok_or_else(|| cx.unsupported(n, "invalid model: parts exceed the input"))?;
+                let rest = dim.checked_sub(used).ok_or_else(|| cx.unsupported(n, "invalid model: parts exceed the input"))?;
                 sizes = sizes.iter().map(|s| Some(s.unwrap_or(rest))).collect();
             }
-            _ => {
-                return Err(
-                    cx.unsupported(n, "several unused outputs of a split with run-time sizes")
-                );
-            }
+            _ => return Err(cx.unsupported(n, "several unused outputs of a split with run-time sizes")),
         }
     }
     let sizes: Vec<u64> = sizes.into_iter().flatten().collect();
     if sizes.iter().sum::<u64>() != dim {
-        return Err(cx.unsupported(
-            n,
-            format!("invalid model: parts {sizes:?} do not add up to {dim}"),
-        ));
+        return Err(cx.unsupported(n, format!("invalid model: parts {sizes:?} do not add up to {dim}")));
     }
     if let Some(p) = &param {
         if p.len() != count {
-            return Err(cx.unsupported(
-                n,
-                format!("invalid model: {} split sizes for {count} outputs", p.len()),
-            ));
+            return Err(cx.unsupported(n, format!("invalid model: {} split sizes for {count} outputs", p.len())));
         }
         for (e, &s) in p.iter().zip(&sizes) {
-            b.check(
-                cx,
-                n,
-                e.clone().cmp(CmpOp::Eq, Expr::idx(s as i64)),
-                "split sizes do not match the output shapes",
-            )?;
+            b.check(cx, n, e.clone().cmp(CmpOp::Eq, Expr::idx(s as i64)), "split sizes do not match the output shapes")?;
         }
     }
     let xs = x.strides();
@@ -221,11 +153,7 @@ fn split(
             b.nest(&y.dims, |_, o| {
                 let mut at = o.to_vec();
                 at[axis] = at[axis].clone() + off;
-                vec![store(
-                    y,
-                    linear(o, &ys),
-                    Expr::load(x.buf, linear(&at, &xs)),
-                )]
+                vec![store(y, linear(o, &ys), Expr::load(x.buf, linear(&at, &xs)))]
             });
         }
         offset += size as i64;
@@ -236,21 +164,11 @@ fn split(
 
 fn tile(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
     let x = cx.required(n, 0)?;
-    let Some(y) = cx.output(n, 0)? else {
-        return Ok(());
-    };
+    let Some(y) = cx.output(n, 0)? else { return Ok(()) };
     let mut b = Body::new(cx, n);
-    let reps = int_param(cx, n, 1, &mut b)?
-        .ok_or_else(|| cx.unsupported(n, "input 1 (repeats) is missing"))?;
+    let reps = int_param(cx, n, 1, &mut b)?.ok_or_else(|| cx.unsupported(n, "input 1 (repeats) is missing"))?;
     if reps.len() != x.rank() || y.rank() != x.rank() {
-        return Err(cx.unsupported(
-            n,
-            format!(
-                "invalid model: {} repeats for rank {}",
-                reps.len(),
-                x.rank()
-            ),
-        ));
+        return Err(cx.unsupported(n, format!("invalid model: {} repeats for rank {}", reps.len(), x.rank())));
     }
     for (d, r) in reps.iter().enumerate() {
         let cond = (r.clone() * x.dims[d] as i64).cmp(CmpOp::Eq, Expr::idx(y.dims[d] as i64));
@@ -260,13 +178,7 @@ fn tile(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
         let (xs, ys) = (x.strides(), y.strides());
         b.nest(&y.dims, |_, o| {
             let src = (0..x.rank()).fold(Expr::idx(0), |acc, d| {
-                let i = if x.dims[d] == y.dims[d] {
-                    o[d].clone()
-                } else if x.dims[d] == 1 {
-                    Expr::idx(0)
-                } else {
-                    o[d].clone() % x.dims[d] as i64
-                };
+                let i = if x.dims[d] == y.dims[d] { o[d].clone() } else if x.dims[d] == 1 { Expr::idx(0) } else { o[d].clone() % x.dims[d] as i64 };
                 acc + i * xs[d]
             });
             vec![store(&y, linear(o, &ys), Expr::load(x.buf, src))]
@@ -278,57 +190,28 @@ fn tile(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
 
 fn expand(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
     let x = cx.required(n, 0)?;
-    let Some(y) = cx.output(n, 0)? else {
-        return Ok(());
-    };
+    let Some(y) = cx.output(n, 0)? else { return Ok(()) };
     let (r, xr) = (y.rank(), x.rank());
     // The input's dim aligned with output axis `d` (1 where the input has fewer axes).
     let aligned = |d: usize| if d + xr >= r { x.dims[d + xr - r] } else { 1 };
     if xr > r || (0..r).any(|d| aligned(d) != 1 && aligned(d) != y.dims[d]) {
-        return Err(cx.unsupported(
-            n,
-            format!(
-                "invalid model: shape {:?} does not broadcast to {:?}",
-                x.dims, y.dims
-            ),
-        ));
+        return Err(cx.unsupported(n, format!("invalid model: shape {:?} does not broadcast to {:?}", x.dims, y.dims)));
     }
     let mut b = Body::new(cx, n);
-    let shape = int_param(cx, n, 1, &mut b)?
-        .ok_or_else(|| cx.unsupported(n, "input 1 (shape) is missing"))?;
+    let shape = int_param(cx, n, 1, &mut b)?.ok_or_else(|| cx.unsupported(n, "input 1 (shape) is missing"))?;
     if shape.len() > r {
-        return Err(cx.unsupported(
-            n,
-            "invalid model: the shape is longer than the output's rank",
-        ));
+        return Err(cx.unsupported(n, "invalid model: the shape is longer than the output's rank"));
     }
     for d in 0..r {
         let out = y.dims[d] as i64;
         let cond = match (d + shape.len()).checked_sub(r) {
-            Some(j) => or(
-                shape[j].clone().cmp(CmpOp::Eq, Expr::idx(out)),
-                and(
-                    shape[j].clone().cmp(CmpOp::Eq, Expr::idx(1)),
-                    Expr::Const(Scalar::Bool(aligned(d) == y.dims[d])),
-                ),
-            ),
+            Some(j) => or(shape[j].clone().cmp(CmpOp::Eq, Expr::idx(out)), and(shape[j].clone().cmp(CmpOp::Eq, Expr::idx(1)), Expr::Const(Scalar::Bool(aligned(d) == y.dims[d])))),
             None => Expr::Const(Scalar::Bool(aligned(d) == y.dims[d])),
         };
-        b.check(
-            cx,
-            n,
-            cond,
-            "the shape input does not match the output shape",
-        )?;
+        b.check(cx, n, cond, "the shape input does not match the output shape")?;
     }
     let ys = y.strides();
-    b.nest(&y.dims, |_, o| {
-        vec![store(
-            &y,
-            linear(o, &ys),
-            Expr::load(x.buf, broadcast_index(o, &x.dims)),
-        )]
-    });
+    b.nest(&y.dims, |_, o| vec![store(&y, linear(o, &ys), Expr::load(x.buf, broadcast_index(o, &x.dims)))]);
     b.push(cx);
     Ok(())
 }
@@ -342,19 +225,11 @@ enum Blocks {
 
 fn blocks(cx: &mut Lowerer<'_>, n: NodeId, blocksize: i64, kind: Blocks) -> Result<(), LowerError> {
     let x = cx.required(n, 0)?;
-    let Some(y) = cx.output(n, 0)? else {
-        return Ok(());
-    };
+    let Some(y) = cx.output(n, 0)? else { return Ok(()) };
     let [bn, c, h, w] = x.dims[..] else {
-        return Err(cx.unsupported(
-            n,
-            format!("invalid model: input must be 4-D, has shape {:?}", x.dims),
-        ));
+        return Err(cx.unsupported(n, format!("invalid model: input must be 4-D, has shape {:?}", x.dims)));
     };
-    let bs = u64::try_from(blocksize)
-        .ok()
-        .filter(|&b| b > 0)
-        .ok_or_else(|| cx.unsupported(n, format!("invalid model: blocksize {blocksize}")))?;
+    let bs = u64::try_from(blocksize).ok().filter(|&b| b > 0).ok_or_else(|| cx.unsupported(n, format!("invalid model: blocksize {blocksize}")))?;
     let bi = bs as i64;
     let mut b = Body::new(cx, n);
     match kind {
@@ -367,8 +242,7 @@ fn blocks(cx: &mut Lowerer<'_>, n: NodeId, blocksize: i64, kind: Blocks) -> Resu
             let dims = [bn, cb, h, bs, w, bs];
             let os = strides(&dims);
             b.nest(&dims, |_, v| {
-                let [nn, cc, hh, i, ww, j] =
-                    [&v[0], &v[1], &v[2], &v[3], &v[4], &v[5]].map(Clone::clone);
+                let [nn, cc, hh, i, ww, j] = [&v[0], &v[1], &v[2], &v[3], &v[4], &v[5]].map(Clone::clone);
                 let ch = match mode {
                     DepthToSpaceMode::Dcr => (i * bi + j) * cb as i64 + cc,
                     DepthToSpaceMode::Crd => cc * (bi * bi) + i * bi + j,
@@ -386,18 +260,9 @@ fn blocks(cx: &mut Lowerer<'_>, n: NodeId, blocksize: i64, kind: Blocks) -> Resu
             let is = strides(&dims);
             let ys = y.strides();
             b.nest(&dims, |_, v| {
-                let [nn, cc, hh, i, ww, j] =
-                    [&v[0], &v[1], &v[2], &v[3], &v[4], &v[5]].map(Clone::clone);
-                let ch = if crd {
-                    cc * (bi * bi) + i * bi + j
-                } else {
-                    (i * bi + j) * c as i64 + cc
-                };
-                vec![store(
-                    &y,
-                    linear(&[nn, ch, hh, ww], &ys),
-                    Expr::load(x.buf, linear(v, &is)),
-                )]
+                let [nn, cc, hh, i, ww, j] = [&v[0], &v[1], &v[2], &v[3], &v[4], &v[5]].map(Clone::clone);
+                let ch = if crd { cc * (bi * bi) + i * bi + j } else { (i * bi + j) * c as i64 + cc };
+                vec![store(&y, linear(&[nn, ch, hh, ww], &ys), Expr::load(x.buf, linear(v, &is)))]
             });
         }
     }
@@ -407,9 +272,7 @@ fn blocks(cx: &mut Lowerer<'_>, n: NodeId, blocksize: i64, kind: Blocks) -> Resu
 
 fn trilu(cx: &mut Lowerer<'_>, n: NodeId, upper: bool) -> Result<(), LowerError> {
     let x = cx.required(n, 0)?;
-    let Some(y) = cx.output(n, 0)? else {
-        return Ok(());
-    };
+    let Some(y) = cx.output(n, 0)? else { return Ok(()) };
     let r = x.rank();
     if r < 2 {
         return Err(cx.unsupported(n, "invalid model: input must have rank 2 or more"));
@@ -424,17 +287,9 @@ fn trilu(cx: &mut Lowerer<'_>, n: NodeId, upper: bool) -> Result<(), LowerError>
     let xs = x.strides();
     b.nest(&x.dims, |_, o| {
         let diff = o[r - 1].clone() - o[r - 2].clone();
-        let keep = if upper {
-            diff.cmp(CmpOp::Ge, k)
-        } else {
-            diff.cmp(CmpOp::Le, k)
-        };
+        let keep = if upper { diff.cmp(CmpOp::Ge, k) } else { diff.cmp(CmpOp::Le, k) };
         let at = linear(o, &xs);
-        vec![store(
-            &y,
-            at.clone(),
-            keep.select(Expr::load(x.buf, at), Expr::int(ty, 0)),
-        )]
+        vec![store(&y, at.clone(), keep.select(Expr::load(x.buf, at), Expr::int(ty, 0)))]
     });
     b.push(cx);
     Ok(())

@@ -37,12 +37,7 @@ pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     if let Op::NonZero(_) | Op::Unique(_) = cx.node(n).op {
         return Err(cx.unsupported(n, "the output shape depends on the input data"));
     }
-    Ok(layout::lower(cx, n)?
-        || crop::lower(cx, n)?
-        || index::lower(cx, n)?
-        || fill::lower(cx, n)?
-        || resize::lower(cx, n)?
-        || col2im::lower(cx, n)?)
+    Ok(layout::lower(cx, n)? || crop::lower(cx, n)? || index::lower(cx, n)? || fill::lower(cx, n)? || resize::lower(cx, n)? || col2im::lower(cx, n)?)
 }
 
 /// A kernel being built: the kernel (for fresh variables) and its top-level statements.
@@ -56,10 +51,7 @@ pub(super) struct Body {
 impl Body {
     /// A new kernel for node `n`.
     pub fn new(cx: &mut Lowerer<'_>, n: NodeId) -> Body {
-        Body {
-            k: cx.kernel(n),
-            stmts: Vec::new(),
-        }
+        Body { k: cx.kernel(n), stmts: Vec::new() }
     }
 
     /// Binds `e` (of type `ty`), folded, to a `let` unless it is a constant or a variable.
@@ -74,13 +66,7 @@ impl Body {
     }
 
     /// Adds a run-time check that `cond` holds (see [`check`]).
-    pub fn check(
-        &mut self,
-        cx: &mut Lowerer<'_>,
-        n: NodeId,
-        cond: Expr,
-        msg: &str,
-    ) -> Result<(), LowerError> {
+    pub fn check(&mut self, cx: &mut Lowerer<'_>, n: NodeId, cond: Expr, msg: &str) -> Result<(), LowerError> {
         check(cx, n, &mut self.stmts, cond, msg)
     }
 
@@ -105,13 +91,7 @@ pub(super) fn bind(k: &mut Kernel, stmts: &mut Vec<Stmt>, ty: ScalarType, e: Exp
 
 /// Appends a check that `cond` holds at run time, naming `msg` if it fails. A condition that
 /// folds to true is dropped; one that folds to false means the model is invalid.
-pub(super) fn check(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    stmts: &mut Vec<Stmt>,
-    cond: Expr,
-    msg: &str,
-) -> Result<(), LowerError> {
+pub(super) fn check(cx: &mut Lowerer<'_>, n: NodeId, stmts: &mut Vec<Stmt>, cond: Expr, msg: &str) -> Result<(), LowerError> {
     match fold(cond) {
         Expr::Const(Scalar::Bool(true)) => Ok(()),
         Expr::Const(Scalar::Bool(false)) => Err(cx.unsupported(n, format!("invalid model: {msg}"))),
@@ -135,10 +115,7 @@ pub(super) fn or(a: Expr, b: Expr) -> Expr {
 
 /// `lo <= x && x < hi` for `i64` expressions.
 pub(super) fn in_range(x: Expr, lo: i64, hi: Expr) -> Expr {
-    and(
-        x.clone().cmp(CmpOp::Ge, Expr::idx(lo)),
-        x.cmp(CmpOp::Lt, hi),
-    )
+    and(x.clone().cmp(CmpOp::Ge, Expr::idx(lo)), x.cmp(CmpOp::Lt, hi))
 }
 
 /// `x` clamped to `lo..=hi`.
@@ -148,9 +125,7 @@ pub(super) fn clamp(x: Expr, lo: Expr, hi: Expr) -> Expr {
 
 /// An index loaded from tensor data, as `i64`; negative values count from `dim`.
 pub(super) fn wrap_index(raw: Expr, dim: Expr) -> Expr {
-    raw.clone()
-        .cmp(CmpOp::Lt, Expr::idx(0))
-        .select(raw.clone() + dim, raw)
+    raw.clone().cmp(CmpOp::Lt, Expr::idx(0)).select(raw.clone() + dim, raw)
 }
 
 /// Converts `e` of type `from` to `to`, leaving it alone when the types agree.
@@ -169,18 +144,10 @@ pub(super) fn load_f64(x: &Operand, i: Expr) -> Expr {
 }
 
 /// Normalizes a possibly negative axis against `rank`.
-pub(super) fn norm_axis(
-    cx: &Lowerer<'_>,
-    n: NodeId,
-    axis: i64,
-    rank: usize,
-) -> Result<usize, LowerError> {
+pub(super) fn norm_axis(cx: &Lowerer<'_>, n: NodeId, axis: i64, rank: usize) -> Result<usize, LowerError> {
     let a = if axis < 0 { axis + rank as i64 } else { axis };
     if a < 0 || a >= rank as i64 {
-        return Err(cx.unsupported(
-            n,
-            format!("invalid model: axis {axis} is out of range for rank {rank}"),
-        ));
+        return Err(cx.unsupported(n, format!("invalid model: axis {axis} is out of range for rank {rank}")));
     }
     Ok(a as usize)
 }
@@ -188,58 +155,27 @@ pub(super) fn norm_axis(
 /// The values of integer parameter input `i` (axes, pads, repeats, ...) as `i64` expressions:
 /// constants when the input is constant, else loads bound in `body`'s preamble. `None` if
 /// the input is omitted.
-pub(super) fn int_param(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    i: usize,
-    body: &mut Body,
-) -> Result<Option<Vec<Expr>>, LowerError> {
+pub(super) fn int_param(cx: &mut Lowerer<'_>, n: NodeId, i: usize, body: &mut Body) -> Result<Option<Vec<Expr>>, LowerError> {
     if let Some(t) = cx.const_input(n, i) {
-        let vals = t
-            .to_i64s()
-            .ok_or_else(|| cx.unsupported(n, format!("input {i} must be an integer tensor")))?;
+        let vals = t.to_i64s().ok_or_else(|| cx.unsupported(n, format!("input {i} must be an integer tensor")))?;
         return Ok(Some(vals.into_iter().map(Expr::idx).collect()));
     }
-    let Some(x) = cx.input(n, i)? else {
-        return Ok(None);
-    };
+    let Some(x) = cx.input(n, i)? else { return Ok(None) };
     if x.ty().is_float() {
         return Err(cx.unsupported(n, format!("input {i} must be an integer tensor")));
     }
-    Ok(Some(
-        (0..x.numel() as i64)
-            .map(|j| body.bind(ScalarType::I64, load_i64(&x, Expr::idx(j))))
-            .collect(),
-    ))
+    Ok(Some((0..x.numel() as i64).map(|j| body.bind(ScalarType::I64, load_i64(&x, Expr::idx(j)))).collect()))
 }
 
 /// The values of a float parameter input (scales, roi) as `f64` expressions, constant or loaded.
-pub(super) fn float_param(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    i: usize,
-    body: &mut Body,
-) -> Result<Option<Vec<Expr>>, LowerError> {
+pub(super) fn float_param(cx: &mut Lowerer<'_>, n: NodeId, i: usize, body: &mut Body) -> Result<Option<Vec<Expr>>, LowerError> {
     if let Some(t) = cx.const_input(n, i) {
         let numel = t.numel().unwrap_or(0);
-        let vals: Option<Vec<Expr>> = (0..numel as usize)
-            .map(|j| tensor_scalar(t, j, ScalarType::F64))
-            .collect();
-        return vals.map(Some).ok_or_else(|| {
-            cx.unsupported(
-                n,
-                format!("input {i}: constant of unsupported element type"),
-            )
-        });
+        let vals: Option<Vec<Expr>> = (0..numel as usize).map(|j| tensor_scalar(t, j, ScalarType::F64)).collect();
+        return vals.map(Some).ok_or_else(|| cx.unsupported(n, format!("input {i}: constant of unsupported element type")));
     }
-    let Some(x) = cx.input(n, i)? else {
-        return Ok(None);
-    };
-    Ok(Some(
-        (0..x.numel() as i64)
-            .map(|j| body.bind(ScalarType::F64, load_f64(&x, Expr::idx(j))))
-            .collect(),
-    ))
+    let Some(x) = cx.input(n, i)? else { return Ok(None) };
+    Ok(Some((0..x.numel() as i64).map(|j| body.bind(ScalarType::F64, load_f64(&x, Expr::idx(j)))).collect()))
 }
 
 /// Element `i` of constant `t` as a constant of type `ty` (converted as a cast would).
@@ -317,17 +253,13 @@ pub(super) fn fold(e: Expr) -> Expr {
         Expr::Unary(op, a) => {
             let a = fold(*a);
             let folded = match (op, &a) {
-                (UnOp::Neg, Expr::Const(Scalar::Int(ScalarType::I64, x))) => {
-                    Some(Scalar::index(x.wrapping_neg()))
-                }
+                (UnOp::Neg, Expr::Const(Scalar::Int(ScalarType::I64, x))) => Some(Scalar::index(x.wrapping_neg())),
                 (UnOp::Not, Expr::Const(Scalar::Bool(x))) => Some(Scalar::Bool(!x)),
                 (UnOp::Neg, Expr::Const(Scalar::F64(x))) => Some(Scalar::F64(-x)),
                 (UnOp::Floor, Expr::Const(Scalar::F64(x))) => Some(Scalar::F64(x.floor())),
                 (UnOp::Ceil, Expr::Const(Scalar::F64(x))) => Some(Scalar::F64(x.ceil())),
                 (UnOp::Abs, Expr::Const(Scalar::F64(x))) => Some(Scalar::F64(x.abs())),
-                (UnOp::Round, Expr::Const(Scalar::F64(x))) => {
-                    Some(Scalar::F64(x.round_ties_even()))
-                }
+                (UnOp::Round, Expr::Const(Scalar::F64(x))) => Some(Scalar::F64(x.round_ties_even())),
                 _ => None,
             };
             folded.map_or_else(|| Expr::Unary(op, Box::new(a)), Expr::Const)
@@ -342,22 +274,18 @@ pub(super) fn fold(e: Expr) -> Expr {
 
 fn fold_binary(op: BinOp, x: Scalar, y: Scalar) -> Option<Scalar> {
     Some(match (x, y) {
-        (Scalar::Int(ScalarType::I64, a), Scalar::Int(ScalarType::I64, b)) => {
-            Scalar::index(match op {
-                BinOp::Add => a.wrapping_add(b),
-                BinOp::Sub => a.wrapping_sub(b),
-                BinOp::Mul => a.wrapping_mul(b),
-                BinOp::Div if b != 0 => a.wrapping_div(b),
-                BinOp::Rem if b != 0 => a.wrapping_rem(b),
-                BinOp::Min => a.min(b),
-                BinOp::Max => a.max(b),
-                _ => return None,
-            })
-        }
+        (Scalar::Int(ScalarType::I64, a), Scalar::Int(ScalarType::I64, b)) => Scalar::index(match op {
+            BinOp::Add => a.wrapping_add(b),
+            BinOp::Sub => a.wrapping_sub(b),
+            BinOp::Mul => a.wrapping_mul(b),
+            BinOp::Div if b != 0 => a.wrapping_div(b),
+            BinOp::Rem if b != 0 => a.wrapping_rem(b),
+            BinOp::Min => a.min(b),
+            BinOp::Max => a.max(b),
+            _ => return None,
+        }),
         (Scalar::F64(a), Scalar::F64(b)) => Scalar::F64(float_op(op, a, b)?),
-        (Scalar::F32(a), Scalar::F32(b)) => {
-            Scalar::F32(float_op(op, f64::from(a), f64::from(b))? as f32)
-        }
+        (Scalar::F32(a), Scalar::F32(b)) => Scalar::F32(float_op(op, f64::from(a), f64::from(b))? as f32),
         (Scalar::Bool(a), Scalar::Bool(b)) => Scalar::Bool(match op {
             BinOp::And => a && b,
             BinOp::Or => a || b,

@@ -17,9 +17,7 @@ fn i64s(v: &[i64]) -> Vec<u8> {
 }
 
 fn to_f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
+    b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
 /// Lowers `src` and runs it on `inputs`; returns output 0's bytes.
@@ -36,11 +34,7 @@ fn run(src: &str, inputs: &[Vec<u8>]) -> Result<Vec<u8>, InterpError> {
         })
         .collect();
     interp::run(&p, &mut memory)?;
-    let out = p
-        .buffers
-        .iter()
-        .position(|b| b.kind == BufferKind::Output(0))
-        .unwrap();
+    let out = p.buffers.iter().position(|b| b.kind == BufferKind::Output(0)).unwrap();
     Ok(std::mem::take(&mut memory[out]))
 }
 
@@ -61,10 +55,7 @@ fn gather_wraps_negative_indices_and_checks_the_rest() {
     let data = f32s(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
     let got = run(GATHER, &[data.clone(), i64s(&[-1, 0])]).unwrap();
     assert_eq!(to_f32s(&got), [4.0, 5.0, 0.0, 1.0]);
-    is_check(
-        run(GATHER, &[data.clone(), i64s(&[3, 0])]),
-        "index out of range",
-    );
+    is_check(run(GATHER, &[data.clone(), i64s(&[3, 0])]), "index out of range");
     is_check(run(GATHER, &[data, i64s(&[0, -4])]), "index out of range");
 }
 
@@ -77,28 +68,14 @@ const SLICE: &str = "graph @main(%0: f32[6], %1: i64[1], %2: i64[1], %3: i64[1])
 #[test]
 fn slice_with_run_time_bounds_checks_them_against_the_shape() {
     let data = f32s(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
-    let got = run(
-        SLICE,
-        &[data.clone(), i64s(&[-1]), i64s(&[i64::MIN]), i64s(&[-3])],
-    )
-    .unwrap();
+    let got = run(SLICE, &[data.clone(), i64s(&[-1]), i64s(&[i64::MIN]), i64s(&[-3])]).unwrap();
     assert_eq!(to_f32s(&got), [5.0, 2.0]);
-    let got = run(
-        SLICE,
-        &[data.clone(), i64s(&[1]), i64s(&[1000]), i64s(&[i64::MAX])],
-    )
-    .unwrap_err();
+    let got = run(SLICE, &[data.clone(), i64s(&[1]), i64s(&[1000]), i64s(&[i64::MAX])]).unwrap_err();
     assert!(matches!(got, InterpError::Check { .. }));
     let got = run(SLICE, &[data.clone(), i64s(&[1]), i64s(&[4]), i64s(&[2])]).unwrap();
     assert_eq!(to_f32s(&got), [1.0, 3.0]);
-    is_check(
-        run(SLICE, &[data.clone(), i64s(&[0]), i64s(&[6]), i64s(&[1])]),
-        "slice bounds",
-    );
-    is_check(
-        run(SLICE, &[data, i64s(&[0]), i64s(&[6]), i64s(&[0])]),
-        "step is zero",
-    );
+    is_check(run(SLICE, &[data.clone(), i64s(&[0]), i64s(&[6]), i64s(&[1])]), "slice bounds");
+    is_check(run(SLICE, &[data, i64s(&[0]), i64s(&[6]), i64s(&[0])]), "step is zero");
 }
 
 const SCATTER_ND: &str = "graph @main(%0: f32[4], %1: i64[2, 1], %2: f32[2]) -> (f32[4]) {
@@ -109,16 +86,9 @@ const SCATTER_ND: &str = "graph @main(%0: f32[4], %1: i64[2, 1], %2: f32[2]) -> 
 #[test]
 fn scatter_nd_reduces_duplicates_and_checks_indices() {
     let data = f32s(&[1.0, 1.0, 1.0, 1.0]);
-    let got = run(
-        SCATTER_ND,
-        &[data.clone(), i64s(&[2, -2]), f32s(&[5.0, 7.0])],
-    )
-    .unwrap();
+    let got = run(SCATTER_ND, &[data.clone(), i64s(&[2, -2]), f32s(&[5.0, 7.0])]).unwrap();
     assert_eq!(to_f32s(&got), [1.0, 1.0, 13.0, 1.0]);
-    is_check(
-        run(SCATTER_ND, &[data, i64s(&[0, 4]), f32s(&[5.0, 7.0])]),
-        "index out of range",
-    );
+    is_check(run(SCATTER_ND, &[data, i64s(&[0, 4]), f32s(&[5.0, 7.0])]), "index out of range");
 }
 
 const COMPRESS: &str = "graph @main(%0: f32[2, 3], %1: bool[3]) -> (f32[2, 2]) {
@@ -131,10 +101,7 @@ fn compress_with_a_run_time_condition_checks_the_count() {
     let data = f32s(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
     let got = run(COMPRESS, &[data.clone(), vec![1, 0, 1]]).unwrap();
     assert_eq!(to_f32s(&got), [0.0, 2.0, 3.0, 5.0]);
-    is_check(
-        run(COMPRESS, &[data.clone(), vec![1, 1, 1]]),
-        "more selected",
-    );
+    is_check(run(COMPRESS, &[data.clone(), vec![1, 1, 1]]), "more selected");
     is_check(run(COMPRESS, &[data, vec![0, 0, 1]]), "fewer selected");
 }
 

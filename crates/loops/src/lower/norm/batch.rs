@@ -5,7 +5,7 @@ use kiln_tir::{NodeId, Op};
 
 use super::{expect_dims, expect_float, inv_std, moments, stats_type};
 use crate::ir::*;
-use crate::lower::reduce::{Split, bind, convert, load_as};
+use crate::lower::reduce::{bind, convert, load_as, Split};
 use crate::lower::{LowerError, Lowerer};
 
 /// Lowers `n` if it is BatchNormalization.
@@ -20,14 +20,9 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
         return Err(cx.unsupported(n, "input of rank < 2"));
     }
     let c = x.dims[1];
-    let params: Vec<_> = (1..5)
-        .map(|i| cx.required(n, i))
-        .collect::<Result<_, _>>()?;
+    let params: Vec<_> = (1..5).map(|i| cx.required(n, i)).collect::<Result<_, _>>()?;
     if params.iter().any(|p| p.numel() != c || !p.ty().is_float()) {
-        return Err(cx.unsupported(
-            n,
-            "scale, bias, mean and var are not float vectors of the channel count",
-        ));
+        return Err(cx.unsupported(n, "scale, bias, mean and var are not float vectors of the channel count"));
     }
     let (scale, bias, mean_in, var_in) = (&params[0], &params[1], &params[2], &params[3]);
     let y = cx.required_output(n, 0)?;
@@ -41,23 +36,14 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
         k.nest(&split.outer_dims(), |k, o| {
             let ch = &o[1];
             let mut s = Vec::new();
-            let inv = bind(
-                k,
-                &mut s,
-                ct,
-                inv_std(load_as(var_in, ch.clone(), ct), epsilon, ct),
-            );
+            let inv = bind(k, &mut s, ct, inv_std(load_as(var_in, ch.clone(), ct), epsilon, ct));
             let m = bind(k, &mut s, ct, load_as(mean_in, ch.clone(), ct));
             let g = bind(k, &mut s, ct, load_as(scale, ch.clone(), ct));
             let b = bind(k, &mut s, ct, load_as(bias, ch.clone(), ct));
             s.extend(k.nest(&split.inner_dims(), |_, j| {
                 let at = split.index(o, j);
                 let v = (load_as(&x, at.clone(), ct) - m) * inv * g + b;
-                vec![Stmt::Store {
-                    buf: y.buf,
-                    index: at,
-                    value: convert(v, ct, y.ty()),
-                }]
+                vec![Stmt::Store { buf: y.buf, index: at, value: convert(v, ct, y.ty()) }]
             }));
             s
         })
@@ -76,18 +62,10 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
             let (mut s, mean, var) = moments(k, &x, &split, o, ct);
             let keep = Expr::float(ct, f64::from(momentum));
             let take = Expr::float(ct, 1.0 - f64::from(momentum));
-            for (out, old, new) in [
-                (&running_mean, mean_in, &mean),
-                (&running_var, var_in, &var),
-            ] {
+            for (out, old, new) in [(&running_mean, mean_in, &mean), (&running_var, var_in, &var)] {
                 if let Some(out) = out {
-                    let v =
-                        load_as(old, ch.clone(), ct) * keep.clone() + new.clone() * take.clone();
-                    s.push(Stmt::Store {
-                        buf: out.buf,
-                        index: ch.clone(),
-                        value: convert(v, ct, out.ty()),
-                    });
+                    let v = load_as(old, ch.clone(), ct) * keep.clone() + new.clone() * take.clone();
+                    s.push(Stmt::Store { buf: out.buf, index: ch.clone(), value: convert(v, ct, out.ty()) });
                 }
             }
             let inv = bind(k, &mut s, ct, inv_std(var, epsilon, ct));
@@ -96,11 +74,7 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
             s.extend(k.nest(&split.inner_dims(), |_, j| {
                 let at = split.index(o, j);
                 let v = (load_as(&x, at.clone(), ct) - mean) * inv * g + b;
-                vec![Stmt::Store {
-                    buf: y.buf,
-                    index: at,
-                    value: convert(v, ct, y.ty()),
-                }]
+                vec![Stmt::Store { buf: y.buf, index: at, value: convert(v, ct, y.ty()) }]
             }));
             s
         })

@@ -5,7 +5,7 @@ use kiln_tir::{DType, NodeId, Op};
 
 use super::{expect_dims, expect_float, inv_std, moments, stats_type};
 use crate::ir::*;
-use crate::lower::reduce::{Split, axis, bind, convert, load_as};
+use crate::lower::reduce::{axis, bind, convert, load_as, Split};
 use crate::lower::{LowerError, Lowerer};
 
 /// Lowers `n` if it is InstanceNormalization, GroupNormalization or MeanVarianceNormalization.
@@ -30,34 +30,21 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
 
 /// Instance (`groups == 0`: one group per channel) or group normalization of x [N, C, ...]
 /// with per-channel scale and bias.
-fn channel_groups(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    groups: i64,
-    epsilon: f32,
-    stash_f64: bool,
-) -> Result<(), LowerError> {
+fn channel_groups(cx: &mut Lowerer<'_>, n: NodeId, groups: i64, epsilon: f32, stash_f64: bool) -> Result<(), LowerError> {
     let x = cx.required(n, 0)?;
     expect_float(cx, n, &x)?;
     if x.rank() < 2 {
         return Err(cx.unsupported(n, "input of rank < 2"));
     }
     let c = x.dims[1];
-    let g = if groups == 0 {
-        c
-    } else {
-        u64::try_from(groups).unwrap_or(0)
-    };
+    let g = if groups == 0 { c } else { u64::try_from(groups).unwrap_or(0) };
     if g == 0 || c % g != 0 {
         return Err(cx.unsupported(n, format!("{c} channels do not split into {groups} groups")));
     }
     let scale = cx.required(n, 1)?;
     let bias = cx.required(n, 2)?;
     if scale.numel() != c || bias.numel() != c || !scale.ty().is_float() || !bias.ty().is_float() {
-        return Err(cx.unsupported(
-            n,
-            "scale and bias are not float vectors of the channel count",
-        ));
+        return Err(cx.unsupported(n, "scale and bias are not float vectors of the channel count"));
     }
     let y = cx.required_output(n, 0)?;
     expect_dims(cx, n, &y, &x.dims)?;
@@ -74,13 +61,8 @@ fn channel_groups(
             let full = split.full(o, j);
             let ch = full[1].clone() * per as i64 + full[2].clone();
             let at = split.flat(&full);
-            let v = (load_as(&x, at.clone(), ct) - mean) * inv * load_as(&scale, ch.clone(), ct)
-                + load_as(&bias, ch, ct);
-            vec![Stmt::Store {
-                buf: y.buf,
-                index: at,
-                value: convert(v, ct, y.ty()),
-            }]
+            let v = (load_as(&x, at.clone(), ct) - mean) * inv * load_as(&scale, ch.clone(), ct) + load_as(&bias, ch, ct);
+            vec![Stmt::Store { buf: y.buf, index: at, value: convert(v, ct, y.ty()) }]
         }));
         s
     });
@@ -108,11 +90,7 @@ fn mvn(cx: &mut Lowerer<'_>, n: NodeId, axes: &[i64]) -> Result<(), LowerError> 
         s.extend(k.nest(&split.inner_dims(), |_, j| {
             let at = split.index(o, j);
             let v = (load_as(&x, at.clone(), ct) - mean) / denom;
-            vec![Stmt::Store {
-                buf: y.buf,
-                index: at,
-                value: convert(v, ct, y.ty()),
-            }]
+            vec![Stmt::Store { buf: y.buf, index: at, value: convert(v, ct, y.ty()) }]
         }));
         s
     });

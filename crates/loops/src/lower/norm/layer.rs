@@ -6,7 +6,7 @@ use kiln_tir::{DType, NodeId, Op};
 use super::{broadcasts_to, expect_dims, expect_float, inv_std, moments, stats_type};
 use crate::build::broadcast_index;
 use crate::ir::*;
-use crate::lower::reduce::{Split, axis, bind, convert, expect_len, fold, load_as};
+use crate::lower::reduce::{axis, bind, convert, expect_len, fold, load_as, Split};
 use crate::lower::{LowerError, Lowerer, Operand};
 
 /// Which normalization.
@@ -29,30 +29,16 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
     expect_float(cx, n, &x)?;
     let a = axis(cx, n, ax, x.rank())?;
     let scale = cx.required(n, 1)?;
-    let bias = if kind == Kind::Layer {
-        cx.input(n, 2)?
-    } else {
-        None
-    };
+    let bias = if kind == Kind::Layer { cx.input(n, 2)? } else { None };
     for p in std::iter::once(&scale).chain(&bias) {
         if !broadcasts_to(&p.dims, &x.dims) || !p.ty().is_float() {
-            return Err(cx.unsupported(
-                n,
-                format!(
-                    "scale or bias of shape {:?} does not broadcast to {:?}",
-                    p.dims, x.dims
-                ),
-            ));
+            return Err(cx.unsupported(n, format!("scale or bias of shape {:?} does not broadcast to {:?}", p.dims, x.dims)));
         }
     }
     let y = cx.required_output(n, 0)?;
     expect_dims(cx, n, &y, &x.dims)?;
     let split = Split::trailing(&x.dims, a);
-    let (mean_out, inv_out) = if kind == Kind::Layer {
-        (cx.output(n, 1)?, cx.output(n, 2)?)
-    } else {
-        (None, None)
-    };
+    let (mean_out, inv_out) = if kind == Kind::Layer { (cx.output(n, 1)?, cx.output(n, 2)?) } else { (None, None) };
     for o in mean_out.iter().chain(&inv_out) {
         expect_len(cx, n, o, split.outer_count())?;
     }
@@ -64,13 +50,7 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
             None => v,
         }
     };
-    let store = |out: &Option<Operand>, index: Expr, v: Expr| {
-        out.as_ref().map(|out| Stmt::Store {
-            buf: out.buf,
-            index,
-            value: convert(v, ct, out.ty()),
-        })
-    };
+    let store = |out: &Option<Operand>, index: Expr, v: Expr| out.as_ref().map(|out| Stmt::Store { buf: out.buf, index, value: convert(v, ct, out.ty()) });
 
     let mut k = cx.kernel(n);
     let body = k.nest(&split.outer_dims(), |k, o| {
@@ -87,16 +67,7 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
                     let v = load_as(&x, split.flat(f), ct);
                     acc + v.clone() * v
                 });
-                let inv = bind(
-                    k,
-                    &mut s,
-                    ct,
-                    inv_std(
-                        squares / Expr::float(ct, split.inner_count() as f64),
-                        epsilon,
-                        ct,
-                    ),
-                );
+                let inv = bind(k, &mut s, ct, inv_std(squares / Expr::float(ct, split.inner_count() as f64), epsilon, ct));
                 (s, None, inv)
             }
         };
@@ -108,11 +79,7 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
                 None => v,
             };
             let v = affine(&full, v * inv);
-            vec![Stmt::Store {
-                buf: y.buf,
-                index: split.flat(&full),
-                value: convert(v, ct, y.ty()),
-            }]
+            vec![Stmt::Store { buf: y.buf, index: split.flat(&full), value: convert(v, ct, y.ty()) }]
         }));
         s
     });

@@ -5,7 +5,7 @@ use kiln_tir::{NodeId, Op};
 use super::{expect_dims, expect_float};
 use crate::build::linear;
 use crate::ir::*;
-use crate::lower::reduce::{Split, and, axis, bind, convert, fold, load_as};
+use crate::lower::reduce::{and, axis, bind, convert, fold, load_as, Split};
 use crate::lower::{LowerError, Lowerer};
 
 /// Lowers `n` if it is LpNormalization or LRN.
@@ -41,22 +41,14 @@ fn lp(cx: &mut Lowerer<'_>, n: NodeId, ax: i64, p: i64) -> Result<(), LowerError
     let body = k.nest(&split.outer_dims(), |k, o| {
         let (mut s, acc) = fold(k, &split, o, ct, Expr::float(ct, 0.0), |acc, f| {
             let v = load_as(&x, split.flat(f), ct);
-            if p == 1 {
-                acc + v.un(UnOp::Abs)
-            } else {
-                acc + v.clone() * v
-            }
+            if p == 1 { acc + v.un(UnOp::Abs) } else { acc + v.clone() * v }
         });
         let norm = bind(k, &mut s, ct, if p == 1 { acc } else { acc.un(UnOp::Sqrt) });
         s.extend(k.nest(&split.inner_dims(), |_, j| {
             let at = split.index(o, j);
             let zero = norm.clone().cmp(CmpOp::Eq, Expr::float(ct, 0.0));
             let v = zero.select(Expr::float(ct, 0.0), load_as(&x, at.clone(), ct) / norm);
-            vec![Stmt::Store {
-                buf: y.buf,
-                index: at,
-                value: convert(v, ct, y.ty()),
-            }]
+            vec![Stmt::Store { buf: y.buf, index: at, value: convert(v, ct, y.ty()) }]
         }));
         s
     });
@@ -87,38 +79,19 @@ fn lrn(cx: &mut Lowerer<'_>, n: NodeId, attr: &kiln_tir::op::LRN) -> Result<(), 
         s.push(Stmt::Local(acc, Expr::float(ct, 0.0)));
         s.extend(k.nest(&[size as u64], |k, w| {
             let mut b = Vec::new();
-            let ch = bind(
-                k,
-                &mut b,
-                ScalarType::I64,
-                idx[1].clone() + w[0].clone() - before,
-            );
+            let ch = bind(k, &mut b, ScalarType::I64, idx[1].clone() + w[0].clone() - before);
             let mut at = idx.to_vec();
             at[1] = ch.clone();
             let v = load_as(&x, linear(&at, &st), ct);
-            let inside = and(
-                ch.clone().cmp(CmpOp::Ge, Expr::idx(0)),
-                ch.cmp(CmpOp::Lt, Expr::idx(channels)),
-            );
-            b.push(Stmt::If {
-                cond: inside,
-                then: vec![Stmt::Assign(acc, Expr::Var(acc) + v.clone() * v)],
-                otherwise: Vec::new(),
-            });
+            let inside = and(ch.clone().cmp(CmpOp::Ge, Expr::idx(0)), ch.cmp(CmpOp::Lt, Expr::idx(channels)));
+            b.push(Stmt::If { cond: inside, then: vec![Stmt::Assign(acc, Expr::Var(acc) + v.clone() * v)], otherwise: Vec::new() });
             b
         }));
         let at = linear(idx, &st);
         let coef = Expr::float(ct, f64::from(attr.alpha) / size as f64);
         let base = Expr::float(ct, f64::from(attr.bias)) + coef * Expr::Var(acc);
-        let den = Expr::Math(
-            MathFn::Pow,
-            vec![base, Expr::float(ct, f64::from(attr.beta))],
-        );
-        s.push(Stmt::Store {
-            buf: y.buf,
-            index: at.clone(),
-            value: convert(load_as(&x, at, ct) / den, ct, y.ty()),
-        });
+        let den = Expr::Math(MathFn::Pow, vec![base, Expr::float(ct, f64::from(attr.beta))]);
+        s.push(Stmt::Store { buf: y.buf, index: at.clone(), value: convert(load_as(&x, at, ct) / den, ct, y.ty()) });
         s
     });
     k.body = body;

@@ -4,7 +4,7 @@
 
 use kiln_tir::{NodeId, Op};
 
-use super::{Split, and, axis, bind, expect_len, is_nan, not, or};
+use super::{and, axis, bind, expect_len, is_nan, not, or, Split};
 use crate::ir::*;
 use crate::lower::{LowerError, Lowerer};
 
@@ -48,11 +48,7 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
     let mut k = cx.kernel(n);
     let body = k.nest(&split.outer_dims(), |k, o| {
         let (mut s, best) = arg_extreme(k, &x, &split, o, extreme, tie);
-        s.push(Stmt::Store {
-            buf: y.buf,
-            index: split.outer_index(o),
-            value: best,
-        });
+        s.push(Stmt::Store { buf: y.buf, index: split.outer_index(o), value: best });
         s
     });
     k.body = body;
@@ -63,31 +59,16 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
 /// Statements finding the index (an `i64` expression, valid after them) of the extreme
 /// element of `x` along the single inner axis of `split`, at outer index `o`. The axis must
 /// not be empty.
-pub(super) fn arg_extreme(
-    k: &mut Kernel,
-    x: &crate::lower::Operand,
-    split: &Split,
-    o: &[Expr],
-    extreme: Extreme,
-    tie: Tie,
-) -> (Vec<Stmt>, Expr) {
+pub(super) fn arg_extreme(k: &mut Kernel, x: &crate::lower::Operand, split: &Split, o: &[Expr], extreme: Extreme, tie: Tie) -> (Vec<Stmt>, Expr) {
     let t = x.ty();
     let best = k.var(t);
     let at = k.var(ScalarType::I64);
-    let mut s = vec![
-        Stmt::Local(best, Expr::load(x.buf, split.index(o, &[Expr::idx(0)]))),
-        Stmt::Local(at, Expr::idx(0)),
-    ];
+    let mut s = vec![Stmt::Local(best, Expr::load(x.buf, split.index(o, &[Expr::idx(0)]))), Stmt::Local(at, Expr::idx(0))];
     let n = split.inner_dims()[0];
     s.extend(k.nest(&[n - 1], |k, j| {
         let j = j[0].clone() + 1;
         let mut b = Vec::new();
-        let v = bind(
-            k,
-            &mut b,
-            t,
-            Expr::load(x.buf, split.index(o, std::slice::from_ref(&j))),
-        );
+        let v = bind(k, &mut b, t, Expr::load(x.buf, split.index(o, std::slice::from_ref(&j))));
         let op = match (extreme, tie) {
             (Extreme::Max, Tie::First) => CmpOp::Gt,
             (Extreme::Max, Tie::Last) => CmpOp::Ge,
@@ -104,11 +85,7 @@ pub(super) fn arg_extreme(
         } else {
             beats
         };
-        b.push(Stmt::If {
-            cond,
-            then: vec![Stmt::Assign(best, v), Stmt::Assign(at, j)],
-            otherwise: Vec::new(),
-        });
+        b.push(Stmt::If { cond, then: vec![Stmt::Assign(best, v), Stmt::Assign(at, j)], otherwise: Vec::new() });
         b
     }));
     (s, Expr::Var(at))

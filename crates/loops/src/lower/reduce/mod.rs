@@ -20,11 +20,7 @@ use crate::ir::*;
 
 /// Lowers `n` if this family handles its op.
 pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
-    Ok(reduce_ops::lower(cx, n)?
-        || arg::lower(cx, n)?
-        || softmax::lower(cx, n)?
-        || scan::lower(cx, n)?
-        || topk::lower(cx, n)?)
+    Ok(reduce_ops::lower(cx, n)? || arg::lower(cx, n)? || softmax::lower(cx, n)? || scan::lower(cx, n)? || topk::lower(cx, n)?)
 }
 
 /// An operand's axes divided into outer axes, which a kernel loops over outside, and inner
@@ -39,10 +35,7 @@ impl Split {
     /// `dims` with the axes marked true in `inner` as inner axes.
     pub(super) fn new(dims: &[u64], inner: Vec<bool>) -> Split {
         debug_assert_eq!(dims.len(), inner.len());
-        Split {
-            dims: dims.to_vec(),
-            inner,
-        }
+        Split { dims: dims.to_vec(), inner }
     }
 
     /// `dims` with the single inner axis `axis`.
@@ -57,22 +50,12 @@ impl Split {
 
     /// Extents of the outer axes, in order.
     pub(super) fn outer_dims(&self) -> Vec<u64> {
-        self.dims
-            .iter()
-            .zip(&self.inner)
-            .filter(|&(_, &r)| !r)
-            .map(|(&d, _)| d)
-            .collect()
+        self.dims.iter().zip(&self.inner).filter(|&(_, &r)| !r).map(|(&d, _)| d).collect()
     }
 
     /// Extents of the inner axes, in order.
     pub(super) fn inner_dims(&self) -> Vec<u64> {
-        self.dims
-            .iter()
-            .zip(&self.inner)
-            .filter(|&(_, &r)| r)
-            .map(|(&d, _)| d)
-            .collect()
+        self.dims.iter().zip(&self.inner).filter(|&(_, &r)| r).map(|(&d, _)| d).collect()
     }
 
     /// Number of outer iterations.
@@ -88,14 +71,7 @@ impl Split {
     /// The full multi-index from outer and inner indices.
     pub(super) fn full(&self, outer: &[Expr], inner: &[Expr]) -> Vec<Expr> {
         let (mut o, mut i) = (outer.iter(), inner.iter());
-        self.inner
-            .iter()
-            .map(|&r| {
-                if r { i.next() } else { o.next() }
-                    .cloned()
-                    .unwrap_or_else(|| Expr::idx(0))
-            })
-            .collect()
+        self.inner.iter().map(|&r| if r { i.next() } else { o.next() }.cloned().unwrap_or_else(|| Expr::idx(0))).collect()
     }
 
     /// The row-major element index from outer and inner indices.
@@ -118,14 +94,7 @@ impl Split {
 /// One accumulating pass over the inner axes of `split` at outer index `outer`: declares a
 /// local of type `ty` starting at `init` and assigns it `step(acc, full_index)` for every inner
 /// element. Returns the statements and the accumulator.
-pub(super) fn fold(
-    k: &mut Kernel,
-    split: &Split,
-    outer: &[Expr],
-    ty: ScalarType,
-    init: Expr,
-    step: impl FnOnce(Expr, &[Expr]) -> Expr,
-) -> (Vec<Stmt>, Expr) {
+pub(super) fn fold(k: &mut Kernel, split: &Split, outer: &[Expr], ty: ScalarType, init: Expr, step: impl FnOnce(Expr, &[Expr]) -> Expr) -> (Vec<Stmt>, Expr) {
     let acc = k.var(ty);
     let mut stmts = vec![Stmt::Local(acc, init)];
     stmts.extend(k.nest(&split.inner_dims(), |_, inner| {
@@ -185,11 +154,7 @@ pub(super) fn highest(ty: ScalarType) -> Expr {
 
 /// True if `e` (of type `ty`) is NaN; constant false for non-float types.
 pub(super) fn is_nan(e: Expr, ty: ScalarType) -> Expr {
-    if ty.is_float() {
-        e.un(UnOp::IsNan)
-    } else {
-        Expr::Const(Scalar::Bool(false))
-    }
+    if ty.is_float() { e.un(UnOp::IsNan) } else { Expr::Const(Scalar::Bool(false)) }
 }
 
 /// `a && b` on bools.
@@ -208,12 +173,7 @@ pub(super) fn not(a: Expr) -> Expr {
 }
 
 /// `axis` in `-rank..rank` as a non-negative axis.
-pub(super) fn axis(
-    cx: &Lowerer<'_>,
-    n: NodeId,
-    axis: i64,
-    rank: usize,
-) -> Result<usize, LowerError> {
+pub(super) fn axis(cx: &Lowerer<'_>, n: NodeId, axis: i64, rank: usize) -> Result<usize, LowerError> {
     let a = if axis < 0 { axis + rank as i64 } else { axis };
     if a < 0 || a >= rank as i64 {
         return Err(cx.unsupported(n, format!("axis {axis} is out of range for rank {rank}")));
@@ -223,12 +183,7 @@ pub(super) fn axis(
 
 /// The integers of constant input `i` of `n`: `Ok(None)` if the input is omitted, unsupported
 /// if it is computed at run time.
-pub(super) fn const_ints(
-    cx: &Lowerer<'_>,
-    n: NodeId,
-    i: usize,
-    what: &str,
-) -> Result<Option<Vec<i64>>, LowerError> {
+pub(super) fn const_ints(cx: &Lowerer<'_>, n: NodeId, i: usize, what: &str) -> Result<Option<Vec<i64>>, LowerError> {
     if cx.node(n).inputs.get(i).copied().flatten().is_none() {
         return Ok(None);
     }
@@ -240,22 +195,11 @@ pub(super) fn const_ints(
 
 /// Fails unless `out` has `count` elements: a guard against emitting wrong code when shape
 /// inference and this lowering disagree.
-pub(super) fn expect_len(
-    cx: &Lowerer<'_>,
-    n: NodeId,
-    out: &Operand,
-    count: u64,
-) -> Result<(), LowerError> {
+pub(super) fn expect_len(cx: &Lowerer<'_>, n: NodeId, out: &Operand, count: u64) -> Result<(), LowerError> {
     if out.numel() == count {
         Ok(())
     } else {
-        Err(cx.unsupported(
-            n,
-            format!(
-                "output has {} elements where {count} were expected",
-                out.numel()
-            ),
-        ))
+        Err(cx.unsupported(n, format!("output has {} elements where {count} were expected", out.numel())))
     }
 }
 

@@ -9,7 +9,7 @@
 
 use kiln_tir::{NodeId, Op};
 
-use super::{Split, axis, bind, const_ints, expect_len, fold, highest, lowest};
+use super::{axis, bind, const_ints, expect_len, fold, highest, lowest, Split};
 use crate::ir::*;
 use crate::lower::{LowerError, Lowerer};
 
@@ -55,12 +55,8 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
     match red {
         Reduction::Max | Reduction::Min => {}
         _ if t == ScalarType::Bool => return Err(cx.unsupported(n, "bool input")),
-        Reduction::LogSum | Reduction::LogSumExp if !t.is_float() => {
-            return Err(cx.unsupported(n, format!("{} input", t.name())));
-        }
-        Reduction::Mean if !t.is_float() && split.inner_count() == 0 => {
-            return Err(cx.unsupported(n, "integer mean of an empty set"));
-        }
+        Reduction::LogSum | Reduction::LogSumExp if !t.is_float() => return Err(cx.unsupported(n, format!("{} input", t.name()))),
+        Reduction::Mean if !t.is_float() && split.inner_count() == 0 => return Err(cx.unsupported(n, "integer mean of an empty set")),
         _ => {}
     }
     // keepdims changes the output's shape, not its element order.
@@ -127,34 +123,16 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
                 let inf = Expr::float(t, f64::INFINITY);
                 let (st, m) = fold(k, &split, o, t, lowest(t), |acc, f| {
                     let v = xi(f);
-                    acc.max(
-                        v.clone()
-                            .un(UnOp::Abs)
-                            .cmp(CmpOp::Lt, inf)
-                            .select(v, lowest(t)),
-                    )
+                    acc.max(v.clone().un(UnOp::Abs).cmp(CmpOp::Lt, inf).select(v, lowest(t)))
                 });
                 s.extend(st);
-                let shift = bind(
-                    k,
-                    &mut s,
-                    t,
-                    m.clone()
-                        .cmp(CmpOp::Eq, lowest(t))
-                        .select(Expr::float(t, 0.0), m),
-                );
-                let (st, acc) = fold(k, &split, o, t, Expr::float(t, 0.0), |acc, f| {
-                    acc + (xi(f) - shift.clone()).math(MathFn::Exp)
-                });
+                let shift = bind(k, &mut s, t, m.clone().cmp(CmpOp::Eq, lowest(t)).select(Expr::float(t, 0.0), m));
+                let (st, acc) = fold(k, &split, o, t, Expr::float(t, 0.0), |acc, f| acc + (xi(f) - shift.clone()).math(MathFn::Exp));
                 s.extend(st);
                 acc.math(MathFn::Log) + shift
             }
         };
-        s.push(Stmt::Store {
-            buf: y.buf,
-            index: split.outer_index(o),
-            value,
-        });
+        s.push(Stmt::Store { buf: y.buf, index: split.outer_index(o), value });
         s
     });
     k.body = body;

@@ -6,7 +6,7 @@
 
 use kiln_tir::{NodeId, Op};
 
-use super::{Split, axis};
+use super::{axis, Split};
 use crate::ir::*;
 use crate::lower::{LowerError, Lowerer, Operand};
 
@@ -28,16 +28,8 @@ struct Mode {
 /// Lowers `n` if it is CumSum or CumProd.
 pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     let mode = match &cx.node(n).op {
-        Op::CumSum(a) => Mode {
-            combine: Combine::Sum,
-            exclusive: a.exclusive != 0,
-            reverse: a.reverse != 0,
-        },
-        Op::CumProd(a) => Mode {
-            combine: Combine::Prod,
-            exclusive: a.exclusive != 0,
-            reverse: a.reverse != 0,
-        },
+        Op::CumSum(a) => Mode { combine: Combine::Sum, exclusive: a.exclusive != 0, reverse: a.reverse != 0 },
+        Op::CumProd(a) => Mode { combine: Combine::Prod, exclusive: a.exclusive != 0, reverse: a.reverse != 0 },
         _ => return Ok(false),
     };
     let x = cx.required(n, 0)?;
@@ -56,10 +48,7 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
     if ax.numel() != 1 || !matches!(ax.ty(), ScalarType::I32 | ScalarType::I64) {
         return Err(cx.unsupported(n, "axis is not one i32 or i64"));
     }
-    let constant = cx
-        .const_input(n, 1)
-        .and_then(|t| t.to_i64s())
-        .and_then(|v| v.first().copied());
+    let constant = cx.const_input(n, 1).and_then(|t| t.to_i64s()).and_then(|v| v.first().copied());
     let mut k = cx.kernel(n);
     k.body = match constant {
         Some(a) => {
@@ -73,27 +62,12 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
             let r = rank as i64;
             let mut body = vec![
                 Stmt::Let(raw, Expr::load(ax.buf, Expr::idx(0)).cast(ScalarType::I64)),
-                Stmt::Check {
-                    cond: super::and(
-                        Expr::Var(raw).cmp(CmpOp::Ge, Expr::idx(-r)),
-                        Expr::Var(raw).cmp(CmpOp::Lt, Expr::idx(r)),
-                    ),
-                    error: code,
-                },
-                Stmt::Let(
-                    a,
-                    Expr::Var(raw)
-                        .cmp(CmpOp::Lt, Expr::idx(0))
-                        .select(Expr::Var(raw) + r, Expr::Var(raw)),
-                ),
+                Stmt::Check { cond: super::and(Expr::Var(raw).cmp(CmpOp::Ge, Expr::idx(-r)), Expr::Var(raw).cmp(CmpOp::Lt, Expr::idx(r))), error: code },
+                Stmt::Let(a, Expr::Var(raw).cmp(CmpOp::Lt, Expr::idx(0)).select(Expr::Var(raw) + r, Expr::Var(raw))),
             ];
             for i in 0..rank {
                 let then = scan(&mut k, &x, &y, i, mode);
-                body.push(Stmt::If {
-                    cond: Expr::Var(a).cmp(CmpOp::Eq, Expr::idx(i as i64)),
-                    then,
-                    otherwise: Vec::new(),
-                });
+                body.push(Stmt::If { cond: Expr::Var(a).cmp(CmpOp::Eq, Expr::idx(i as i64)), then, otherwise: Vec::new() });
             }
             body
         }
@@ -115,11 +89,7 @@ fn scan(k: &mut Kernel, x: &Operand, y: &Operand, a: usize, mode: Mode) -> Vec<S
         };
         let mut s = vec![Stmt::Local(acc, identity)];
         s.extend(k.nest(&[len as u64], |_, j| {
-            let p = if mode.reverse {
-                Expr::idx(len - 1) - j[0].clone()
-            } else {
-                j[0].clone()
-            };
+            let p = if mode.reverse { Expr::idx(len - 1) - j[0].clone() } else { j[0].clone() };
             let at = split.index(o, &[p]);
             let v = Expr::load(x.buf, at.clone());
             let next = match mode.combine {
@@ -127,16 +97,8 @@ fn scan(k: &mut Kernel, x: &Operand, y: &Operand, a: usize, mode: Mode) -> Vec<S
                 Combine::Prod => Expr::Var(acc) * v,
             };
             let update = Stmt::Assign(acc, next);
-            let store = Stmt::Store {
-                buf: y.buf,
-                index: at,
-                value: Expr::Var(acc),
-            };
-            if mode.exclusive {
-                vec![store, update]
-            } else {
-                vec![update, store]
-            }
+            let store = Stmt::Store { buf: y.buf, index: at, value: Expr::Var(acc) };
+            if mode.exclusive { vec![store, update] } else { vec![update, store] }
         }));
         s
     })

@@ -6,8 +6,8 @@
 
 use kiln_tir::{NodeId, Op};
 
-use super::arg::{Extreme, Tie, arg_extreme};
-use super::{Split, axis, bind, expect_len, fold, lowest};
+use super::arg::{arg_extreme, Extreme, Tie};
+use super::{axis, bind, expect_len, fold, lowest, Split};
 use crate::ir::*;
 use crate::lower::{LowerError, Lowerer};
 
@@ -47,11 +47,7 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
                 let at = bind(k, &mut s, ScalarType::I64, at);
                 s.extend(k.nest(&split.inner_dims(), |_, j| {
                     let one = j[0].clone().cmp(CmpOp::Eq, at.clone());
-                    vec![Stmt::Store {
-                        buf: y.buf,
-                        index: split.index(o, j),
-                        value: one.select(Expr::float(y.ty(), 1.0), Expr::float(y.ty(), 0.0)),
-                    }]
+                    vec![Stmt::Store { buf: y.buf, index: split.index(o, j), value: one.select(Expr::float(y.ty(), 1.0), Expr::float(y.ty(), 0.0)) }]
                 }));
                 s
             })
@@ -64,27 +60,17 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
             let (st, m) = fold(k, &split, o, t, lowest(t), |acc, f| acc.max(xi(f)));
             s.extend(st);
             let m = bind(k, &mut s, t, m);
-            let (st, sum) = fold(k, &split, o, t, Expr::float(t, 0.0), |acc, f| {
-                acc + (xi(f) - m.clone()).math(MathFn::Exp)
-            });
+            let (st, sum) = fold(k, &split, o, t, Expr::float(t, 0.0), |acc, f| acc + (xi(f) - m.clone()).math(MathFn::Exp));
             s.extend(st);
             let sum = bind(k, &mut s, t, sum);
-            let log_sum = if kind == Kind::LogSoftmax {
-                Some(bind(k, &mut s, t, sum.clone().math(MathFn::Log)))
-            } else {
-                None
-            };
+            let log_sum = if kind == Kind::LogSoftmax { Some(bind(k, &mut s, t, sum.clone().math(MathFn::Log))) } else { None };
             s.extend(k.nest(&split.inner_dims(), |_, j| {
                 let shifted = xi(&split.full(o, j)) - m.clone();
                 let value = match &log_sum {
                     Some(l) => shifted - l.clone(),
                     None => shifted.math(MathFn::Exp) / sum.clone(),
                 };
-                vec![Stmt::Store {
-                    buf: y.buf,
-                    index: split.index(o, j),
-                    value,
-                }]
+                vec![Stmt::Store { buf: y.buf, index: split.index(o, j), value }]
             }));
             s
         })

@@ -22,29 +22,13 @@ fn run(src: &str) -> Vec<Vec<f64>> {
     interp::run(&program, &mut memory).expect("the program runs");
     let mut outputs = Vec::new();
     for i in 0..g.outputs().len() {
-        let b = program
-            .buffers
-            .iter()
-            .position(|b| b.kind == BufferKind::Output(i))
-            .expect("output buffer");
+        let b = program.buffers.iter().position(|b| b.kind == BufferKind::Output(i)).expect("output buffer");
         let bytes = &memory[b];
         let values = match program.buffers[b].elem {
-            ElemType::Scalar(ScalarType::F32) => bytes
-                .chunks_exact(4)
-                .map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap())))
-                .collect(),
-            ElemType::Scalar(ScalarType::F64) => bytes
-                .chunks_exact(8)
-                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-                .collect(),
-            ElemType::Scalar(ScalarType::I64) => bytes
-                .chunks_exact(8)
-                .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64)
-                .collect(),
-            ElemType::Scalar(ScalarType::I32) => bytes
-                .chunks_exact(4)
-                .map(|c| f64::from(i32::from_le_bytes(c.try_into().unwrap())))
-                .collect(),
+            ElemType::Scalar(ScalarType::F32) => bytes.chunks_exact(4).map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap()))).collect(),
+            ElemType::Scalar(ScalarType::F64) => bytes.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
+            ElemType::Scalar(ScalarType::I64) => bytes.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64).collect(),
+            ElemType::Scalar(ScalarType::I32) => bytes.chunks_exact(4).map(|c| f64::from(i32::from_le_bytes(c.try_into().unwrap()))).collect(),
             other => panic!("decode {other:?}"),
         };
         outputs.push(values);
@@ -84,8 +68,7 @@ fn argmax_and_argmin_pick_the_first_or_last_nan() {
 #[test]
 fn reductions_over_constant_axes() {
     // x[i, j, k] = 6i + 2j + k, shape [2, 3, 2]; sums over axes {0, 2} are 14 + 8j... as below.
-    let out = run(
-        "graph @main() -> (f32[3], f32[1, 3, 1], f32[2, 3, 2], f32[], i32[2]) {
+    let out = run("graph @main() -> (f32[3], f32[1, 3, 1], f32[2, 3, 2], f32[], i32[2]) {
   %0 = const dense<f32[2, 3, 2]: [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0]>
   %1 = const dense<i64[2]: [0, -1]>
   %2 = const dense<i64[0]: []>
@@ -97,21 +80,10 @@ fn reductions_over_constant_axes() {
   %8 = const dense<i64[1]: [1]>
   %9 = tensor.reduce_l2(%7, %8) {keepdims = 0} : i32[2]
   return %3, %4, %5, %6, %9
-}",
-    );
-    assert_close(
-        &out[0],
-        &[
-            0.0 + 1.0 + 6.0 + 7.0,
-            2.0 + 3.0 + 8.0 + 9.0,
-            4.0 + 5.0 + 10.0 + 11.0,
-        ],
-    );
+}");
+    assert_close(&out[0], &[0.0 + 1.0 + 6.0 + 7.0, 2.0 + 3.0 + 8.0 + 9.0, 4.0 + 5.0 + 10.0 + 11.0]);
     assert_close(&out[1], &[7.0, 9.0, 11.0]);
-    assert_close(
-        &out[2],
-        &(0..12).map(|v| f64::from(v * v)).collect::<Vec<_>>(),
-    );
+    assert_close(&out[2], &(0..12).map(|v| f64::from(v * v)).collect::<Vec<_>>());
     assert_close(&out[3], &[5.5]);
     assert_close(&out[4], &[5.0, 10.0]);
 }
@@ -124,16 +96,12 @@ fn log_sum_exp_is_stable_and_handles_infinities() {
   %2 = tensor.reduce_log_sum_exp(%0, %1) {keepdims = 0} : f32[4]
   return %2
 }");
-    assert_close(
-        &out[0],
-        &[1000.0 + 2f64.ln(), f64::INFINITY, f64::NEG_INFINITY, 0.0],
-    );
+    assert_close(&out[0], &[1000.0 + 2f64.ln(), f64::INFINITY, f64::NEG_INFINITY, 0.0]);
 }
 
 #[test]
 fn max_propagates_nan_and_empty_sets_give_identities() {
-    let out = run(
-        "graph @main() -> (f32[2], f32[2, 1], f32[2, 1], f32[2, 1]) {
+    let out = run("graph @main() -> (f32[2], f32[2, 1], f32[2, 1], f32[2, 1]) {
   %0 = const dense<f32[2, 2]: [1.0, nan, 2.0, 1.0]>
   %1 = const dense<i64[1]: [1]>
   %2 = tensor.reduce_max(%0, %1) {keepdims = 0} : f32[2]
@@ -142,8 +110,7 @@ fn max_propagates_nan_and_empty_sets_give_identities() {
   %5 = tensor.reduce_prod(%3, %1) : f32[2, 1]
   %6 = tensor.reduce_mean(%3, %1) : f32[2, 1]
   return %2, %4, %5, %6
-}",
-    );
+}");
     assert_close(&out[0], &[f64::NAN, 2.0]);
     assert_close(&out[1], &[f64::INFINITY; 2]);
     assert_close(&out[2], &[1.0; 2]);

@@ -8,7 +8,7 @@
 
 use kiln_tir::{NodeId, Op};
 
-use super::{Split, and, axis, bind, const_ints, is_nan, not, or};
+use super::{and, axis, bind, const_ints, is_nan, not, or, Split};
 use crate::ir::*;
 use crate::lower::{LowerError, Lowerer};
 
@@ -22,14 +22,7 @@ enum End {
 /// Lowers `n` if it is TopK.
 pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     let (ax, end) = match &cx.node(n).op {
-        Op::TopK(a) => (
-            a.axis,
-            if a.largest != 0 {
-                End::Largest
-            } else {
-                End::Smallest
-            },
-        ),
+        Op::TopK(a) => (a.axis, if a.largest != 0 { End::Largest } else { End::Smallest }),
         _ => return Ok(false),
     };
     let x = cx.required(n, 0)?;
@@ -52,9 +45,7 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
             return Err(cx.unsupported(n, "output shape differs from the inferred one"));
         }
     }
-    if values.as_ref().is_some_and(|v| v.ty() != x.ty())
-        || indices.as_ref().is_some_and(|i| i.ty() != ScalarType::I64)
-    {
+    if values.as_ref().is_some_and(|v| v.ty() != x.ty()) || indices.as_ref().is_some_and(|i| i.ty() != ScalarType::I64) {
         return Err(cx.unsupported(n, "unexpected output types"));
     }
     let t = x.ty();
@@ -67,19 +58,11 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
             End::Smallest => (b, a),
         };
         let gt = hi.clone().cmp(CmpOp::Gt, lo.clone());
-        if t.is_float() {
-            or(gt, and(is_nan(hi, t), not(is_nan(lo, t))))
-        } else {
-            gt
-        }
+        if t.is_float() { or(gt, and(is_nan(hi, t), not(is_nan(lo, t)))) } else { gt }
     };
     let same = move |a: Expr, b: Expr| -> Expr {
         let eq = a.clone().cmp(CmpOp::Eq, b.clone());
-        if t.is_float() {
-            or(eq, and(is_nan(a, t), is_nan(b, t)))
-        } else {
-            eq
-        }
+        if t.is_float() { or(eq, and(is_nan(a, t), is_nan(b, t))) } else { eq }
     };
 
     let mut k = cx.kernel(n);
@@ -87,65 +70,35 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
         // The previous round's pick; `prev_at < 0` before the first round.
         let prev = k.var(t);
         let prev_at = k.var(ScalarType::I64);
-        let mut s = vec![
-            Stmt::Local(prev, Expr::int(t, 0)),
-            Stmt::Local(prev_at, Expr::idx(-1)),
-        ];
+        let mut s = vec![Stmt::Local(prev, Expr::int(t, 0)), Stmt::Local(prev_at, Expr::idx(-1))];
         s.extend(k.nest(&[kk], |k, r| {
             let found = k.var(ScalarType::Bool);
             let best = k.var(t);
             let at = k.var(ScalarType::I64);
-            let mut round = vec![
-                Stmt::Local(found, Expr::Const(Scalar::Bool(false))),
-                Stmt::Local(best, Expr::int(t, 0)),
-                Stmt::Local(at, Expr::idx(0)),
-            ];
+            let mut round = vec![Stmt::Local(found, Expr::Const(Scalar::Bool(false))), Stmt::Local(best, Expr::int(t, 0)), Stmt::Local(at, Expr::idx(0))];
             round.extend(k.nest(&[len], |k, j| {
                 let j = &j[0];
                 let mut b = Vec::new();
-                let v = bind(
-                    k,
-                    &mut b,
-                    t,
-                    Expr::load(x.buf, split.index(o, std::slice::from_ref(j))),
-                );
+                let v = bind(k, &mut b, t, Expr::load(x.buf, split.index(o, std::slice::from_ref(j))));
                 let after_prev = or(
                     Expr::Var(prev_at).cmp(CmpOp::Lt, Expr::idx(0)),
-                    or(
-                        ahead(Expr::Var(prev), v.clone()),
-                        and(
-                            same(v.clone(), Expr::Var(prev)),
-                            j.clone().cmp(CmpOp::Gt, Expr::Var(prev_at)),
-                        ),
-                    ),
+                    or(ahead(Expr::Var(prev), v.clone()), and(same(v.clone(), Expr::Var(prev)), j.clone().cmp(CmpOp::Gt, Expr::Var(prev_at)))),
                 );
                 // Elements come in index order, so a tie keeps the earlier one.
                 let better = or(not(Expr::Var(found)), ahead(v.clone(), Expr::Var(best)));
                 b.push(Stmt::If {
                     cond: and(after_prev, better),
-                    then: vec![
-                        Stmt::Assign(found, Expr::Const(Scalar::Bool(true))),
-                        Stmt::Assign(best, v),
-                        Stmt::Assign(at, j.clone()),
-                    ],
+                    then: vec![Stmt::Assign(found, Expr::Const(Scalar::Bool(true))), Stmt::Assign(best, v), Stmt::Assign(at, j.clone())],
                     otherwise: Vec::new(),
                 });
                 b
             }));
             let dst = out.index(o, &r[..1]);
             if let Some(v) = &values {
-                round.push(Stmt::Store {
-                    buf: v.buf,
-                    index: dst.clone(),
-                    value: Expr::Var(best),
-                });
+                round.push(Stmt::Store { buf: v.buf, index: dst.clone(), value: Expr::Var(best) });
             }
             if let Some(i) = &indices {
-                round.push(Stmt::Store {
-                    buf: i.buf,
-                    index: dst,
-                    value: Expr::Var(at),
-                });
+                round.push(Stmt::Store { buf: i.buf, index: dst, value: Expr::Var(at) });
             }
             round.push(Stmt::Assign(prev, Expr::Var(best)));
             round.push(Stmt::Assign(prev_at, Expr::Var(at)));

@@ -63,18 +63,13 @@ impl Act {
         match self {
             Act::Relu => x.max(zero),
             Act::Tanh => x.math(MathFn::Tanh),
-            Act::Sigmoid => one
-                .clone()
-                .bin(BinOp::Div, one + x.un(UnOp::Neg).math(MathFn::Exp)),
+            Act::Sigmoid => one.clone().bin(BinOp::Div, one + x.un(UnOp::Neg).math(MathFn::Exp)),
             Act::Affine(a, b) => c(a) * x + c(b),
             Act::LeakyRelu(a) => x.clone().cmp(CmpOp::Lt, zero).select(c(a) * x.clone(), x),
             Act::ThresholdedRelu(a) => x.clone().cmp(CmpOp::Gt, c(a)).select(x, zero),
             Act::ScaledTanh(a, b) => c(a) * (c(b) * x).math(MathFn::Tanh),
             Act::HardSigmoid(a, b) => (c(a) * x + c(b)).max(zero).min(one),
-            Act::Elu(a) => x
-                .clone()
-                .cmp(CmpOp::Lt, zero)
-                .select(c(a) * (x.clone().math(MathFn::Exp) - one), x),
+            Act::Elu(a) => x.clone().cmp(CmpOp::Lt, zero).select(c(a) * (x.clone().math(MathFn::Exp) - one), x),
             Act::Softsign => x.clone().bin(BinOp::Div, one + x.un(UnOp::Abs)),
             Act::Softplus => x.math(MathFn::Softplus),
         }

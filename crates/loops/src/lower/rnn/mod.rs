@@ -67,45 +67,14 @@ struct Attrs<'a> {
 /// Lowers `n` if it is RNN, GRU or LSTM.
 pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     let (cell, attrs) = match &cx.node(n).op {
-        Op::RNN(a) => (
-            Cell::Rnn,
-            Attrs {
-                activations: &a.activations,
-                alpha: &a.activation_alpha,
-                beta: &a.activation_beta,
-                clip: a.clip,
-                direction: &a.direction,
-                hidden_size: a.hidden_size,
-                layout: a.layout,
-            },
-        ),
+        Op::RNN(a) => (Cell::Rnn, Attrs { activations: &a.activations, alpha: &a.activation_alpha, beta: &a.activation_beta, clip: a.clip, direction: &a.direction, hidden_size: a.hidden_size, layout: a.layout }),
         Op::GRU(a) => (
-            Cell::Gru {
-                linear_before_reset: a.linear_before_reset != 0,
-            },
-            Attrs {
-                activations: &a.activations,
-                alpha: &a.activation_alpha,
-                beta: &a.activation_beta,
-                clip: a.clip,
-                direction: &a.direction,
-                hidden_size: a.hidden_size,
-                layout: a.layout,
-            },
+            Cell::Gru { linear_before_reset: a.linear_before_reset != 0 },
+            Attrs { activations: &a.activations, alpha: &a.activation_alpha, beta: &a.activation_beta, clip: a.clip, direction: &a.direction, hidden_size: a.hidden_size, layout: a.layout },
         ),
         Op::LSTM(a) => (
-            Cell::Lstm {
-                input_forget: a.input_forget != 0,
-            },
-            Attrs {
-                activations: &a.activations,
-                alpha: &a.activation_alpha,
-                beta: &a.activation_beta,
-                clip: a.clip,
-                direction: &a.direction,
-                hidden_size: a.hidden_size,
-                layout: a.layout,
-            },
+            Cell::Lstm { input_forget: a.input_forget != 0 },
+            Attrs { activations: &a.activations, alpha: &a.activation_alpha, beta: &a.activation_beta, clip: a.clip, direction: &a.direction, hidden_size: a.hidden_size, layout: a.layout },
         ),
         _ => return Ok(false),
     };
@@ -126,11 +95,7 @@ struct Geometry {
 
 impl Geometry {
     fn x(&self, t: &Expr, b: &Expr, k: &Expr) -> Expr {
-        let (outer, inner, n_inner) = if self.batch_major {
-            (b, t, self.seq)
-        } else {
-            (t, b, self.batch)
-        };
+        let (outer, inner, n_inner) = if self.batch_major { (b, t, self.seq) } else { (t, b, self.batch) };
         (outer.clone() * n_inner as i64 + inner.clone()) * self.input as i64 + k.clone()
     }
 
@@ -154,19 +119,11 @@ impl Geometry {
     }
 
     fn state_dims(&self) -> Vec<u64> {
-        if self.batch_major {
-            vec![self.batch, self.dirs, self.hidden]
-        } else {
-            vec![self.dirs, self.batch, self.hidden]
-        }
+        if self.batch_major { vec![self.batch, self.dirs, self.hidden] } else { vec![self.dirs, self.batch, self.hidden] }
     }
 
     fn y_dims(&self) -> Vec<u64> {
-        if self.batch_major {
-            vec![self.batch, self.seq, self.dirs, self.hidden]
-        } else {
-            vec![self.seq, self.dirs, self.batch, self.hidden]
-        }
+        if self.batch_major { vec![self.batch, self.seq, self.dirs, self.hidden] } else { vec![self.seq, self.dirs, self.batch, self.hidden] }
     }
 }
 
@@ -198,12 +155,7 @@ struct Layer {
     rh: BufId,
 }
 
-fn recurrent(
-    cx: &mut Lowerer<'_>,
-    n: NodeId,
-    cell: Cell,
-    attrs: &Attrs<'_>,
-) -> Result<(), LowerError> {
+fn recurrent(cx: &mut Lowerer<'_>, n: NodeId, cell: Cell, attrs: &Attrs<'_>) -> Result<(), LowerError> {
     let dirs = match attrs.direction {
         "forward" | "reverse" => 1,
         "bidirectional" => 2,
@@ -221,11 +173,7 @@ fn recurrent(
     };
     let y = cx.output(n, 0)?;
     let y_h = cx.output(n, 1)?;
-    let y_c = if matches!(cell, Cell::Lstm { .. }) {
-        cx.output(n, 2)?
-    } else {
-        None
-    };
+    let y_c = if matches!(cell, Cell::Lstm { .. }) { cx.output(n, 2)? } else { None };
 
     let geo = geometry(&x, &r, dirs, attrs).map_err(|why| cx.unsupported(n, why))?;
     let acts = activations(cell, attrs, dirs as usize).map_err(|why| cx.unsupported(n, why))?;
@@ -243,119 +191,47 @@ fn recurrent(
         ("Y_c", y_c.as_ref(), geo.state_dims()),
     ];
     if !ty.is_float() {
-        return Err(cx.unsupported(
-            n,
-            format!("{} input (the op is defined on floats)", ty.name()),
-        ));
+        return Err(cx.unsupported(n, format!("{} input (the op is defined on floats)", ty.name())));
     }
     for (name, op, dims) in &checks {
         if let Some(op) = op {
             if op.dims != *dims {
-                return Err(cx.unsupported(
-                    n,
-                    format!("{name} has shape {:?}, expected {dims:?}", op.dims),
-                ));
+                return Err(cx.unsupported(n, format!("{name} has shape {:?}, expected {dims:?}", op.dims)));
             }
             if op.ty() != ty {
-                return Err(cx.unsupported(
-                    n,
-                    format!("{name} is {}, X is {}", op.elem.name(), x.elem.name()),
-                ));
+                return Err(cx.unsupported(n, format!("{name} is {}, X is {}", op.elem.name(), x.elem.name())));
             }
         }
     }
-    if lens
-        .as_ref()
-        .is_some_and(|l| l.dims != [geo.batch] || l.ty().is_float() || l.ty() == ScalarType::Bool)
-    {
+    if lens.as_ref().is_some_and(|l| l.dims != [geo.batch] || l.ty().is_float() || l.ty() == ScalarType::Bool) {
         return Err(cx.unsupported(n, format!("sequence_lens must be {} integers", geo.batch)));
     }
 
     let mut k = cx.kernel(n);
-    let temp = |cx: &mut Lowerer<'_>, what: &str, len: u64| {
-        cx.program.add_buffer(Buffer {
-            name: format!("{}_{what}", k.name),
-            elem: ElemType::Scalar(ty),
-            len,
-            kind: BufferKind::Temp,
-        })
-    };
+    let temp = |cx: &mut Lowerer<'_>, what: &str, len: u64| cx.program.add_buffer(Buffer { name: format!("{}_{what}", k.name), elem: ElemType::Scalar(ty), len, kind: BufferKind::Temp });
     let hs = temp(cx, "h", geo.batch * h);
-    let cs = if matches!(cell, Cell::Lstm { .. }) {
-        temp(cx, "c", geo.batch * h)
-    } else {
-        hs
-    };
+    let cs = if matches!(cell, Cell::Lstm { .. }) { temp(cx, "c", geo.batch * h) } else { hs };
     let gates = temp(cx, "gates", 2 * g * h);
-    let rh = if matches!(
-        cell,
-        Cell::Gru {
-            linear_before_reset: false
-        }
-    ) {
-        temp(cx, "rh", h)
-    } else {
-        gates
-    };
-    let error = lens.as_ref().map(|_| {
-        cx.error(
-            n,
-            format!("sequence_lens holds a length outside 0..={}", geo.seq),
-        )
-    });
-    let layer = Layer {
-        cell,
-        geo,
-        ty,
-        clip: attrs.clip,
-        x,
-        w,
-        r,
-        bias,
-        lens,
-        h0,
-        c0,
-        peep,
-        y,
-        y_h,
-        y_c,
-        hs,
-        cs,
-        gates,
-        rh,
-    };
+    let rh = if matches!(cell, Cell::Gru { linear_before_reset: false }) { temp(cx, "rh", h) } else { gates };
+    let error = lens.as_ref().map(|_| cx.error(n, format!("sequence_lens holds a length outside 0..={}", geo.seq)));
+    let layer = Layer { cell, geo, ty, clip: attrs.clip, x, w, r, bias, lens, h0, c0, peep, y, y_h, y_c, hs, cs, gates, rh };
 
     let mut body = Vec::new();
     if let (Some(l), Some(error)) = (&layer.lens, error) {
         body.extend(k.nest(&[layer.geo.batch], |_, i| {
             let len = load_len(l, &i[0]);
-            let cond = len.clone().cmp(CmpOp::Ge, Expr::idx(0)).bin(
-                BinOp::And,
-                len.cmp(CmpOp::Le, Expr::idx(layer.geo.seq as i64)),
-            );
+            let cond = len.clone().cmp(CmpOp::Ge, Expr::idx(0)).bin(BinOp::And, len.cmp(CmpOp::Le, Expr::idx(layer.geo.seq as i64)));
             vec![Stmt::Check { cond, error }]
         }));
         // Steps past a row's length are never written: they are zero.
         if let Some(y) = &layer.y {
-            body.extend(k.nest(&[y.numel()], |_, i| {
-                vec![Stmt::Store {
-                    buf: y.buf,
-                    index: i[0].clone(),
-                    value: Expr::float(ty, 0.0),
-                }]
-            }));
+            body.extend(k.nest(&[y.numel()], |_, i| vec![Stmt::Store { buf: y.buf, index: i[0].clone(), value: Expr::float(ty, 0.0) }]));
         }
     }
     let per_dir = acts.len() / dirs as usize;
     for d in 0..dirs {
         let reverse = attrs.direction == "reverse" || d == 1;
-        body.extend(direction(
-            &mut k,
-            &layer,
-            d,
-            reverse,
-            &acts[d as usize * per_dir..][..per_dir],
-        ));
+        body.extend(direction(&mut k, &layer, d, reverse, &acts[d as usize * per_dir..][..per_dir]));
     }
     k.body = body;
     cx.push(k);
@@ -376,19 +252,9 @@ fn geometry(x: &Operand, r: &Operand, dirs: u64, attrs: &Attrs<'_>) -> Result<Ge
         return Err(format!("R has shape {:?}, expected rank 3", r.dims));
     };
     if attrs.hidden_size.is_some_and(|hs| hs != hidden as i64) {
-        return Err(format!(
-            "hidden_size {:?} differs from R's last dim {hidden}",
-            attrs.hidden_size
-        ));
+        return Err(format!("hidden_size {:?} differs from R's last dim {hidden}", attrs.hidden_size));
     }
-    Ok(Geometry {
-        seq,
-        batch,
-        input,
-        hidden,
-        dirs,
-        batch_major,
-    })
+    Ok(Geometry { seq, batch, input, hidden, dirs, batch_major })
 }
 
 /// The activation functions of every direction, in order (`activations` may list one set
@@ -396,12 +262,7 @@ fn geometry(x: &Operand, r: &Operand, dirs: u64, attrs: &Attrs<'_>) -> Result<Ge
 fn activations(cell: Cell, attrs: &Attrs<'_>, dirs: usize) -> Result<Vec<Act>, String> {
     let per_dir = cell.default_activations().len();
     let names: Vec<String> = if attrs.activations.is_empty() {
-        cell.default_activations()
-            .iter()
-            .cycle()
-            .take(per_dir * dirs)
-            .map(|s| s.to_string())
-            .collect()
+        cell.default_activations().iter().cycle().take(per_dir * dirs).map(|s| s.to_string()).collect()
     } else {
         attrs.activations.to_vec()
     };
@@ -410,10 +271,7 @@ fn activations(cell: Cell, attrs: &Attrs<'_>, dirs: usize) -> Result<Vec<Act>, S
         acts.extend_from_within(..);
     }
     if acts.len() != per_dir * dirs {
-        return Err(format!(
-            "{} activation functions for {dirs} direction(s) of {per_dir}",
-            acts.len()
-        ));
+        return Err(format!("{} activation functions for {dirs} direction(s) of {per_dir}", acts.len()));
     }
     Ok(acts)
 }
@@ -421,11 +279,7 @@ fn activations(cell: Cell, attrs: &Attrs<'_>, dirs: usize) -> Result<Vec<Act>, S
 /// `sequence_lens[b]` as `i64`.
 fn load_len(lens: &Operand, b: &Expr) -> Expr {
     let v = Expr::load(lens.buf, b.clone());
-    if lens.ty() == ScalarType::I64 {
-        v
-    } else {
-        v.cast(ScalarType::I64)
-    }
+    if lens.ty() == ScalarType::I64 { v } else { v.cast(ScalarType::I64) }
 }
 
 /// One direction: the initial state, every step, and the final state.
@@ -436,22 +290,10 @@ fn direction(k: &mut Kernel, l: &Layer, d: u64, reverse: bool, acts: &[Act]) -> 
     let mut out = k.nest(&[geo.batch, geo.hidden], |_, i| {
         let (b, j) = (&i[0], &i[1]);
         let at = b.clone() * h + j.clone();
-        let init = |op: &Option<Operand>| {
-            op.as_ref().map_or(Expr::float(ty, 0.0), |o| {
-                Expr::load(o.buf, geo.state(d, b, j))
-            })
-        };
-        let mut v = vec![Stmt::Store {
-            buf: l.hs,
-            index: at.clone(),
-            value: init(&l.h0),
-        }];
+        let init = |op: &Option<Operand>| op.as_ref().map_or(Expr::float(ty, 0.0), |o| Expr::load(o.buf, geo.state(d, b, j)));
+        let mut v = vec![Stmt::Store { buf: l.hs, index: at.clone(), value: init(&l.h0) }];
         if lstm {
-            v.push(Stmt::Store {
-                buf: l.cs,
-                index: at,
-                value: init(&l.c0),
-            });
+            v.push(Stmt::Store { buf: l.cs, index: at, value: init(&l.c0) });
         }
         v
     });
@@ -459,27 +301,14 @@ fn direction(k: &mut Kernel, l: &Layer, d: u64, reverse: bool, acts: &[Act]) -> 
     // length, or the sequence's without `sequence_lens`).
     out.extend(k.nest(&[geo.seq, geo.batch], |k, i| {
         let (s, b) = (&i[0], &i[1]);
-        let time = |len: Expr| {
-            if reverse {
-                len - 1 - s.clone()
-            } else {
-                s.clone()
-            }
-        };
+        let time = |len: Expr| if reverse { len - 1 - s.clone() } else { s.clone() };
         let Some(lens) = &l.lens else {
             return step(k, l, d, b, &time(Expr::idx(geo.seq as i64)), acts);
         };
         let (len, t) = (k.var(ScalarType::I64), k.var(ScalarType::I64));
         let mut then = vec![Stmt::Let(t, time(Expr::Var(len)))];
         then.extend(step(k, l, d, b, &Expr::Var(t), acts));
-        vec![
-            Stmt::Let(len, load_len(lens, b)),
-            Stmt::If {
-                cond: s.clone().cmp(CmpOp::Lt, Expr::Var(len)),
-                then,
-                otherwise: Vec::new(),
-            },
-        ]
+        vec![Stmt::Let(len, load_len(lens, b)), Stmt::If { cond: s.clone().cmp(CmpOp::Lt, Expr::Var(len)), then, otherwise: Vec::new() }]
     }));
     for (state, out_op) in [(l.hs, &l.y_h), (l.cs, &l.y_c)] {
         if let Some(o) = out_op {
@@ -488,15 +317,9 @@ fn direction(k: &mut Kernel, l: &Layer, d: u64, reverse: bool, acts: &[Act]) -> 
                 let mut value = Expr::load(state, b.clone() * h + j.clone());
                 if let Some(lens) = &l.lens {
                     // onnxruntime gives a row of length 0 a zero state, not the initial one.
-                    value = load_len(lens, b)
-                        .cmp(CmpOp::Gt, Expr::idx(0))
-                        .select(value, Expr::float(ty, 0.0));
+                    value = load_len(lens, b).cmp(CmpOp::Gt, Expr::idx(0)).select(value, Expr::float(ty, 0.0));
                 }
-                vec![Stmt::Store {
-                    buf: o.buf,
-                    index: geo.state(d, b, j),
-                    value,
-                }]
+                vec![Stmt::Store { buf: o.buf, index: geo.state(d, b, j), value }]
             }));
         }
     }
@@ -520,9 +343,7 @@ impl Block<'_> {
     /// `act(clip(pre))`, bound.
     fn activate(&mut self, act: Act, pre: Expr, clip: Option<f32>) -> Expr {
         let pre = match clip {
-            Some(c) => pre
-                .max(Expr::float(self.ty, -f64::from(c)))
-                .min(Expr::float(self.ty, f64::from(c))),
+            Some(c) => pre.max(Expr::float(self.ty, -f64::from(c))).min(Expr::float(self.ty, f64::from(c))),
             None => pre,
         };
         let pre = self.bind(pre);
@@ -541,97 +362,46 @@ fn step(k: &mut Kernel, l: &Layer, d: u64, b: &Expr, t: &Expr, acts: &[Act]) -> 
     let mut out = k.nest(&[gh as u64], |k, i| {
         let r = &i[0];
         let (ax, mut v) = super::linalg::accumulate(k, ty, zero.clone(), &[geo.input], |_, p| {
-            Expr::load(l.x.buf, geo.x(t, b, &p[0]))
-                * Expr::load(
-                    l.w.buf,
-                    (Expr::idx(d as i64 * gh) + r.clone()) * geo.input as i64 + p[0].clone(),
-                )
+            Expr::load(l.x.buf, geo.x(t, b, &p[0])) * Expr::load(l.w.buf, (Expr::idx(d as i64 * gh) + r.clone()) * geo.input as i64 + p[0].clone())
         });
         let (ah, v2) = super::linalg::accumulate(k, ty, zero.clone(), &[geo.hidden], |_, p| {
-            Expr::load(l.hs, row_h.clone() + p[0].clone())
-                * Expr::load(
-                    l.r.buf,
-                    (Expr::idx(d as i64 * gh) + r.clone()) * hid + p[0].clone(),
-                )
+            Expr::load(l.hs, row_h.clone() + p[0].clone()) * Expr::load(l.r.buf, (Expr::idx(d as i64 * gh) + r.clone()) * hid + p[0].clone())
         });
         v.extend(v2);
-        let bias = |off: i64| {
-            l.bias
-                .as_ref()
-                .map(|bo| Expr::load(bo.buf, Expr::idx(d as i64 * 2 * gh + off) + r.clone()))
-        };
+        let bias = |off: i64| l.bias.as_ref().map(|bo| Expr::load(bo.buf, Expr::idx(d as i64 * 2 * gh + off) + r.clone()));
         let with = |acc: Var, b: Option<Expr>| b.map_or(Expr::Var(acc), |b| Expr::Var(acc) + b);
-        v.push(Stmt::Store {
-            buf: l.gates,
-            index: r.clone(),
-            value: with(ax, bias(0)),
-        });
-        v.push(Stmt::Store {
-            buf: l.gates,
-            index: r.clone() + gh,
-            value: with(ah, bias(gh)),
-        });
+        v.push(Stmt::Store { buf: l.gates, index: r.clone(), value: with(ax, bias(0)) });
+        v.push(Stmt::Store { buf: l.gates, index: r.clone() + gh, value: with(ah, bias(gh)) });
         v
     });
     let gate = |off: i64, j: &Expr| Expr::load(l.gates, j.clone() + off);
-    if l.cell
-        == (Cell::Gru {
-            linear_before_reset: false,
-        })
-    {
+    if l.cell == (Cell::Gru { linear_before_reset: false }) {
         // The hidden gate's recurrent term is (r ⊙ H)·Rhᵀ + Rbh: r first, then the product.
         out.extend(k.nest(&[geo.hidden], |k, i| {
             let p = &i[0];
-            let mut blk = Block {
-                k,
-                ty,
-                stmts: Vec::new(),
-            };
+            let mut blk = Block { k, ty, stmts: Vec::new() };
             let r = blk.activate(acts[0], gate(hid, p) + gate(gh + hid, p), l.clip);
-            blk.stmts.push(Stmt::Store {
-                buf: l.rh,
-                index: p.clone(),
-                value: r * Expr::load(l.hs, row_h.clone() + p.clone()),
-            });
+            blk.stmts.push(Stmt::Store { buf: l.rh, index: p.clone(), value: r * Expr::load(l.hs, row_h.clone() + p.clone()) });
             blk.stmts
         }));
         out.extend(k.nest(&[geo.hidden], |k, i| {
             let j = &i[0];
             let row = Expr::idx(d as i64 * gh + 2 * hid) + j.clone();
-            let (acc, mut v) =
-                super::linalg::accumulate(k, ty, zero.clone(), &[geo.hidden], |_, p| {
-                    Expr::load(l.rh, p[0].clone())
-                        * Expr::load(l.r.buf, row.clone() * hid + p[0].clone())
-                });
-            let bias = l.bias.as_ref().map(|bo| {
-                Expr::load(
-                    bo.buf,
-                    Expr::idx(d as i64 * 2 * gh + gh + 2 * hid) + j.clone(),
-                )
-            });
-            v.push(Stmt::Store {
-                buf: l.gates,
-                index: j.clone() + (gh + 2 * hid),
-                value: bias.map_or(Expr::Var(acc), |b| Expr::Var(acc) + b),
-            });
+            let (acc, mut v) = super::linalg::accumulate(k, ty, zero.clone(), &[geo.hidden], |_, p| Expr::load(l.rh, p[0].clone()) * Expr::load(l.r.buf, row.clone() * hid + p[0].clone()));
+            let bias = l.bias.as_ref().map(|bo| Expr::load(bo.buf, Expr::idx(d as i64 * 2 * gh + gh + 2 * hid) + j.clone()));
+            v.push(Stmt::Store { buf: l.gates, index: j.clone() + (gh + 2 * hid), value: bias.map_or(Expr::Var(acc), |b| Expr::Var(acc) + b) });
             v
         }));
     }
     out.extend(k.nest(&[geo.hidden], |k, i| {
         let j = &i[0];
         let at = row_h.clone() + j.clone();
-        let mut blk = Block {
-            k,
-            ty,
-            stmts: Vec::new(),
-        };
+        let mut blk = Block { k, ty, stmts: Vec::new() };
         let one = Expr::float(ty, 1.0);
         let both = |g: i64| gate(g * hid, j) + gate(gh + g * hid, j);
         let hnew = match l.cell {
             Cell::Rnn => blk.activate(acts[0], both(0), l.clip),
-            Cell::Gru {
-                linear_before_reset,
-            } => {
+            Cell::Gru { linear_before_reset } => {
                 let z = blk.activate(acts[0], both(0), l.clip);
                 let pre = if linear_before_reset {
                     let r = blk.activate(acts[0], both(1), l.clip);
@@ -644,44 +414,23 @@ fn step(k: &mut Kernel, l: &Layer, d: u64, b: &Expr, t: &Expr, acts: &[Act]) -> 
                 blk.bind((one - z.clone()) * hh + z * hold)
             }
             Cell::Lstm { input_forget } => {
-                let peep = |g: i64, c: &Expr| {
-                    l.peep.as_ref().map(|p| {
-                        Expr::load(p.buf, Expr::idx(d as i64 * 3 * hid + g * hid) + j.clone())
-                            * c.clone()
-                    })
-                };
+                let peep = |g: i64, c: &Expr| l.peep.as_ref().map(|p| Expr::load(p.buf, Expr::idx(d as i64 * 3 * hid + g * hid) + j.clone()) * c.clone());
                 let plus = |e: Expr, p: Option<Expr>| p.map_or(e.clone(), |p| e + p);
                 let cold = blk.bind(Expr::load(l.cs, at.clone()));
                 // Gate rows are i, o, f, c; peepholes are i, o, f.
                 let i_g = blk.activate(acts[0], plus(both(0), peep(0, &cold)), l.clip);
-                let f_g = if input_forget {
-                    blk.bind(one - i_g.clone())
-                } else {
-                    blk.activate(acts[0], plus(both(2), peep(2, &cold)), l.clip)
-                };
+                let f_g = if input_forget { blk.bind(one - i_g.clone()) } else { blk.activate(acts[0], plus(both(2), peep(2, &cold)), l.clip) };
                 let c_g = blk.activate(acts[1], both(3), l.clip);
                 let c = blk.bind(f_g * cold + i_g * c_g);
                 let o_g = blk.activate(acts[0], plus(both(1), peep(1, &c)), l.clip);
                 let hc = blk.bind(acts[2].apply(c.clone(), ty));
-                blk.stmts.push(Stmt::Store {
-                    buf: l.cs,
-                    index: at.clone(),
-                    value: c,
-                });
+                blk.stmts.push(Stmt::Store { buf: l.cs, index: at.clone(), value: c });
                 blk.bind(o_g * hc)
             }
         };
-        blk.stmts.push(Stmt::Store {
-            buf: l.hs,
-            index: at,
-            value: hnew.clone(),
-        });
+        blk.stmts.push(Stmt::Store { buf: l.hs, index: at, value: hnew.clone() });
         if let Some(y) = &l.y {
-            blk.stmts.push(Stmt::Store {
-                buf: y.buf,
-                index: geo.y(t, d, b, j),
-                value: hnew,
-            });
+            blk.stmts.push(Stmt::Store { buf: y.buf, index: geo.y(t, d, b, j), value: hnew });
         }
         blk.stmts
     }));

@@ -23,15 +23,8 @@ fn run(src: &str) -> Vec<Vec<f32>> {
     interp::run(&program, &mut memory).expect("the program runs");
     (0..g.outputs().len())
         .map(|i| {
-            let b = program
-                .buffers
-                .iter()
-                .position(|b| b.kind == BufferKind::Output(i))
-                .expect("output buffer");
-            memory[b]
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect()
+            let b = program.buffers.iter().position(|b| b.kind == BufferKind::Output(i)).expect("output buffer");
+            memory[b].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
         })
         .collect()
 }
@@ -54,22 +47,14 @@ fn cumulative(lens: [i32; 2]) -> Vec<Vec<f32>> {
 fn rows_stop_at_their_length_and_reverse_starts_there() {
     let out = cumulative([3, 1]);
     // Y[t, direction, row]: forward sums 1, 3, 6 and 10; reverse sums from the row's last step.
-    assert_eq!(
-        out[0],
-        vec![1.0, 10.0, 6.0, 10.0, 3.0, 0.0, 5.0, 0.0, 6.0, 0.0, 3.0, 0.0]
-    );
+    assert_eq!(out[0], vec![1.0, 10.0, 6.0, 10.0, 3.0, 0.0, 5.0, 0.0, 6.0, 0.0, 3.0, 0.0]);
     assert_eq!(out[1], vec![6.0, 10.0, 6.0, 10.0]);
 }
 
 #[test]
 fn a_row_of_length_zero_has_zero_outputs() {
     let out = cumulative([0, 2]);
-    assert_eq!(
-        out[0],
-        vec![
-            0.0, 10.0, 0.0, 30.0, 0.0, 30.0, 0.0, 20.0, 0.0, 0.0, 0.0, 0.0
-        ]
-    );
+    assert_eq!(out[0], vec![0.0, 10.0, 0.0, 30.0, 0.0, 30.0, 0.0, 20.0, 0.0, 0.0, 0.0, 0.0]);
     assert_eq!(out[1], vec![0.0, 30.0, 0.0, 30.0]);
 }
 
@@ -94,8 +79,5 @@ fn a_length_past_the_sequence_is_a_run_time_error() {
             _ => vec![0u8; b.bytes() as usize],
         })
         .collect();
-    assert!(matches!(
-        interp::run(&program, &mut memory),
-        Err(interp::InterpError::Check { .. })
-    ));
+    assert!(matches!(interp::run(&program, &mut memory), Err(interp::InterpError::Check { .. })));
 }

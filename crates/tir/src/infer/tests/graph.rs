@@ -19,18 +19,8 @@ fn constant(g: &mut Graph, region: &mut Region, value: Tensor) -> ValueId {
 }
 
 /// Adds a node to `region` with placeholder output types, which inference replaces.
-fn node(
-    g: &mut Graph,
-    region: &mut Region,
-    op: Op,
-    name: &str,
-    inputs: &[Option<ValueId>],
-    outputs: usize,
-    regions: Vec<Region>,
-) -> Vec<ValueId> {
-    let outs = (0..outputs)
-        .map(|i| Some((t("f32[]"), format!("{name}_{i}"))))
-        .collect();
+fn node(g: &mut Graph, region: &mut Region, op: Op, name: &str, inputs: &[Option<ValueId>], outputs: usize, regions: Vec<Region>) -> Vec<ValueId> {
+    let outs = (0..outputs).map(|i| Some((t("f32[]"), format!("{name}_{i}")))).collect();
     let n: NodeId = g.add_node(op, name, inputs.to_vec(), outs, regions);
     region.nodes.push(n);
     g.node(n).outputs.iter().flatten().copied().collect()
@@ -46,26 +36,8 @@ fn attention_heads() -> (Graph, ValueId) {
     let mut body = Region::default();
     let x = param(&mut g, &mut body, "x", "f32[batch, seq, 256]");
     let shape = constant(&mut g, &mut body, Tensor::from_i64s(&[4], &[0, 0, 4, 64]));
-    let r = node(
-        &mut g,
-        &mut body,
-        Op::Reshape(Reshape::default()),
-        "split_heads",
-        &[Some(x), Some(shape)],
-        1,
-        vec![],
-    );
-    let tr = node(
-        &mut g,
-        &mut body,
-        Op::Transpose(Transpose {
-            perm: vec![0, 2, 1, 3],
-        }),
-        "heads_first",
-        &[Some(r[0])],
-        1,
-        vec![],
-    );
+    let r = node(&mut g, &mut body, Op::Reshape(Reshape::default()), "split_heads", &[Some(x), Some(shape)], 1, vec![]);
+    let tr = node(&mut g, &mut body, Op::Transpose(Transpose { perm: vec![0, 2, 1, 3] }), "heads_first", &[Some(r[0])], 1, vec![]);
     body.results.push(tr[0]);
     g.body = body;
     (g, tr[0])
@@ -88,15 +60,9 @@ fn bind_input_shapes_binds_symbols() {
     assert_eq!(ty(&g, out), "f32[2, 4, 16, 64]");
     let (mut g, _) = attention_heads();
     let errs = bind_input_shapes(&mut g, &[(0, vec![2, 16, 255])]).unwrap_err();
-    assert_eq!(
-        errs[0].to_string(),
-        "value %0 (\"x\"): dim 2 is 256, the given shape [2, 16, 255] has 255"
-    );
+    assert_eq!(errs[0].to_string(), "value %0 (\"x\"): dim 2 is 256, the given shape [2, 16, 255] has 255");
     let errs = bind_input_shapes(&mut g, &[(1, vec![2])]).unwrap_err();
-    assert_eq!(
-        errs[0].to_string(),
-        "graph input 1: the graph has only 1 inputs"
-    );
+    assert_eq!(errs[0].to_string(), "graph input 1: the graph has only 1 inputs");
 }
 
 #[test]
@@ -110,20 +76,14 @@ fn bind_input_shapes_unifies_symbols_across_inputs() {
     g.body = body;
     let mut conflict = g.clone();
     let errs = bind_input_shapes(&mut conflict, &[(0, vec![2, 3]), (1, vec![5])]).unwrap_err();
-    assert_eq!(
-        errs[0].to_string(),
-        "value %1 (\"b\"): dim 0 (batch) is 2 by the other inputs' sizes, but 5 is given"
-    );
+    assert_eq!(errs[0].to_string(), "value %1 (\"b\"): dim 0 (batch) is 2 by the other inputs' sizes, but 5 is given");
     bind_input_shapes(&mut g, &[(0, vec![2, 3]), (2, vec![9])]).unwrap();
     assert_eq!(ty(&g, b), "f32[2]");
     assert_eq!(ty(&g, c), "f32[9]");
     let mut odd = g.clone();
     odd.values[c.index()].ty = t("f32[seq*2]");
     let errs = bind_input_shapes(&mut odd, &[(2, vec![9])]).unwrap_err();
-    assert_eq!(
-        errs[0].to_string(),
-        "value %2 (\"c\"): dim 0 (seq*2) cannot be 9 for any size of `seq`"
-    );
+    assert_eq!(errs[0].to_string(), "value %2 (\"c\"): dim 0 (seq*2) cannot be 9 for any size of `seq`");
 }
 
 #[test]
@@ -131,19 +91,8 @@ fn binding_evaluates_polynomials_with_negative_terms() {
     let mut g = Graph::default();
     let mut body = Region::default();
     let x = param(&mut g, &mut body, "x", "f32[seq]");
-    let (one, minus_one) = (
-        constant(&mut g, &mut body, Tensor::from_i64s(&[1], &[1])),
-        constant(&mut g, &mut body, Tensor::from_i64s(&[1], &[-1])),
-    );
-    let s = node(
-        &mut g,
-        &mut body,
-        Op::Slice(Slice {}),
-        "trim",
-        &[Some(x), Some(one), Some(minus_one)],
-        1,
-        vec![],
-    );
+    let (one, minus_one) = (constant(&mut g, &mut body, Tensor::from_i64s(&[1], &[1])), constant(&mut g, &mut body, Tensor::from_i64s(&[1], &[-1])));
+    let s = node(&mut g, &mut body, Op::Slice(Slice {}), "trim", &[Some(x), Some(one), Some(minus_one)], 1, vec![]);
     body.results.push(s[0]);
     g.body = body;
     infer_graph(&mut g).unwrap();
@@ -158,33 +107,9 @@ fn errors_are_collected_and_name_the_node() {
     let mut body = Region::default();
     let x = param(&mut g, &mut body, "x", "f32[2, 3]");
     let y = param(&mut g, &mut body, "y", "f32[4]");
-    let bad = node(
-        &mut g,
-        &mut body,
-        Op::Add(Add {}),
-        "bad_add",
-        &[Some(x), Some(y)],
-        1,
-        vec![],
-    );
-    let ok = node(
-        &mut g,
-        &mut body,
-        Op::Relu(Relu {}),
-        "relu",
-        &[Some(x)],
-        1,
-        vec![],
-    );
-    node(
-        &mut g,
-        &mut body,
-        Op::MatMul(MatMul {}),
-        "bad_mm",
-        &[Some(x), Some(x)],
-        1,
-        vec![],
-    );
+    let bad = node(&mut g, &mut body, Op::Add(Add {}), "bad_add", &[Some(x), Some(y)], 1, vec![]);
+    let ok = node(&mut g, &mut body, Op::Relu(Relu {}), "relu", &[Some(x)], 1, vec![]);
+    node(&mut g, &mut body, Op::MatMul(MatMul {}), "bad_mm", &[Some(x), Some(x)], 1, vec![]);
     body.results.extend([bad[0], ok[0]]);
     g.body = body;
     let errs = infer_graph(&mut g).unwrap_err();
@@ -206,15 +131,7 @@ fn fresh_symbols_are_stable_across_runs() {
     let mut g = Graph::default();
     let mut body = Region::default();
     let x = param(&mut g, &mut body, "x", "f32[unk__0, 3]");
-    let nz = node(
-        &mut g,
-        &mut body,
-        Op::NonZero(NonZero {}),
-        "nz",
-        &[Some(x)],
-        1,
-        vec![],
-    );
+    let nz = node(&mut g, &mut body, Op::NonZero(NonZero {}), "nz", &[Some(x)], 1, vec![]);
     body.results.push(nz[0]);
     g.body = body;
     infer_graph(&mut g).unwrap();
@@ -230,40 +147,13 @@ fn if_regions_give_output_types() {
     let c = param(&mut g, &mut body, "c", "bool[]");
     let x = param(&mut g, &mut body, "x", "f32[b, 4]");
     let mut then = Region::default();
-    let t_out = node(
-        &mut g,
-        &mut then,
-        Op::Relu(Relu {}),
-        "then_relu",
-        &[Some(x)],
-        1,
-        vec![],
-    );
+    let t_out = node(&mut g, &mut then, Op::Relu(Relu {}), "then_relu", &[Some(x)], 1, vec![]);
     then.results.push(t_out[0]);
     let mut els = Region::default();
     let axes = constant(&mut g, &mut els, Tensor::from_i64s(&[1], &[1]));
-    let e_out = node(
-        &mut g,
-        &mut els,
-        Op::ReduceMax(ReduceMax {
-            keepdims: 1,
-            noop_with_empty_axes: 0,
-        }),
-        "else_max",
-        &[Some(x), Some(axes)],
-        1,
-        vec![],
-    );
+    let e_out = node(&mut g, &mut els, Op::ReduceMax(ReduceMax { keepdims: 1, noop_with_empty_axes: 0 }), "else_max", &[Some(x), Some(axes)], 1, vec![]);
     els.results.push(e_out[0]);
-    let out = node(
-        &mut g,
-        &mut body,
-        Op::If(If {}),
-        "branch",
-        &[Some(c)],
-        1,
-        vec![then, els],
-    );
+    let out = node(&mut g, &mut body, Op::If(If {}), "branch", &[Some(c)], 1, vec![then, els]);
     body.results.push(out[0]);
     g.body = body;
     infer_graph(&mut g).unwrap();
@@ -281,34 +171,10 @@ fn loop_body_params_follow_the_carried_inputs() {
     param(&mut g, &mut lb, "i", "i64[]");
     let cond = param(&mut g, &mut lb, "cond", "bool[]");
     let v = param(&mut g, &mut lb, "v", "f32[k]");
-    let cond_out = node(
-        &mut g,
-        &mut lb,
-        Op::Identity(Identity {}),
-        "keep_going",
-        &[Some(cond)],
-        1,
-        vec![],
-    );
-    let doubled = node(
-        &mut g,
-        &mut lb,
-        Op::Add(Add {}),
-        "double",
-        &[Some(v), Some(v)],
-        1,
-        vec![],
-    );
+    let cond_out = node(&mut g, &mut lb, Op::Identity(Identity {}), "keep_going", &[Some(cond)], 1, vec![]);
+    let doubled = node(&mut g, &mut lb, Op::Add(Add {}), "double", &[Some(v), Some(v)], 1, vec![]);
     lb.results.extend([cond_out[0], doubled[0], doubled[0]]);
-    let out = node(
-        &mut g,
-        &mut body,
-        Op::Loop(Loop {}),
-        "loop",
-        &[Some(m), None, Some(x)],
-        2,
-        vec![lb],
-    );
+    let out = node(&mut g, &mut body, Op::Loop(Loop {}), "loop", &[Some(m), None, Some(x)], 2, vec![lb]);
     body.results.extend(out.iter().copied());
     g.body = body;
     infer_graph(&mut g).unwrap();
@@ -328,34 +194,10 @@ fn loop_body_params_relax_when_the_carried_value_grows() {
     let cond = param(&mut g, &mut lb, "cond", "bool[]");
     let v = param(&mut g, &mut lb, "v", "f32[k]");
     let one = constant(&mut g, &mut lb, Tensor::from_f32s(&[1], &[1.0]));
-    let cond_out = node(
-        &mut g,
-        &mut lb,
-        Op::Identity(Identity {}),
-        "keep_going",
-        &[Some(cond)],
-        1,
-        vec![],
-    );
-    let grown = node(
-        &mut g,
-        &mut lb,
-        Op::Concat(Concat { axis: 0 }),
-        "append",
-        &[Some(v), Some(one)],
-        1,
-        vec![],
-    );
+    let cond_out = node(&mut g, &mut lb, Op::Identity(Identity {}), "keep_going", &[Some(cond)], 1, vec![]);
+    let grown = node(&mut g, &mut lb, Op::Concat(Concat { axis: 0 }), "append", &[Some(v), Some(one)], 1, vec![]);
     lb.results.extend([cond_out[0], grown[0]]);
-    let out = node(
-        &mut g,
-        &mut body,
-        Op::Loop(Loop {}),
-        "loop",
-        &[Some(m), None, Some(x)],
-        1,
-        vec![lb],
-    );
+    let out = node(&mut g, &mut body, Op::Loop(Loop {}), "loop", &[Some(m), None, Some(x)], 1, vec![lb]);
     body.results.push(out[0]);
     g.body = body;
     infer_graph(&mut g).unwrap();

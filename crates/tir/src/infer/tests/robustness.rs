@@ -7,28 +7,13 @@ use crate::infer::RegionSig;
 use crate::op::{AttrValue, Op, OpKind};
 
 fn inputs() -> Vec<Vec<Arg>> {
-    let types = [
-        "f32[]",
-        "f32[0]",
-        "f32[1, 1, 1, 1]",
-        "f32[2, 3, 4, 5]",
-        "f32[18446744073709551615, 2]",
-        "f32[n, 3, h, w]",
-        "i64[3]",
-        "bool[2]",
-    ];
+    let types = ["f32[]", "f32[0]", "f32[1, 1, 1, 1]", "f32[2, 3, 4, 5]", "f32[18446744073709551615, 2]", "f32[n, 3, h, w]", "i64[3]", "bool[2]"];
     let mut sets: Vec<Vec<Arg>> = vec![Vec::new()];
     for a in types {
         sets.push(vec![Arg::Ty(t(a))]);
         for b in types {
             sets.push(vec![Arg::Ty(t(a)), Arg::Ty(t(b))]);
-            sets.push(vec![
-                Arg::Ty(t(a)),
-                Arg::Ty(t(b)),
-                Arg::Ty(t(b)),
-                Arg::Missing,
-                Arg::Ty(t(a)),
-            ]);
+            sets.push(vec![Arg::Ty(t(a)), Arg::Ty(t(b)), Arg::Ty(t(b)), Arg::Missing, Arg::Ty(t(a))]);
         }
         let odd_consts = [
             ints(&[i64::MIN, -1, i64::MAX]),
@@ -36,22 +21,12 @@ fn inputs() -> Vec<Vec<Arg>> {
             int(-7),
             int(i64::MAX),
             ints(&[0, 0, 0, 0]),
-            raw(
-                DType::F32,
-                &[2],
-                [f32::NAN.to_le_bytes(), f32::INFINITY.to_le_bytes()].concat(),
-            ),
+            raw(DType::F32, &[2], [f32::NAN.to_le_bytes(), f32::INFINITY.to_le_bytes()].concat()),
             raw(DType::F16, &[1], vec![0x00, 0x7c]),
             raw(DType::I64, &[2], vec![1, 2, 3]),
         ];
         for c in odd_consts {
-            sets.push(vec![
-                Arg::Ty(t(a)),
-                c,
-                ints(&[1, -1]),
-                ints(&[3]),
-                ints(&[-2]),
-            ]);
+            sets.push(vec![Arg::Ty(t(a)), c, ints(&[1, -1]), ints(&[3]), ints(&[-2])]);
         }
     }
     sets
@@ -106,23 +81,12 @@ fn hostile_variants(kind: OpKind) -> Vec<Op> {
         "inverse",
         "rotary_embedding_dim",
     ];
-    let values = [
-        AttrValue::Int(-3),
-        AttrValue::Int(i64::MAX),
-        AttrValue::Ints(vec![0, -1, i64::MAX, i64::MIN]),
-        AttrValue::Ints(vec![]),
-    ];
-    let base: Vec<(String, AttrValue)> = kind
-        .default_op()
-        .attrs()
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+    let values = [AttrValue::Int(-3), AttrValue::Int(i64::MAX), AttrValue::Ints(vec![0, -1, i64::MAX, i64::MIN]), AttrValue::Ints(vec![])];
+    let base: Vec<(String, AttrValue)> = kind.default_op().attrs().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     let mut out = Vec::new();
     for name in NAMES {
         for v in &values {
-            let mut attrs: Vec<(String, AttrValue)> =
-                base.iter().filter(|(k, _)| k != name).cloned().collect();
+            let mut attrs: Vec<(String, AttrValue)> = base.iter().filter(|(k, _)| k != name).cloned().collect();
             attrs.push((name.to_string(), v.clone()));
             if let Ok(op) = kind.with_attrs(attrs) {
                 out.push(op);
@@ -135,10 +99,7 @@ fn hostile_variants(kind: OpKind) -> Vec<Op> {
 #[test]
 fn no_op_panics_on_odd_inputs() {
     let sets = inputs();
-    let region = RegionSig {
-        params: vec![t("i64[]"), t("bool[]")],
-        results: vec![t("bool[]"), t("f32[2]")],
-    };
+    let region = RegionSig { params: vec![t("i64[]"), t("bool[]")], results: vec![t("bool[]"), t("f32[2]")] };
     for &kind in OpKind::ALL {
         let mut ops = vec![kind.default_op()];
         ops.extend(hostile_variants(kind));
@@ -161,32 +122,16 @@ fn no_op_panics_when_a_constant_disagrees_with_its_type() {
     use crate::tensor::Tensor;
     let data = t("f32[2, 3, 4, 5]");
     let claimed = [t("i64[4]"), t("i64[]"), t("i64[1]"), t("i64[8]")];
-    let values = [
-        Tensor::from_i64s(&[2], &[1, 2]),
-        Tensor::from_i64s(&[0], &[]),
-        Tensor::from_i64s(&[5], &[1, 2, 3, 4, 5]),
-    ];
-    let region = RegionSig {
-        params: vec![t("i64[]"), t("bool[]")],
-        results: vec![t("bool[]"), t("f32[2]")],
-    };
+    let values = [Tensor::from_i64s(&[2], &[1, 2]), Tensor::from_i64s(&[0], &[]), Tensor::from_i64s(&[5], &[1, 2, 3, 4, 5])];
+    let region = RegionSig { params: vec![t("i64[]"), t("bool[]")], results: vec![t("bool[]"), t("f32[2]")] };
     for &kind in OpKind::ALL {
         let op = kind.default_op();
         let regions = vec![region.clone(); kind.region_names().len()];
         for ty in &claimed {
             for value in &values {
                 for pos in 0..5 {
-                    let mut inputs: Vec<Option<InferInput<'_>>> = vec![
-                        Some(InferInput {
-                            ty: &data,
-                            value: None
-                        });
-                        5
-                    ];
-                    inputs[pos] = Some(InferInput {
-                        ty,
-                        value: Some(value),
-                    });
+                    let mut inputs: Vec<Option<InferInput<'_>>> = vec![Some(InferInput { ty: &data, value: None }); 5];
+                    inputs[pos] = Some(InferInput { ty, value: Some(value) });
                     let mut fresh = || Dim::sym("u");
                     let _ = infer_op(&op, &inputs, &regions, 1, &mut fresh);
                 }

@@ -1,0 +1,56 @@
+//! File tests of the optimizer: each file in `tests/filetests/opt/` (at the repository root)
+//! holds input tensor IR, the command `// test opt`, and the optimized IR with its provenance
+//! comments (`--explain`) after the separator. `KILN_BLESS=1 cargo test -p kiln-passes --test
+//! filetests` rewrites expected sections that differ.
+//!
+//! A second test checks that every rule of the rule tables fires in at least one file.
+
+use std::path::{Path, PathBuf};
+
+use kiln_passes::{explain_text, optimize, rules, Limits};
+use kiln_testkit::filetest::{run_dir, Command, SEPARATOR};
+use kiln_tir::text::parse;
+
+const COMMANDS: &[(&str, Command)] = &[("opt", opt)];
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/filetests/opt")
+}
+
+fn opt(input: &str) -> Result<String, String> {
+    let g = parse(input).map_err(|e| format!("input does not parse: {e}"))?;
+    kiln_tir::verify::verify(&g).map_err(|errs| format!("input does not verify: {errs:?}"))?;
+    let out = optimize(&g, &Limits::default()).map_err(|e| e.to_string())?;
+    kiln_tir::verify::verify(&out.graph).map_err(|errs| format!("optimized graph does not verify: {errs:?}\n{}", kiln_tir::text::print(&out.graph)))?;
+    let text = explain_text(&out);
+    let again = parse(&text).map_err(|e| format!("--explain output does not parse: {e}\n{text}"))?;
+    if kiln_tir::text::print(&again) != kiln_tir::text::print(&out.graph) {
+        return Err("--explain output does not read back as the optimized graph".into());
+    }
+    Ok(text)
+}
+
+#[test]
+fn filetests() {
+    run_dir(&dir(), "tir", COMMANDS);
+}
+
+#[test]
+fn every_rule_fires_in_some_file() {
+    let mut fired: Vec<(&'static str, usize)> = rules::all().iter().map(|r| (r.name, 0)).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "tir")).collect();
+    files.sort();
+    for path in files {
+        let src = std::fs::read_to_string(&path).unwrap();
+        let input = src.split(SEPARATOR).next().unwrap();
+        let g = parse(input).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let out = optimize(&g, &Limits::default()).unwrap();
+        for (name, n) in out.stats.rules {
+            if let Some(slot) = fired.iter_mut().find(|(r, _)| *r == name) {
+                slot.1 += n;
+            }
+        }
+    }
+    let silent: Vec<&str> = fired.iter().filter(|(_, n)| *n == 0).map(|(r, _)| *r).collect();
+    assert!(silent.is_empty(), "rules no file test exercises: {silent:?}");
+}
