@@ -70,6 +70,12 @@ pub(super) fn rules() -> Vec<Rule> {
             |_, hit| Some(hit.var("?x")),
         ),
         r(
+            "add-through-reshape",
+            "z + reshape(m) -> reshape(reshape(z) + m) when no operand broadcasts",
+            "(add ?z (reshape ?m ?s))",
+            add_through_reshape,
+        ),
+        r(
             "transpose-into-matmul",
             "a · transpose<..., n-1, n-2>(b) -> fused_matmul<transB>(a, b)",
             "(matmul ?a (transpose ?b))",
@@ -175,6 +181,24 @@ fn reshape_reshape(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
 fn view_identity(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
     let x = hit.var("?x");
     (same_type(eg, x, hit.class) && ty(eg, x)?.known_dims().is_some()).then_some(x)
+}
+
+/// Moves an elementwise Add below a Reshape of one operand, so the Add meets the op that made
+/// that operand (a product absorbs it as its residual).
+fn add_through_reshape(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let (z, m, s) = (hit.var("?z"), hit.var("?m"), hit.var("?s"));
+    let out = ty(eg, hit.class)?.known_dims()?;
+    let inner = ty(eg, m)?.known_dims()?;
+    if !same_type(eg, z, hit.class) || ty(eg, m)?.dtype != ty(eg, z)?.dtype || inner.iter().product::<u64>() != out.iter().product::<u64>() {
+        return None;
+    }
+    let (.., add_node) = root(eg, hit, &[Some(z), None])?;
+    let (.., reshape_node) = pick(eg, add_node.args[1], OpKind::Reshape, |n| eg.find(n.args[0]) == eg.find(m) && eg.find(n.args[1]) == eg.find(s))?;
+    let inner_shape = add_shape(eg, &inner);
+    let rz = add(eg, hit.rule, Op::Reshape(Reshape { allowzero: 0 }), &[Some(z), Some(inner_shape)], &[])?;
+    let sum = add(eg, hit.rule, Op::Add(kiln_tir::op::Add {}), &[Some(rz), Some(m)], &[&add_node])?;
+    let out_shape = add_shape(eg, &out);
+    add(eg, hit.rule, Op::Reshape(Reshape { allowzero: 0 }), &[Some(sum), Some(out_shape)], &[&reshape_node])
 }
 
 fn transpose_into_matmul(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
