@@ -8,7 +8,7 @@ use kiln::{CompileOptions, Model};
 
 use crate::run::gather_inputs;
 
-pub fn bench(model_path: &Path, threads: usize, iters: usize) -> Result<()> {
+pub fn bench(model_path: &Path, threads: usize, iters: usize, kernels: Option<usize>) -> Result<()> {
     let start = Instant::now();
     let model = Model::load(model_path).with_context(|| format!("cannot import {}", model_path.display()))?;
     let compiled = model.compile(&CompileOptions::default())?;
@@ -36,6 +36,30 @@ pub fn bench(model_path: &Path, threads: usize, iters: usize) -> Result<()> {
     .collect();
     times.sort_by(f64::total_cmp);
     let pick = |q: f64| times.get(((times.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(f64::NAN);
+    if let Some(top) = kernels {
+        print_kernels(&compiled, &inputs, iters.max(1), top)?;
+    }
     println!("compile_ms={compile_ms:.1} median_ms={:.3} p90_ms={:.3} threads={threads} iters={iters}", pick(0.5), pick(0.9));
+    Ok(())
+}
+
+/// The `top` kernels by total time over `runs` kernel-by-kernel runs, as `//` lines.
+fn print_kernels(compiled: &kiln::CompiledModel, inputs: &[kiln::Tensor], runs: usize, top: usize) -> Result<()> {
+    let mut totals: Vec<(String, f64)> = Vec::new();
+    for _ in 0..runs {
+        for (i, (name, t)) in compiled.profile(inputs)?.into_iter().enumerate() {
+            match totals.get_mut(i) {
+                Some(slot) => slot.1 += t.as_secs_f64(),
+                None => totals.push((name, t.as_secs_f64())),
+            }
+        }
+    }
+    let sum: f64 = totals.iter().map(|(_, t)| t).sum();
+    totals.sort_by(|a, b| b.1.total_cmp(&a.1));
+    println!("// kernel                              ms/run   share");
+    for (name, t) in totals.iter().take(top) {
+        println!("// {name:<34} {:>8.3} {:>6.1}%", t / runs as f64 * 1e3, 100.0 * t / sum.max(f64::MIN_POSITIVE));
+    }
+    println!("// {} kernels, {:.3} ms/run timed one by one", totals.len(), sum / runs as f64 * 1e3);
     Ok(())
 }

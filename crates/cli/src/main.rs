@@ -74,6 +74,9 @@ enum Command {
         /// Timed runs per caller (after one warm-up run).
         #[arg(long, default_value_t = 100)]
         iters: usize,
+        /// Also time each kernel alone over the runs and print the N slowest, with their share.
+        #[arg(long, value_name = "N")]
+        kernels: Option<usize>,
     },
     /// Run the ONNX backend node suite through compiled code and compare outputs.
     Conformance {
@@ -147,7 +150,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             model,
             threads,
             iters,
-        } => bench::bench(&model, threads, iters).map(|()| ExitCode::SUCCESS),
+            kernels,
+        } => bench::bench(&model, threads, iters, kernels).map(|()| ExitCode::SUCCESS),
         Command::Conformance {
             dir,
             report,

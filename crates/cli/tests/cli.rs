@@ -185,3 +185,15 @@ fn bench_prints_one_line() {
         "{line}"
     );
 }
+
+#[test]
+fn bench_prints_kernel_times() {
+    let out = kiln().arg("bench").arg(tiny()).args(["--iters", "2", "--kernels", "2"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // A header, the two slowest kernels, the total, and the summary line.
+    assert_eq!(lines.len(), 5, "{text}");
+    assert!(lines[1..3].iter().all(|l| l.starts_with("// ") && l.ends_with('%')), "{text}");
+    assert!(lines[3].contains(" kernels, ") && lines[4].starts_with("compile_ms="), "{text}");
+}

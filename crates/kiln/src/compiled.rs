@@ -161,6 +161,21 @@ impl CompiledModel {
 
     /// Runs the model on inputs given in the model's input order.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        self.prepare(inputs)?.run(inputs, None)
+    }
+
+    /// Runs the model once, kernel by kernel, and returns each kernel's name and wall time in
+    /// execution order (the outputs are discarded). For finding where time goes; a timed
+    /// kernel runs alone, so the sum is a little above a plain run's latency.
+    pub fn profile(&self, inputs: &[Tensor]) -> Result<Vec<(String, std::time::Duration)>> {
+        let spec = self.prepare(inputs)?;
+        let mut times = Vec::with_capacity(spec.program.kernels.len());
+        spec.run(inputs, Some(&mut times))?;
+        Ok(spec.program.kernels.iter().map(|k| k.name.clone()).zip(times).collect())
+    }
+
+    /// Checks `inputs` and finds (or compiles) their specialization.
+    fn prepare(&self, inputs: &[Tensor]) -> Result<Arc<Specialization>> {
         if inputs.len() != self.inputs.len() {
             return Err(Error::InputCount {
                 expected: self.inputs.len(),
@@ -177,7 +192,7 @@ impl CompiledModel {
             .into_iter()
             .map(|i| (i, inputs[i].clone()))
             .collect();
-        self.specialization(&shapes, &values)?.run(inputs)
+        self.specialization(&shapes, &values)
     }
 
     /// Runs the model on inputs given by name (every input exactly once).
@@ -332,8 +347,9 @@ impl Specialization {
         self.opt_stats.as_ref()
     }
 
-    /// Runs on inputs already checked against this specialization's shapes.
-    fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    /// Runs on inputs already checked against this specialization's shapes; with `times`,
+    /// kernel by kernel, pushing each kernel's wall time.
+    fn run(&self, inputs: &[Tensor], times: Option<&mut Vec<std::time::Duration>>) -> Result<Vec<Tensor>> {
         let mut outputs: Vec<Vec<u8>> = self
             .outputs
             .iter()
@@ -367,7 +383,17 @@ impl Specialization {
         }
         // SAFETY: the table holds one valid pointer per buffer, each to at least the buffer's
         // byte length (inputs were checked, outputs sized from the same types, temps planned).
-        let status = unsafe { self.jit.run(&table) };
+        let status = match times {
+            None => unsafe { self.jit.run(&table) },
+            Some(times) => (0..self.jit.kernel_count()).try_for_each(|k| {
+                let start = std::time::Instant::now();
+                // SAFETY: as for `run`; kernels go in order, so each reads what the ones before
+                // it wrote.
+                let r = unsafe { self.jit.run_kernel(k, &table) };
+                times.push(start.elapsed());
+                r
+            }),
+        };
         self.arenas
             .lock()
             .unwrap_or_else(|e| e.into_inner())

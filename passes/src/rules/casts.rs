@@ -31,7 +31,66 @@ pub(super) fn rules() -> Vec<Rule> {
             pattern: "(cast (cast ?x))",
             apply: chain,
         },
+        Rule {
+            name: "cast-before-transpose",
+            algebra: "cast(transpose(x)) -> transpose(cast(x))",
+            topic: Topic::Casts,
+            pattern: "(cast (transpose ?x))",
+            apply: cast_inward,
+        },
+        Rule {
+            name: "cast-after-transpose",
+            algebra: "transpose(cast(x)) -> cast(transpose(x))",
+            topic: Topic::Casts,
+            pattern: "(transpose (cast ?x))",
+            apply: cast_outward,
+        },
+        Rule {
+            name: "cast-before-reshape",
+            algebra: "cast(reshape(x, s)) -> reshape(cast(x), s)",
+            topic: Topic::Casts,
+            pattern: "(cast (reshape ?x ?s))",
+            apply: cast_inward,
+        },
+        Rule {
+            name: "cast-after-reshape",
+            algebra: "reshape(cast(x), s) -> cast(reshape(x, s))",
+            topic: Topic::Casts,
+            pattern: "(reshape (cast ?x) ?s)",
+            apply: cast_outward,
+        },
     ]
+}
+
+/// The data-movement op (Transpose or Reshape) in class `c` whose data input is `x`, with its
+/// arguments.
+fn movement_of(eg: &Egraph, c: Id, x: Id) -> Option<(Op, Vec<Option<Id>>, crate::lang::ENode)> {
+    let fx = eg.find(x);
+    [OpKind::Transpose, OpKind::Reshape].into_iter().find_map(|k| pick(eg, c, k, |n| eg.find(n.args[0]) == fx))
+}
+
+/// `cast(move(x)) -> move(cast(x))`: moving elements commutes with converting each of them.
+/// Both orders stay in the e-graph; the cost model prefers moving the narrower elements.
+fn cast_inward(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let x = hit.var("?x");
+    let fx = eg.find(x);
+    let (cast, cast_args, cast_node) = pick(eg, hit.class, OpKind::Cast, |n| movement_of(eg, n.args[0], fx).is_some())?;
+    let (mv, mut mv_args, mv_node) = movement_of(eg, cast_args.first().copied().flatten()?, x)?;
+    let inner = add(eg, hit.rule, cast, &[Some(x)], &[&cast_node])?;
+    mv_args[0] = Some(inner);
+    add(eg, hit.rule, mv, &mv_args, &[&mv_node])
+}
+
+/// `move(cast(x)) -> cast(move(x))`.
+fn cast_outward(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let x = hit.var("?x");
+    let fx = eg.find(x);
+    let is_cast_of_x = |eg: &Egraph, c: Id| pick(eg, c, OpKind::Cast, |m| eg.find(m.args[0]) == fx);
+    let (mv, mut mv_args, mv_node) = [OpKind::Transpose, OpKind::Reshape].into_iter().find_map(|k| pick(eg, hit.class, k, |n| is_cast_of_x(eg, n.args[0]).is_some()))?;
+    let (cast, _, cast_node) = is_cast_of_x(eg, mv_args.first().copied().flatten()?)?;
+    mv_args[0] = Some(x);
+    let moved = add(eg, hit.rule, mv, &mv_args, &[&mv_node])?;
+    add(eg, hit.rule, cast, &[Some(moved)], &[&cast_node])
 }
 
 /// True when every value of `from` is a value of `to`.

@@ -199,17 +199,17 @@ pub(super) fn rules() -> Vec<Rule> {
 
 /// A product in a class, seen as a `fused_matmul`: attributes, `[a, b, bias, z]`, and the
 /// node it came from.
-struct Product {
-    op: FusedMatMul,
-    args: [Option<Id>; 4],
-    node: ENode,
+pub(super) struct Product {
+    pub(super) op: FusedMatMul,
+    pub(super) args: [Option<Id>; 4],
+    pub(super) node: ENode,
 }
 
 fn is_f32(eg: &Egraph, id: Id) -> bool {
     dtype(eg, id) == Some(DType::F32)
 }
 
-fn as_product(eg: &mut Egraph, class: Id) -> Option<Product> {
+pub(super) fn as_product(eg: &mut Egraph, class: Id) -> Option<Product> {
     if !is_f32(eg, class) {
         return None;
     }

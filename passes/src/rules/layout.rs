@@ -70,6 +70,12 @@ pub(super) fn rules() -> Vec<Rule> {
             |_, hit| Some(hit.var("?x")),
         ),
         r(
+            "mul-into-matmul",
+            "mm(a, B, c) · k[N] -> mm(a, B·k, c·k) for constant B, c",
+            "(mul ?m ?k)",
+            mul_into_matmul,
+        ),
+        r(
             "add-through-reshape",
             "z + reshape(m) -> reshape(reshape(z) + m) when no operand broadcasts",
             "(add ?z (reshape ?m ?s))",
@@ -369,4 +375,42 @@ fn mul_into_conv(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
         &zeros,
         &[&mnode, &cnode],
     )
+}
+
+/// Scales a product's constant right-hand matrix (and bias) column by column.
+fn mul_into_matmul(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let (m, k) = (hit.var("?m"), hit.var("?k"));
+    let mut p = super::fusion::as_product(eg, m)?;
+    if p.args[3].is_some() || p.op.activation != kiln_tir::op::Activation::None || !same_type(eg, m, hit.class) {
+        return None;
+    }
+    let b = p.args[1]?;
+    let bdims = ty(eg, b)?.known_dims()?;
+    let [rows, cols] = <[u64; 2]>::try_from(&bdims[..]).ok()?;
+    let n = if p.op.transB != 0 { rows } else { cols };
+    let kd = ty(eg, k)?.known_dims()?;
+    let knum: u64 = kd.iter().product();
+    let along_n = knum == n && kd.last() == Some(&n);
+    if !(along_n || knum == 1) {
+        return None;
+    }
+    let kv = f32s(eg, k)?;
+    let scale = |j: usize| if kv.len() == 1 { kv[0] } else { kv[j] };
+    let bv = f32s(eg, b)?;
+    let scaled: Vec<f32> = bv
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let j = if p.op.transB != 0 { i / cols as usize } else { i % cols as usize };
+            v * scale(j)
+        })
+        .collect();
+    p.args[1] = Some(add_constant(eg, Tensor::from_f32s(&bdims, &scaled)));
+    if let Some(c) = p.args[2] {
+        let cv = f32s(eg, c)?;
+        let cs: Vec<f32> = cv.iter().enumerate().map(|(j, &v)| v * scale(j)).collect();
+        p.args[2] = Some(add_constant(eg, Tensor::from_f32s(&[cs.len() as u64], &cs)));
+    }
+    let (.., mul_node) = root(eg, hit, &[Some(m), Some(k)])?;
+    add(eg, hit.rule, Op::FusedMatMul(p.op), &p.args, &[&p.node, &mul_node])
 }
