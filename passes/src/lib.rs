@@ -12,12 +12,14 @@
 //! | `rules/` | one file per topic; each rule a name, a one-line algebra, a pattern, an applier |
 //! | `cost.rs` | the cost model extraction minimizes |
 //! | `convert.rs` | tensor IR ↔ e-graph |
+//! | `group.rs` | elementwise chains → `fused_elementwise`, after extraction |
 //! | `report.rs` | `--stats` and `--explain` text |
 
 pub mod analysis;
 pub mod convert;
 pub mod cost;
 pub mod lang;
+mod group;
 mod report;
 pub mod rules;
 
@@ -100,6 +102,8 @@ pub struct Stats {
     pub total: Duration,
     /// Applications per rule, in rule order (zero counts included).
     pub rules: Vec<(&'static str, usize)>,
+    /// Elementwise chains fused into `fused_elementwise` nodes after extraction.
+    pub chains: usize,
     /// Top-level nodes before and after.
     pub nodes_before: usize,
     /// Top-level nodes after.
@@ -200,33 +204,31 @@ pub fn optimize(g: &Graph, limits: &Limits) -> Result<Optimized, OptError> {
             .map(|&n| g.node(n).name.clone())
             .unwrap_or_default()
     };
-    let rebuilt = convert::rebuild(g, &conv, &best, &name_of);
-    let (graph, renumbered) = convert::compact(&rebuilt.graph);
+    let mut rebuilt = convert::rebuild(g, &conv, &best, &name_of);
     let created = analysis::Tir::created_canonical(&conv.eg);
-    let mut explain = HashMap::new();
-    for (&old, &c) in &rebuilt.class_of_node {
-        let Some(&n) = renumbered.get(&old) else { continue };
-        let node = best(c);
-        let rules = created
-            .get(&node)
-            .map(|c| c.rules.clone())
-            .unwrap_or_default();
-        let srcs = sources
-            .get(&conv.eg.find(c))
-            .map(|s| {
-                s.iter()
-                    .map(|&m| (g.node(m).name.clone(), g.node(m).op.kind().ident()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        explain.insert(
-            n,
-            Explain {
-                sources: srcs,
-                rules,
-            },
-        );
+    let mut explain: HashMap<NodeId, Explain> = HashMap::new();
+    for (&n, &c) in &rebuilt.class_of_node {
+        let rules = created.get(&best(c)).map(|c| c.rules.clone()).unwrap_or_default();
+        let srcs = sources.get(&conv.eg.find(c)).map(|s| s.iter().map(|&m| (g.node(m).name.clone(), g.node(m).op.kind().ident())).collect()).unwrap_or_default();
+        explain.insert(n, Explain { sources: srcs, rules });
     }
+    let chains = group::group(&mut rebuilt.graph);
+    for (fused, members) in &chains {
+        let mut e = Explain::default();
+        for m in members {
+            let part = explain.get(m).cloned().unwrap_or_default();
+            e.sources.extend(part.sources);
+            for r in part.rules {
+                if !e.rules.contains(&r) {
+                    e.rules.push(r);
+                }
+            }
+        }
+        e.rules.push(group::RULE);
+        explain.insert(*fused, e);
+    }
+    let (graph, renumbered) = convert::compact(&rebuilt.graph);
+    let explain: HashMap<NodeId, Explain> = explain.into_iter().filter_map(|(old, e)| renumbered.get(&old).map(|&n| (n, e))).collect();
     let cost_after = g
         .body
         .results
@@ -244,6 +246,7 @@ pub fn optimize(g: &Graph, limits: &Limits) -> Result<Optimized, OptError> {
         extract,
         total: start.elapsed(),
         rules: counts,
+        chains: chains.len(),
         nodes_before: g.body.nodes.len(),
         nodes_after: graph.body.nodes.len(),
         cost_before,

@@ -38,6 +38,7 @@ pub fn stats_text(s: &Stats) -> String {
             .map_or("", |r| r.algebra);
         let _ = writeln!(out, "// {name:<26} {n:>7}  {algebra}");
     }
+    let _ = writeln!(out, "// {:<26} {:>7}  elementwise chain -> fused_elementwise (after extraction)", crate::group::RULE, s.chains);
     out
 }
 

@@ -104,6 +104,7 @@ impl Cx<'_, '_> {
     pub fn call(&mut self, f: RuntimeFn, args: &[Arg]) -> Result<(), CodegenError> {
         match f {
             RuntimeFn::Sgemm => self.sgemm(args),
+            RuntimeFn::DwConv2d => self.dwconv2d(args),
         }
     }
 
@@ -141,6 +142,39 @@ impl Cx<'_, '_> {
         params.extend([types::I64; 8]);
         params.extend([types::F32; 2]);
         let f = self.runtime("kiln_rt_sgemm", &params, &[])?;
+        self.b.ins().call(f, &values);
+        Ok(())
+    }
+
+    /// `kiln_rt_dwconv2d(x, w, y, planes, channels, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh,
+    /// dw, accumulate)`; the sizes may have any integer type (extended to `i64`), as in the
+    /// interpreter.
+    fn dwconv2d(&mut self, args: &[Arg]) -> Result<(), CodegenError> {
+        let [Arg::Addr(x, xi), Arg::Addr(w, wi), Arg::Addr(y, yi), rest @ ..] = args else {
+            return Err(self.invalid("dwconv2d takes three buffer addresses first"));
+        };
+        if rest.len() != 15 {
+            return Err(self.invalid(format!("dwconv2d takes 15 sizes after the addresses, not {}", rest.len())));
+        }
+        let mut values = Vec::with_capacity(18);
+        for (buf, index) in [(x, xi), (w, wi), (y, yi)] {
+            if self.program.buffers.get(buf.0 as usize).map(|b| b.elem) != Some(ElemType::Scalar(ScalarType::F32)) {
+                return Err(self.unsupported(format!("dwconv2d on {buf:?}, which is not an f32 buffer")));
+            }
+            values.push(self.address(*buf, index)?);
+        }
+        for arg in rest {
+            let Arg::Value(e) = arg else { return Err(self.invalid("dwconv2d takes integer sizes after the three addresses")) };
+            let (v, t) = self.expr(e)?;
+            if t.is_float() || t == ScalarType::Bool {
+                return Err(self.invalid(format!("dwconv2d size of type {}", t.name())));
+            }
+            values.push(self.resize(v, t, types::I64));
+        }
+        let ptr = self.module.target_config().pointer_type();
+        let mut params = vec![ptr; 3];
+        params.extend([types::I64; 15]);
+        let f = self.runtime("kiln_rt_dwconv2d", &params, &[])?;
         self.b.ins().call(f, &values);
         Ok(())
     }

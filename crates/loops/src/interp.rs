@@ -4,6 +4,7 @@
 //! checks what generated code assumes: every load and store is in bounds, integer division
 //! has a non-zero divisor. A violation is an error here (a lowering bug), never a panic.
 
+use kiln_runtime::dwconv::DwConv2d;
 use kiln_runtime::gemm::{Sgemm, Transpose};
 use kiln_runtime::minifloat;
 
@@ -321,15 +322,16 @@ impl Machine<'_> {
         Ok(())
     }
 
-    /// `len` consecutive `f32` elements of `buf` from element `start`, bounds- and type-checked.
-    fn f32_span(&self, buf: BufId, start: i64, len: usize) -> Result<Vec<f32>, InterpError> {
+    /// `len` consecutive `f32` elements of `buf` from element `start`, bounds- and type-checked
+    /// (for a runtime call, named `what`).
+    fn f32_span(&self, what: &str, buf: BufId, start: i64, len: usize) -> Result<Vec<f32>, InterpError> {
         if len == 0 {
             return Ok(Vec::new());
         }
         let (at, _, elem) = self.slot(buf, start)?;
         self.slot(buf, start.saturating_add(i64::try_from(len - 1).unwrap_or(i64::MAX)))?;
         if elem != ElemType::Scalar(ScalarType::F32) {
-            return self.fault(format!("sgemm on {buf:?} of {}, not f32", elem.name()));
+            return self.fault(format!("{what} on {buf:?} of {}, not f32", elem.name()));
         }
         let Some(bytes) = self.memory[buf.0 as usize].get(at..at + 4 * len) else {
             return self.fault(format!("{buf:?} has less memory than its length"));
@@ -503,11 +505,46 @@ impl Machine<'_> {
                 }
                 let transpose = |t: i64| if t != 0 { Transpose::Yes } else { Transpose::No };
                 let g = Sgemm { m: m as usize, n: n as usize, k: k.max(0) as usize, lda: lda as usize, ldb: ldb as usize, ldc: ldc as usize, trans_a: transpose(ta), trans_b: transpose(tb), alpha, beta };
-                let a = self.f32_span(*a, ai, g.a_len())?;
-                let b = self.f32_span(*b, bi, g.b_len())?;
-                let mut c_span = self.f32_span(*c, ci, g.c_len())?;
+                let a = self.f32_span("sgemm", *a, ai, g.a_len())?;
+                let b = self.f32_span("sgemm", *b, bi, g.b_len())?;
+                let mut c_span = self.f32_span("sgemm", *c, ci, g.c_len())?;
                 g.run(&a, &b, &mut c_span);
                 self.store_f32_span(*c, ci, &c_span)?;
+                Ok(())
+            }
+            RuntimeFn::DwConv2d => {
+                let [Arg::Addr(x, xi), Arg::Addr(w, wi), Arg::Addr(y, yi), rest @ ..] = args else {
+                    return self.fault("dwconv2d takes three buffer addresses first");
+                };
+                let mut ints = Vec::new();
+                for arg in rest {
+                    match arg {
+                        Arg::Value(e) => match self.expr(e)? {
+                            Val::Int(_, v) => ints.push(v),
+                            _ => return self.fault("dwconv2d takes integer sizes"),
+                        },
+                        Arg::Addr(..) => return self.fault("dwconv2d takes integer sizes"),
+                    }
+                }
+                let &[planes, channels, h, w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, accumulate] = &ints[..] else {
+                    return self.fault("dwconv2d takes planes, channels, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, accumulate");
+                };
+                let sizes = [planes, channels, h, w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw].map(usize::try_from);
+                let [Ok(planes), Ok(channels), Ok(h), Ok(w_), Ok(oh), Ok(ow), Ok(kh), Ok(kw), Ok(sh), Ok(sw), Ok(ph), Ok(pw), Ok(dh), Ok(dw)] = sizes else {
+                    return self.fault(format!("dwconv2d with a negative size in {ints:?}"));
+                };
+                let d = DwConv2d { planes, channels, h, w: w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, accumulate: accumulate != 0 };
+                // Compiled code does nothing for such sizes; the interpreter, a test oracle, says so.
+                if !d.is_valid() {
+                    return self.fault(format!("dwconv2d with invalid sizes {d:?}"));
+                }
+                let (xi, wi, yi) = (self.index(xi)?, self.index(wi)?, self.index(yi)?);
+                // The runtime's kernel computes the convolution, as for sgemm.
+                let x = self.f32_span("dwconv2d", *x, xi, d.x_len())?;
+                let w = self.f32_span("dwconv2d", *w, wi, d.w_len())?;
+                let mut y_span = self.f32_span("dwconv2d", *y, yi, d.y_len())?;
+                d.run(&x, &w, &mut y_span);
+                self.store_f32_span(*y, yi, &y_span)?;
                 Ok(())
             }
         }

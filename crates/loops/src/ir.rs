@@ -405,6 +405,11 @@ pub enum RuntimeFn {
     /// `C[m×n] = alpha·op(A)·op(B) + beta·C` on `f32`, row-major with leading dimensions.
     /// Arguments: a, b, c (addresses), m, n, k, lda, ldb, ldc, trans_a, trans_b (i64), alpha, beta (f32).
     Sgemm,
+    /// Depthwise 2-D convolution of `f32` planes: `y[p, oy, ox] = (y[p, oy, ox] if accumulate) +
+    /// Σ_{ky, kx} x[p, oy·sh − ph + ky·dh, ox·sw − pw + kx·dw] · w[p mod channels, ky, kx]`, taps
+    /// outside the `h × w` input skipped. Arguments: x, w, y (addresses), planes, channels, h, w,
+    /// oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, accumulate (i64).
+    DwConv2d,
 }
 
 /// A statement.

@@ -32,22 +32,25 @@
 //! 9. **No store into `Input` or `Const` buffers**, including a call's output address.
 //! 10. **Check error codes exist**: below `Program::errors.len()`.
 //! 11. **Calls have their signature**: `sgemm` takes three `f32` buffer addresses, eight
-//!     `i64` values (m, n, k, lda, ldb, ldc, trans_a, trans_b) and two `f32` values.
+//!     `i64` values (m, n, k, lda, ldb, ldc, trans_a, trans_b) and two `f32` values;
+//!     `dwconv2d` three `f32` buffer addresses and fifteen `i64` values (planes, channels, h,
+//!     w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, accumulate).
 //! 12. **Static bounds**: an interval analysis over `i64` index expressions (loop variables
 //!     range over `[0, extent-1]`, `Let`s carry their value's interval, `If` and `Check`
 //!     conditions of the form `cmp(e, constant)` narrow `e`) must not prove an access out of
 //!     bounds. An access is reported when its whole interval lies outside `[0, len-1]`, or
 //!     when it is reached unconditionally and its interval is exact (affine in distinct loop
-//!     variables, so every bound is attained) yet not inside `[0, len-1]`. For `sgemm` with
-//!     constant sizes the extent each matrix spans from its base address is checked the same
-//!     way. This is the static half of "a compiled model never reads or writes outside its
-//!     buffers"; what it cannot prove is left to run-time checks.
+//!     variables, so every bound is attained) yet not inside `[0, len-1]`. For `sgemm` and
+//!     `dwconv2d` with constant sizes the extent each operand spans from its base address is
+//!     checked the same way (`dwconv2d`: `planes·h·w` elements of X, `channels·kh·kw` of W,
+//!     `planes·oh·ow` of Y). This is the static half of "a compiled model never reads or
+//!     writes outside its buffers"; what it cannot prove is left to run-time checks.
 
 use std::collections::HashSet;
 use std::fmt;
 
 use crate::ir::*;
-use crate::text::names::{binop_name, cmp_name, math_name, unop_name};
+use crate::text::names::{binop_name, cmp_name, math_name, runtime_fn_name, unop_name};
 
 /// One invariant violation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -180,6 +183,12 @@ impl Def {
 
 /// Infinity for [`Range`] bounds; any bound outside `i64` means "unknown on that side".
 const INF: i128 = 1 << 100;
+
+/// `sgemm`'s scalars: m, n, k, lda, ldb, ldc, trans_a, trans_b, alpha, beta.
+const SGEMM_SCALARS: [ScalarType; 10] = {
+    use ScalarType::{F32, I64};
+    [I64, I64, I64, I64, I64, I64, I64, I64, F32, F32]
+};
 
 /// The values an `i64` expression can take: `lo..=hi`. `exact` means both bounds are attained
 /// when the enclosing loops run in full: the expression is affine in the loop variables
@@ -455,64 +464,85 @@ impl<'a> Cx<'a> {
     }
 
     fn call(&mut self, f: RuntimeFn, args: &'a [Arg]) {
-        match f {
-            RuntimeFn::Sgemm => {
-                if args.len() != 13 {
-                    self.err(format!("sgemm takes 13 arguments (3 addresses, 8 i64, 2 f32), not {}", args.len()));
-                }
-                let mut addrs = Vec::new();
-                let mut ints = Vec::new();
-                for (i, a) in args.iter().enumerate() {
-                    let want = match i {
-                        0..3 => None,
-                        3..11 => Some(ScalarType::I64),
-                        _ => Some(ScalarType::F32),
-                    };
-                    match (a, want) {
-                        (Arg::Addr(buf, index), None) => {
-                            let r = self.index(index, "sgemm address");
-                            if let Some(b) = self.buffer(*buf) {
-                                if b.elem != ElemType::Scalar(ScalarType::F32) {
-                                    self.err(format!("sgemm argument {i} is @{} of {} elements, not f32", buf.0, b.elem.name()));
-                                }
-                                if i == 2 {
-                                    self.writable(*buf, b);
-                                }
-                                addrs.push((*buf, b, r));
-                            }
+        let name = runtime_fn_name(f);
+        // Three f32 buffer addresses (the third written), then the scalars.
+        let (scalars, signature): (&[ScalarType], &str) = match f {
+            RuntimeFn::Sgemm => (&SGEMM_SCALARS, "3 addresses, 8 i64, 2 f32"),
+            RuntimeFn::DwConv2d => (&[ScalarType::I64; 15], "3 addresses, 15 i64"),
+        };
+        if args.len() != 3 + scalars.len() {
+            self.err(format!("{name} takes {} arguments ({signature}), not {}", 3 + scalars.len(), args.len()));
+        }
+        let mut addrs = Vec::new();
+        let mut ints = Vec::new();
+        for (i, a) in args.iter().enumerate() {
+            let want = match i.checked_sub(3) {
+                None => None,
+                Some(j) => match scalars.get(j) {
+                    Some(&t) => Some(t),
+                    // Arguments past the signature are only counted (above).
+                    None => continue,
+                },
+            };
+            match (a, want) {
+                (Arg::Addr(buf, index), None) => {
+                    let r = self.index(index, &format!("{name} address"));
+                    if let Some(b) = self.buffer(*buf) {
+                        if b.elem != ElemType::Scalar(ScalarType::F32) {
+                            self.err(format!("{name} argument {i} is @{} of {} elements, not f32", buf.0, b.elem.name()));
                         }
-                        (Arg::Value(e), Some(want)) => {
-                            if let Some(got) = self.expr(e)
-                                && got != want
-                            {
-                                self.err(format!("sgemm argument {i} is {}, not {}", got.name(), want.name()));
-                            }
-                            if want == ScalarType::I64 {
-                                ints.push(self.range(e).as_constant());
-                            }
+                        if i == 2 {
+                            self.writable(*buf, b);
                         }
-                        (Arg::Addr(..), Some(_)) => self.err(format!("sgemm argument {i} is an address, not a value")),
-                        (Arg::Value(_), None) => self.err(format!("sgemm argument {i} is a value, not a buffer address")),
+                        addrs.push((*buf, b, r));
                     }
                 }
-                if let ([a, b, c], &[Some(m), Some(n), Some(k), Some(lda), Some(ldb), Some(ldc), Some(ta), Some(tb)]) = (&addrs[..], &ints[..])
-                    && m > 0
-                    && n > 0
-                    && k > 0
-                    && lda >= 0
-                    && ldb >= 0
-                    && ldc >= 0
-                {
-                    let (m, n, k, lda, ldb, ldc) = (i128::from(m), i128::from(n), i128::from(k), i128::from(lda), i128::from(ldb), i128::from(ldc));
-                    let span_a = if ta != 0 { (k - 1) * lda + m - 1 } else { (m - 1) * lda + k - 1 };
-                    let span_b = if tb != 0 { (n - 1) * ldb + k - 1 } else { (k - 1) * ldb + n - 1 };
-                    let span_c = (m - 1) * ldc + n - 1;
-                    for ((id, buf, r), span, what) in [(a, span_a, "sgemm reads A"), (b, span_b, "sgemm reads B"), (c, span_c, "sgemm writes C")] {
-                        let widened = if r.known() { Range::make(r.lo, r.hi + span, r.exact, r.vars.clone()) } else { Range::TOP };
-                        self.bounds(what, *id, buf, &widened);
+                (Arg::Value(e), Some(want)) => {
+                    if let Some(got) = self.expr(e)
+                        && got != want
+                    {
+                        self.err(format!("{name} argument {i} is {}, not {}", got.name(), want.name()));
                     }
+                    if want == ScalarType::I64 {
+                        ints.push(self.range(e).as_constant());
+                    }
+                }
+                (Arg::Addr(..), Some(_)) => self.err(format!("{name} argument {i} is an address, not a value")),
+                (Arg::Value(_), None) => self.err(format!("{name} argument {i} is a value, not a buffer address")),
+            }
+        }
+        let [a, b, c] = &addrs[..] else { return };
+        // The last element each operand's extent reaches past its base address, when the sizes
+        // are constants and the call addresses anything.
+        let spans = match (f, &ints[..]) {
+            (RuntimeFn::Sgemm, &[Some(m), Some(n), Some(k), Some(lda), Some(ldb), Some(ldc), Some(ta), Some(tb)]) if m > 0 && n > 0 && k > 0 && lda >= 0 && ldb >= 0 && ldc >= 0 => {
+                let (m, n, k, lda, ldb, ldc) = (i128::from(m), i128::from(n), i128::from(k), i128::from(lda), i128::from(ldb), i128::from(ldc));
+                let span_a = if ta != 0 { (k - 1) * lda + m - 1 } else { (m - 1) * lda + k - 1 };
+                let span_b = if tb != 0 { (n - 1) * ldb + k - 1 } else { (k - 1) * ldb + n - 1 };
+                let span_c = (m - 1) * ldc + n - 1;
+                [(span_a, "sgemm reads A"), (span_b, "sgemm reads B"), (span_c, "sgemm writes C")]
+            }
+            (RuntimeFn::DwConv2d, &[Some(planes), Some(channels), Some(h), Some(w), Some(oh), Some(ow), Some(kh), Some(kw), ..]) => {
+                // Each operand is `count` planes of `a·b` elements; a zero extent addresses
+                // nothing, and so does the whole call when the output is empty.
+                let extent = |count: i64, a: i64, b: i64| {
+                    let n = i128::from(count) * i128::from(a);
+                    // `count·a` past `i64` (sizes the runtime refuses) could overflow the product.
+                    if count < 0 || a < 0 || b < 0 || n > i128::from(i64::MAX) { None } else { Some(n * i128::from(b) - 1) }
+                };
+                match (extent(planes, h, w), extent(channels, kh, kw), extent(planes, oh, ow)) {
+                    (Some(x), Some(k), Some(y)) if y >= 0 => [(x, "dwconv2d reads X"), (k, "dwconv2d reads W"), (y, "dwconv2d writes Y")],
+                    _ => return,
                 }
             }
+            _ => return,
+        };
+        for ((id, buf, r), (span, what)) in [a, b, c].into_iter().zip(spans) {
+            if span < 0 {
+                continue;
+            }
+            let widened = if r.known() { Range::make(r.lo, r.hi + span, r.exact, r.vars.clone()) } else { Range::TOP };
+            self.bounds(what, *id, buf, &widened);
         }
     }
 

@@ -240,49 +240,37 @@ fn to_tensor(shape: &[u64], v: &[f32]) -> Tensor {
     Tensor::from_f32s(shape, v)
 }
 
-/// The Conv in class `c` with constant f32 weights (and bias), as `(op, x, w, b, m)`.
-fn const_conv(
-    eg: &Egraph,
-    c: Id,
-) -> Option<(
-    Conv,
-    Id,
-    Vec<f32>,
-    Vec<u64>,
-    Option<Vec<f32>>,
-    crate::lang::ENode,
-)> {
+/// A Conv whose weights (and bias) are constants.
+struct ConstConv {
+    conv: Conv,
+    x: Id,
+    w: Vec<f32>,
+    wshape: Vec<u64>,
+    b: Option<Vec<f32>>,
+    node: crate::lang::ENode,
+}
+
+/// The Conv in class `c` with constant f32 weights (and bias).
+fn const_conv(eg: &Egraph, c: Id) -> Option<ConstConv> {
     let (Op::Conv(conv), args, node) = find(eg, c, OpKind::Conv)? else {
         return None;
     };
-    let (x, w) = (
-        args.first().copied().flatten()?,
-        args.get(1).copied().flatten()?,
-    );
+    let (x, w) = (args.first().copied().flatten()?, args.get(1).copied().flatten()?);
     let wshape = ty(eg, w)?.known_dims()?;
     let wv = f32s(eg, w)?;
     let b = match args.get(2).copied().flatten() {
         Some(b) => Some(f32s(eg, b)?),
         None => None,
     };
-    Some((conv, x, wv, wshape, b, node))
+    Some(ConstConv { conv, x, w: wv, wshape, b, node })
 }
 
 /// Scales conv weights and bias per output channel: `w[m] · k[m]`, `b[m] · k[m] + t[m]`.
-fn rescale(
-    eg: &mut Egraph,
-    rule: &'static str,
-    conv: Conv,
-    x: Id,
-    w: &[f32],
-    wshape: &[u64],
-    b: Option<&[f32]>,
-    k: &[f64],
-    t: &[f64],
-    consumed: &[&crate::lang::ENode],
-) -> Option<Id> {
+fn rescale(eg: &mut Egraph, rule: &'static str, c: ConstConv, k: &[f64], t: &[f64], also: &crate::lang::ENode) -> Option<Id> {
+    let ConstConv { conv, x, w, wshape, b, node } = c;
+    let b = b.as_deref();
     let m = wshape[0] as usize;
-    if k.len() != m || t.len() != m || m == 0 || w.len() % m != 0 {
+    if k.len() != m || t.len() != m || m == 0 || !w.len().is_multiple_of(m) {
         return None;
     }
     let per = w.len() / m;
@@ -294,15 +282,9 @@ fn rescale(
     let nb: Vec<f32> = (0..m)
         .map(|i| (b.map_or(0.0, |b| f64::from(b[i])) * k[i] + t[i]) as f32)
         .collect();
-    let wc = add_constant(eg, to_tensor(wshape, &nw));
+    let wc = add_constant(eg, to_tensor(&wshape, &nw));
     let bc = add_constant(eg, to_tensor(&[m as u64], &nb));
-    add(
-        eg,
-        rule,
-        Op::Conv(conv),
-        &[Some(x), Some(wc), Some(bc)],
-        consumed,
-    )
+    add(eg, rule, Op::Conv(conv), &[Some(x), Some(wc), Some(bc)], &[also, &node])
 }
 
 fn batchnorm_into_conv(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
@@ -313,7 +295,7 @@ fn batchnorm_into_conv(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
     if bn.training_mode != 0 {
         return None;
     }
-    let (conv, x, w, wshape, b, cnode) = const_conv(eg, hit.var("?c"))?;
+    let c = const_conv(eg, hit.var("?c"))?;
     let [s, t, mean, var] = ["?s", "?t", "?m", "?v"].map(|v| f32s(eg, hit.var(v)));
     let (s, t, mean, var) = (s?, t?, mean?, var?);
     let inv: Vec<f64> = s
@@ -324,24 +306,13 @@ fn batchnorm_into_conv(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
     let shift: Vec<f64> = (0..inv.len())
         .map(|i| f64::from(t[i]) - f64::from(mean[i]) * inv[i])
         .collect();
-    rescale(
-        eg,
-        hit.rule,
-        conv,
-        x,
-        &w,
-        &wshape,
-        b.as_deref(),
-        &inv,
-        &shift,
-        &[&bnode, &cnode],
-    )
+    rescale(eg, hit.rule, c, &inv, &shift, &bnode)
 }
 
 fn mul_into_conv(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
-    let (conv, x, w, wshape, b, cnode) = const_conv(eg, hit.var("?c"))?;
+    let c = const_conv(eg, hit.var("?c"))?;
     let k = hit.var("?k");
-    let m = wshape[0];
+    let m = c.wshape[0];
     let kd = ty(eg, k)?.known_dims()?;
     // k must be one scalar or per output channel: [M, 1, ...] or [1, M, 1, ...] against
     // the output's [N, M, spatial...].
@@ -363,18 +334,7 @@ fn mul_into_conv(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
     }
     let (.., mnode) = root(eg, hit, &[Some(hit.var("?c")), Some(k)])?;
     let zeros = vec![0.0; kv.len()];
-    rescale(
-        eg,
-        hit.rule,
-        conv,
-        x,
-        &w,
-        &wshape,
-        b.as_deref(),
-        &kv,
-        &zeros,
-        &[&mnode, &cnode],
-    )
+    rescale(eg, hit.rule, c, &kv, &zeros, &mnode)
 }
 
 /// Scales a product's constant right-hand matrix (and bias) column by column.

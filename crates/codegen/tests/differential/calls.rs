@@ -1,4 +1,5 @@
-//! Runtime calls: `Sgemm`, every math function in `f32` and `f64`, and float remainder.
+//! Runtime calls: `Sgemm`, `DwConv2d`, every math function in `f32` and `f64`, and float
+//! remainder.
 
 use kiln_loops::*;
 
@@ -45,6 +46,58 @@ fn sgemm_matches_the_interpreter() {
         )];
         h.push(kern);
         h.run().unwrap();
+    }
+}
+
+#[test]
+fn dwconv2d_matches_the_interpreter() {
+    // (planes, channels, h, w, kh, kw, sh, sw, ph, pw, dh, dw, accumulate), padded after by
+    // one row and column, at element offsets into larger buffers.
+    let cases = [
+        (2, 2, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 0),
+        (6, 3, 9, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1),
+        (4, 2, 7, 33, 2, 5, 1, 3, 0, 2, 2, 1, 1),
+        (1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0),
+    ];
+    for (planes, channels, h, w, kh, kw, sh, sw, ph, pw, dh, dw, acc) in cases {
+        let oh = (h + ph + 1 - ((kh - 1) * dh + 1)) / sh + 1;
+        let ow = (w + pw + 1 - ((kw - 1) * dw + 1)) / sw + 1;
+        let (x_len, w_len, y_len) = (planes * h * w, channels * kh * kw, planes * oh * ow);
+        let mut hs = Harness::new();
+        let x = hs.input_of(ScalarType::F32, &f32_data(x_len as usize + 3, 1));
+        let k = hs.input_of(ScalarType::F32, &f32_data(w_len as usize + 5, 2));
+        let start = hs.input_of(ScalarType::F32, &f32_data(y_len as usize, 3));
+        let y = hs.output(ElemType::Scalar(ScalarType::F32), y_len as u64 + 2);
+        let mut kern = Kernel::new("dwconv");
+        let i = |v: i64| Arg::Value(Expr::idx(v));
+        // The start of the output, which an accumulating call adds to.
+        kern.body = kern.nest(&[y_len as u64], |_, idx| vec![Stmt::Store { buf: y, index: idx[0].clone() + 1, value: Expr::load(start, idx[0].clone()) }]);
+        kern.body.push(Stmt::Call(
+            RuntimeFn::DwConv2d,
+            vec![
+                Arg::Addr(x, Expr::idx(3)),
+                Arg::Addr(k, Expr::idx(5)),
+                Arg::Addr(y, Expr::idx(1)),
+                i(planes),
+                // An i32 argument is extended to i64, as the interpreter allows.
+                Arg::Value(Expr::int(ScalarType::I32, channels)),
+                i(h),
+                i(w),
+                i(oh),
+                i(ow),
+                i(kh),
+                i(kw),
+                i(sh),
+                i(sw),
+                i(ph),
+                i(pw),
+                i(dh),
+                i(dw),
+                i(acc),
+            ],
+        ));
+        hs.push(kern);
+        hs.run().unwrap();
     }
 }
 

@@ -121,6 +121,34 @@ pub struct Lowerer<'g> {
     /// Graph-output positions of each value that is a graph output.
     graph_outputs: HashMap<ValueId, Vec<usize>>,
     kernels_made: u32,
+    /// Set while the body of a `fused_elementwise` lowers (see [`Capture`]).
+    capture: Option<Capture>,
+}
+
+/// While a `fused_elementwise` body lowers, elementwise ops build element expressions inside
+/// one loop nest instead of kernels: their results live in pseudo buffers (never added to the
+/// program) that map to the expressions computing them.
+pub(crate) struct Capture {
+    /// The fused kernel, lent by the loop nest being built.
+    pub kernel: Kernel,
+    /// Statements of one element so far.
+    pub stmts: Vec<Stmt>,
+    /// The expression of each pseudo buffer.
+    pub exprs: HashMap<BufId, Expr>,
+    /// The loop variables over the output.
+    pub idx: Vec<Expr>,
+    /// The output's dims.
+    pub dims: Vec<u64>,
+    next: u32,
+    /// Set when a body op wanted a kernel of its own; the body then lowers unfused.
+    pub escaped: bool,
+}
+
+impl Capture {
+    /// A capture building into `kernel` at loop variables `idx` over `dims`.
+    pub fn new(kernel: Kernel, idx: Vec<Expr>, dims: Vec<u64>) -> Capture {
+        Capture { kernel, stmts: Vec::new(), exprs: HashMap::new(), idx, dims, next: 0, escaped: false }
+    }
 }
 
 /// A family's entry point: lowers `node` if it handles its op.
@@ -143,7 +171,7 @@ const FAMILIES: &[Family] = &[
 
 /// Lowers a whole graph. Every value's shape must be static.
 pub fn lower(g: &Graph) -> Result<Program, LowerError> {
-    let mut cx = Lowerer { g, program: Program::default(), bufs: HashMap::new(), graph_outputs: HashMap::new(), kernels_made: 0 };
+    let mut cx = Lowerer { g, program: Program::default(), bufs: HashMap::new(), graph_outputs: HashMap::new(), kernels_made: 0, capture: None };
     for (i, &v) in g.outputs().iter().enumerate() {
         cx.graph_outputs.entry(v).or_default().push(i);
     }
@@ -250,6 +278,12 @@ impl<'g> Lowerer<'g> {
             return Ok(None);
         };
         let (dims, elem) = self.static_type(v)?;
+        if let Some(cap) = self.capture.as_mut() {
+            let buf = BufId(u32::MAX - cap.next);
+            cap.next += 1;
+            self.bufs.insert(v, buf);
+            return Ok(Some(Operand { buf, dims, elem }));
+        }
         let kind = match self.graph_outputs.get(&v) {
             Some(pos) => BufferKind::Output(pos[0]),
             None => BufferKind::Temp,
@@ -296,7 +330,10 @@ impl<'g> Lowerer<'g> {
 
     /// Appends a finished kernel.
     pub fn push(&mut self, k: Kernel) {
-        self.program.kernels.push(k);
+        match self.capture.as_mut() {
+            Some(cap) => cap.escaped = true,
+            None => self.program.kernels.push(k),
+        }
     }
 
     /// Registers a run-time error message for node `n` and returns its code.

@@ -75,6 +75,7 @@ pub(crate) fn math_name(f: MathFn) -> &'static str {
 pub(crate) fn runtime_fn_name(f: RuntimeFn) -> &'static str {
     match f {
         RuntimeFn::Sgemm => "sgemm",
+        RuntimeFn::DwConv2d => "dwconv2d",
     }
 }
 
@@ -120,7 +121,7 @@ const MATH_FNS: [MathFn; 18] = [
     MathFn::Rint,
 ];
 
-const RUNTIME_FNS: [RuntimeFn; 1] = [RuntimeFn::Sgemm];
+const RUNTIME_FNS: [RuntimeFn; 2] = [RuntimeFn::Sgemm, RuntimeFn::DwConv2d];
 
 /// The scalar type spelled `name`.
 pub(super) fn scalar_type(name: &str) -> Option<ScalarType> {
@@ -174,6 +175,12 @@ mod tests {
         assert_eq!(sorted.len(), all.len(), "a name is used twice");
         for t in SCALAR_TYPES {
             assert_eq!(scalar_type(t.name()), Some(t));
+        }
+        // Runtime routines are looked up only after `loop.call`, so they need only differ from
+        // each other.
+        let routines: Vec<&str> = RUNTIME_FNS.iter().map(|&f| runtime_fn_name(f)).collect();
+        for (i, &f) in RUNTIME_FNS.iter().enumerate() {
+            assert_eq!(runtime_fn(routines[i]), Some(f));
         }
         for e in ElemType::NARROW.into_iter().chain([ElemType::Scalar(ScalarType::U16)]) {
             assert_eq!(elem_type(e.name()), Some(e));

@@ -50,6 +50,13 @@ fn everything() -> Program {
                 .chain([Arg::Value(Expr::f32(1.0)), Arg::Value(Expr::f32(0.0))])
                 .collect(),
         ),
+        Stmt::Call(
+            RuntimeFn::DwConv2d,
+            [Arg::Addr(x, Expr::idx(0)), Arg::Addr(x, Expr::idx(8)), Arg::Addr(y, Expr::idx(0))]
+                .into_iter()
+                .chain([2, 2, 4, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1].map(|v| Arg::Value(Expr::idx(v))))
+                .collect(),
+        ),
     ];
     p.kernels.push(k);
     let mut odd = Kernel::new("not an identifier");
@@ -78,6 +85,7 @@ fn a_program_round_trips_exactly() {
     assert!(text.contains("0x7fc00001_f32"), "{text}");
     assert!(text.contains("kernel \"not an identifier\" vars($0: u8) {"), "{text}");
     assert!(text.contains("loop.for $1: f32 in 0..0 {"), "{text}");
+    assert!(text.contains("loop.call dwconv2d(addr @0[0i64], addr @0[8i64], addr @3[0i64], 2i64, 2i64, 4i64, "), "{text}");
     assert!(text.contains("buffer @1 \"w\" : f16[8] const bytes 16\n"), "{text}");
 }
 

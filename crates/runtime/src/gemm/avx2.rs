@@ -42,6 +42,18 @@ impl Simd for Avx2 {
     }
 
     #[inline(always)]
+    unsafe fn load_first(p: *const f32, n: usize) -> __m256 {
+        // SAFETY: as above; `n` readable floats at `p`, and masked-off lanes are not accessed.
+        unsafe { _mm256_maskload_ps(p, first_lanes(n)) }
+    }
+
+    #[inline(always)]
+    unsafe fn store_first(p: *mut f32, v: __m256, n: usize) {
+        // SAFETY: as above; `n` writable floats at `p`, and masked-off lanes are not accessed.
+        unsafe { _mm256_maskstore_ps(p, first_lanes(n), v) }
+    }
+
+    #[inline(always)]
     unsafe fn mul_add(a: __m256, b: __m256, c: __m256) -> __m256 {
         // SAFETY: as above.
         unsafe { _mm256_fmadd_ps(a, b, c) }
@@ -62,6 +74,13 @@ impl Simd for Avx2 {
             _mm_cvtss_f32(_mm_add_ss(x, _mm_shuffle_ps(x, x, 1)))
         }
     }
+}
+
+/// The mask selecting lanes `0..n` (all ones in each selected lane).
+#[inline(always)]
+unsafe fn first_lanes(n: usize) -> __m256i {
+    // SAFETY: the caller enables avx2.
+    unsafe { _mm256_cmpgt_epi32(_mm256_set1_epi32(n.min(8) as i32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)) }
 }
 
 /// Rows of the tile.

@@ -42,6 +42,18 @@ impl Simd for Avx512 {
     }
 
     #[inline(always)]
+    unsafe fn load_first(p: *const f32, n: usize) -> __m512 {
+        // SAFETY: as above; `n` readable floats at `p`, and masked-off lanes are not accessed.
+        unsafe { _mm512_maskz_loadu_ps(first_lanes(n), p) }
+    }
+
+    #[inline(always)]
+    unsafe fn store_first(p: *mut f32, v: __m512, n: usize) {
+        // SAFETY: as above; `n` writable floats at `p`, and masked-off lanes are not accessed.
+        unsafe { _mm512_mask_storeu_ps(p, first_lanes(n), v) }
+    }
+
+    #[inline(always)]
     unsafe fn mul_add(a: __m512, b: __m512, c: __m512) -> __m512 {
         // SAFETY: as above.
         unsafe { _mm512_fmadd_ps(a, b, c) }
@@ -58,6 +70,12 @@ impl Simd for Avx512 {
         // SAFETY: as above.
         unsafe { _mm512_reduce_add_ps(v) }
     }
+}
+
+/// The mask selecting lanes `0..n`.
+#[inline(always)]
+fn first_lanes(n: usize) -> __mmask16 {
+    ((1u32 << n.min(16)) - 1) as __mmask16
 }
 
 /// Rows of the tile.

@@ -65,12 +65,12 @@ mod gemv;
 mod kernel;
 mod pack;
 mod portable;
-mod simd;
+pub(crate) mod simd;
 
 #[cfg(target_arch = "x86_64")]
-mod avx2;
+pub(crate) mod avx2;
 #[cfg(target_arch = "x86_64")]
-mod avx512;
+pub(crate) mod avx512;
 
 #[cfg(test)]
 mod tests;
@@ -308,8 +308,9 @@ thread_local! {
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Runs `f` on `len` floats of this thread's scratch (a fresh vector if it is in use or gone).
-fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+/// Runs `f` on `len` floats of this thread's scratch (a fresh vector if it is in use or gone);
+/// the depthwise convolution shares it.
+pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
     let mut f = Some(f);
     let reused = SCRATCH.try_with(|cell| {
         let mut v = cell.try_borrow_mut().ok()?;

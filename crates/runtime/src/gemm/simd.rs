@@ -19,6 +19,10 @@ pub(crate) trait Simd {
     unsafe fn load(p: *const f32) -> Self::V;
     /// `LANES` floats to `p`.
     unsafe fn store(p: *mut f32, v: Self::V);
+    /// The first `n < LANES` lanes from `p` (no memory past them is touched), the rest zero.
+    unsafe fn load_first(p: *const f32, n: usize) -> Self::V;
+    /// The first `n < LANES` lanes of `v` to `p` (no memory past them is touched).
+    unsafe fn store_first(p: *mut f32, v: Self::V, n: usize);
     /// `a·b + c`, fused where the instruction set has it.
     unsafe fn mul_add(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     /// `a·b`.
@@ -55,6 +59,20 @@ impl Simd for Portable {
     unsafe fn store(p: *mut f32, v: [f32; 8]) {
         // SAFETY: the caller guarantees 8 writable floats at `p`.
         unsafe { p.cast::<[f32; 8]>().write_unaligned(v) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_first(p: *const f32, n: usize) -> [f32; 8] {
+        let mut v = [0.0; 8];
+        // SAFETY: the caller guarantees `n < 8` readable floats at `p`.
+        unsafe { std::ptr::copy_nonoverlapping(p, v.as_mut_ptr(), n.min(8)) };
+        v
+    }
+
+    #[inline(always)]
+    unsafe fn store_first(p: *mut f32, v: [f32; 8], n: usize) {
+        // SAFETY: the caller guarantees `n < 8` writable floats at `p`.
+        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), p, n.min(8)) }
     }
 
     #[inline(always)]

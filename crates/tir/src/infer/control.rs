@@ -128,3 +128,19 @@ pub(super) fn scan(cx: &mut Cx<'_, '_>, a: &Scan) -> Res<Vec<TensorType>> {
     }
     Ok(out)
 }
+
+/// FusedElementwise: the inputs have the body's parameter types; the output is its result.
+pub(super) fn fused_elementwise(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
+    let sig = body(cx);
+    cx.arity(sig.params.len(), sig.params.len())?;
+    for (i, p) in sig.params.iter().enumerate() {
+        let t = cx.ty(i)?;
+        if t != p {
+            return Err(region_err(format!("input {i} is {t}, the body's parameter {p}")));
+        }
+    }
+    match &sig.results[..] {
+        [r] => Ok(vec![r.clone()]),
+        rs => Err(region_err(format!("the body has {} results, not 1", rs.len()))),
+    }
+}

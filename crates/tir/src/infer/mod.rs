@@ -401,6 +401,7 @@ fn dispatch(op: &Op, cx: &mut Cx<'_, '_>) -> Result<Vec<TensorType>, InferError>
         // Control flow.
         Op::If(_) => control::if_(cx),
         Op::Loop(_) => control::loop_(cx),
+        Op::FusedElementwise(_) => control::fused_elementwise(cx),
         Op::Scan(a) => control::scan(cx, a),
 
         // Everything else.

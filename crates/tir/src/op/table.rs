@@ -400,11 +400,15 @@ define_ops! {
     /// an activation in one kernel. `op(B)` is `B` transposed in its last two axes when
     /// `transB` is 1. Inputs `A, B, bias, Z`.
     FusedMatMul "fused_matmul" { activation: Activation = Activation::None, alpha: f32 = 0.0_f32, beta: f32 = 0.0_f32, transB: i64 = 0 }
+    /// A chain of elementwise ops computed in one loop nest over the output: the body's
+    /// parameters are the inputs, its one result the output, and every body value has the
+    /// output's element count (nothing is recomputed per broadcast element).
+    FusedElementwise "fused_elementwise" [body] {}
 }
 
 impl OpKind {
     /// True for kiln's own ops: the optimizer makes them; no ONNX model names them.
     pub fn is_internal(self) -> bool {
-        matches!(self, OpKind::FusedConv | OpKind::FusedMatMul)
+        matches!(self, OpKind::FusedConv | OpKind::FusedMatMul | OpKind::FusedElementwise)
     }
 }

@@ -21,6 +21,7 @@
 mod activation;
 mod arith;
 mod cast;
+mod fused;
 mod logic;
 mod unary;
 
@@ -41,6 +42,9 @@ type UnaryFn = Box<dyn FnOnce(&mut Scope<'_>, Expr, ScalarType) -> ElemResult>;
 
 /// Lowers `n` if it is an elementwise op.
 pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
+    if fused::lower(cx, n)? {
+        return Ok(true);
+    }
     let op = &cx.node(n).op;
     if let Some(f) = unary::unary_fn(op).or_else(|| activation::unary_fn(op)) {
         let x = cx.required(n, 0)?;
@@ -242,6 +246,9 @@ pub(super) fn map_n(
     operands: &[Operand],
     f: impl FnOnce(&mut Scope<'_>, &[Expr]) -> ElemResult,
 ) -> Result<bool, LowerError> {
+    if cx.capture.is_some() {
+        return fused::element(cx, n, operands, f);
+    }
     let Some(out) = cx.output(n, 0)? else {
         return Ok(true);
     };

@@ -2,10 +2,12 @@
 //!
 //! `f32` Conv is im2col into a scratch buffer plus one `sgemm` per image and group (a 1×1
 //! unstrided, unpadded convolution multiplies the input directly); a bias is written into the
-//! output first and accumulated with `beta = 1`. Depthwise convolutions, other element types
-//! and the quantized forms are a direct loop nest. FusedConv is Conv followed, in the same
-//! kernel, by its [`Epilogue`]: a pass over the output after the `sgemm` calls, or part of
-//! each element's store in the direct nest.
+//! output first and accumulated with `beta = 1`. A 2-D `f32` depthwise convolution (one output
+//! channel per input channel: `group == C == M`) is one call of the runtime's `dwconv2d` over
+//! all `N·C` planes, accumulating onto the bias the same way. Other depthwise convolutions,
+//! other element types and the quantized forms are a direct loop nest. FusedConv is Conv
+//! followed, in the same kernel, by its [`Epilogue`]: a pass over the output after the runtime
+//! calls, or part of each element's store in the direct nest.
 
 use kiln_tir::NodeId;
 use kiln_tir::op::{AutoPad, FusedConv};
@@ -218,8 +220,16 @@ fn conv_kernel(
         None => Epilogue::NONE,
     };
     let mut k = cx.kernel(n);
-    if is_f32(&x) && !(s.cg == 1 && s.mg == 1) {
-        k.body = im2col_sgemm(cx, &mut k, &s, &x, &w, bias.as_ref(), &y);
+    // One input and one output channel per group. In f32 the runtime computes it over two
+    // spatial dims (dwconv2d), and every convolution that is not depthwise (sgemm); the rest
+    // is the direct nest.
+    let depthwise = s.cg == 1 && s.mg == 1;
+    if is_f32(&x) && (!depthwise || s.win.rank() == 2) {
+        k.body = if depthwise {
+            dwconv2d(&mut k, &s, &x, &w, bias.as_ref(), &y)
+        } else {
+            im2col_sgemm(cx, &mut k, &s, &x, &w, bias.as_ref(), &y)
+        };
         let pass = epilogue
             .pass(&mut k, &y)
             .map_err(|e| cx.unsupported(n, e))?;
@@ -242,6 +252,60 @@ fn conv_kernel(
     Ok(())
 }
 
+/// The bias written into every output plane of its channel (nothing without a bias), for the
+/// runtime calls to accumulate onto.
+fn fill_bias(k: &mut Kernel, s: &ConvShape, bias: Option<&Operand>, y: &Operand) -> Vec<Stmt> {
+    let Some(b) = bias else { return Vec::new() };
+    let p = s.win.out_plane();
+    k.nest(&[s.batch, s.m, p], |_, idx| {
+        vec![Stmt::Store {
+            buf: y.buf,
+            index: (idx[0].clone() * s.m as i64 + idx[1].clone()) * p as i64 + idx[2].clone(),
+            value: Expr::load(b.buf, idx[1].clone()),
+        }]
+    })
+}
+
+/// The `f32` depthwise 2-D Conv: one `dwconv2d` call over the `N·C` planes, each with its
+/// channel's kernel, onto the bias when there is one.
+fn dwconv2d(
+    k: &mut Kernel,
+    s: &ConvShape,
+    x: &Operand,
+    w: &Operand,
+    bias: Option<&Operand>,
+    y: &Operand,
+) -> Vec<Stmt> {
+    let mut body = fill_bias(k, s, bias, y);
+    let win = &s.win;
+    let int = |v: i64| Arg::Value(Expr::idx(v));
+    let size = |v: u64| int(v as i64);
+    let mut args = vec![
+        Arg::Addr(x.buf, Expr::idx(0)),
+        Arg::Addr(w.buf, Expr::idx(0)),
+        Arg::Addr(y.buf, Expr::idx(0)),
+        size(s.batch * s.c),
+        size(s.c),
+    ];
+    args.extend(
+        win.input
+            .iter()
+            .chain(&win.output)
+            .chain(&win.kernel)
+            .map(|&v| size(v)),
+    );
+    args.extend(
+        win.strides
+            .iter()
+            .chain(&win.pad_begin)
+            .chain(&win.dilations)
+            .map(|&v| int(v)),
+    );
+    args.push(int(i64::from(bias.is_some())));
+    body.push(Stmt::Call(RuntimeFn::DwConv2d, args));
+    body
+}
+
 /// The `f32` Conv: per image and group, im2col of the group's input channels into a scratch
 /// matrix `[Cg·taps, P]` and `Y_g[Mg, P] = W_g[Mg, Cg·taps] · col`.
 fn im2col_sgemm(
@@ -254,16 +318,7 @@ fn im2col_sgemm(
     y: &Operand,
 ) -> Vec<Stmt> {
     let (p, taps) = (s.win.out_plane(), s.win.taps());
-    let mut body = Vec::new();
-    if let Some(b) = bias {
-        body.extend(k.nest(&[s.batch, s.m, p], |_, idx| {
-            vec![Stmt::Store {
-                buf: y.buf,
-                index: (idx[0].clone() * s.m as i64 + idx[1].clone()) * p as i64 + idx[2].clone(),
-                value: Expr::load(b.buf, idx[1].clone()),
-            }]
-        }));
-    }
+    let mut body = fill_bias(k, s, bias, y);
     let col = (!s.pointwise()).then(|| {
         cx.program.add_buffer(Buffer {
             name: format!("{}_col", k.name),
