@@ -65,7 +65,7 @@ pub fn explain_text(opt: &Optimized) -> String {
                         out,
                         "  // from {}",
                         if from.is_empty() {
-                            "no input node".to_string()
+                            "no input node (new, made by the rules below)".to_string()
                         } else {
                             from.join(", ")
                         }

@@ -70,6 +70,12 @@ pub(super) fn rules() -> Vec<Rule> {
             |_, hit| Some(hit.var("?x")),
         ),
         r(
+            "transpose-through-unit-reshape",
+            "transpose<p>(reshape(y, [1..1, d...])) -> reshape(transpose<p'>(y)) when p keeps the unit axes",
+            "(transpose (reshape ?y ?s))",
+            transpose_through_unit_reshape,
+        ),
+        r(
             "mul-into-matmul",
             "mm(a, B, c) · k[N] -> mm(a, B·k, c·k) for constant B, c",
             "(mul ?m ?k)",
@@ -373,4 +379,31 @@ fn mul_into_matmul(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
     }
     let (.., mul_node) = root(eg, hit, &[Some(m), Some(k)])?;
     add(eg, hit.rule, Op::FusedMatMul(p.op), &p.args, &[&p.node, &mul_node])
+}
+
+/// A transpose of a reshape that only prepends unit axes, which the transpose leaves in
+/// place, is the reshape of a transpose of the original: the transpose can then meet (and
+/// cancel against) another one below.
+fn transpose_through_unit_reshape(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let (y, s) = (hit.var("?y"), hit.var("?s"));
+    let inner = ty(eg, y)?.known_dims()?;
+    let fy = eg.find(y);
+    let fs = eg.find(s);
+    let of_y = |eg: &Egraph, c: Id| pick(eg, c, OpKind::Reshape, |m| eg.find(m.args[0]) == fy && eg.find(m.args[1]) == fs);
+    let (op, _, tnode) = pick(eg, hit.class, OpKind::Transpose, |n| of_y(eg, n.args[0]).is_some())?;
+    let (.., rnode) = of_y(eg, tnode.args[0])?;
+    let reshaped = ty(eg, tnode.args[0])?.known_dims()?;
+    let k = reshaped.len().checked_sub(inner.len())?;
+    if k == 0 || reshaped[..k].iter().any(|&d| d != 1) || reshaped[k..] != inner[..] {
+        return None;
+    }
+    let p = perm_of(&op, reshaped.len())?;
+    if p[..k].iter().enumerate().any(|(i, &j)| i != j) {
+        return None;
+    }
+    let q: Vec<usize> = p[k..].iter().map(|&j| j - k).collect();
+    let moved = add(eg, hit.rule, transpose_op(&q), &[Some(y)], &[&tnode])?;
+    let out = ty(eg, hit.class)?.known_dims()?;
+    let shape = add_shape(eg, &out);
+    add(eg, hit.rule, Op::Reshape(Reshape { allowzero: 0 }), &[Some(moved), Some(shape)], &[&rnode])
 }
