@@ -1,5 +1,6 @@
-//! Calls into the runtime library: math functions, float remainder, and micro-kernels. Each
-//! callee is an imported symbol (`Linkage::Import`) named as `kiln_runtime` exports it.
+//! Calls into the runtime library: math functions, float remainder, micro-kernels (sgemm,
+//! depthwise convolution, max pooling), im2col and the fused ops' epilogue. Each callee is an imported symbol (`Linkage::Import`) named as
+//! `kiln_runtime` exports it.
 
 use cranelift_codegen::ir::{types, AbiParam, FuncRef, InstBuilder, Type, Value};
 use cranelift_module::Linkage;
@@ -105,6 +106,9 @@ impl Cx<'_, '_> {
         match f {
             RuntimeFn::Sgemm => self.sgemm(args),
             RuntimeFn::DwConv2d => self.dwconv2d(args),
+            RuntimeFn::Epilogue => self.epilogue(args),
+            RuntimeFn::Im2col => self.sized("im2col", "kiln_rt_im2col", args),
+            RuntimeFn::MaxPool2d => self.sized("maxpool2d", "kiln_rt_maxpool2d", args),
         }
     }
 
@@ -175,6 +179,78 @@ impl Cx<'_, '_> {
         let mut params = vec![ptr; 3];
         params.extend([types::I64; 15]);
         let f = self.runtime("kiln_rt_dwconv2d", &params, &[])?;
+        self.b.ins().call(f, &values);
+        Ok(())
+    }
+
+    /// `kiln_rt_epilogue(y, b, z, rows, cols, bias, period, residual, act, alpha, beta)`; the
+    /// integers may have any integer type (extended to `i64`) and are told apart from the two
+    /// `f32` ones by type, as for `sgemm`.
+    fn epilogue(&mut self, args: &[Arg]) -> Result<(), CodegenError> {
+        let [Arg::Addr(y, yi), Arg::Addr(b, bi), Arg::Addr(z, zi), rest @ ..] = args else {
+            return Err(self.invalid("epilogue takes three buffer addresses first"));
+        };
+        let mut values = Vec::with_capacity(11);
+        for (buf, index) in [(y, yi), (b, bi), (z, zi)] {
+            if self.program.buffers.get(buf.0 as usize).map(|x| x.elem) != Some(ElemType::Scalar(ScalarType::F32)) {
+                return Err(self.unsupported(format!("epilogue on {buf:?}, which is not an f32 buffer")));
+            }
+            values.push(self.address(*buf, index)?);
+        }
+        let (mut ints, mut floats) = (Vec::new(), Vec::new());
+        for arg in rest {
+            let Arg::Value(e) = arg else { return Err(self.invalid("epilogue takes scalars after the three addresses")) };
+            let (v, t) = self.expr(e)?;
+            match t {
+                ScalarType::F32 => floats.push(v),
+                t if t.is_float() || t == ScalarType::Bool => return Err(self.invalid(format!("epilogue argument of type {}", t.name()))),
+                t => ints.push(self.resize(v, t, types::I64)),
+            }
+        }
+        if ints.len() != 6 || floats.len() != 2 {
+            return Err(self.invalid("epilogue takes rows, cols, bias, period, residual, act (integers) and alpha, beta (f32)"));
+        }
+        values.extend(ints);
+        values.extend(floats);
+        let ptr = self.module.target_config().pointer_type();
+        let mut params = vec![ptr; 3];
+        params.extend([types::I64; 6]);
+        params.extend([types::F32; 2]);
+        let f = self.runtime("kiln_rt_epilogue", &params, &[])?;
+        self.b.ins().call(f, &values);
+        Ok(())
+    }
+
+    /// A routine taking two `f32` buffer addresses and thirteen sizes: `kiln_rt_im2col(x, col,
+    /// channels, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw)` and `kiln_rt_maxpool2d(x, y,
+    /// planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw)`; the sizes may have any integer
+    /// type (extended to `i64`), as in the interpreter.
+    fn sized(&mut self, name: &str, symbol: &'static str, args: &[Arg]) -> Result<(), CodegenError> {
+        let [Arg::Addr(x, xi), Arg::Addr(out, oi), rest @ ..] = args else {
+            return Err(self.invalid(format!("{name} takes two buffer addresses first")));
+        };
+        if rest.len() != 13 {
+            return Err(self.invalid(format!("{name} takes 13 sizes after the addresses, not {}", rest.len())));
+        }
+        let mut values = Vec::with_capacity(15);
+        for (buf, index) in [(x, xi), (out, oi)] {
+            if self.program.buffers.get(buf.0 as usize).map(|b| b.elem) != Some(ElemType::Scalar(ScalarType::F32)) {
+                return Err(self.unsupported(format!("{name} on {buf:?}, which is not an f32 buffer")));
+            }
+            values.push(self.address(*buf, index)?);
+        }
+        for arg in rest {
+            let Arg::Value(e) = arg else { return Err(self.invalid(format!("{name} takes integer sizes after the two addresses"))) };
+            let (v, t) = self.expr(e)?;
+            if t.is_float() || t == ScalarType::Bool {
+                return Err(self.invalid(format!("{name} size of type {}", t.name())));
+            }
+            values.push(self.resize(v, t, types::I64));
+        }
+        let ptr = self.module.target_config().pointer_type();
+        let mut params = vec![ptr; 2];
+        params.extend([types::I64; 13]);
+        let f = self.runtime(symbol, &params, &[])?;
         self.b.ins().call(f, &values);
         Ok(())
     }

@@ -5,7 +5,10 @@
 //! has a non-zero divisor. A violation is an error here (a lowering bug), never a panic.
 
 use kiln_runtime::dwconv::DwConv2d;
+use kiln_runtime::epilogue::{Activation, Bias, Epilogue};
 use kiln_runtime::gemm::{Sgemm, Transpose};
+use kiln_runtime::im2col::Im2col;
+use kiln_runtime::maxpool::MaxPool2d;
 use kiln_runtime::minifloat;
 
 use crate::ir::*;
@@ -544,6 +547,115 @@ impl Machine<'_> {
                 let w = self.f32_span("dwconv2d", *w, wi, d.w_len())?;
                 let mut y_span = self.f32_span("dwconv2d", *y, yi, d.y_len())?;
                 d.run(&x, &w, &mut y_span);
+                self.store_f32_span(*y, yi, &y_span)?;
+                Ok(())
+            }
+            RuntimeFn::Epilogue => {
+                let [Arg::Addr(y, yi), Arg::Addr(b, bi), Arg::Addr(z, zi), rest @ ..] = args else {
+                    return self.fault("epilogue takes three buffer addresses first");
+                };
+                let (mut ints, mut floats) = (Vec::new(), Vec::new());
+                for arg in rest {
+                    let Arg::Value(e) = arg else { return self.fault("epilogue scalar arguments") };
+                    match self.expr(e)? {
+                        Val::Int(_, v) => ints.push(v),
+                        Val::F32(x) => floats.push(x),
+                        _ => return self.fault("epilogue scalar arguments"),
+                    }
+                }
+                let (&[rows, cols, mode, period, residual, code], &[alpha, beta]) = (&ints[..], &floats[..]) else {
+                    return self.fault("epilogue takes rows, cols, bias, period, residual, act, alpha, beta");
+                };
+                // Compiled code does nothing for what the runtime refuses; the interpreter, a
+                // test oracle, says so.
+                let (Ok(rows), Ok(cols)) = (usize::try_from(rows), usize::try_from(cols)) else {
+                    return self.fault(format!("epilogue with a negative size ({rows} × {cols})"));
+                };
+                let bias = match (mode, usize::try_from(period)) {
+                    (0, _) => Bias::None,
+                    (1, Ok(period)) if period > 0 => Bias::PerRow { period },
+                    (2, _) => Bias::PerColumn,
+                    _ => return self.fault(format!("epilogue with bias mode {mode} and period {period}")),
+                };
+                let Some(act) = Activation::from_code(code, alpha, beta) else {
+                    return self.fault(format!("epilogue with activation code {code}"));
+                };
+                let e = Epilogue { rows, cols, bias, residual: residual != 0, act };
+                if !e.is_valid() {
+                    return self.fault(format!("epilogue with invalid sizes {e:?}"));
+                }
+                let (yi, bi, zi) = (self.index(yi)?, self.index(bi)?, self.index(zi)?);
+                // The runtime's routine computes it, as for sgemm; unused operands are not read.
+                let b = self.f32_span("epilogue", *b, bi, e.bias_len())?;
+                let z = self.f32_span("epilogue", *z, zi, e.z_len())?;
+                let mut y_span = self.f32_span("epilogue", *y, yi, e.y_len())?;
+                e.run(&mut y_span, &b, &z);
+                self.store_f32_span(*y, yi, &y_span)?;
+                Ok(())
+            }
+            RuntimeFn::Im2col => {
+                let [Arg::Addr(x, xi), Arg::Addr(col, ci), rest @ ..] = args else {
+                    return self.fault("im2col takes two buffer addresses first");
+                };
+                let mut ints = Vec::new();
+                for arg in rest {
+                    match arg {
+                        Arg::Value(e) => match self.expr(e)? {
+                            Val::Int(_, v) => ints.push(v),
+                            _ => return self.fault("im2col takes integer sizes"),
+                        },
+                        Arg::Addr(..) => return self.fault("im2col takes integer sizes"),
+                    }
+                }
+                let Ok(sizes) = <[i64; 13]>::try_from(&ints[..]) else {
+                    return self.fault("im2col takes channels, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw");
+                };
+                let [Ok(channels), Ok(h), Ok(w), Ok(oh), Ok(ow), Ok(kh), Ok(kw), Ok(sh), Ok(sw), Ok(ph), Ok(pw), Ok(dh), Ok(dw)] = sizes.map(usize::try_from) else {
+                    return self.fault(format!("im2col with a negative size in {ints:?}"));
+                };
+                let g = Im2col { channels, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw };
+                // Compiled code does nothing for such sizes; the interpreter, a test oracle, says so.
+                if !g.is_valid() {
+                    return self.fault(format!("im2col with invalid sizes {g:?}"));
+                }
+                let (xi, ci) = (self.index(xi)?, self.index(ci)?);
+                // The runtime's routine writes the matrix, as for sgemm.
+                let x = self.f32_span("im2col", *x, xi, g.x_len())?;
+                let mut col_span = self.f32_span("im2col", *col, ci, g.col_len())?;
+                g.run(&x, &mut col_span);
+                self.store_f32_span(*col, ci, &col_span)?;
+                Ok(())
+            }
+            RuntimeFn::MaxPool2d => {
+                let [Arg::Addr(x, xi), Arg::Addr(y, yi), rest @ ..] = args else {
+                    return self.fault("maxpool2d takes two buffer addresses first");
+                };
+                let mut ints = Vec::new();
+                for arg in rest {
+                    match arg {
+                        Arg::Value(e) => match self.expr(e)? {
+                            Val::Int(_, v) => ints.push(v),
+                            _ => return self.fault("maxpool2d takes integer sizes"),
+                        },
+                        Arg::Addr(..) => return self.fault("maxpool2d takes integer sizes"),
+                    }
+                }
+                let Ok(sizes) = <[i64; 13]>::try_from(&ints[..]) else {
+                    return self.fault("maxpool2d takes planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw");
+                };
+                let [Ok(planes), Ok(h), Ok(w), Ok(oh), Ok(ow), Ok(kh), Ok(kw), Ok(sh), Ok(sw), Ok(ph), Ok(pw), Ok(dh), Ok(dw)] = sizes.map(usize::try_from) else {
+                    return self.fault(format!("maxpool2d with a negative size in {ints:?}"));
+                };
+                let m = MaxPool2d { planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw };
+                // Compiled code does nothing for such sizes; the interpreter, a test oracle, says so.
+                if !m.is_valid() {
+                    return self.fault(format!("maxpool2d with invalid sizes {m:?}"));
+                }
+                let (xi, yi) = (self.index(xi)?, self.index(yi)?);
+                // The runtime's routine computes the pool, as for sgemm.
+                let x = self.f32_span("maxpool2d", *x, xi, m.x_len())?;
+                let mut y_span = self.f32_span("maxpool2d", *y, yi, m.y_len())?;
+                m.run(&x, &mut y_span);
                 self.store_f32_span(*y, yi, &y_span)?;
                 Ok(())
             }

@@ -410,6 +410,25 @@ pub enum RuntimeFn {
     /// outside the `h × w` input skipped. Arguments: x, w, y (addresses), planes, channels, h, w,
     /// oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, accumulate (i64).
     DwConv2d,
+    /// The fused ops' epilogue, in place over an `f32` matrix of `rows × cols` (row stride
+    /// `cols`): `y[r, c] = act(y[r, c] + bias + z[r, c])`. Arguments: y, b, z (addresses),
+    /// rows, cols, bias (0: none; 1: `b[r mod period]`, per row; 2: `b[c]`, per column),
+    /// period, residual (non-zero: add `z`, laid out as `y`), act (0 none, 1 relu, 2 clip to
+    /// `[alpha, beta]`, 3 leaky_relu with slope `alpha`, 4 sigmoid, 5 tanh, 6 hard_swish, 7 gelu,
+    /// 8 gelu_tanh) (i64), alpha, beta (f32). The IR has no null address: an operand the flags
+    /// leave unused is passed as `y`'s own address and not read.
+    Epilogue,
+    /// im2col of `f32` NCHW planes for a 2-D convolution: `col[(c·kh + ky)·kw + kx, oy·ow + ox]
+    /// = x[c, oy·sh − ph + ky·dh, ox·sw − pw + kx·dw]`, zero where that position is outside the
+    /// `h × w` input. Arguments: x, col (addresses), channels, h, w, oh, ow, kh, kw, sh, sw, ph,
+    /// pw, dh, dw (i64).
+    Im2col,
+    /// 2-D max pooling of `f32` planes: `y[p, oy, ox]` is the maximum of `x[p, oy·sh − ph +
+    /// ky·dh, ox·sw − pw + kx·dw]` over the taps inside the `h × w` input, visited in `(ky, kx)`
+    /// order, a tap replacing the maximum when it is the first inside or strictly greater (so a
+    /// NaN wins only as the first); 0 without any tap inside. Arguments: x, y (addresses),
+    /// planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw (i64).
+    MaxPool2d,
 }
 
 /// A statement.

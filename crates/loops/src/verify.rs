@@ -34,7 +34,13 @@
 //! 11. **Calls have their signature**: `sgemm` takes three `f32` buffer addresses, eight
 //!     `i64` values (m, n, k, lda, ldb, ldc, trans_a, trans_b) and two `f32` values;
 //!     `dwconv2d` three `f32` buffer addresses and fifteen `i64` values (planes, channels, h,
-//!     w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, accumulate).
+//!     w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, accumulate); `epilogue` three `f32` buffer
+//!     addresses (y, written; bias; z), six `i64` values (rows, cols, bias, period, residual,
+//!     act) and two `f32` values (alpha, beta), and its constant codes exist (bias mode 0–2, a
+//!     positive period per row, activation 0–8); `im2col` two `f32` buffer addresses (x;
+//!     col, written) and thirteen `i64` values (channels, h, w, oh, ow, kh, kw, sh, sw, ph,
+//!     pw, dh, dw); `maxpool2d` likewise (x; y, written; planes, h, w, oh, ow, kh, kw, sh, sw,
+//!     ph, pw, dh, dw).
 //! 12. **Static bounds**: an interval analysis over `i64` index expressions (loop variables
 //!     range over `[0, extent-1]`, `Let`s carry their value's interval, `If` and `Check`
 //!     conditions of the form `cmp(e, constant)` narrow `e`) must not prove an access out of
@@ -43,8 +49,14 @@
 //!     variables, so every bound is attained) yet not inside `[0, len-1]`. For `sgemm` and
 //!     `dwconv2d` with constant sizes the extent each operand spans from its base address is
 //!     checked the same way (`dwconv2d`: `planes·h·w` elements of X, `channels·kh·kw` of W,
-//!     `planes·oh·ow` of Y). This is the static half of "a compiled model never reads or
-//!     writes outside its buffers"; what it cannot prove is left to run-time checks.
+//!     `planes·oh·ow` of Y), for `epilogue` with constant rows and columns (`rows·cols`
+//!     elements of Y and Z, `min(period, rows)` or `cols` of the bias), for `im2col`
+//!     (`channels·h·w` of X, `channels·kh·kw·oh·ow` of the matrix) and for `maxpool2d`
+//!     (`planes·h·w` of X, `planes·oh·ow` of Y). An `epilogue` operand counts as read unless
+//!     its flag is a constant saying it is not (an unknown bias mode checks the larger of the
+//!     two extents), so the dummy address of an unused operand is never trusted blindly. This
+//!     is the static half of "a compiled model never reads or writes outside its buffers";
+//!     what it cannot prove is left to run-time checks.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -188,6 +200,12 @@ const INF: i128 = 1 << 100;
 const SGEMM_SCALARS: [ScalarType; 10] = {
     use ScalarType::{F32, I64};
     [I64, I64, I64, I64, I64, I64, I64, I64, F32, F32]
+};
+
+/// `epilogue`'s scalars: rows, cols, bias, period, residual, act, alpha, beta.
+const EPILOGUE_SCALARS: [ScalarType; 8] = {
+    use ScalarType::{F32, I64};
+    [I64, I64, I64, I64, I64, I64, F32, F32]
 };
 
 /// The values an `i64` expression can take: `lo..=hi`. `exact` means both bounds are attained
@@ -465,18 +483,20 @@ impl<'a> Cx<'a> {
 
     fn call(&mut self, f: RuntimeFn, args: &'a [Arg]) {
         let name = runtime_fn_name(f);
-        // Three f32 buffer addresses (the third written), then the scalars.
-        let (scalars, signature): (&[ScalarType], &str) = match f {
-            RuntimeFn::Sgemm => (&SGEMM_SCALARS, "3 addresses, 8 i64, 2 f32"),
-            RuntimeFn::DwConv2d => (&[ScalarType::I64; 15], "3 addresses, 15 i64"),
+        // The f32 buffer addresses (one of them written), then the scalars.
+        let (addresses, written, scalars, signature): (usize, usize, &[ScalarType], &str) = match f {
+            RuntimeFn::Sgemm => (3, 2, &SGEMM_SCALARS, "3 addresses, 8 i64, 2 f32"),
+            RuntimeFn::DwConv2d => (3, 2, &[ScalarType::I64; 15], "3 addresses, 15 i64"),
+            RuntimeFn::Epilogue => (3, 0, &EPILOGUE_SCALARS, "3 addresses, 6 i64, 2 f32"),
+            RuntimeFn::Im2col | RuntimeFn::MaxPool2d => (2, 1, &[ScalarType::I64; 13], "2 addresses, 13 i64"),
         };
-        if args.len() != 3 + scalars.len() {
-            self.err(format!("{name} takes {} arguments ({signature}), not {}", 3 + scalars.len(), args.len()));
+        if args.len() != addresses + scalars.len() {
+            self.err(format!("{name} takes {} arguments ({signature}), not {}", addresses + scalars.len(), args.len()));
         }
         let mut addrs = Vec::new();
         let mut ints = Vec::new();
         for (i, a) in args.iter().enumerate() {
-            let want = match i.checked_sub(3) {
+            let want = match i.checked_sub(addresses) {
                 None => None,
                 Some(j) => match scalars.get(j) {
                     Some(&t) => Some(t),
@@ -491,7 +511,7 @@ impl<'a> Cx<'a> {
                         if b.elem != ElemType::Scalar(ScalarType::F32) {
                             self.err(format!("{name} argument {i} is @{} of {} elements, not f32", buf.0, b.elem.name()));
                         }
-                        if i == 2 {
+                        if i == written {
                             self.writable(*buf, b);
                         }
                         addrs.push((*buf, b, r));
@@ -511,16 +531,19 @@ impl<'a> Cx<'a> {
                 (Arg::Value(_), None) => self.err(format!("{name} argument {i} is a value, not a buffer address")),
             }
         }
-        let [a, b, c] = &addrs[..] else { return };
-        // The last element each operand's extent reaches past its base address, when the sizes
-        // are constants and the call addresses anything.
-        let spans = match (f, &ints[..]) {
+        if addrs.len() != addresses {
+            return;
+        }
+        // The last element each operand's extent reaches past its base address (negative: the
+        // operand is not addressed), when the sizes are constants and the call addresses
+        // anything.
+        let spans: Vec<(i128, &str)> = match (f, &ints[..]) {
             (RuntimeFn::Sgemm, &[Some(m), Some(n), Some(k), Some(lda), Some(ldb), Some(ldc), Some(ta), Some(tb)]) if m > 0 && n > 0 && k > 0 && lda >= 0 && ldb >= 0 && ldc >= 0 => {
                 let (m, n, k, lda, ldb, ldc) = (i128::from(m), i128::from(n), i128::from(k), i128::from(lda), i128::from(ldb), i128::from(ldc));
                 let span_a = if ta != 0 { (k - 1) * lda + m - 1 } else { (m - 1) * lda + k - 1 };
                 let span_b = if tb != 0 { (n - 1) * ldb + k - 1 } else { (k - 1) * ldb + n - 1 };
                 let span_c = (m - 1) * ldc + n - 1;
-                [(span_a, "sgemm reads A"), (span_b, "sgemm reads B"), (span_c, "sgemm writes C")]
+                vec![(span_a, "sgemm reads A"), (span_b, "sgemm reads B"), (span_c, "sgemm writes C")]
             }
             (RuntimeFn::DwConv2d, &[Some(planes), Some(channels), Some(h), Some(w), Some(oh), Some(ow), Some(kh), Some(kw), ..]) => {
                 // Each operand is `count` planes of `a·b` elements; a zero extent addresses
@@ -531,13 +554,61 @@ impl<'a> Cx<'a> {
                     if count < 0 || a < 0 || b < 0 || n > i128::from(i64::MAX) { None } else { Some(n * i128::from(b) - 1) }
                 };
                 match (extent(planes, h, w), extent(channels, kh, kw), extent(planes, oh, ow)) {
-                    (Some(x), Some(k), Some(y)) if y >= 0 => [(x, "dwconv2d reads X"), (k, "dwconv2d reads W"), (y, "dwconv2d writes Y")],
+                    (Some(x), Some(k), Some(y)) if y >= 0 => vec![(x, "dwconv2d reads X"), (k, "dwconv2d reads W"), (y, "dwconv2d writes Y")],
                     _ => return,
                 }
             }
+            (RuntimeFn::Epilogue, &[Some(rows), Some(cols), mode, period, residual, act]) => {
+                if let Some(mode) = mode.filter(|m| !(0..=2).contains(m)) {
+                    self.err(format!("epilogue bias mode {mode} does not exist (0 none, 1 per row, 2 per column)"));
+                }
+                if let (Some(1), Some(period)) = (mode, period.filter(|&p| p <= 0)) {
+                    self.err(format!("epilogue with a bias per row of period {period}"));
+                }
+                if let Some(act) = act.filter(|a| !(0..=8).contains(a)) {
+                    self.err(format!("epilogue activation code {act} does not exist"));
+                }
+                if rows <= 0 || cols <= 0 || i128::from(rows) * i128::from(cols) > i128::from(i64::MAX) {
+                    return;
+                }
+                let (rows, cols) = (i128::from(rows), i128::from(cols));
+                // An operand counts as read unless its flag is a constant that says it is not;
+                // a bias per row of unknown period spans every row's, and one of unknown mode
+                // the most either mode reads.
+                let bias = match (mode, period) {
+                    (Some(0), _) => -1,
+                    (Some(1), Some(period)) => i128::from(period).min(rows) - 1,
+                    (Some(1), None) => rows - 1,
+                    (Some(2), _) => cols - 1,
+                    _ => rows.max(cols) - 1,
+                };
+                let z = if residual == Some(0) { -1 } else { rows * cols - 1 };
+                vec![(rows * cols - 1, "epilogue writes Y"), (bias, "epilogue reads the bias"), (z, "epilogue reads Z")]
+            }
+            (RuntimeFn::Im2col, &[Some(channels), Some(h), Some(w), Some(oh), Some(ow), Some(kh), Some(kw), ..]) => {
+                // `channels` planes of `h·w` read, `channels·kh·kw` rows of `oh·ow` written;
+                // nothing is addressed when the matrix is empty (or sizes are nonsense, which
+                // the runtime refuses).
+                let product = |v: &[i64]| v.iter().try_fold(1i128, |a, &b| if b < 0 { None } else { a.checked_mul(i128::from(b)) });
+                let (Some(x), Some(col)) = (product(&[channels, h, w]), product(&[channels, kh, kw, oh, ow])) else { return };
+                if col == 0 {
+                    return;
+                }
+                vec![(x - 1, "im2col reads X"), (col - 1, "im2col writes the matrix")]
+            }
+            (RuntimeFn::MaxPool2d, &[Some(planes), Some(h), Some(w), Some(oh), Some(ow), ..]) => {
+                // `planes` planes of `h·w` read, of `oh·ow` written; nothing is addressed when
+                // the output is empty.
+                let product = |v: &[i64]| v.iter().try_fold(1i128, |a, &b| if b < 0 { None } else { a.checked_mul(i128::from(b)) });
+                let (Some(x), Some(y)) = (product(&[planes, h, w]), product(&[planes, oh, ow])) else { return };
+                if y == 0 {
+                    return;
+                }
+                vec![(x - 1, "maxpool2d reads X"), (y - 1, "maxpool2d writes Y")]
+            }
             _ => return,
         };
-        for ((id, buf, r), (span, what)) in [a, b, c].into_iter().zip(spans) {
+        for ((id, buf, r), (span, what)) in addrs.iter().zip(spans) {
             if span < 0 {
                 continue;
             }

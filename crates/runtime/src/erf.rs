@@ -103,6 +103,19 @@ pub fn erf(x: f64) -> f64 {
     if x < 0.0 { -r } else { r }
 }
 
+/// `erfc x = 1 − erf x`, with relative precision for large `x` too (Cody's `erfc` beyond
+/// 0.46875, where `1 − erf` would cancel). Test reference for the vectorized `f32` functions.
+#[cfg(test)]
+pub(crate) fn erfc(x: f64) -> f64 {
+    if x > 0.46875 {
+        erfc_tail(x)
+    } else if x < -0.46875 {
+        2.0 - erfc_tail(-x)
+    } else {
+        1.0 - erf(x)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::erf;

@@ -2,15 +2,18 @@
 //!
 //! Every entry point is an `extern "C"` function with a stable, unmangled `kiln_rt_*` name:
 //! scalar math Cranelift has no instruction for ([`math`]), the compute micro-kernels
-//! ([`gemm`], [`dwconv`]), and the stores of narrow float formats ([`minifloat`]). The JIT
-//! registers [`symbols`] with its module; an object file produced by the ahead-of-time path
-//! links the same names from this crate's static library (`crate-type = ["rlib", "staticlib"]`).
+//! ([`gemm`], [`dwconv`], [`maxpool`]) and what surrounds them ([`im2col`], the fused ops'
+//! [`epilogue`]), and the stores of narrow float formats ([`minifloat`]). The JIT registers
+//! [`symbols`] with its module; an object file produced by the ahead-of-time path links the
+//! same names from this crate's static library (`crate-type = ["rlib", "staticlib"]`).
 //!
 //! **Semantics match the loop-IR interpreter** (`kiln_loops::interp`) bit for bit: the `f32`
 //! math functions compute in `f64` and round once, as the interpreter does, and
 //! the interpreter's `sgemm` calls [`gemm::Sgemm::run`], the same code as
-//! [`gemm::kiln_rt_sgemm`] (its `dwconv2d` likewise [`dwconv::DwConv2d::run`]). The one
-//! exception is `erf`, which the interpreter evaluates by a different formula (see [`erf`]).
+//! [`gemm::kiln_rt_sgemm`] (its `dwconv2d` likewise [`dwconv::DwConv2d::run`], `epilogue`
+//! [`epilogue::Epilogue::run`], `im2col` [`im2col::Im2col::run`], `maxpool2d`
+//! [`maxpool::MaxPool2d::run`]). The one exception is `erf`, which the interpreter evaluates
+//! by a different formula (see [`erf`]).
 //!
 //! ```
 //! let y = kiln_runtime::math::kiln_rt_expf(1.0);
@@ -20,16 +23,23 @@
 #![deny(missing_docs)]
 
 pub mod dwconv;
+pub mod epilogue;
 pub mod erf;
 pub mod gemm;
+pub mod im2col;
 pub mod math;
+pub mod maxpool;
 pub mod minifloat;
+mod vmath;
 
 /// Every runtime symbol with its address, for a JIT to resolve imports without `dlsym`.
 pub fn symbols() -> Vec<(&'static str, *const u8)> {
     let mut table = math::symbols();
     table.push(("kiln_rt_sgemm", gemm::kiln_rt_sgemm as *const u8));
     table.push(("kiln_rt_dwconv2d", dwconv::kiln_rt_dwconv2d as *const u8));
+    table.push(("kiln_rt_epilogue", epilogue::kiln_rt_epilogue as *const u8));
+    table.push(("kiln_rt_im2col", im2col::kiln_rt_im2col as *const u8));
+    table.push(("kiln_rt_maxpool2d", maxpool::kiln_rt_maxpool2d as *const u8));
     table.extend(minifloat::symbols());
     table
 }
@@ -44,8 +54,8 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), table.len());
-        // 17 unary functions and pow and fmod, each in f32 and f64, sgemm, dwconv2d, and five
-        // narrow-float encoders.
-        assert_eq!(table.len(), 2 * 19 + 2 + 5);
+        // 17 unary functions and pow and fmod, each in f32 and f64, sgemm, dwconv2d, epilogue,
+        // im2col, maxpool2d, and five narrow-float encoders.
+        assert_eq!(table.len(), 2 * 19 + 5 + 5);
     }
 }

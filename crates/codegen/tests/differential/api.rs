@@ -49,6 +49,9 @@ fn malformed_programs_are_errors_not_panics() {
     }), "loop variable");
     assert_invalid(&program(|_, a, out| vec![Stmt::Call(RuntimeFn::Sgemm, vec![Arg::Addr(a, Expr::idx(0)), Arg::Addr(out, Expr::idx(0))])]), "sgemm");
     assert_invalid(&program(|_, a, out| vec![Stmt::Call(RuntimeFn::DwConv2d, vec![Arg::Addr(a, Expr::idx(0)), Arg::Addr(a, Expr::idx(0)), Arg::Addr(out, Expr::idx(0)), Arg::Value(Expr::idx(1))])]), "dwconv2d");
+    assert_invalid(&program(|_, a, out| vec![Stmt::Call(RuntimeFn::Epilogue, vec![Arg::Addr(out, Expr::idx(0)), Arg::Addr(a, Expr::idx(0)), Arg::Addr(a, Expr::idx(0)), Arg::Value(Expr::idx(1))])]), "epilogue");
+    assert_invalid(&program(|_, a, out| vec![Stmt::Call(RuntimeFn::Im2col, vec![Arg::Addr(a, Expr::idx(0)), Arg::Addr(out, Expr::idx(0)), Arg::Value(Expr::idx(1))])]), "im2col");
+    assert_invalid(&program(|_, a, out| vec![Stmt::Call(RuntimeFn::MaxPool2d, vec![Arg::Addr(a, Expr::idx(0)), Arg::Addr(out, Expr::idx(0)), Arg::Value(Expr::idx(1))])]), "maxpool2d");
     assert_invalid(&program(|k, _, _| {
         let v = k.var(ScalarType::U8);
         vec![Stmt::Let(v, Expr::f32(1.0))]

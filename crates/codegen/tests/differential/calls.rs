@@ -1,5 +1,5 @@
-//! Runtime calls: `Sgemm`, `DwConv2d`, every math function in `f32` and `f64`, and float
-//! remainder.
+//! Runtime calls: `Sgemm`, `DwConv2d`, `Epilogue`, `Im2col`, `MaxPool2d`, every math function
+//! in `f32` and `f64`, and float remainder.
 
 use kiln_loops::*;
 
@@ -96,6 +96,132 @@ fn dwconv2d_matches_the_interpreter() {
                 i(acc),
             ],
         ));
+        hs.push(kern);
+        hs.run().unwrap();
+    }
+}
+
+#[test]
+fn epilogue_matches_the_interpreter() {
+    // (rows, cols, bias mode, period, residual, act, alpha, beta), at element offsets into
+    // larger buffers; absent operands are the output's own address, as lowering passes them.
+    let cases = [
+        (3, 5, 0, 0, 0, 1, 0.0, 0.0),
+        (4, 7, 1, 3, 1, 2, -0.5, 0.75),
+        (2, 9, 2, 0, 1, 7, 0.0, 0.0),
+        (5, 3, 1, 5, 0, 4, 0.0, 0.0),
+        (1, 33, 2, 0, 0, 3, 0.1, 0.0),
+        (6, 4, 0, 0, 1, 8, 0.0, 0.0),
+        (2, 2, 1, 2, 1, 6, 0.0, 0.0),
+    ];
+    for (rows, cols, mode, period, residual, act, alpha, beta) in cases {
+        let n = rows * cols;
+        let mut h = Harness::new();
+        let start = h.input_of(ScalarType::F32, &f32_data(n as usize + 1, 1));
+        let b = h.input_of(ScalarType::F32, &f32_data(cols.max(period) as usize + 2, 2));
+        let z = h.input_of(ScalarType::F32, &f32_data(n as usize + 3, 3));
+        let y = h.output(ElemType::Scalar(ScalarType::F32), n as u64 + 2);
+        let mut kern = Kernel::new("epilogue");
+        let i = |v: i64| Arg::Value(Expr::idx(v));
+        kern.body = kern.nest(&[n as u64], |_, idx| vec![Stmt::Store { buf: y, index: idx[0].clone() + 1, value: Expr::load(start, idx[0].clone() + 1) }]);
+        let (b_addr, z_addr) = (if mode == 0 { Arg::Addr(y, Expr::idx(1)) } else { Arg::Addr(b, Expr::idx(2)) }, if residual == 0 { Arg::Addr(y, Expr::idx(1)) } else { Arg::Addr(z, Expr::idx(3)) });
+        kern.body.push(Stmt::Call(
+            RuntimeFn::Epilogue,
+            vec![
+                Arg::Addr(y, Expr::idx(1)),
+                b_addr,
+                z_addr,
+                i(rows),
+                // An i32 argument is extended to i64, as the interpreter allows.
+                Arg::Value(Expr::int(ScalarType::I32, cols)),
+                i(mode),
+                i(period),
+                i(residual),
+                i(act),
+                Arg::Value(Expr::f32(alpha)),
+                Arg::Value(Expr::f32(beta)),
+            ],
+        ));
+        h.push(kern);
+        h.run().unwrap();
+    }
+}
+
+#[test]
+fn im2col_matches_the_interpreter() {
+    // (channels, h, w, kh, kw, sh, sw, ph, pw, dh, dw), padded after by one row and column, at
+    // element offsets into larger buffers.
+    let cases = [(2, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1), (3, 9, 20, 3, 3, 2, 2, 1, 1, 1, 1), (2, 7, 33, 2, 5, 1, 3, 0, 2, 2, 1), (1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1), (4, 8, 8, 1, 1, 2, 2, 0, 0, 1, 1)];
+    for (channels, h, w, kh, kw, sh, sw, ph, pw, dh, dw) in cases {
+        let oh = (h + ph + 1 - ((kh - 1) * dh + 1)) / sh + 1;
+        let ow = (w + pw + 1 - ((kw - 1) * dw + 1)) / sw + 1;
+        let (x_len, col_len) = (channels * h * w, channels * kh * kw * oh * ow);
+        let mut hs = Harness::new();
+        let x = hs.input_of(ScalarType::F32, &f32_data(x_len as usize + 3, 1));
+        let col = hs.output(ElemType::Scalar(ScalarType::F32), col_len as u64 + 2);
+        let mut kern = Kernel::new("im2col");
+        let i = |v: i64| Arg::Value(Expr::idx(v));
+        kern.body = vec![Stmt::Call(
+            RuntimeFn::Im2col,
+            vec![
+                Arg::Addr(x, Expr::idx(3)),
+                Arg::Addr(col, Expr::idx(1)),
+                // An i32 argument is extended to i64, as the interpreter allows.
+                Arg::Value(Expr::int(ScalarType::I32, channels)),
+                i(h),
+                i(w),
+                i(oh),
+                i(ow),
+                i(kh),
+                i(kw),
+                i(sh),
+                i(sw),
+                i(ph),
+                i(pw),
+                i(dh),
+                i(dw),
+            ],
+        )];
+        hs.push(kern);
+        hs.run().unwrap();
+    }
+}
+
+#[test]
+fn maxpool2d_matches_the_interpreter() {
+    // (planes, h, w, kh, kw, sh, sw, ph, pw, dh, dw), padded after by one row and column, at
+    // element offsets into larger buffers.
+    let cases = [(2, 9, 9, 3, 3, 2, 2, 1, 1, 1, 1), (3, 7, 33, 2, 3, 1, 1, 0, 1, 1, 1), (2, 8, 20, 2, 2, 1, 3, 1, 0, 2, 1), (1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1)];
+    for (planes, h, w, kh, kw, sh, sw, ph, pw, dh, dw) in cases {
+        let oh = (h + ph + 1 - ((kh - 1) * dh + 1)) / sh + 1;
+        let ow = (w + pw + 1 - ((kw - 1) * dw + 1)) / sw + 1;
+        let (x_len, y_len) = (planes * h * w, planes * oh * ow);
+        let mut hs = Harness::new();
+        let x = hs.input_of(ScalarType::F32, &f32_data(x_len as usize + 3, 1));
+        let y = hs.output(ElemType::Scalar(ScalarType::F32), y_len as u64 + 2);
+        let mut kern = Kernel::new("maxpool");
+        let i = |v: i64| Arg::Value(Expr::idx(v));
+        kern.body = vec![Stmt::Call(
+            RuntimeFn::MaxPool2d,
+            vec![
+                Arg::Addr(x, Expr::idx(3)),
+                Arg::Addr(y, Expr::idx(1)),
+                // An i32 argument is extended to i64, as the interpreter allows.
+                Arg::Value(Expr::int(ScalarType::I32, planes)),
+                i(h),
+                i(w),
+                i(oh),
+                i(ow),
+                i(kh),
+                i(kw),
+                i(sh),
+                i(sw),
+                i(ph),
+                i(pw),
+                i(dh),
+                i(dw),
+            ],
+        )];
         hs.push(kern);
         hs.run().unwrap();
     }

@@ -41,7 +41,7 @@
 //! - **Statements**: `loop.for`, `loop.let`, `loop.local`, `loop.assign $N = EXPR`,
 //!   `loop.store @N[INDEX] = EXPR`, `loop.if COND { ... } else { ... }` (no `else` when it is
 //!   empty), `loop.check COND, error N`, and `loop.call sgemm(addr @N[INDEX], ..., EXPR, ...)`
-//!   (likewise `dwconv2d`).
+//!   (likewise `dwconv2d`, `epilogue`, `im2col` and `maxpool2d`).
 //! - **Expressions** are prefix calls: `add(a, b)`, `lt(a, b)`, `select(c, a, b)`, `neg(x)`,
 //!   `exp(x)`, `cast<f32>(x)`, `bitcast<i32>(x)`, `load @N[INDEX]`, a variable `$N` or a
 //!   constant.

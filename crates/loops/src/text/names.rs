@@ -76,6 +76,9 @@ pub(crate) fn runtime_fn_name(f: RuntimeFn) -> &'static str {
     match f {
         RuntimeFn::Sgemm => "sgemm",
         RuntimeFn::DwConv2d => "dwconv2d",
+        RuntimeFn::Epilogue => "epilogue",
+        RuntimeFn::Im2col => "im2col",
+        RuntimeFn::MaxPool2d => "maxpool2d",
     }
 }
 
@@ -121,7 +124,7 @@ const MATH_FNS: [MathFn; 18] = [
     MathFn::Rint,
 ];
 
-const RUNTIME_FNS: [RuntimeFn; 2] = [RuntimeFn::Sgemm, RuntimeFn::DwConv2d];
+const RUNTIME_FNS: [RuntimeFn; 5] = [RuntimeFn::Sgemm, RuntimeFn::DwConv2d, RuntimeFn::Epilogue, RuntimeFn::Im2col, RuntimeFn::MaxPool2d];
 
 /// The scalar type spelled `name`.
 pub(super) fn scalar_type(name: &str) -> Option<ScalarType> {

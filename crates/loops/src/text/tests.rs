@@ -57,6 +57,16 @@ fn everything() -> Program {
                 .chain([2, 2, 4, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1].map(|v| Arg::Value(Expr::idx(v))))
                 .collect(),
         ),
+        Stmt::Call(
+            RuntimeFn::Epilogue,
+            [Arg::Addr(y, Expr::idx(0)), Arg::Addr(x, Expr::idx(2)), Arg::Addr(y, Expr::idx(0))]
+                .into_iter()
+                .chain([2, 4, 1, 2, 0, 2].map(|v| Arg::Value(Expr::idx(v))))
+                .chain([Arg::Value(Expr::f32(-0.5)), Arg::Value(Expr::f32(6.0))])
+                .collect(),
+        ),
+        Stmt::Call(RuntimeFn::Im2col, [Arg::Addr(x, Expr::idx(4)), Arg::Addr(y, Expr::idx(0))].into_iter().chain([1, 3, 3, 2, 2, 2, 2, 1, 1, 0, 0, 1, 1].map(|v| Arg::Value(Expr::idx(v)))).collect()),
+        Stmt::Call(RuntimeFn::MaxPool2d, [Arg::Addr(x, Expr::idx(5)), Arg::Addr(y, Expr::idx(0))].into_iter().chain([1, 3, 3, 2, 2, 2, 2, 1, 1, 0, 0, 1, 1].map(|v| Arg::Value(Expr::idx(v)))).collect()),
     ];
     p.kernels.push(k);
     let mut odd = Kernel::new("not an identifier");
@@ -86,6 +96,9 @@ fn a_program_round_trips_exactly() {
     assert!(text.contains("kernel \"not an identifier\" vars($0: u8) {"), "{text}");
     assert!(text.contains("loop.for $1: f32 in 0..0 {"), "{text}");
     assert!(text.contains("loop.call dwconv2d(addr @0[0i64], addr @0[8i64], addr @3[0i64], 2i64, 2i64, 4i64, "), "{text}");
+    assert!(text.contains("loop.call maxpool2d(addr @0[5i64], addr @3[0i64], 1i64, 3i64, 3i64, 2i64, "), "{text}");
+    assert!(text.contains("loop.call im2col(addr @0[4i64], addr @3[0i64], 1i64, 3i64, 3i64, 2i64, "), "{text}");
+    assert!(text.contains("loop.call epilogue(addr @3[0i64], addr @0[2i64], addr @3[0i64], 2i64, 4i64, 1i64, 2i64, 0i64, 2i64, -0.5f32, 6.0f32)"), "{text}");
     assert!(text.contains("buffer @1 \"w\" : f16[8] const bytes 16\n"), "{text}");
 }
 

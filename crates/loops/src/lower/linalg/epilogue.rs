@@ -1,11 +1,27 @@
-//! The epilogue of kiln's fused kernels (FusedConv, FusedMatMul): after the product and its
-//! bias, add the residual addend and apply the activation, element by element.
+//! The epilogue of kiln's fused kernels (FusedConv, FusedMatMul): after the product, add the
+//! bias and the residual addend and apply the activation, element by element. In `f32`, after
+//! the runtime's `sgemm` or `dwconv2d` have written the bare product, it is one call of the
+//! runtime's `epilogue` over the output ([`Epilogue::call`]); elsewhere it is part of each
+//! element's store ([`Epilogue::apply`]).
 
+use kiln_runtime::epilogue::Activation as RtActivation;
 use kiln_tir::op::Activation;
 
 use crate::ir::*;
 use crate::lower::Operand;
 use crate::lower::elementwise::{ElemResult, Scope, activation_expr};
+
+/// How the runtime `epilogue` indexes a bias over the output matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BiasIndex {
+    /// Row `r` adds `b[r mod period]`: a convolution's `[N·M, P]` output, channel `r mod M`.
+    PerRow {
+        /// The bias's length (the output channels).
+        period: u64,
+    },
+    /// Column `c` adds `b[c]`: a product's bias over its last axis.
+    PerColumn,
+}
 
 /// A fused op's residual addend and activation; the plain ops have neither.
 #[derive(Clone, Debug)]
@@ -59,6 +75,65 @@ impl Epilogue {
         self.z.is_none() && self.act == Activation::None
     }
 
+    /// The activation as the runtime's `epilogue` numbers it: its code, `alpha` and `beta`.
+    fn code(&self) -> (i64, f32, f32) {
+        let act = match self.act {
+            Activation::None => RtActivation::None,
+            Activation::Relu => RtActivation::Relu,
+            Activation::Clip => RtActivation::Clip {
+                min: self.alpha,
+                max: self.beta,
+            },
+            Activation::LeakyRelu => RtActivation::LeakyRelu { alpha: self.alpha },
+            Activation::Sigmoid => RtActivation::Sigmoid,
+            Activation::Tanh => RtActivation::Tanh,
+            Activation::HardSwish => RtActivation::HardSwish,
+            Activation::Gelu => RtActivation::Gelu,
+            Activation::GeluTanh => RtActivation::GeluTanh,
+        };
+        act.code()
+    }
+
+    /// The runtime `epilogue` call over the `f32` output `y` viewed as `rows × cols` (row
+    /// stride `cols`): adds `bias` (indexed as its [`BiasIndex`] says), then the residual
+    /// addend, and applies the activation, in place. `None` when there is nothing to do. The
+    /// loop IR has no null address, so an absent bias or addend is passed as `y`'s own address
+    /// with its flag off (the runtime and the verifier then ignore it).
+    pub fn call(
+        &self,
+        y: &Operand,
+        bias: Option<(BufId, BiasIndex)>,
+        rows: u64,
+        cols: u64,
+    ) -> Option<Stmt> {
+        if self.is_empty() && bias.is_none() {
+            return None;
+        }
+        let int = |v: i64| Arg::Value(Expr::idx(v));
+        let (b, mode, period) = match bias {
+            None => (y.buf, 0, 0),
+            Some((b, BiasIndex::PerRow { period })) => (b, 1, period as i64),
+            Some((b, BiasIndex::PerColumn)) => (b, 2, 0),
+        };
+        let (code, alpha, beta) = self.code();
+        Some(Stmt::Call(
+            RuntimeFn::Epilogue,
+            vec![
+                Arg::Addr(y.buf, Expr::idx(0)),
+                Arg::Addr(b, Expr::idx(0)),
+                Arg::Addr(self.z.unwrap_or(y.buf), Expr::idx(0)),
+                int(rows as i64),
+                int(cols as i64),
+                int(mode),
+                int(period),
+                int(i64::from(self.z.is_some())),
+                int(code),
+                Arg::Value(Expr::f32(alpha)),
+                Arg::Value(Expr::f32(beta)),
+            ],
+        ))
+    }
+
     /// The value stored at flat output index `at` whose product plus bias is `v`, of type `ty`.
     pub fn apply(&self, s: &mut Scope<'_>, v: Expr, at: &Expr, ty: ScalarType) -> ElemResult {
         if self.is_empty() {
@@ -78,34 +153,5 @@ impl Epilogue {
             }
         };
         activation_expr(s, self.act, self.alpha, self.beta, x, ty)
-    }
-
-    /// A loop over the output `y` applying the epilogue in place, after a runtime call has
-    /// filled it; no statements when the epilogue is empty.
-    pub fn pass(&self, k: &mut Kernel, y: &Operand) -> Result<Vec<Stmt>, String> {
-        if self.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ty = y.ty();
-        let mut result = Ok(());
-        let stmts = k.nest(&[y.numel()], |k, idx| {
-            let mut s = Scope {
-                k,
-                stmts: Vec::new(),
-            };
-            let v = s.k.var(ty);
-            s.stmts
-                .push(Stmt::Let(v, Expr::load(y.buf, idx[0].clone())));
-            match self.apply(&mut s, Expr::Var(v), &idx[0], ty) {
-                Ok(value) => s.stmts.push(Stmt::Store {
-                    buf: y.buf,
-                    index: idx[0].clone(),
-                    value,
-                }),
-                Err(why) => result = Err(why),
-            }
-            s.stmts
-        });
-        result.map(|()| stmts)
     }
 }

@@ -1,15 +1,16 @@
 //! MatMul (numpy semantics: 1-D promotion, batch dims broadcast), kiln's FusedMatMul and Gemm.
 //!
 //! FusedMatMul is MatMul with `B` optionally transposed in its last two axes, a bias over the
-//! output's last axis and the [`Epilogue`]. For `f32` the bias is written into the output
-//! before the `sgemm` calls (accumulated with `beta = 1`, as Gemm's `C`) and the epilogue is a
-//! pass over the output after them; other float types add the bias and apply the epilogue in
-//! each element's store.
+//! output's last axis and the [`Epilogue`]. For `f32` the `sgemm` calls write the bare product
+//! (`beta = 0`) and one call of the runtime's `epilogue` adds the bias (per column of the output
+//! viewed as `[rows, last axis]`), the residual addend and the activation (none when there is
+//! nothing to add or apply); other float types add the bias and apply the epilogue in each
+//! element's store. Gemm's `C` is written into the output first and accumulated with `beta`.
 
 use kiln_tir::NodeId;
 use kiln_tir::op::{FusedMatMul, Gemm};
 
-use super::{Epilogue, Sgemm, accumulate, is_f32, zero};
+use super::{BiasIndex, Epilogue, Sgemm, accumulate, is_f32, zero};
 use crate::build::{broadcast_index, linear, strides};
 use crate::ir::*;
 use crate::lower::elementwise::{ElemResult, Scope};
@@ -237,18 +238,6 @@ fn matmul_kernel(
     }
     let mut k = cx.kernel(n);
     if is_f32(&a) {
-        if let Some(c) = &bias {
-            let rows = y.numel().checked_div(cols).unwrap_or(0);
-            let fill = k.nest(&[rows, cols], |_, idx| {
-                vec![Stmt::Store {
-                    buf: y.buf,
-                    index: idx[0].clone() * cols as i64 + idx[1].clone(),
-                    value: Expr::load(c.buf, idx[1].clone()),
-                }]
-            });
-            k.body.extend(fill);
-        }
-        let beta = if bias.is_some() { 1.0 } else { 0.0 };
         let b_batches: u64 = s.b_batch.iter().product();
         let a_batches: u64 = s.a_batch.iter().product();
         let batches: u64 = s.batch.iter().product();
@@ -266,7 +255,7 @@ fn matmul_kernel(
                 trans_a: false,
                 trans_b: s.trans_b,
                 alpha: 1.0,
-                beta,
+                beta: 0.0,
             }
             .call()
         };
@@ -291,10 +280,9 @@ fn matmul_kernel(
             });
             k.body.extend(calls);
         }
-        let pass = epilogue
-            .pass(&mut k, &y)
-            .map_err(|e| cx.unsupported(n, e))?;
-        k.body.extend(pass);
+        let rows = y.numel().checked_div(cols).unwrap_or(0);
+        let bias = bias.as_ref().map(|c| (c.buf, BiasIndex::PerColumn));
+        k.body.extend(epilogue.call(&y, bias, rows, cols));
     } else {
         let (ab, bb, ty) = (a.buf, b.buf, y.ty());
         // The bias index is the output's last index: i when B is a vector (then n = 1), else j.

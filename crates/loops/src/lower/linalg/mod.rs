@@ -13,7 +13,7 @@ mod matmul;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub(crate) use epilogue::Epilogue;
+pub(crate) use epilogue::{BiasIndex, Epilogue};
 
 use kiln_tir::{NodeId, Op};
 

@@ -146,6 +146,32 @@ pub(crate) fn check(src: &str, inputs: &[Tensor]) {
     }
 }
 
+/// The runtime routines a lowered graph calls, in order.
+pub(crate) fn calls(src: &str) -> Vec<RuntimeFn> {
+    fn walk(stmts: &[Stmt], out: &mut Vec<RuntimeFn>) {
+        for s in stmts {
+            match s {
+                Stmt::Call(f, _) => out.push(*f),
+                Stmt::For { body, .. } => walk(body, out),
+                Stmt::If {
+                    then, otherwise, ..
+                } => {
+                    walk(then, out);
+                    walk(otherwise, out);
+                }
+                _ => {}
+            }
+        }
+    }
+    let g = parse(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let program = lower(&g).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let mut out = Vec::new();
+    for k in &program.kernels {
+        walk(&k.body, &mut out);
+    }
+    out
+}
+
 /// (A dims, B dims as stored, transB, Y dims)
 type MatCase = (&'static [u64], &'static [u64], u8, &'static [u64]);
 
@@ -224,5 +250,107 @@ fn unsupported_fused_shapes_and_types_are_errors() {
         let g = parse(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
         let err = lower(&g).expect_err(&src);
         assert!(err.to_string().contains(why), "{err}");
+    }
+}
+
+#[test]
+fn f32_products_call_sgemm_then_one_epilogue() {
+    use RuntimeFn::{Epilogue, Sgemm};
+    // (case, bias, residual addend, activation index, the calls)
+    let cases = [
+        (MATMUL_CASES[3], false, false, 0, vec![Sgemm]),
+        (MATMUL_CASES[3], true, false, 0, vec![Sgemm, Epilogue]),
+        (MATMUL_CASES[4], false, true, 0, vec![Sgemm, Epilogue]),
+        (MATMUL_CASES[0], false, false, 7, vec![Sgemm, Epilogue]),
+        (MATMUL_CASES[6], true, true, 2, vec![Sgemm, Epilogue]),
+    ];
+    for ((a, b, trans_b, y), with_bias, z, act, want) in cases {
+        let bias = [*y.last().unwrap_or(&1)];
+        let attrs = format!("{}, transB = {trans_b}", ACTIVATIONS[act]);
+        let (src, _) = fused_graph("fused_matmul", "f32", [a, b], with_bias.then_some(&bias[..]), z, y, &attrs);
+        assert_eq!(calls(&src), want, "{src}");
+        let (src, _) = fused_graph("fused_matmul", "f64", [a, b], with_bias.then_some(&bias[..]), z, y, &attrs);
+        assert_eq!(calls(&src), vec![], "{src}");
+    }
+}
+
+/// The runtime `epilogue` against the loop IR's own expressions of the same epilogue (what
+/// generated code computed element by element before the runtime routine, and still computes
+/// for other float types), both run in the interpreter, on special values (NaN, ±inf, ±0,
+/// huge, tiny, the activations' breakpoints) and a sweep, for every activation, with a bias
+/// per column and the residual addend: bit for bit (NaN for NaN) for the piecewise
+/// activations; for the transcendental ones (the runtime's vectorized `f32` functions against
+/// `f64` math rounded) within 8 ulp plus the expressions' own error where `1 + erf` or
+/// `1 + tanh` cancel (`6·10⁻⁸·|v|`, `v` the activation's argument).
+#[test]
+fn the_runtime_epilogue_is_the_loop_ir_expressions() {
+    use kiln_tir::op::Activation;
+
+    use crate::lower::Operand;
+    use crate::lower::elementwise::Scope;
+    use crate::lower::linalg::{BiasIndex, Epilogue};
+
+    let special = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0, 1e30, -1e30, 1e-40, -3.0, 3.0, -0.5, 0.75, 6.0, 100.0, -100.0, 0.1, -8.5, 20.0];
+    let mut xs: Vec<f32> = special.to_vec();
+    xs.extend((-400..=400).map(|i| i as f32 / 37.0));
+    let cols = 3u64;
+    let n = (xs.len() as u64).div_ceil(cols) * cols;
+    xs.resize(n as usize, 0.5);
+    let bias: Vec<f32> = vec![0.0, -0.0, 0.25];
+    let z: Vec<f32> = (0..n).map(|i| if i % 5 == 0 { special[(i / 5) as usize % special.len()] } else { 0.0 }).collect();
+    let acts = [
+        (Activation::None, 0.0, 0.0),
+        (Activation::Relu, 0.0, 0.0),
+        (Activation::Clip, -0.5, 0.75),
+        (Activation::Clip, 0.0, 6.0),
+        (Activation::Clip, -0.0, 0.0),
+        (Activation::Clip, 2.0, -1.0),
+        (Activation::LeakyRelu, 0.1, 0.0),
+        (Activation::Sigmoid, 0.0, 0.0),
+        (Activation::Tanh, 0.0, 0.0),
+        (Activation::HardSwish, 0.0, 0.0),
+        (Activation::Gelu, 0.0, 0.0),
+        (Activation::GeluTanh, 0.0, 0.0),
+    ];
+    let f32t = ElemType::Scalar(ScalarType::F32);
+    let bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    for (act, alpha, beta) in acts {
+        for residual in [false, true] {
+            let mut p = Program::default();
+            let buffer = |p: &mut Program, name: &str, len: u64, kind: BufferKind| p.add_buffer(Buffer { name: name.into(), elem: f32t, len, kind });
+            let x = buffer(&mut p, "x", n, BufferKind::Input(0));
+            let b = buffer(&mut p, "b", cols, BufferKind::Input(1));
+            let zb = buffer(&mut p, "z", n, BufferKind::Input(2));
+            let by_runtime = buffer(&mut p, "runtime", n, BufferKind::Output(0));
+            let by_exprs = buffer(&mut p, "exprs", n, BufferKind::Output(1));
+            let e = Epilogue { z: residual.then_some(zb), act, alpha, beta };
+            let y = Operand { buf: by_runtime, dims: vec![n / cols, cols], elem: f32t };
+            let mut k = Kernel::new("runtime");
+            k.body = k.nest(&[n], |_, i| vec![Stmt::Store { buf: by_runtime, index: i[0].clone(), value: Expr::load(x, i[0].clone()) }]);
+            k.body.extend(e.call(&y, Some((b, BiasIndex::PerColumn)), n / cols, cols));
+            p.kernels.push(k);
+            let mut k = Kernel::new("exprs");
+            k.body = k.nest(&[n / cols, cols], |k, i| {
+                let at = i[0].clone() * cols as i64 + i[1].clone();
+                let mut s = Scope { k, stmts: Vec::new() };
+                let v = Expr::load(x, at.clone()) + Expr::load(b, i[1].clone());
+                let value = e.apply(&mut s, v, &at, ScalarType::F32).expect("an f32 activation");
+                s.stmts.push(Stmt::Store { buf: by_exprs, index: at, value });
+                s.stmts
+            });
+            p.kernels.push(k);
+            crate::verify::verify(&p).unwrap_or_else(|e| panic!("{e:?}"));
+            let mut memory = vec![bytes(&xs), bytes(&bias), bytes(&z), vec![0; 4 * n as usize], vec![0; 4 * n as usize]];
+            interp::run(&p, &mut memory).unwrap_or_else(|e| panic!("{act:?}: {e}"));
+            let floats = |m: &[u8]| -> Vec<f32> { m.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect() };
+            let (got, want) = (floats(&memory[3]), floats(&memory[4]));
+            let exact = matches!(act, Activation::None | Activation::Relu | Activation::Clip | Activation::LeakyRelu | Activation::HardSwish);
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                let v = xs[i] + bias[i % cols as usize] + if residual { z[i] } else { 0.0 };
+                let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
+                let close = !exact && (g - w).abs() <= 8.0 * f32::EPSILON * w.abs() + 6e-8 * v.abs() + 1e-40;
+                assert!(same || close, "{act:?} ({alpha}, {beta}), residual {residual}, element {i} ({v}): runtime {g}, expressions {w}");
+            }
+        }
     }
 }

@@ -1,13 +1,15 @@
 //! Conv, kiln's FusedConv, ConvInteger and QLinearConv.
 //!
-//! `f32` Conv is im2col into a scratch buffer plus one `sgemm` per image and group (a 1×1
-//! unstrided, unpadded convolution multiplies the input directly); a bias is written into the
-//! output first and accumulated with `beta = 1`. A 2-D `f32` depthwise convolution (one output
-//! channel per input channel: `group == C == M`) is one call of the runtime's `dwconv2d` over
-//! all `N·C` planes, accumulating onto the bias the same way. Other depthwise convolutions,
-//! other element types and the quantized forms are a direct loop nest. FusedConv is Conv
-//! followed, in the same kernel, by its [`Epilogue`]: a pass over the output after the runtime
-//! calls, or part of each element's store in the direct nest.
+//! `f32` Conv is im2col into a scratch buffer (the runtime's `im2col` over two spatial dims, a
+//! loop nest over others) plus one `sgemm` per image and group (a 1×1 unstrided, unpadded
+//! convolution multiplies the input directly). A 2-D `f32` depthwise
+//! convolution (one output channel per input channel: `group == C == M`) is one call of the
+//! runtime's `dwconv2d` over all `N·C` planes. Both write the bare convolution (`beta = 0`, no
+//! accumulation); one call of the runtime's `epilogue` then adds the bias (per row of the
+//! `[N·M, P]` output: channel `r mod M`) and FusedConv's residual addend and activation
+//! ([`Epilogue::call`]; no call when there is none of them). Other depthwise convolutions,
+//! other element types and the quantized forms are a direct loop nest, the bias its
+//! accumulator's start and the [`Epilogue`] part of each element's store.
 
 use kiln_tir::NodeId;
 use kiln_tir::op::{AutoPad, FusedConv};
@@ -16,7 +18,7 @@ use super::{Window, WindowAttrs, guarded, spatial};
 use crate::build::{linear, strides};
 use crate::ir::*;
 use crate::lower::elementwise::{ElemResult, Scope};
-use crate::lower::linalg::{Epilogue, Sgemm, is_f32, zero};
+use crate::lower::linalg::{BiasIndex, Epilogue, Sgemm, is_f32, zero};
 use crate::lower::{LowerError, Lowerer, Operand};
 
 /// The attributes the three convolutions share.
@@ -226,14 +228,13 @@ fn conv_kernel(
     let depthwise = s.cg == 1 && s.mg == 1;
     if is_f32(&x) && (!depthwise || s.win.rank() == 2) {
         k.body = if depthwise {
-            dwconv2d(&mut k, &s, &x, &w, bias.as_ref(), &y)
+            vec![dwconv2d(&s, &x, &w, &y)]
         } else {
-            im2col_sgemm(cx, &mut k, &s, &x, &w, bias.as_ref(), &y)
+            im2col_sgemm(cx, &mut k, &s, &x, &w, &y)
         };
-        let pass = epilogue
-            .pass(&mut k, &y)
-            .map_err(|e| cx.unsupported(n, e))?;
-        k.body.extend(pass);
+        let bias = bias.map(|b| (b.buf, BiasIndex::PerRow { period: s.m }));
+        k.body
+            .extend(epilogue.call(&y, bias, s.batch * s.m, s.win.out_plane()));
     } else {
         let ty = y.ty();
         let bb = bias.as_ref().map(|b| b.buf);
@@ -252,31 +253,9 @@ fn conv_kernel(
     Ok(())
 }
 
-/// The bias written into every output plane of its channel (nothing without a bias), for the
-/// runtime calls to accumulate onto.
-fn fill_bias(k: &mut Kernel, s: &ConvShape, bias: Option<&Operand>, y: &Operand) -> Vec<Stmt> {
-    let Some(b) = bias else { return Vec::new() };
-    let p = s.win.out_plane();
-    k.nest(&[s.batch, s.m, p], |_, idx| {
-        vec![Stmt::Store {
-            buf: y.buf,
-            index: (idx[0].clone() * s.m as i64 + idx[1].clone()) * p as i64 + idx[2].clone(),
-            value: Expr::load(b.buf, idx[1].clone()),
-        }]
-    })
-}
-
 /// The `f32` depthwise 2-D Conv: one `dwconv2d` call over the `N·C` planes, each with its
-/// channel's kernel, onto the bias when there is one.
-fn dwconv2d(
-    k: &mut Kernel,
-    s: &ConvShape,
-    x: &Operand,
-    w: &Operand,
-    bias: Option<&Operand>,
-    y: &Operand,
-) -> Vec<Stmt> {
-    let mut body = fill_bias(k, s, bias, y);
+/// channel's kernel.
+fn dwconv2d(s: &ConvShape, x: &Operand, w: &Operand, y: &Operand) -> Stmt {
     let win = &s.win;
     let int = |v: i64| Arg::Value(Expr::idx(v));
     let size = |v: u64| int(v as i64);
@@ -301,24 +280,51 @@ fn dwconv2d(
             .chain(&win.dilations)
             .map(|&v| int(v)),
     );
-    args.push(int(i64::from(bias.is_some())));
-    body.push(Stmt::Call(RuntimeFn::DwConv2d, args));
-    body
+    // Not accumulating: the epilogue adds the bias.
+    args.push(int(0));
+    Stmt::Call(RuntimeFn::DwConv2d, args)
+}
+
+/// The runtime's 2-D im2col of the `Cg` input channels from element `x0` of `x` into the
+/// scratch matrix `col` (`[Cg·kh·kw, oh·ow]`).
+fn im2col2d(s: &ConvShape, x: BufId, x0: Expr, col: BufId) -> Stmt {
+    let win = &s.win;
+    let int = |v: i64| Arg::Value(Expr::idx(v));
+    let mut args = vec![
+        Arg::Addr(x, x0),
+        Arg::Addr(col, Expr::idx(0)),
+        int(s.cg as i64),
+    ];
+    args.extend(
+        win.input
+            .iter()
+            .chain(&win.output)
+            .chain(&win.kernel)
+            .map(|&v| int(v as i64)),
+    );
+    args.extend(
+        win.strides
+            .iter()
+            .chain(&win.pad_begin)
+            .chain(&win.dilations)
+            .map(|&v| int(v)),
+    );
+    Stmt::Call(RuntimeFn::Im2col, args)
 }
 
 /// The `f32` Conv: per image and group, im2col of the group's input channels into a scratch
-/// matrix `[Cg·taps, P]` and `Y_g[Mg, P] = W_g[Mg, Cg·taps] · col`.
+/// matrix `[Cg·taps, P]` (the runtime's `im2col` over two spatial dims, a loop nest over
+/// others) and `Y_g[Mg, P] = W_g[Mg, Cg·taps] · col`.
 fn im2col_sgemm(
     cx: &mut Lowerer<'_>,
     k: &mut Kernel,
     s: &ConvShape,
     x: &Operand,
     w: &Operand,
-    bias: Option<&Operand>,
     y: &Operand,
 ) -> Vec<Stmt> {
     let (p, taps) = (s.win.out_plane(), s.win.taps());
-    let mut body = fill_bias(k, s, bias, y);
+    let mut body = Vec::new();
     let col = (!s.pointwise()).then(|| {
         cx.program.add_buffer(Buffer {
             name: format!("{}_col", k.name),
@@ -335,6 +341,10 @@ fn im2col_sgemm(
         let mut stmts = Vec::new();
         let b_matrix = match col {
             None => (x.buf, c0 * s.win.plane() as i64),
+            Some(col) if r == 2 => {
+                stmts.push(im2col2d(s, x.buf, c0 * s.win.plane() as i64, col));
+                (col, Expr::idx(0))
+            }
             Some(col) => {
                 let mut dims = vec![s.cg];
                 dims.extend(&s.win.kernel);
@@ -386,7 +396,7 @@ fn im2col_sgemm(
                 trans_a: false,
                 trans_b: false,
                 alpha: 1.0,
-                beta: if bias.is_some() { 1.0 } else { 0.0 },
+                beta: 0.0,
             }
             .call(),
         );

@@ -3,7 +3,9 @@
 //!
 //! A pool is a loop over `[N·C, out...]` with a loop over the window's taps inside; taps that
 //! fall outside the input (padding, or past the end under `ceil_mode`) are skipped. The global
-//! pools are windows as large as the input.
+//! pools are windows as large as the input. An `f32` max pool over two spatial dims without
+//! the Indices output is one call of the runtime's `maxpool2d` instead (the same taps, order
+//! and NaN rule, vectorized).
 
 use kiln_tir::op::{AutoPad, MaxUnpool};
 use kiln_tir::{NodeId, Op};
@@ -89,6 +91,17 @@ pub(super) fn pool(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
     };
     if indices.as_ref().is_some_and(|i| i.elem != ElemType::Scalar(ScalarType::I64) || i.dims != y.dims) {
         return Err(cx.unsupported(n, "Indices must be i64 shaped like Y"));
+    }
+    if matches!(a.reduction, Reduction::Max { .. }) && indices.is_none() && x.elem == ElemType::Scalar(ScalarType::F32) && win.rank() == 2 {
+        // The runtime's maxpool2d over all N·C planes; its taps and NaN rule are the nest's below.
+        let int = |v: i64| Arg::Value(Expr::idx(v));
+        let mut args = vec![Arg::Addr(x.buf, Expr::idx(0)), Arg::Addr(y.buf, Expr::idx(0)), int((x.dims[0] * x.dims[1]) as i64)];
+        args.extend(win.input.iter().chain(&win.output).chain(&win.kernel).map(|&v| int(v as i64)));
+        args.extend(win.strides.iter().chain(&win.pad_begin).chain(&win.dilations).map(|&v| int(v)));
+        let mut k = cx.kernel(n);
+        k.body = vec![Stmt::Call(RuntimeFn::MaxPool2d, args)];
+        cx.push(k);
+        return Ok(());
     }
     let (plane, out_plane) = (win.plane() as i64, win.out_plane() as i64);
     let ost = strides(&win.output);

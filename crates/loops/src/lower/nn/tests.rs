@@ -1,14 +1,12 @@
 //! FusedConv lowered, run in the interpreter and compared with the reference evaluator (which
 //! computes it as Conv, Add and the activation): every activation, with and without the bias
-//! and the residual addend, in `f32` (im2col and `sgemm`; the runtime's `dwconv2d` when
-//! depthwise over two spatial dims, the direct nest over one) and `f64` (the direct nest),
+//! and the residual addend, in `f32` (im2col, the runtime's over two spatial dims, and
+//! `sgemm`, or the runtime's `dwconv2d` when depthwise over two spatial dims, then the
+//! runtime's `epilogue`; the direct nest when depthwise over one) and `f64` (the direct nest),
 //! over grouped, strided, padded, dilated and 1×1 convolutions.
 
-use kiln_tir::text::parse;
-
-use crate::ir::{RuntimeFn, Stmt};
-use crate::lower::linalg::tests::{ACTIVATIONS, DTYPES, check, fused_graph};
-use crate::lower::lower;
+use crate::ir::RuntimeFn;
+use crate::lower::linalg::tests::{ACTIVATIONS, DTYPES, calls, check, fused_graph};
 
 /// A convolution: X dims, W dims, group, strides, dilations, pads (begins then ends).
 struct ConvCase {
@@ -131,52 +129,65 @@ fn fused_conv_matches_the_unfused_ops() {
     }
 }
 
-/// The runtime routines a lowered graph calls, in order.
-fn calls(src: &str) -> Vec<RuntimeFn> {
-    fn walk(stmts: &[Stmt], out: &mut Vec<RuntimeFn>) {
-        for s in stmts {
-            match s {
-                Stmt::Call(f, _) => out.push(*f),
-                Stmt::For { body, .. } => walk(body, out),
-                Stmt::If {
-                    then, otherwise, ..
-                } => {
-                    walk(then, out);
-                    walk(otherwise, out);
-                }
-                _ => {}
-            }
-        }
-    }
-    let g = parse(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
-    let program = lower(&g).unwrap_or_else(|e| panic!("{e}\n{src}"));
-    let mut out = Vec::new();
-    for k in &program.kernels {
-        walk(&k.body, &mut out);
-    }
-    out
-}
-
 #[test]
-fn depthwise_f32_in_two_dims_calls_dwconv2d() {
-    for (c, dt, want) in [
-        (&CONV_CASES[2], "f32", vec![RuntimeFn::DwConv2d]),
-        (&CONV_CASES[3], "f32", vec![RuntimeFn::DwConv2d]),
-        (&CONV_CASES[3], "f64", vec![]),
-        (&CONV_CASES[4], "f32", vec![]),
-        (&CONV_CASES[5], "f32", vec![RuntimeFn::Sgemm]),
-    ] {
+fn f32_convolutions_call_the_runtime_then_one_epilogue() {
+    use RuntimeFn::{DwConv2d, Epilogue, Im2col, Sgemm};
+    // (case, dtype, bias, residual addend, activation index, the calls)
+    let cases = [
+        (&CONV_CASES[2], "f32", true, true, 1, vec![DwConv2d, Epilogue]),
+        (&CONV_CASES[3], "f32", true, false, 0, vec![DwConv2d, Epilogue]),
+        (&CONV_CASES[3], "f32", false, false, 0, vec![DwConv2d]),
+        (&CONV_CASES[3], "f64", true, true, 1, vec![]),
+        (&CONV_CASES[4], "f32", true, true, 1, vec![]),
+        // One im2col and sgemm per image and group, then one epilogue over the whole output;
+        // a 1×1 convolution needs no im2col, one over one spatial dim has a loop nest.
+        (&CONV_CASES[5], "f32", false, true, 0, vec![Im2col, Sgemm, Epilogue]),
+        (&CONV_CASES[0], "f32", false, false, 7, vec![Im2col, Sgemm, Epilogue]),
+        (&CONV_CASES[1], "f32", false, false, 0, vec![Sgemm]),
+        (&CONV_CASES[6], "f32", true, false, 0, vec![Sgemm, Epilogue]),
+    ];
+    for (c, dt, with_bias, z, act, want) in cases {
         let bias = [c.w[0]];
-        let attrs = format!("{}, {}", ACTIVATIONS[1], c.attrs());
+        let attrs = format!("{}, {}", ACTIVATIONS[act], c.attrs());
         let (src, _) = fused_graph(
             "fused_conv",
             dt,
             [c.x, c.w],
-            Some(&bias[..]),
-            true,
+            with_bias.then_some(&bias[..]),
+            z,
             &c.y(),
             &attrs,
         );
+        // The im2col and sgemm calls sit in a loop over images and groups: one in the body.
         assert_eq!(calls(&src), want, "{src}");
     }
+}
+
+/// MaxPool in `f32` over two spatial dims calls the runtime's `maxpool2d` (other ranks, types
+/// and the Indices output keep the loop nest), and matches the reference evaluator: strides,
+/// dilations, asymmetric padding, `ceil_mode`, a global pool, and NaN in the input.
+#[test]
+fn max_pool_calls_maxpool2d_and_matches_the_evaluator() {
+    use crate::lower::linalg::tests::{tensor, ty};
+    // (X dims, attributes, Y dims)
+    let cases: [(&[u64], &str, &[u64]); 6] = [
+        (&[2, 3, 9, 9], "kernel_shape = [3, 3], pads = [1, 1, 1, 1], strides = [2, 2]", &[2, 3, 5, 5]),
+        (&[1, 2, 7, 30], "kernel_shape = [2, 3], strides = [1, 1]", &[1, 2, 6, 28]),
+        (&[1, 2, 8, 37], "dilations = [2, 1], kernel_shape = [2, 2], pads = [0, 2, 1, 0], strides = [1, 2]", &[1, 2, 7, 19]),
+        (&[1, 1, 6, 6], "ceil_mode = 1, kernel_shape = [3, 3], strides = [2, 2]", &[1, 1, 3, 3]),
+        (&[1, 3, 5, 33], "kernel_shape = [5, 33]", &[1, 3, 1, 1]),
+        (&[2, 2, 4, 21], "kernel_shape = [3, 3], pads = [2, 2, 2, 2], strides = [3, 3]", &[2, 2, 2, 8]),
+    ];
+    for dt in DTYPES {
+        for (x, attrs, y) in cases {
+            let src = format!("graph @main(%0: {}) -> ({yt}) {{\n  %1 = tensor.max_pool(%0) {{{attrs}}} : {yt}\n  return %1\n}}", ty(dt, x), yt = ty(dt, y));
+            let want = if dt == "f32" { vec![RuntimeFn::MaxPool2d] } else { vec![] };
+            assert_eq!(calls(&src), want, "{src}");
+            check(&src, &[tensor(dt, x, 7, true)]);
+        }
+    }
+    // One spatial dim keeps the nest.
+    let src = "graph @main(%0: f32[1, 2, 9]) -> (f32[1, 2, 4]) {\n  %1 = tensor.max_pool(%0) {kernel_shape = [3], strides = [2]} : f32[1, 2, 4]\n  return %1\n}";
+    assert_eq!(calls(src), vec![], "{src}");
+    check(src, &[tensor("f32", &[1, 2, 9], 7, true)]);
 }
