@@ -62,7 +62,9 @@ use std::collections::HashSet;
 use std::fmt;
 
 use crate::ir::*;
-use crate::text::names::{binop_name, cmp_name, math_name, runtime_fn_name, unop_name};
+use crate::text::names::{binop_name, cmp_name, math_name, unop_name};
+
+mod calls;
 
 /// One invariant violation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -195,18 +197,6 @@ impl Def {
 
 /// Infinity for [`Range`] bounds; any bound outside `i64` means "unknown on that side".
 const INF: i128 = 1 << 100;
-
-/// `sgemm`'s scalars: m, n, k, lda, ldb, ldc, trans_a, trans_b, alpha, beta.
-const SGEMM_SCALARS: [ScalarType; 10] = {
-    use ScalarType::{F32, I64};
-    [I64, I64, I64, I64, I64, I64, I64, I64, F32, F32]
-};
-
-/// `epilogue`'s scalars: rows, cols, bias, period, residual, act, alpha, beta.
-const EPILOGUE_SCALARS: [ScalarType; 8] = {
-    use ScalarType::{F32, I64};
-    [I64, I64, I64, I64, I64, I64, F32, F32]
-};
 
 /// The values an `i64` expression can take: `lo..=hi`. `exact` means both bounds are attained
 /// when the enclosing loops run in full: the expression is affine in the loop variables
@@ -478,142 +468,6 @@ impl<'a> Cx<'a> {
         if outside || escapes {
             let at = if r.lo == r.hi { format!("index {}", r.lo) } else { format!("indices {}..={}", r.lo, r.hi) };
             self.err(format!("{what} at {at} is out of bounds: @{} {:?} has {} elements", id.0, b.name, b.len));
-        }
-    }
-
-    fn call(&mut self, f: RuntimeFn, args: &'a [Arg]) {
-        let name = runtime_fn_name(f);
-        // The f32 buffer addresses (one of them written), then the scalars.
-        let (addresses, written, scalars, signature): (usize, usize, &[ScalarType], &str) = match f {
-            RuntimeFn::Sgemm => (3, 2, &SGEMM_SCALARS, "3 addresses, 8 i64, 2 f32"),
-            RuntimeFn::DwConv2d => (3, 2, &[ScalarType::I64; 15], "3 addresses, 15 i64"),
-            RuntimeFn::Epilogue => (3, 0, &EPILOGUE_SCALARS, "3 addresses, 6 i64, 2 f32"),
-            RuntimeFn::Im2col | RuntimeFn::MaxPool2d => (2, 1, &[ScalarType::I64; 13], "2 addresses, 13 i64"),
-        };
-        if args.len() != addresses + scalars.len() {
-            self.err(format!("{name} takes {} arguments ({signature}), not {}", addresses + scalars.len(), args.len()));
-        }
-        let mut addrs = Vec::new();
-        let mut ints = Vec::new();
-        for (i, a) in args.iter().enumerate() {
-            let want = match i.checked_sub(addresses) {
-                None => None,
-                Some(j) => match scalars.get(j) {
-                    Some(&t) => Some(t),
-                    // Arguments past the signature are only counted (above).
-                    None => continue,
-                },
-            };
-            match (a, want) {
-                (Arg::Addr(buf, index), None) => {
-                    let r = self.index(index, &format!("{name} address"));
-                    if let Some(b) = self.buffer(*buf) {
-                        if b.elem != ElemType::Scalar(ScalarType::F32) {
-                            self.err(format!("{name} argument {i} is @{} of {} elements, not f32", buf.0, b.elem.name()));
-                        }
-                        if i == written {
-                            self.writable(*buf, b);
-                        }
-                        addrs.push((*buf, b, r));
-                    }
-                }
-                (Arg::Value(e), Some(want)) => {
-                    if let Some(got) = self.expr(e)
-                        && got != want
-                    {
-                        self.err(format!("{name} argument {i} is {}, not {}", got.name(), want.name()));
-                    }
-                    if want == ScalarType::I64 {
-                        ints.push(self.range(e).as_constant());
-                    }
-                }
-                (Arg::Addr(..), Some(_)) => self.err(format!("{name} argument {i} is an address, not a value")),
-                (Arg::Value(_), None) => self.err(format!("{name} argument {i} is a value, not a buffer address")),
-            }
-        }
-        if addrs.len() != addresses {
-            return;
-        }
-        // The last element each operand's extent reaches past its base address (negative: the
-        // operand is not addressed), when the sizes are constants and the call addresses
-        // anything.
-        let spans: Vec<(i128, &str)> = match (f, &ints[..]) {
-            (RuntimeFn::Sgemm, &[Some(m), Some(n), Some(k), Some(lda), Some(ldb), Some(ldc), Some(ta), Some(tb)]) if m > 0 && n > 0 && k > 0 && lda >= 0 && ldb >= 0 && ldc >= 0 => {
-                let (m, n, k, lda, ldb, ldc) = (i128::from(m), i128::from(n), i128::from(k), i128::from(lda), i128::from(ldb), i128::from(ldc));
-                let span_a = if ta != 0 { (k - 1) * lda + m - 1 } else { (m - 1) * lda + k - 1 };
-                let span_b = if tb != 0 { (n - 1) * ldb + k - 1 } else { (k - 1) * ldb + n - 1 };
-                let span_c = (m - 1) * ldc + n - 1;
-                vec![(span_a, "sgemm reads A"), (span_b, "sgemm reads B"), (span_c, "sgemm writes C")]
-            }
-            (RuntimeFn::DwConv2d, &[Some(planes), Some(channels), Some(h), Some(w), Some(oh), Some(ow), Some(kh), Some(kw), ..]) => {
-                // Each operand is `count` planes of `a·b` elements; a zero extent addresses
-                // nothing, and so does the whole call when the output is empty.
-                let extent = |count: i64, a: i64, b: i64| {
-                    let n = i128::from(count) * i128::from(a);
-                    // `count·a` past `i64` (sizes the runtime refuses) could overflow the product.
-                    if count < 0 || a < 0 || b < 0 || n > i128::from(i64::MAX) { None } else { Some(n * i128::from(b) - 1) }
-                };
-                match (extent(planes, h, w), extent(channels, kh, kw), extent(planes, oh, ow)) {
-                    (Some(x), Some(k), Some(y)) if y >= 0 => vec![(x, "dwconv2d reads X"), (k, "dwconv2d reads W"), (y, "dwconv2d writes Y")],
-                    _ => return,
-                }
-            }
-            (RuntimeFn::Epilogue, &[Some(rows), Some(cols), mode, period, residual, act]) => {
-                if let Some(mode) = mode.filter(|m| !(0..=2).contains(m)) {
-                    self.err(format!("epilogue bias mode {mode} does not exist (0 none, 1 per row, 2 per column)"));
-                }
-                if let (Some(1), Some(period)) = (mode, period.filter(|&p| p <= 0)) {
-                    self.err(format!("epilogue with a bias per row of period {period}"));
-                }
-                if let Some(act) = act.filter(|a| !(0..=8).contains(a)) {
-                    self.err(format!("epilogue activation code {act} does not exist"));
-                }
-                if rows <= 0 || cols <= 0 || i128::from(rows) * i128::from(cols) > i128::from(i64::MAX) {
-                    return;
-                }
-                let (rows, cols) = (i128::from(rows), i128::from(cols));
-                // An operand counts as read unless its flag is a constant that says it is not;
-                // a bias per row of unknown period spans every row's, and one of unknown mode
-                // the most either mode reads.
-                let bias = match (mode, period) {
-                    (Some(0), _) => -1,
-                    (Some(1), Some(period)) => i128::from(period).min(rows) - 1,
-                    (Some(1), None) => rows - 1,
-                    (Some(2), _) => cols - 1,
-                    _ => rows.max(cols) - 1,
-                };
-                let z = if residual == Some(0) { -1 } else { rows * cols - 1 };
-                vec![(rows * cols - 1, "epilogue writes Y"), (bias, "epilogue reads the bias"), (z, "epilogue reads Z")]
-            }
-            (RuntimeFn::Im2col, &[Some(channels), Some(h), Some(w), Some(oh), Some(ow), Some(kh), Some(kw), ..]) => {
-                // `channels` planes of `h·w` read, `channels·kh·kw` rows of `oh·ow` written;
-                // nothing is addressed when the matrix is empty (or sizes are nonsense, which
-                // the runtime refuses).
-                let product = |v: &[i64]| v.iter().try_fold(1i128, |a, &b| if b < 0 { None } else { a.checked_mul(i128::from(b)) });
-                let (Some(x), Some(col)) = (product(&[channels, h, w]), product(&[channels, kh, kw, oh, ow])) else { return };
-                if col == 0 {
-                    return;
-                }
-                vec![(x - 1, "im2col reads X"), (col - 1, "im2col writes the matrix")]
-            }
-            (RuntimeFn::MaxPool2d, &[Some(planes), Some(h), Some(w), Some(oh), Some(ow), ..]) => {
-                // `planes` planes of `h·w` read, of `oh·ow` written; nothing is addressed when
-                // the output is empty.
-                let product = |v: &[i64]| v.iter().try_fold(1i128, |a, &b| if b < 0 { None } else { a.checked_mul(i128::from(b)) });
-                let (Some(x), Some(y)) = (product(&[planes, h, w]), product(&[planes, oh, ow])) else { return };
-                if y == 0 {
-                    return;
-                }
-                vec![(x - 1, "maxpool2d reads X"), (y - 1, "maxpool2d writes Y")]
-            }
-            _ => return,
-        };
-        for ((id, buf, r), (span, what)) in addrs.iter().zip(spans) {
-            if span < 0 {
-                continue;
-            }
-            let widened = if r.known() { Range::make(r.lo, r.hi + span, r.exact, r.vars.clone()) } else { Range::TOP };
-            self.bounds(what, *id, buf, &widened);
         }
     }
 

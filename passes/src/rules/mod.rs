@@ -329,7 +329,7 @@ pub fn add_constant(eg: &mut Egraph, t: Tensor) -> Id {
     let key = (
         t.dtype,
         t.shape.clone(),
-        t.raw().map(bytes_of).unwrap_or_default(),
+        t.raw().map(<[u8]>::to_vec).unwrap_or_default(),
     );
     if let Some(&i) = eg.analysis.folded.get(&key) {
         return eg.add(ENode {
@@ -348,10 +348,6 @@ pub fn add_constant(eg: &mut Egraph, t: Tensor) -> Id {
         head: Head::Leaf(i),
         args: Vec::new(),
     })
-}
-
-fn bytes_of(raw: &[u8]) -> Vec<u8> {
-    raw.to_vec()
 }
 
 /// Adds an `i64` shape constant.
