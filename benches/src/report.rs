@@ -72,10 +72,7 @@ pub fn table(results: &[ModelResult], threads: usize) -> String {
                 (_, Some(r), Some(o)) => max_abs_diff(r, o).map_or("shape differs".to_string(), |(d, rel)| format!("{d:.1e} ({rel:.1e})")),
                 _ => "-".to_string(),
             };
-            let threads = match e.engine {
-                EngineKind::Kiln => "1*".to_string(),
-                _ => threads.to_string(),
-            };
+            let threads = threads.to_string();
             rows.push([
                 m.model.clone(),
                 e.engine.name().to_string(),
@@ -114,8 +111,7 @@ pub fn table(results: &[ModelResult], threads: usize) -> String {
         out.push_str(&line(r));
         out.push('\n');
     }
-    out.push_str("\n* kiln has no intra-op threads yet: each inference runs on one thread whatever --threads says.\n");
-    out.push_str("kiln ÷ engine: kiln's median latency over that engine's (above 1: kiln is slower).\n");
+    out.push_str("\nkiln ÷ engine: kiln's median latency over that engine's (above 1: kiln is slower).\n");
     out.push_str("compile/load: kiln import + compile; onnxruntime session creation (library loaded before); tract load + optimize + plan.\n");
     out.push_str("peak RSS: VmHWM of each engine's own worker process (model, weights, inputs and the engine's runtime).\n");
     out.push_str("max abs diff: first output against onnxruntime's on the same inputs; relative is over its largest |value|.\n");

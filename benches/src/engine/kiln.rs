@@ -1,6 +1,5 @@
 //! kiln through its public API: `Model::load`, `compile`, `CompiledModel::run`.
-//!
-//! kiln has no intra-op threads yet, so `threads` is ignored: every run uses the calling thread.
+//! `threads` is `CompileOptions::threads`: the calling thread plus `threads − 1` pool workers.
 
 use anyhow::{bail, Result};
 use kiln::{CompileOptions, CompiledModel, DType, Model, Tensor, TensorData};
@@ -16,7 +15,7 @@ pub struct KilnEngine {
 impl KilnEngine {
     pub fn load(setup: &Setup) -> Result<KilnEngine> {
         let model = Model::load(setup.model)?;
-        let compiled = model.compile(&CompileOptions::default())?;
+        let compiled = model.compile(&CompileOptions { threads: setup.threads, ..CompileOptions::default() })?;
         let inputs = setup
             .specs
             .iter()

@@ -8,16 +8,20 @@ use kiln::{CompileOptions, Model};
 
 use crate::run::gather_inputs;
 
-pub fn bench(model_path: &Path, threads: usize, iters: usize, kernels: Option<usize>) -> Result<()> {
+pub fn bench(model_path: &Path, threads: Option<usize>, callers: usize, iters: usize, kernels: Option<usize>) -> Result<()> {
     let start = Instant::now();
     let model = Model::load(model_path).with_context(|| format!("cannot import {}", model_path.display()))?;
-    let compiled = model.compile(&CompileOptions::default())?;
+    let mut options = CompileOptions::default();
+    if let Some(t) = threads {
+        options.threads = t.max(1);
+    }
+    let compiled = model.compile(&options)?;
     let compile_ms = start.elapsed().as_secs_f64() * 1e3;
     let inputs = gather_inputs(&model, &[], true, 0)?;
     compiled.run(&inputs)?;
-    let threads = threads.max(1);
+    let callers = callers.max(1);
     let mut times: Vec<f64> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
+        let workers: Vec<_> = (0..callers)
             .map(|_| {
                 s.spawn(|| {
                     (0..iters)
@@ -39,7 +43,7 @@ pub fn bench(model_path: &Path, threads: usize, iters: usize, kernels: Option<us
     if let Some(top) = kernels {
         print_kernels(&compiled, &inputs, iters.max(1), top)?;
     }
-    println!("compile_ms={compile_ms:.1} median_ms={:.3} p90_ms={:.3} threads={threads} iters={iters}", pick(0.5), pick(0.9));
+    println!("compile_ms={compile_ms:.1} median_ms={:.3} p90_ms={:.3} threads={} callers={callers} iters={iters}", pick(0.5), pick(0.9), compiled.threads());
     Ok(())
 }
 

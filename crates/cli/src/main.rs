@@ -68,9 +68,12 @@ enum Command {
     Bench {
         /// The .onnx model.
         model: PathBuf,
+        /// Intra-op threads per run (default: KILN_THREADS, else the available cores).
+        #[arg(long)]
+        threads: Option<usize>,
         /// Concurrent callers running the one compiled model.
         #[arg(long, default_value_t = 1)]
-        threads: usize,
+        callers: usize,
         /// Timed runs per caller (after one warm-up run).
         #[arg(long, default_value_t = 100)]
         iters: usize,
@@ -149,9 +152,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench {
             model,
             threads,
+            callers,
             iters,
             kernels,
-        } => bench::bench(&model, threads, iters, kernels).map(|()| ExitCode::SUCCESS),
+        } => bench::bench(&model, threads, callers, iters, kernels).map(|()| ExitCode::SUCCESS),
         Command::Conformance {
             dir,
             report,

@@ -7,6 +7,7 @@ use bytes::Bytes;
 use kiln_codegen::JitProgram;
 use kiln_loops::plan::MemoryPlan;
 use kiln_loops::{BufferKind, Program};
+use kiln_runtime::pool::Pool;
 use kiln_tir::{DType, Graph, Tensor, TensorData};
 
 use crate::{CompileOptions, Error, Result};
@@ -20,6 +21,8 @@ pub struct CompiledModel {
     value_inputs: Mutex<HashMap<Vec<Vec<u64>>, Vec<usize>>>,
     /// The optimizer's bounds; `None` when it is off.
     optimizer: Option<kiln_passes::Limits>,
+    /// The intra-op threads every run enters.
+    pool: Pool,
 }
 
 /// What a specialization is compiled for: input shapes, and the values of the inputs that
@@ -85,6 +88,10 @@ impl CompiledModel {
             specs: Mutex::new(HashMap::new()),
             value_inputs: Mutex::new(HashMap::new()),
             optimizer: options.optimizer.clone(),
+            pool: Pool::new(options.threads).map_err(|source| Error::Threads {
+                threads: options.threads,
+                source,
+            })?,
         };
         // Compile now what can be compiled now, so errors surface at compile time.
         let mut shapes = Vec::new();
@@ -161,7 +168,13 @@ impl CompiledModel {
 
     /// Runs the model on inputs given in the model's input order.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        self.prepare(inputs)?.run(inputs, None)
+        let spec = self.prepare(inputs)?;
+        self.pool.enter(|| spec.run(inputs, None))
+    }
+
+    /// Threads each run uses (the caller included).
+    pub fn threads(&self) -> usize {
+        self.pool.threads()
     }
 
     /// Runs the model once, kernel by kernel, and returns each kernel's name and wall time in
@@ -170,7 +183,7 @@ impl CompiledModel {
     pub fn profile(&self, inputs: &[Tensor]) -> Result<Vec<(String, std::time::Duration)>> {
         let spec = self.prepare(inputs)?;
         let mut times = Vec::with_capacity(spec.program.kernels.len());
-        spec.run(inputs, Some(&mut times))?;
+        self.pool.enter(|| spec.run(inputs, Some(&mut times)))?;
         Ok(spec.program.kernels.iter().map(|k| k.name.clone()).zip(times).collect())
     }
 

@@ -49,6 +49,14 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// The intra-op thread pool could not start its threads.
+    #[error("starting {threads} intra-op threads: {source}")]
+    Threads {
+        /// Threads asked for.
+        threads: usize,
+        /// Why the operating system refused.
+        source: std::io::Error,
+    },
     /// The compiled code stopped with a run-time error (an index out of range, ...).
     #[error("run-time error: {0}")]
     Run(String),

@@ -43,6 +43,12 @@ pub struct CompileOptions {
     /// The egg optimizer's bounds, or `None` to lower the imported IR as it is. The default
     /// is on with [`Limits::from_env`]; `KILN_OPT=0` in the environment turns it off.
     pub optimizer: Option<Limits>,
+    /// Threads that each run uses: the calling thread and `threads − 1` pool workers, which
+    /// split matrix products, convolutions and other large kernels (results do not depend on
+    /// the count). The default is the number of available cores; `KILN_THREADS` in the
+    /// environment overrides it. Concurrent runs share the pool: while one run has it, the
+    /// others compute on their own threads alone.
+    pub threads: usize,
 }
 
 impl Default for CompileOptions {
@@ -51,8 +57,18 @@ impl Default for CompileOptions {
         CompileOptions {
             input_shapes: Vec::new(),
             optimizer: (!off).then(Limits::from_env),
+            threads: default_threads(),
         }
     }
+}
+
+/// `KILN_THREADS` when it is a positive number, else the available cores.
+fn default_threads() -> usize {
+    std::env::var("KILN_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 impl Model {

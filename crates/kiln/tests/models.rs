@@ -1,12 +1,22 @@
 //! The four shared models run through JIT-compiled code and agree with onnxruntime (rtol 1e-3,
-//! atol 1e-4) on the fixed inputs of `scripts/model-reference.sh`.
+//! atol 1e-4) on the fixed inputs of `scripts/model-reference.sh`, and give bit-identical outputs
+//! on 1, 2 and 3 intra-op threads.
 
-use kiln::{CompileOptions, Model};
+use kiln::{CompileOptions, Model, Tensor};
 
 fn check(name: &str) {
     kiln_testkit::check_model_against_onnxruntime(name, |g, inputs| {
-        let compiled = Model::from_graph(g.clone()).compile(&CompileOptions::default()).map_err(|e| e.to_string())?;
-        compiled.run(inputs).map_err(|e| e.to_string())
+        let run = |threads: usize| -> Result<Vec<Tensor>, String> {
+            let options = CompileOptions { threads, ..CompileOptions::default() };
+            let compiled = Model::from_graph(g.clone()).compile(&options).map_err(|e| e.to_string())?;
+            assert_eq!(compiled.threads(), threads);
+            compiled.run(inputs).map_err(|e| e.to_string())
+        };
+        let alone = run(1)?;
+        for threads in [2, 3] {
+            assert_eq!(run(threads)?, alone, "{name}: {threads} threads change the outputs");
+        }
+        Ok(alone)
     });
 }
 

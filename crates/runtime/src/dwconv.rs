@@ -57,6 +57,7 @@
 
 use crate::gemm::simd::{Portable, Simd};
 use crate::gemm::{Isa, with_scratch};
+use crate::pool::{self, SharedPtr};
 #[cfg(target_arch = "x86_64")]
 use crate::gemm::{avx2::Avx2, avx512::Avx512};
 
@@ -206,28 +207,43 @@ impl DwConv2d {
         // needs `f32` alignment, and copies each plane's kernel, so it takes at most MAX_TAPS.
         // The exact path reads and writes unaligned.
         let aligned = [x as usize, y as usize].iter().all(|a| a % std::mem::align_of::<f32>() == 0);
-        if !g.padded || !aligned || g.kh * g.kw > MAX_TAPS as isize {
-            // SAFETY: by the caller's contract.
-            return unsafe { exact(&g, x, w, y) };
-        }
-        with_scratch(g.scratch_len(), |s| {
-            // The padding stays zero: every plane writes the same interior positions.
-            s[..g.phases_len()].fill(0.0);
-            let s = s.as_mut_ptr();
-            // SAFETY: by the caller's contract (the plan came from valid sizes), the scratch is
-            // as long as the plan needs and zero in the padding, and `isa` runs here.
-            unsafe {
-                match isa {
-                    #[cfg(target_arch = "x86_64")]
-                    Isa::Avx512 => planes_avx512(&g, x, w, y, s),
-                    #[cfg(target_arch = "x86_64")]
-                    Isa::Avx2 => planes_avx2(&g, x, w, y, s),
-                    _ => planes::<Portable>(&g, x, w, y, s),
-                }
+        let fast = g.padded && aligned && g.kh * g.kw <= MAX_TAPS as isize;
+        // Planes are independent: large convolutions split them over the thread pool.
+        let work = self.y_len().saturating_mul(self.kh * self.kw);
+        let parts = if work >= SPLIT_MIN_TAPS { pool::threads().min(self.planes) } else { 1 };
+        let ptrs = SharedPtr((x, w, y));
+        pool::for_each(parts, &|i| {
+            let (x, w, y) = ptrs.get();
+            let r = pool::part(self.planes, parts, 1, i);
+            let g = Plan { from: r.start as isize, to: r.end as isize, ..g };
+            if !fast {
+                // SAFETY: by the caller's contract; parts write disjoint planes.
+                return unsafe { exact(&g, x, w, y) };
             }
+            with_scratch(g.scratch_len(), |s| {
+                // The padding stays zero: every plane writes the same interior positions.
+                s[..g.phases_len()].fill(0.0);
+                let s = s.as_mut_ptr();
+                // SAFETY: by the caller's contract (the plan came from valid sizes), the scratch
+                // is as long as the plan needs and zero in the padding, and `isa` runs here;
+                // parts write disjoint planes.
+                unsafe {
+                    match isa {
+                        #[cfg(target_arch = "x86_64")]
+                        Isa::Avx512 => planes_avx512(&g, x, w, y, s),
+                        #[cfg(target_arch = "x86_64")]
+                        Isa::Avx2 => planes_avx2(&g, x, w, y, s),
+                        _ => planes::<Portable>(&g, x, w, y, s),
+                    }
+                }
+            });
         });
     }
 }
+
+/// Convolutions with fewer multiply-adds than this run on one thread (a split costs a few
+/// microseconds).
+const SPLIT_MIN_TAPS: usize = 1 << 17;
 
 /// Kernels with more taps than this take the exact path (the fast one copies each plane's
 /// kernel to the stack).
@@ -240,7 +256,9 @@ const FLAT_BELOW: usize = 32;
 /// A valid convolution's sizes as `isize`, with the layout of the padded planes.
 #[derive(Clone, Copy, Debug)]
 struct Plan {
-    planes: isize,
+    /// The planes this plan computes: `from..to` of `0..planes` (a part of a split).
+    from: isize,
+    to: isize,
     channels: isize,
     h: isize,
     w: isize,
@@ -283,7 +301,8 @@ impl Plan {
         let scratch = wide(pr).saturating_mul(wide(pc)).saturating_mul(wide(rq)).saturating_mul(wide(wq)).saturating_add(if flat { wide(d.oh) * wide(wq) } else { 0 });
         let padded = scratch <= 4 * (wide(d.h) * wide(d.w) + wide(d.oh) * wide(d.ow)) + (1 << 16);
         Plan {
-            planes: i(d.planes),
+            from: 0,
+            to: i(d.planes),
             channels: i(d.channels),
             h: i(d.h),
             w: i(d.w),
@@ -354,7 +373,7 @@ fn phase(off: isize, s: isize) -> (isize, isize) {
 /// `g` is the plan of valid sizes; `x`, `w`, `y` hold their planes as in
 /// [`DwConv2d::run_raw`].
 unsafe fn exact(g: &Plan, x: *const f32, w: *const f32, y: *mut f32) {
-    for p in 0..g.planes {
+    for p in g.from..g.to {
         // SAFETY: plane `p` of each operand is inside it; `channels > 0` for valid sizes.
         unsafe { plane_exact(g, x.offset(p * g.h * g.w), w.offset(p % g.channels * g.kh * g.kw), y.offset(p * g.oh * g.ow)) }
     }
@@ -429,7 +448,7 @@ unsafe fn planes<S: Simd>(g: &Plan, x: *const f32, w: *const f32, y: *mut f32, s
     // Each plane's kernel is read into an aligned copy first: weights are often slices of a
     // memory-mapped model at any byte offset.
     let mut kernel = [0.0f32; MAX_TAPS];
-    for p in 0..g.planes {
+    for p in g.from..g.to {
         // SAFETY: plane `p` of each operand is inside it; `channels > 0` for valid sizes; the
         // kernel has `ks` taps (at most MAX_TAPS, which `run_raw` checked).
         unsafe {

@@ -63,6 +63,7 @@
 
 use crate::gemm::Isa;
 use crate::vmath;
+use crate::pool::{self, SharedPtr};
 
 /// An activation applied last (the fused ops' `activation` attribute).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -258,6 +259,53 @@ impl Epilogue {
         if !self.is_valid() || self.y_len() == 0 || self.is_identity() {
             return;
         }
+        let parts = if self.y_len() >= SPLIT_MIN { pool::threads() } else { 1 };
+        if parts <= 1 {
+            // SAFETY: by the caller's contract.
+            return unsafe { self.run_part(isa, y, bias, z) };
+        }
+        let ptrs = SharedPtr((y, bias, z));
+        pool::for_each(parts, &|i| {
+            let (y, b, z) = ptrs.get();
+            // SAFETY: each part is a block of `y` (with its rows of `z` and its bias) apart
+            // from every other part's.
+            unsafe {
+                let (e, at, b) = match self.bias {
+                    // One long row, cut at whole stack chunks: each element takes the path it
+                    // takes unsplit.
+                    Bias::None => {
+                        let r = pool::part(self.y_len(), parts, CHUNK, i);
+                        (Epilogue { rows: 1, cols: r.len(), ..*self }, r.start, b)
+                    }
+                    Bias::PerColumn => {
+                        let r = pool::part(self.rows, parts, 1, i);
+                        (Epilogue { rows: r.len(), ..*self }, r.start * self.cols, b)
+                    }
+                    // Rows `r` read biases `r mod period`: a part inside the first period reads
+                    // its own run of them; otherwise parts are whole periods.
+                    Bias::PerRow { period } if self.rows <= period => {
+                        let r = pool::part(self.rows, parts, 1, i);
+                        (Epilogue { rows: r.len(), bias: Bias::PerRow { period: r.len().max(1) }, ..*self }, r.start * self.cols, b.add(r.start))
+                    }
+                    Bias::PerRow { period } => {
+                        let r = pool::part(self.rows, parts, period, i);
+                        (Epilogue { rows: r.len(), ..*self }, r.start * self.cols, b)
+                    }
+                };
+                if e.y_len() > 0 {
+                    let z = if self.residual { z.add(at) } else { z };
+                    e.run_part(isa, y.add(at), b, z);
+                }
+            }
+        });
+    }
+
+    /// The epilogue on this thread.
+    ///
+    /// # Safety
+    ///
+    /// As [`run_raw`](Self::run_raw), with valid sizes.
+    unsafe fn run_part(&self, isa: Isa, y: *mut f32, bias: *const f32, z: *const f32) {
         // SAFETY: by the caller's contract.
         unsafe {
             match isa {
@@ -319,6 +367,9 @@ unsafe fn by_activation(e: &Epilogue, y: *mut f32, bias: *const f32, z: *const f
         }
     }
 }
+
+/// Epilogues of fewer elements than this run on one thread (a split costs a few microseconds).
+const SPLIT_MIN: usize = 1 << 14;
 
 /// Elements of a row copied to the stack at a time when the operands cannot be sliced.
 const CHUNK: usize = 256;

@@ -80,6 +80,7 @@ pub struct Im2col {
 }
 
 use crate::gemm::Isa;
+use crate::pool::{self, SharedPtr};
 use crate::gemm::simd::{Portable, Simd};
 #[cfg(target_arch = "x86_64")]
 use crate::gemm::{avx2::Avx2, avx512::Avx512};
@@ -143,19 +144,34 @@ impl Im2col {
         if !self.is_valid() || self.col_len() == 0 {
             return;
         }
-        // SAFETY: by the caller's contract, with valid sizes; the detected instruction set is
-        // what this CPU runs.
-        unsafe {
-            match Isa::detected() {
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => rows_avx512(self, x, col),
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => rows_avx2(self, x, col),
-                _ => rows::<Portable>(self, x, col),
+        // Channels fill disjoint rows of the matrix: large ones split over the thread pool.
+        let parts = if self.col_len() >= SPLIT_MIN { pool::threads().min(self.channels) } else { 1 };
+        let ptrs = SharedPtr((x, col));
+        pool::for_each(parts, &|i| {
+            let (x, col) = ptrs.get();
+            let r = pool::part(self.channels, parts, 1, i);
+            let g = Im2col { channels: r.len(), ..*self };
+            // SAFETY: by the caller's contract, with valid sizes: channels `r` of `x` and their
+            // rows of the matrix, which no other part writes; the detected instruction set is
+            // what this CPU runs.
+            unsafe {
+                let x = x.add(r.start * self.h * self.w);
+                let col = col.add(r.start * self.kh * self.kw * self.oh * self.ow);
+                match Isa::detected() {
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx512 => rows_avx512(&g, x, col),
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx2 => rows_avx2(&g, x, col),
+                    _ => rows::<Portable>(&g, x, col),
+                }
             }
-        }
+        });
     }
 }
+
+/// Matrices of fewer elements than this are built on one thread (a split costs a few
+/// microseconds).
+const SPLIT_MIN: usize = 1 << 15;
 
 /// [`rows`] with the AVX-512 vector operations.
 ///

@@ -30,6 +30,7 @@ pub mod im2col;
 pub mod math;
 pub mod maxpool;
 pub mod minifloat;
+pub mod pool;
 mod vmath;
 
 /// Every runtime symbol with its address, for a JIT to resolve imports without `dlsym`.

@@ -29,6 +29,7 @@
 
 use crate::gemm::Isa;
 use crate::im2col::inside;
+use crate::pool::{self, SharedPtr};
 
 /// The sizes of one 2-D max pool: `planes` row-major `h × w` input planes (`N·C`), `oh × ow`
 /// output planes, a `kh × kw` window with strides `sh`, `sw`, padding before `ph`, `pw` (after
@@ -145,18 +146,32 @@ impl MaxPool2d {
         if !self.is_valid() || self.y_len() == 0 {
             return;
         }
-        // SAFETY: by the caller's contract, with valid sizes.
-        unsafe {
-            match isa {
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => planes_avx512(self, x, y),
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => planes_avx2(self, x, y),
-                _ => planes(self, x, y),
+        // Planes are independent: large poolings split them over the thread pool.
+        let work = self.y_len().saturating_mul(self.kh * self.kw);
+        let parts = if work >= SPLIT_MIN_TAPS { pool::threads().min(self.planes) } else { 1 };
+        let ptrs = SharedPtr((x, y));
+        pool::for_each(parts, &|i| {
+            let (x, y) = ptrs.get();
+            let r = pool::part(self.planes, parts, 1, i);
+            let m = MaxPool2d { planes: r.len(), ..*self };
+            // SAFETY: by the caller's contract, with valid sizes: planes `r` of each operand,
+            // which no other part writes.
+            unsafe {
+                let (x, y) = (x.add(r.start * self.h * self.w), y.add(r.start * self.oh * self.ow));
+                match isa {
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx512 => planes_avx512(&m, x, y),
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx2 => planes_avx2(&m, x, y),
+                    _ => planes(&m, x, y),
+                }
             }
-        }
+        });
     }
 }
+
+/// Poolings with fewer taps than this run on one thread (a split costs a few microseconds).
+const SPLIT_MIN_TAPS: usize = 1 << 17;
 
 /// [`planes`] compiled for AVX-512.
 ///

@@ -84,6 +84,8 @@ use gemv::Gemv;
 use kernel::{Out, Update};
 use pack::View;
 
+use crate::pool::{self, SharedPtr};
+
 /// Whether an operand enters the product as stored or transposed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transpose {
@@ -121,6 +123,17 @@ impl Isa {
             Isa::Portable => true,
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
+        }
+    }
+
+    /// The kernel's tile, `(MR, NR)`.
+    pub fn tile(self) -> (usize, usize) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => (avx512::Tile8x48::MR, avx512::Tile8x48::NR),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => (avx2::Tile6x16::MR, avx2::Tile6x16::NR),
+            _ => (portable::Tile4x16::MR, portable::Tile4x16::NR),
         }
     }
 
@@ -273,28 +286,106 @@ impl Sgemm {
                 // y = C's column, M = op(A), x = op(B)'s column.
                 Gemv { rows: m, k, m: a, x: b.ptr, x_stride: b.step_stride, y: c, y_stride: ldc, up }
             };
-            // SAFETY: by the caller's contract, and `isa` runs here.
-            with_scratch(gemv::scratch_len(&g), |s| unsafe {
-                match isa {
-                    #[cfg(target_arch = "x86_64")]
-                    Isa::Avx512 => avx512::gemv(&g, s),
-                    #[cfg(target_arch = "x86_64")]
-                    Isa::Avx2 => avx2::gemv(&g, s),
-                    _ => portable::gemv(&g, s),
+            // Rows split in whole vectors of 16, so every row takes the same path as unsplit.
+            let parts = if g.rows * k >= SPLIT_MIN_FMAS { pool::threads().min(g.rows / 16) } else { 1 };
+            if parts <= 1 {
+                // SAFETY: by the caller's contract, and `isa` runs here.
+                return unsafe { run_gemv(isa, &g) };
+            }
+            let g = SharedPtr(g);
+            pool::for_each(parts, &|i| {
+                let g = g.get();
+                let r = pool::part(g.rows, parts, 16, i);
+                // SAFETY: rows `r` of the product, disjoint from every other part's.
+                unsafe {
+                    let sub = Gemv { rows: r.len(), m: g.m.at(r.start, 0), y: g.y.offset(r.start as isize * g.y_stride), ..g };
+                    run_gemv(isa, &sub)
                 }
             });
             return;
         }
         let pr = Problem { m, n, k, a, b, c: Out { ptr: c, rs: ldc }, up };
-        // SAFETY: by the caller's contract, and `isa` runs here.
-        unsafe {
-            match isa {
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => with_scratch(scratch_len::<avx512::Tile8x48>(&pr, bl), |s| avx512::gemm(&pr, bl, s)),
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => with_scratch(scratch_len::<avx2::Tile6x16>(&pr, bl), |s| avx2::gemm(&pr, bl, s)),
-                _ => with_scratch(scratch_len::<portable::Tile4x16>(&pr, bl), |s| portable::gemm(&pr, bl, s)),
+        let (rows, parts) = split(&pr, isa, pool::threads());
+        if parts <= 1 {
+            // SAFETY: by the caller's contract, and `isa` runs here.
+            return unsafe { run_blocked(isa, bl, &pr) };
+        }
+        let (mr, nr) = isa.tile();
+        let pr = SharedPtr(pr);
+        pool::for_each(parts, &|i| {
+            let pr = pr.get();
+            // SAFETY: a block of rows or columns of the product, disjoint from every other
+            // part's; `isa` runs here.
+            unsafe {
+                let sub = if rows {
+                    let r = pool::part(pr.m, parts, mr, i);
+                    Problem { m: r.len(), a: pr.a.at(r.start, 0), c: Out { ptr: pr.c.ptr.offset(r.start as isize * pr.c.rs), ..pr.c }, ..pr }
+                } else {
+                    let r = pool::part(pr.n, parts, nr, i);
+                    Problem { n: r.len(), b: pr.b.at(r.start, 0), c: Out { ptr: pr.c.ptr.add(r.start), ..pr.c }, ..pr }
+                };
+                if sub.m > 0 && sub.n > 0 {
+                    run_blocked(isa, bl, &sub);
+                }
             }
+        });
+    }
+}
+
+/// Products with fewer multiply-adds than this run on one thread: splitting costs a few
+/// microseconds, about what 2^18 multiply-adds take.
+const SPLIT_MIN_FMAS: usize = 1 << 18;
+
+/// How to split a blocked product over `ways` threads: `(by rows, parts)`. Columns are split
+/// when that balances about as well as rows, since each part then packs only its own columns
+/// of `B`; a split by rows packs all of `B` in every part. Parts are whole tiles, so each
+/// element is computed exactly as without the split.
+fn split(pr: &Problem, isa: Isa, ways: usize) -> (bool, usize) {
+    if ways <= 1 || pr.m.saturating_mul(pr.n).saturating_mul(pr.k) < SPLIT_MIN_FMAS {
+        return (false, 1);
+    }
+    let (mr, nr) = isa.tile();
+    // The share of the team's time spent on useful work when the largest part sets the pace.
+    let balance = |len: usize, grain: usize| {
+        let largest = (0..ways).map(|i| pool::part(len, ways, grain, i).len()).max().unwrap_or(len);
+        len as f64 / (largest * ways) as f64
+    };
+    let (by_cols, by_rows) = (balance(pr.n, nr), balance(pr.m, mr));
+    if by_cols >= by_rows - 0.1 { (false, ways) } else { (true, ways) }
+}
+
+/// A matrix–vector product with `isa`'s kernel, on this thread.
+///
+/// # Safety
+///
+/// `g` addresses only live memory; the CPU runs `isa`.
+unsafe fn run_gemv(isa: Isa, g: &Gemv) {
+    // SAFETY: by the caller's contract.
+    with_scratch(gemv::scratch_len(g), |s| unsafe {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => avx512::gemv(g, s),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => avx2::gemv(g, s),
+            _ => portable::gemv(g, s),
+        }
+    })
+}
+
+/// A blocked product with `isa`'s kernel, on this thread.
+///
+/// # Safety
+///
+/// `pr` addresses only live memory (`m, n, k > 0`); the CPU runs `isa`; block sizes are positive.
+unsafe fn run_blocked(isa: Isa, bl: Blocking, pr: &Problem) {
+    // SAFETY: by the caller's contract.
+    unsafe {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => with_scratch(scratch_len::<avx512::Tile8x48>(pr, bl), |s| avx512::gemm(pr, bl, s)),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => with_scratch(scratch_len::<avx2::Tile6x16>(pr, bl), |s| avx2::gemm(pr, bl, s)),
+            _ => with_scratch(scratch_len::<portable::Tile4x16>(pr, bl), |s| portable::gemm(pr, bl, s)),
         }
     }
 }

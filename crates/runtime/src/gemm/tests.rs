@@ -219,3 +219,30 @@ fn results_do_not_depend_on_operand_addresses() {
     g.run(&a2, &b2, &mut y);
     assert!(x.iter().zip(&y).all(|(p, q)| p.to_bits() == q.to_bits()));
 }
+
+#[test]
+fn split_products_are_bit_identical_to_one_thread() {
+    // Shapes that split by columns, by rows (few columns), with narrow edge panels, and the
+    // matrix–vector forms; each with and without transposes, against the single-thread result.
+    let shapes = [(64, 3136, 76), (512, 49, 200), (130, 130, 70), (1, 1024, 784), (1000, 1, 300), (300, 97, 64)];
+    let mut rng = Rng(0x5eed);
+    for isa in isas() {
+        for (m, n, k) in shapes {
+            for tr in transposes() {
+                let g = shape(m, n, k, tr, [0, 3, 1], 1.5, 0.5);
+                let a = rng.data(g.a_len());
+                let b = rng.data(g.b_len());
+                let c0 = rng.data(g.c_len());
+                let mut alone = c0.clone();
+                g.run_with(isa, isa.blocking(), &a, &b, &mut alone);
+                for threads in [2, 3] {
+                    let pool = crate::pool::Pool::new(threads).unwrap();
+                    let mut split = c0.clone();
+                    pool.enter(|| g.run_with(isa, isa.blocking(), &a, &b, &mut split));
+                    let same = alone.iter().zip(&split).all(|(x, y)| x.to_bits() == y.to_bits());
+                    assert!(same, "{isa:?} {g:?} on {threads} threads differs from one thread");
+                }
+            }
+        }
+    }
+}
