@@ -107,8 +107,9 @@ impl Cx<'_, '_> {
             RuntimeFn::Sgemm => self.sgemm(args),
             RuntimeFn::DwConv2d => self.dwconv2d(args),
             RuntimeFn::Epilogue => self.epilogue(args),
-            RuntimeFn::Im2col => self.sized("im2col", "kiln_rt_im2col", args),
-            RuntimeFn::MaxPool2d => self.sized("maxpool2d", "kiln_rt_maxpool2d", args),
+            RuntimeFn::Im2col => self.sized("im2col", "kiln_rt_im2col", args, 2, 13),
+            RuntimeFn::MaxPool2d => self.sized("maxpool2d", "kiln_rt_maxpool2d", args, 2, 13),
+            RuntimeFn::Softmax => self.sized("softmax", "kiln_rt_softmax", args, 1, 2),
         }
     }
 
@@ -221,26 +222,22 @@ impl Cx<'_, '_> {
         Ok(())
     }
 
-    /// A routine taking two `f32` buffer addresses and thirteen sizes: `kiln_rt_im2col(x, col,
-    /// channels, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw)` and `kiln_rt_maxpool2d(x, y,
-    /// planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw)`; the sizes may have any integer
-    /// type (extended to `i64`), as in the interpreter.
-    fn sized(&mut self, name: &str, symbol: &'static str, args: &[Arg]) -> Result<(), CodegenError> {
-        let [Arg::Addr(x, xi), Arg::Addr(out, oi), rest @ ..] = args else {
-            return Err(self.invalid(format!("{name} takes two buffer addresses first")));
-        };
-        if rest.len() != 13 {
-            return Err(self.invalid(format!("{name} takes 13 sizes after the addresses, not {}", rest.len())));
+    /// `symbol(addresses…, sizes…)`: `addresses` `f32` buffer addresses, then `sizes` integers
+    /// (of any integer type, extended to `i64`, as in the interpreter).
+    fn sized(&mut self, name: &str, symbol: &'static str, args: &[Arg], addresses: usize, sizes: usize) -> Result<(), CodegenError> {
+        if args.len() != addresses + sizes {
+            return Err(self.invalid(format!("{name} takes {addresses} buffer addresses and {sizes} sizes, not {} arguments", args.len())));
         }
-        let mut values = Vec::with_capacity(15);
-        for (buf, index) in [(x, xi), (out, oi)] {
+        let mut values = Vec::with_capacity(addresses + sizes);
+        for arg in &args[..addresses] {
+            let Arg::Addr(buf, index) = arg else { return Err(self.invalid(format!("{name} takes {addresses} buffer addresses first"))) };
             if self.program.buffers.get(buf.0 as usize).map(|b| b.elem) != Some(ElemType::Scalar(ScalarType::F32)) {
                 return Err(self.unsupported(format!("{name} on {buf:?}, which is not an f32 buffer")));
             }
             values.push(self.address(*buf, index)?);
         }
-        for arg in rest {
-            let Arg::Value(e) = arg else { return Err(self.invalid(format!("{name} takes integer sizes after the two addresses"))) };
+        for arg in &args[addresses..] {
+            let Arg::Value(e) = arg else { return Err(self.invalid(format!("{name} takes integer sizes after the addresses"))) };
             let (v, t) = self.expr(e)?;
             if t.is_float() || t == ScalarType::Bool {
                 return Err(self.invalid(format!("{name} size of type {}", t.name())));
@@ -248,8 +245,8 @@ impl Cx<'_, '_> {
             values.push(self.resize(v, t, types::I64));
         }
         let ptr = self.module.target_config().pointer_type();
-        let mut params = vec![ptr; 2];
-        params.extend([types::I64; 13]);
+        let mut params = vec![ptr; addresses];
+        params.extend(std::iter::repeat_n(types::I64, sizes));
         let f = self.runtime(symbol, &params, &[])?;
         self.b.ins().call(f, &values);
         Ok(())

@@ -9,6 +9,7 @@ use kiln_runtime::epilogue::{Activation, Bias, Epilogue};
 use kiln_runtime::gemm::{Sgemm, Transpose};
 use kiln_runtime::im2col::Im2col;
 use kiln_runtime::maxpool::MaxPool2d;
+use kiln_runtime::softmax::Softmax;
 use kiln_runtime::minifloat;
 
 use crate::ir::*;
@@ -657,6 +658,28 @@ impl Machine<'_> {
                 let mut y_span = self.f32_span("maxpool2d", *y, yi, m.y_len())?;
                 m.run(&x, &mut y_span);
                 self.store_f32_span(*y, yi, &y_span)?;
+                Ok(())
+            }
+            RuntimeFn::Softmax => {
+                let [Arg::Addr(x, xi), Arg::Value(rows), Arg::Value(cols)] = args else {
+                    return self.fault("softmax takes a buffer address, rows and cols");
+                };
+                let (Val::Int(_, rows), Val::Int(_, cols)) = (self.expr(rows)?, self.expr(cols)?) else {
+                    return self.fault("softmax takes integer sizes");
+                };
+                let (Ok(rows), Ok(cols)) = (usize::try_from(rows), usize::try_from(cols)) else {
+                    return self.fault(format!("softmax with a negative size ({rows} × {cols})"));
+                };
+                let s = Softmax { rows, cols };
+                // Compiled code does nothing for such sizes; the interpreter, a test oracle, says so.
+                if !s.is_valid() {
+                    return self.fault(format!("softmax with invalid sizes {s:?}"));
+                }
+                let xi = self.index(xi)?;
+                // The runtime's routine computes it, as for sgemm.
+                let mut x_span = self.f32_span("softmax", *x, xi, s.len())?;
+                s.run(&mut x_span);
+                self.store_f32_span(*x, xi, &x_span)?;
                 Ok(())
             }
         }

@@ -429,6 +429,10 @@ pub enum RuntimeFn {
     /// NaN wins only as the first); 0 without any tap inside. Arguments: x, y (addresses),
     /// planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw (i64).
     MaxPool2d,
+    /// Softmax along the rows of an `f32` matrix of `rows × cols` (row stride `cols`), in
+    /// place: `x[r, c] = e^(x[r, c] − m) / Σ e^(x[r, ·] − m)`, `m` the row's maximum or 0 when
+    /// that is −∞, a zero sum dividing by 1. Arguments: x (address), rows, cols (i64).
+    Softmax,
 }
 
 /// A statement.

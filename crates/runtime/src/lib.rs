@@ -3,7 +3,7 @@
 //! Every entry point is an `extern "C"` function with a stable, unmangled `kiln_rt_*` name:
 //! scalar math Cranelift has no instruction for ([`math`]), the compute micro-kernels
 //! ([`gemm`], [`dwconv`], [`maxpool`]) and what surrounds them ([`im2col`], the fused ops'
-//! [`epilogue`]), and the stores of narrow float formats ([`minifloat`]). The JIT registers
+//! [`epilogue`], the attention's row [`softmax`]), split over the intra-op thread [`pool`], and the stores of narrow float formats ([`minifloat`]). The JIT registers
 //! [`symbols`] with its module; an object file produced by the ahead-of-time path links the
 //! same names from this crate's static library (`crate-type = ["rlib", "staticlib"]`).
 //!
@@ -12,7 +12,7 @@
 //! the interpreter's `sgemm` calls [`gemm::Sgemm::run`], the same code as
 //! [`gemm::kiln_rt_sgemm`] (its `dwconv2d` likewise [`dwconv::DwConv2d::run`], `epilogue`
 //! [`epilogue::Epilogue::run`], `im2col` [`im2col::Im2col::run`], `maxpool2d`
-//! [`maxpool::MaxPool2d::run`]). The one exception is `erf`, which the interpreter evaluates
+//! [`maxpool::MaxPool2d::run`], `softmax` [`softmax::Softmax::run`]). The one exception is `erf`, which the interpreter evaluates
 //! by a different formula (see [`erf`]).
 //!
 //! ```
@@ -31,6 +31,7 @@ pub mod math;
 pub mod maxpool;
 pub mod minifloat;
 pub mod pool;
+pub mod softmax;
 mod vmath;
 
 /// Every runtime symbol with its address, for a JIT to resolve imports without `dlsym`.
@@ -41,6 +42,7 @@ pub fn symbols() -> Vec<(&'static str, *const u8)> {
     table.push(("kiln_rt_epilogue", epilogue::kiln_rt_epilogue as *const u8));
     table.push(("kiln_rt_im2col", im2col::kiln_rt_im2col as *const u8));
     table.push(("kiln_rt_maxpool2d", maxpool::kiln_rt_maxpool2d as *const u8));
+    table.push(("kiln_rt_softmax", softmax::kiln_rt_softmax as *const u8));
     table.extend(minifloat::symbols());
     table
 }
@@ -56,7 +58,7 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), table.len());
         // 17 unary functions and pow and fmod, each in f32 and f64, sgemm, dwconv2d, epilogue,
-        // im2col, maxpool2d, and five narrow-float encoders.
-        assert_eq!(table.len(), 2 * 19 + 5 + 5);
+        // im2col, maxpool2d, softmax, and five narrow-float encoders.
+        assert_eq!(table.len(), 2 * 19 + 6 + 5);
     }
 }

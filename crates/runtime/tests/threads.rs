@@ -6,6 +6,7 @@ use kiln_runtime::epilogue::{Activation, Bias, Epilogue};
 use kiln_runtime::im2col::Im2col;
 use kiln_runtime::maxpool::MaxPool2d;
 use kiln_runtime::pool::Pool;
+use kiln_runtime::softmax::Softmax;
 
 /// Reproducible data in [-1, 1] with a few exact zeros.
 fn data(len: usize, seed: u64) -> Vec<f32> {
@@ -82,6 +83,17 @@ fn max_pools() {
     same_on_any_team(&format!("{m:?}"), || {
         let mut y = vec![0.0; m.y_len()];
         m.run(&x, &mut y);
+        y
+    });
+}
+
+#[test]
+fn softmaxes() {
+    let s = Softmax { rows: 131, cols: 257 };
+    let x = data(s.len(), 9);
+    same_on_any_team(&format!("{s:?}"), || {
+        let mut y = x.clone();
+        s.run(&mut y);
         y
     });
 }

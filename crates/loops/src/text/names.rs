@@ -79,6 +79,7 @@ pub(crate) fn runtime_fn_name(f: RuntimeFn) -> &'static str {
         RuntimeFn::Epilogue => "epilogue",
         RuntimeFn::Im2col => "im2col",
         RuntimeFn::MaxPool2d => "maxpool2d",
+        RuntimeFn::Softmax => "softmax",
     }
 }
 
@@ -124,7 +125,7 @@ const MATH_FNS: [MathFn; 18] = [
     MathFn::Rint,
 ];
 
-const RUNTIME_FNS: [RuntimeFn; 5] = [RuntimeFn::Sgemm, RuntimeFn::DwConv2d, RuntimeFn::Epilogue, RuntimeFn::Im2col, RuntimeFn::MaxPool2d];
+const RUNTIME_FNS: [RuntimeFn; 6] = [RuntimeFn::Sgemm, RuntimeFn::DwConv2d, RuntimeFn::Epilogue, RuntimeFn::Im2col, RuntimeFn::MaxPool2d, RuntimeFn::Softmax];
 
 /// The scalar type spelled `name`.
 pub(super) fn scalar_type(name: &str) -> Option<ScalarType> {

@@ -28,6 +28,7 @@ impl<'a> Cx<'a> {
             RuntimeFn::DwConv2d => (3, 2, &[ScalarType::I64; 15], "3 addresses, 15 i64"),
             RuntimeFn::Epilogue => (3, 0, &EPILOGUE_SCALARS, "3 addresses, 6 i64, 2 f32"),
             RuntimeFn::Im2col | RuntimeFn::MaxPool2d => (2, 1, &[ScalarType::I64; 13], "2 addresses, 13 i64"),
+            RuntimeFn::Softmax => (1, 0, &[ScalarType::I64; 2], "1 address, 2 i64"),
         };
         if args.len() != addresses + scalars.len() {
             self.err(format!("{name} takes {} arguments ({signature}), not {}", addresses + scalars.len(), args.len()));
@@ -144,6 +145,13 @@ impl<'a> Cx<'a> {
                     return;
                 }
                 vec![(x - 1, "maxpool2d reads X"), (y - 1, "maxpool2d writes Y")]
+            }
+            (RuntimeFn::Softmax, &[Some(rows), Some(cols)]) => {
+                // Nothing is addressed when the matrix is empty (or a size negative).
+                if rows <= 0 || cols <= 0 {
+                    return;
+                }
+                vec![(i128::from(rows) * i128::from(cols) - 1, "softmax reads and writes X")]
             }
             _ => return,
         };

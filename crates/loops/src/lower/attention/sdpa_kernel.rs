@@ -12,6 +12,10 @@
 //!
 //! With `f32` data the two products are runtime `sgemm` calls instead, one per query head: all
 //! its rows' scores before the passes, all its rows' outputs after them.
+//! When, besides, the softmax is computed in `f32` with no softcap and no fourth output, passes
+//! 2 and 3 are the runtime's vectorized `softmax` (`e^x` within 1.5 ulp instead of the `f64`
+//! `exp` rounded): one call for all rows of a head when no mask or window applies, else a call
+//! per row after pass 1, which then zeroes a fully masked row.
 //!
 //! Rounding follows the reference's arrays (see [`Num`]): the scaled Q and K, the product,
 //! each softcap step, the biased scores, the softmax's shift, exponentials, sum and quotient,
@@ -67,7 +71,12 @@ pub(super) fn emit(cx: &mut Lowerer<'_>, n: NodeId, p: &Plan) {
         let value = num.load(src.buf, src.elem, src.at(&ix[0], &ix[1], &ix[2], &ix[3])) * scale.clone();
         vec![num.store(ks.buf, ks.elem, ks.at(&ix[0], &ix[1], at, &ix[3]), value)]
     }));
-    let rows = Rows { p, num: &num, ks, qs, row, v: v_src.unwrap_or(p.v), gemm };
+    // With f32 throughout and nothing recorded between the softmax's steps, the runtime's
+    // vectorized softmax replaces passes 2 and 3: for all rows of a head at once when no bias
+    // applies (pass 1 would only copy the scores), else row by row after pass 1.
+    let runtime_softmax = gemm && num.ty == ScalarType::F32 && p.score == f32e && p.soft == f32e && p.softcap.is_none() && p.qk.is_none();
+    let unbiased = p.mask.is_none() && !p.causal && p.window.0 < 0 && p.window.1 < 0 && p.nonpad.is_none();
+    let rows = Rows { p, num: &num, ks, qs, row, v: v_src.unwrap_or(p.v), gemm, runtime_softmax };
     let heads = k.nest(&[d.batch, d.kv_heads, d.group()], |k, ix| {
         let (b, g) = (&ix[0], &ix[1]);
         let h = g.clone() * d.group() as i64 + ix[2].clone();
@@ -76,7 +85,11 @@ pub(super) fn emit(cx: &mut Lowerer<'_>, n: NodeId, p: &Plan) {
             s.extend(k.nest(&[d.q_len, d.head], |_, f| vec![Stmt::Store { buf: qs, index: f[0].clone() * d.head as i64 + f[1].clone(), value: Expr::load(p.q.buf, p.q.at(b, &h, &f[0], &f[1])) * scale.clone() }]));
             s.push(Sgemm { a: (qs, Expr::idx(0)), b: (ks.buf, ks.at(b, g, &Expr::idx(0), &Expr::idx(0))), c: (row, Expr::idx(0)), m: d.q_len, n: total, k: d.head, lda: d.head, ldb: d.head, ldc: total, trans_a: false, trans_b: true, alpha: 1.0, beta: 0.0 }.call());
         }
-        s.extend(k.nest(&[d.q_len], |k, i| rows.emit(k, b, g, &h, &i[0])));
+        if runtime_softmax && unbiased {
+            s.push(softmax_call(row, Expr::idx(0), d.q_len, total));
+        } else {
+            s.extend(k.nest(&[d.q_len], |k, i| rows.emit(k, b, g, &h, &i[0])));
+        }
         if gemm {
             let zero = Expr::idx(0);
             let (v, y) = (&rows.v, &p.y);
@@ -103,6 +116,13 @@ struct Rows<'a> {
     /// The values, past and new.
     v: Heads,
     gemm: bool,
+    /// Whether passes 2 and 3 are the runtime's softmax.
+    runtime_softmax: bool,
+}
+
+/// The runtime's softmax over `rows × cols` `f32` scores at `buf[at]`.
+fn softmax_call(buf: BufId, at: Expr, rows: u64, cols: u64) -> Stmt {
+    Stmt::Call(RuntimeFn::Softmax, vec![Arg::Addr(buf, at), Arg::Value(Expr::idx(rows as i64)), Arg::Value(Expr::idx(cols as i64))])
 }
 
 impl Rows<'_> {
@@ -169,6 +189,15 @@ impl Rows<'_> {
             s.push(Stmt::Assign(max, Expr::Var(max).max(x)));
             s
         }));
+
+        if self.runtime_softmax {
+            // Passes 2 and 3 in the runtime; a fully masked row is then zeroed.
+            s.push(softmax_call(row, at(&Expr::idx(0)), 1, total));
+            let masked = Expr::Var(bias_max).cmp(CmpOp::Eq, num.neg_inf());
+            let zero = k.nest(&[total], |_, jj| vec![num.store(row, cty, at(&jj[0]), num.c(0.0))]);
+            s.push(Stmt::If { cond: masked, then: zero, otherwise: Vec::new() });
+            return s;
+        }
 
         // Pass 2: exponentials and their sum. A row whose maximum is −∞ shifts by 0, so it
         // stays all zeros instead of becoming NaN.
