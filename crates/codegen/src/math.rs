@@ -110,6 +110,7 @@ impl Cx<'_, '_> {
             RuntimeFn::Im2col => self.sized("im2col", "kiln_rt_im2col", args, 2, 13),
             RuntimeFn::MaxPool2d => self.sized("maxpool2d", "kiln_rt_maxpool2d", args, 2, 13),
             RuntimeFn::Softmax => self.sized("softmax", "kiln_rt_softmax", args, 1, 2),
+            RuntimeFn::Copy => self.copy(args),
         }
     }
 
@@ -219,6 +220,25 @@ impl Cx<'_, '_> {
         params.extend([types::F32; 2]);
         let f = self.runtime("kiln_rt_epilogue", &params, &[])?;
         self.b.ins().call(f, &values);
+        Ok(())
+    }
+
+    /// `kiln_rt_copy(dst, src, bytes)` for `n` elements of the two buffers' one type.
+    fn copy(&mut self, args: &[Arg]) -> Result<(), CodegenError> {
+        let [Arg::Addr(dst, di), Arg::Addr(src, si), Arg::Value(n)] = args else {
+            return Err(self.invalid("copy takes two buffer addresses and a count"));
+        };
+        let elem = self.program.buffers.get(dst.0 as usize).map(|b| b.elem);
+        let Some(elem) = elem.filter(|&e| !e.is_packed() && self.program.buffers.get(src.0 as usize).map(|b| b.elem) == Some(e)) else {
+            return Err(self.invalid(format!("copy between {dst:?} and {src:?}, which do not hold one whole-byte element type")));
+        };
+        let d = self.address(*dst, di)?;
+        let s = self.address(*src, si)?;
+        let n = self.typed(n, ScalarType::I64).map_err(|e| self.invalid(format!("copy count: {e}")))?;
+        let bytes = self.b.ins().imul_imm_s(n, i64::from(elem.bits() / 8));
+        let ptr = self.module.target_config().pointer_type();
+        let f = self.runtime("kiln_rt_copy", &[ptr, ptr, types::I64], &[])?;
+        self.b.ins().call(f, &[d, s, bytes]);
         Ok(())
     }
 

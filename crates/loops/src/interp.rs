@@ -660,6 +660,33 @@ impl Machine<'_> {
                 self.store_f32_span(*y, yi, &y_span)?;
                 Ok(())
             }
+            RuntimeFn::Copy => {
+                let [Arg::Addr(dst, di), Arg::Addr(src, si), Arg::Value(n)] = args else {
+                    return self.fault("copy takes two buffer addresses and a count");
+                };
+                let Val::Int(_, n) = self.expr(n)? else { return self.fault("copy takes an integer count") };
+                if n <= 0 {
+                    return Ok(());
+                }
+                let (di, si) = (self.index(di)?, self.index(si)?);
+                // The bytes as they are, as the runtime copies them (bounds through `slot`).
+                let (d0, _, de) = self.slot(*dst, di)?;
+                let (s0, _, se) = self.slot(*src, si)?;
+                self.slot(*dst, di + n - 1)?;
+                self.slot(*src, si + n - 1)?;
+                if de != se || de.is_packed() {
+                    return self.fault(format!("copy between {} and {} elements", se.name(), de.name()));
+                }
+                let bytes = n as usize * (de.bits() / 8) as usize;
+                let Some(from) = self.memory[src.0 as usize].get(s0..s0 + bytes).map(<[u8]>::to_vec) else {
+                    return self.fault(format!("{src:?} has less memory than its length"));
+                };
+                let Some(to) = self.memory[dst.0 as usize].get_mut(d0..d0 + bytes) else {
+                    return self.fault(format!("{dst:?} has less memory than its length"));
+                };
+                to.copy_from_slice(&from);
+                Ok(())
+            }
             RuntimeFn::Softmax => {
                 let [Arg::Addr(x, xi), Arg::Value(rows), Arg::Value(cols)] = args else {
                     return self.fault("softmax takes a buffer address, rows and cols");

@@ -433,6 +433,9 @@ pub enum RuntimeFn {
     /// place: `x[r, c] = e^(x[r, c] − m) / Σ e^(x[r, ·] − m)`, `m` the row's maximum or 0 when
     /// that is −∞, a zero sum dividing by 1. Arguments: x (address), rows, cols (i64).
     Softmax,
+    /// Copies `n` elements: `dst[0..n] = src[0..n]`, both buffers of one element type (not a
+    /// packed one), the bytes as they are. Arguments: dst, src (addresses), n (i64).
+    Copy,
 }
 
 /// A statement.

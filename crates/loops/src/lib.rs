@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod build;
+pub mod copies;
 pub mod interp;
 pub mod ir;
 pub mod lower;

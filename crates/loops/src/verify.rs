@@ -40,7 +40,9 @@
 //!     positive period per row, activation 0–8); `im2col` two `f32` buffer addresses (x;
 //!     col, written) and thirteen `i64` values (channels, h, w, oh, ow, kh, kw, sh, sw, ph,
 //!     pw, dh, dw); `maxpool2d` likewise (x; y, written; planes, h, w, oh, ow, kh, kw, sh, sw,
-//!     ph, pw, dh, dw).
+//!     ph, pw, dh, dw); `softmax` one `f32` buffer address (x, written) and two `i64` values
+//!     (rows, cols); `copy` two addresses of buffers of one whole-byte element type (dst,
+//!     written; src) and one `i64` value (n).
 //! 12. **Static bounds**: an interval analysis over `i64` index expressions (loop variables
 //!     range over `[0, extent-1]`, `Let`s carry their value's interval, `If` and `Check`
 //!     conditions of the form `cmp(e, constant)` narrow `e`) must not prove an access out of

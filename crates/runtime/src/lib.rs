@@ -3,7 +3,7 @@
 //! Every entry point is an `extern "C"` function with a stable, unmangled `kiln_rt_*` name:
 //! scalar math Cranelift has no instruction for ([`math`]), the compute micro-kernels
 //! ([`gemm`], [`dwconv`], [`maxpool`]) and what surrounds them ([`im2col`], the fused ops'
-//! [`epilogue`], the attention's row [`softmax`]), split over the intra-op thread [`pool`], and the stores of narrow float formats ([`minifloat`]). The JIT registers
+//! [`epilogue`], the attention's row [`softmax`], the movement ops' [`copy`]), split over the intra-op thread [`pool`], and the stores of narrow float formats ([`minifloat`]). The JIT registers
 //! [`symbols`] with its module; an object file produced by the ahead-of-time path links the
 //! same names from this crate's static library (`crate-type = ["rlib", "staticlib"]`).
 //!
@@ -22,6 +22,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod copy;
 pub mod dwconv;
 pub mod epilogue;
 pub mod erf;
@@ -43,6 +44,7 @@ pub fn symbols() -> Vec<(&'static str, *const u8)> {
     table.push(("kiln_rt_im2col", im2col::kiln_rt_im2col as *const u8));
     table.push(("kiln_rt_maxpool2d", maxpool::kiln_rt_maxpool2d as *const u8));
     table.push(("kiln_rt_softmax", softmax::kiln_rt_softmax as *const u8));
+    table.push(("kiln_rt_copy", copy::kiln_rt_copy as *const u8));
     table.extend(minifloat::symbols());
     table
 }
@@ -58,7 +60,7 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), table.len());
         // 17 unary functions and pow and fmod, each in f32 and f64, sgemm, dwconv2d, epilogue,
-        // im2col, maxpool2d, softmax, and five narrow-float encoders.
-        assert_eq!(table.len(), 2 * 19 + 6 + 5);
+        // im2col, maxpool2d, softmax, copy, and five narrow-float encoders.
+        assert_eq!(table.len(), 2 * 19 + 7 + 5);
     }
 }

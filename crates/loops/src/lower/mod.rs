@@ -184,6 +184,7 @@ pub fn lower(g: &Graph) -> Result<Program, LowerError> {
         cx.lower_node(n)?;
     }
     cx.finish_outputs()?;
+    crate::copies::copy_calls(&mut cx.program);
     Ok(cx.program)
 }
 

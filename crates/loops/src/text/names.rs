@@ -80,6 +80,7 @@ pub(crate) fn runtime_fn_name(f: RuntimeFn) -> &'static str {
         RuntimeFn::Im2col => "im2col",
         RuntimeFn::MaxPool2d => "maxpool2d",
         RuntimeFn::Softmax => "softmax",
+        RuntimeFn::Copy => "copy",
     }
 }
 
@@ -125,7 +126,7 @@ const MATH_FNS: [MathFn; 18] = [
     MathFn::Rint,
 ];
 
-const RUNTIME_FNS: [RuntimeFn; 6] = [RuntimeFn::Sgemm, RuntimeFn::DwConv2d, RuntimeFn::Epilogue, RuntimeFn::Im2col, RuntimeFn::MaxPool2d, RuntimeFn::Softmax];
+const RUNTIME_FNS: [RuntimeFn; 7] = [RuntimeFn::Sgemm, RuntimeFn::DwConv2d, RuntimeFn::Epilogue, RuntimeFn::Im2col, RuntimeFn::MaxPool2d, RuntimeFn::Softmax, RuntimeFn::Copy];
 
 /// The scalar type spelled `name`.
 pub(super) fn scalar_type(name: &str) -> Option<ScalarType> {

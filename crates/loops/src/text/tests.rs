@@ -68,6 +68,7 @@ fn everything() -> Program {
         Stmt::Call(RuntimeFn::Im2col, [Arg::Addr(x, Expr::idx(4)), Arg::Addr(y, Expr::idx(0))].into_iter().chain([1, 3, 3, 2, 2, 2, 2, 1, 1, 0, 0, 1, 1].map(|v| Arg::Value(Expr::idx(v)))).collect()),
         Stmt::Call(RuntimeFn::MaxPool2d, [Arg::Addr(x, Expr::idx(5)), Arg::Addr(y, Expr::idx(0))].into_iter().chain([1, 3, 3, 2, 2, 2, 2, 1, 1, 0, 0, 1, 1].map(|v| Arg::Value(Expr::idx(v)))).collect()),
         Stmt::Call(RuntimeFn::Softmax, vec![Arg::Addr(y, Expr::idx(0)), Arg::Value(Expr::idx(2)), Arg::Value(Expr::idx(2))]),
+        Stmt::Call(RuntimeFn::Copy, vec![Arg::Addr(y, Expr::idx(1)), Arg::Addr(x, Expr::idx(3)), Arg::Value(Expr::idx(2))]),
     ];
     p.kernels.push(k);
     let mut odd = Kernel::new("not an identifier");

@@ -29,11 +29,12 @@ impl<'a> Cx<'a> {
             RuntimeFn::Epilogue => (3, 0, &EPILOGUE_SCALARS, "3 addresses, 6 i64, 2 f32"),
             RuntimeFn::Im2col | RuntimeFn::MaxPool2d => (2, 1, &[ScalarType::I64; 13], "2 addresses, 13 i64"),
             RuntimeFn::Softmax => (1, 0, &[ScalarType::I64; 2], "1 address, 2 i64"),
+            RuntimeFn::Copy => (2, 0, &[ScalarType::I64; 1], "2 addresses, 1 i64"),
         };
         if args.len() != addresses + scalars.len() {
             self.err(format!("{name} takes {} arguments ({signature}), not {}", addresses + scalars.len(), args.len()));
         }
-        let mut addrs = Vec::new();
+        let mut addrs: Vec<(BufId, &Buffer, Range)> = Vec::new();
         let mut ints = Vec::new();
         for (i, a) in args.iter().enumerate() {
             let want = match i.checked_sub(addresses) {
@@ -48,7 +49,17 @@ impl<'a> Cx<'a> {
                 (Arg::Addr(buf, index), None) => {
                     let r = self.index(index, &format!("{name} address"));
                     if let Some(b) = self.buffer(*buf) {
-                        if b.elem != ElemType::Scalar(ScalarType::F32) {
+                        if f == RuntimeFn::Copy {
+                            // Any element type with whole bytes, the same for both operands.
+                            if b.elem.is_packed() {
+                                self.err(format!("copy argument {i} is @{} of packed {} elements", buf.0, b.elem.name()));
+                            }
+                            if let Some((first, fb, _)) = addrs.first()
+                                && fb.elem != b.elem
+                            {
+                                self.err(format!("copy from @{} of {} elements into @{} of {}", buf.0, b.elem.name(), first.0, fb.elem.name()));
+                            }
+                        } else if b.elem != ElemType::Scalar(ScalarType::F32) {
                             self.err(format!("{name} argument {i} is @{} of {} elements, not f32", buf.0, b.elem.name()));
                         }
                         if i == written {
@@ -145,6 +156,12 @@ impl<'a> Cx<'a> {
                     return;
                 }
                 vec![(x - 1, "maxpool2d reads X"), (y - 1, "maxpool2d writes Y")]
+            }
+            (RuntimeFn::Copy, &[Some(n)]) => {
+                if n <= 0 {
+                    return;
+                }
+                vec![(i128::from(n) - 1, "copy writes its destination"), (i128::from(n) - 1, "copy reads its source")]
             }
             (RuntimeFn::Softmax, &[Some(rows), Some(cols)]) => {
                 // Nothing is addressed when the matrix is empty (or a size negative).
