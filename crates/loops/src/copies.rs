@@ -57,8 +57,8 @@ fn as_copy(var: Var, extent: u64, body: &[Stmt], elems: &[ElemType]) -> Option<V
         return None;
     }
     let invariant = before.iter().all(|s| match s {
-        Stmt::Let(_, e) => !mentions(e, var),
-        Stmt::Check { cond, .. } => !mentions(cond, var),
+        Stmt::Let(_, e) => !e.mentions(var),
+        Stmt::Check { cond, .. } => !cond.mentions(var),
         _ => false,
     });
     let (a, b) = (base(di, var)?, base(si, var)?);
@@ -76,25 +76,13 @@ fn base(index: &Expr, var: Var) -> Option<Expr> {
     match index {
         Expr::Var(v) if *v == var => Some(Expr::idx(0)),
         Expr::Binary(BinOp::Add, a, b) => match (&**a, &**b) {
-            (a, Expr::Var(v)) | (Expr::Var(v), a) if *v == var && !mentions(a, var) => Some(a.clone()),
+            (a, Expr::Var(v)) | (Expr::Var(v), a) if *v == var && !a.mentions(var) => Some(a.clone()),
             _ => None,
         },
         _ => None,
     }
 }
 
-/// Whether `e` reads `v`.
-fn mentions(e: &Expr, v: Var) -> bool {
-    match e {
-        Expr::Var(x) => *x == v,
-        Expr::Const(_) => false,
-        Expr::Load { index, .. } => mentions(index, v),
-        Expr::Unary(_, a) | Expr::Cast(_, _, a) | Expr::Bitcast(_, a) => mentions(a, v),
-        Expr::Binary(_, a, b) | Expr::Cmp(_, a, b) => mentions(a, v) || mentions(b, v),
-        Expr::Select(c, a, b) => mentions(c, v) || mentions(a, v) || mentions(b, v),
-        Expr::Math(_, args) => args.iter().any(|a| mentions(a, v)),
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -399,6 +399,21 @@ pub enum Expr {
     Math(MathFn, Vec<Expr>),
 }
 
+impl Expr {
+    /// Whether the expression reads variable `v`.
+    pub fn mentions(&self, v: Var) -> bool {
+        match self {
+            Expr::Var(x) => *x == v,
+            Expr::Const(_) => false,
+            Expr::Load { index, .. } => index.mentions(v),
+            Expr::Unary(_, a) | Expr::Cast(_, _, a) | Expr::Bitcast(_, a) => a.mentions(v),
+            Expr::Binary(_, a, b) | Expr::Cmp(_, a, b) => a.mentions(v) || b.mentions(v),
+            Expr::Select(c, a, b) => c.mentions(v) || a.mentions(v) || b.mentions(v),
+            Expr::Math(_, args) => args.iter().any(|a| a.mentions(v)),
+        }
+    }
+}
+
 /// A runtime routine called for its effect on buffers (GEMM and convolution micro-kernels).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RuntimeFn {

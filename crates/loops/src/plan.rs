@@ -118,17 +118,6 @@ struct Uses<'a> {
     loops: Vec<Var>,
 }
 
-fn mentions(e: &Expr, v: Var) -> bool {
-    match e {
-        Expr::Var(x) => *x == v,
-        Expr::Const(_) => false,
-        Expr::Load { index, .. } => mentions(index, v),
-        Expr::Unary(_, a) | Expr::Cast(_, _, a) | Expr::Bitcast(_, a) => mentions(a, v),
-        Expr::Binary(_, a, b) | Expr::Cmp(_, a, b) => mentions(a, v) || mentions(b, v),
-        Expr::Select(c, a, b) => mentions(c, v) || mentions(a, v) || mentions(b, v),
-        Expr::Math(_, args) => args.iter().any(|a| mentions(a, v)),
-    }
-}
 
 impl<'a> Uses<'a> {
     fn block(&mut self, stmts: &'a [Stmt]) {
@@ -190,7 +179,7 @@ impl<'a> Uses<'a> {
     }
 
     fn single_pass(&self, index: &Expr) -> bool {
-        self.loops.iter().all(|&v| mentions(index, v))
+        self.loops.iter().all(|&v| index.mentions(v))
     }
 
     /// (read, written) temp pairs where every read of `read` is at the one index `written` is
