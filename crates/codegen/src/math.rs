@@ -1,6 +1,7 @@
 //! Calls into the runtime library: math functions, float remainder, micro-kernels (sgemm,
-//! depthwise convolution, max pooling), im2col and the fused ops' epilogue. Each callee is an imported symbol (`Linkage::Import`) named as
-//! `kiln_runtime` exports it.
+//! fused and depthwise convolution, max pooling, softmax), im2col, the fused ops' epilogue and
+//! copies. Each callee is an imported symbol (`Linkage::Import`) named as `kiln_runtime`
+//! exports it.
 
 use cranelift_codegen::ir::{types, AbiParam, FuncRef, InstBuilder, Type, Value};
 use cranelift_module::Linkage;
@@ -104,123 +105,17 @@ impl Cx<'_, '_> {
     /// A runtime routine called for its effect on buffers.
     pub fn call(&mut self, f: RuntimeFn, args: &[Arg]) -> Result<(), CodegenError> {
         match f {
-            RuntimeFn::Sgemm => self.sgemm(args),
-            RuntimeFn::DwConv2d => self.dwconv2d(args),
-            RuntimeFn::Epilogue => self.epilogue(args),
-            RuntimeFn::Im2col => self.sized("im2col", "kiln_rt_im2col", args, 2, 13),
-            RuntimeFn::MaxPool2d => self.sized("maxpool2d", "kiln_rt_maxpool2d", args, 2, 13),
-            RuntimeFn::Softmax => self.sized("softmax", "kiln_rt_softmax", args, 1, 2),
+            // The integer arguments may have any integer type (extended to `i64`), as in the
+            // interpreter.
+            RuntimeFn::Sgemm => self.scalars("sgemm", "kiln_rt_sgemm", args, 3, 8, 2),
+            RuntimeFn::DwConv2d => self.scalars("dwconv2d", "kiln_rt_dwconv2d", args, 3, 15, 0),
+            RuntimeFn::Conv2d => self.scalars("conv2d", "kiln_rt_conv2d", args, 5, 19, 2),
+            RuntimeFn::Epilogue => self.scalars("epilogue", "kiln_rt_epilogue", args, 3, 6, 2),
+            RuntimeFn::Im2col => self.scalars("im2col", "kiln_rt_im2col", args, 2, 13, 0),
+            RuntimeFn::MaxPool2d => self.scalars("maxpool2d", "kiln_rt_maxpool2d", args, 2, 13, 0),
+            RuntimeFn::Softmax => self.scalars("softmax", "kiln_rt_softmax", args, 1, 2, 0),
             RuntimeFn::Copy => self.copy(args),
         }
-    }
-
-    /// `kiln_rt_sgemm(a, b, c, m, n, k, lda, ldb, ldc, trans_a, trans_b, alpha, beta)`. As in
-    /// the interpreter, the integer arguments may have any integer type (extended to `i64`) and
-    /// are told apart from the two `f32` ones by type.
-    fn sgemm(&mut self, args: &[Arg]) -> Result<(), CodegenError> {
-        let [Arg::Addr(a, ai), Arg::Addr(b, bi), Arg::Addr(c, ci), rest @ ..] = args else {
-            return Err(self.invalid("sgemm takes three buffer addresses first"));
-        };
-        let mut values = Vec::with_capacity(13);
-        for (buf, index) in [(a, ai), (b, bi), (c, ci)] {
-            if self.program.buffers.get(buf.0 as usize).map(|x| x.elem) != Some(ElemType::Scalar(ScalarType::F32)) {
-                return Err(self.unsupported(format!("sgemm on {buf:?}, which is not an f32 buffer")));
-            }
-            values.push(self.address(*buf, index)?);
-        }
-        let (mut ints, mut floats) = (Vec::new(), Vec::new());
-        for arg in rest {
-            let Arg::Value(e) = arg else { return Err(self.invalid("sgemm takes scalars after the three addresses")) };
-            let (v, t) = self.expr(e)?;
-            match t {
-                ScalarType::F32 => floats.push(v),
-                t if t.is_float() || t == ScalarType::Bool => return Err(self.invalid(format!("sgemm argument of type {}", t.name()))),
-                t => ints.push(self.resize(v, t, types::I64)),
-            }
-        }
-        if ints.len() != 8 || floats.len() != 2 {
-            return Err(self.invalid("sgemm takes m, n, k, lda, ldb, ldc, trans_a, trans_b (integers) and alpha, beta (f32)"));
-        }
-        values.extend(ints);
-        values.extend(floats);
-        let ptr = self.module.target_config().pointer_type();
-        let mut params = vec![ptr; 3];
-        params.extend([types::I64; 8]);
-        params.extend([types::F32; 2]);
-        let f = self.runtime("kiln_rt_sgemm", &params, &[])?;
-        self.b.ins().call(f, &values);
-        Ok(())
-    }
-
-    /// `kiln_rt_dwconv2d(x, w, y, planes, channels, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh,
-    /// dw, accumulate)`; the sizes may have any integer type (extended to `i64`), as in the
-    /// interpreter.
-    fn dwconv2d(&mut self, args: &[Arg]) -> Result<(), CodegenError> {
-        let [Arg::Addr(x, xi), Arg::Addr(w, wi), Arg::Addr(y, yi), rest @ ..] = args else {
-            return Err(self.invalid("dwconv2d takes three buffer addresses first"));
-        };
-        if rest.len() != 15 {
-            return Err(self.invalid(format!("dwconv2d takes 15 sizes after the addresses, not {}", rest.len())));
-        }
-        let mut values = Vec::with_capacity(18);
-        for (buf, index) in [(x, xi), (w, wi), (y, yi)] {
-            if self.program.buffers.get(buf.0 as usize).map(|b| b.elem) != Some(ElemType::Scalar(ScalarType::F32)) {
-                return Err(self.unsupported(format!("dwconv2d on {buf:?}, which is not an f32 buffer")));
-            }
-            values.push(self.address(*buf, index)?);
-        }
-        for arg in rest {
-            let Arg::Value(e) = arg else { return Err(self.invalid("dwconv2d takes integer sizes after the three addresses")) };
-            let (v, t) = self.expr(e)?;
-            if t.is_float() || t == ScalarType::Bool {
-                return Err(self.invalid(format!("dwconv2d size of type {}", t.name())));
-            }
-            values.push(self.resize(v, t, types::I64));
-        }
-        let ptr = self.module.target_config().pointer_type();
-        let mut params = vec![ptr; 3];
-        params.extend([types::I64; 15]);
-        let f = self.runtime("kiln_rt_dwconv2d", &params, &[])?;
-        self.b.ins().call(f, &values);
-        Ok(())
-    }
-
-    /// `kiln_rt_epilogue(y, b, z, rows, cols, bias, period, residual, act, alpha, beta)`; the
-    /// integers may have any integer type (extended to `i64`) and are told apart from the two
-    /// `f32` ones by type, as for `sgemm`.
-    fn epilogue(&mut self, args: &[Arg]) -> Result<(), CodegenError> {
-        let [Arg::Addr(y, yi), Arg::Addr(b, bi), Arg::Addr(z, zi), rest @ ..] = args else {
-            return Err(self.invalid("epilogue takes three buffer addresses first"));
-        };
-        let mut values = Vec::with_capacity(11);
-        for (buf, index) in [(y, yi), (b, bi), (z, zi)] {
-            if self.program.buffers.get(buf.0 as usize).map(|x| x.elem) != Some(ElemType::Scalar(ScalarType::F32)) {
-                return Err(self.unsupported(format!("epilogue on {buf:?}, which is not an f32 buffer")));
-            }
-            values.push(self.address(*buf, index)?);
-        }
-        let (mut ints, mut floats) = (Vec::new(), Vec::new());
-        for arg in rest {
-            let Arg::Value(e) = arg else { return Err(self.invalid("epilogue takes scalars after the three addresses")) };
-            let (v, t) = self.expr(e)?;
-            match t {
-                ScalarType::F32 => floats.push(v),
-                t if t.is_float() || t == ScalarType::Bool => return Err(self.invalid(format!("epilogue argument of type {}", t.name()))),
-                t => ints.push(self.resize(v, t, types::I64)),
-            }
-        }
-        if ints.len() != 6 || floats.len() != 2 {
-            return Err(self.invalid("epilogue takes rows, cols, bias, period, residual, act (integers) and alpha, beta (f32)"));
-        }
-        values.extend(ints);
-        values.extend(floats);
-        let ptr = self.module.target_config().pointer_type();
-        let mut params = vec![ptr; 3];
-        params.extend([types::I64; 6]);
-        params.extend([types::F32; 2]);
-        let f = self.runtime("kiln_rt_epilogue", &params, &[])?;
-        self.b.ins().call(f, &values);
-        Ok(())
     }
 
     /// `kiln_rt_copy(dst, src, bytes)` for `n` elements of the two buffers' one type.
@@ -242,13 +137,14 @@ impl Cx<'_, '_> {
         Ok(())
     }
 
-    /// `symbol(addresses…, sizes…)`: `addresses` `f32` buffer addresses, then `sizes` integers
-    /// (of any integer type, extended to `i64`, as in the interpreter).
-    fn sized(&mut self, name: &str, symbol: &'static str, args: &[Arg], addresses: usize, sizes: usize) -> Result<(), CodegenError> {
-        if args.len() != addresses + sizes {
-            return Err(self.invalid(format!("{name} takes {addresses} buffer addresses and {sizes} sizes, not {} arguments", args.len())));
+    /// `symbol(addresses…, integers…, floats…)`: `addresses` `f32` buffer addresses, then
+    /// `ints` integers (of any integer type, extended to `i64`, as in the interpreter) and
+    /// `floats` `f32` values, told apart by type.
+    fn scalars(&mut self, name: &str, symbol: &'static str, args: &[Arg], addresses: usize, ints: usize, floats: usize) -> Result<(), CodegenError> {
+        if args.len() != addresses + ints + floats {
+            return Err(self.invalid(format!("{name} takes {addresses} buffer addresses, {ints} integers and {floats} f32 values, not {} arguments", args.len())));
         }
-        let mut values = Vec::with_capacity(addresses + sizes);
+        let mut values = Vec::with_capacity(args.len());
         for arg in &args[..addresses] {
             let Arg::Addr(buf, index) = arg else { return Err(self.invalid(format!("{name} takes {addresses} buffer addresses first"))) };
             if self.program.buffers.get(buf.0 as usize).map(|b| b.elem) != Some(ElemType::Scalar(ScalarType::F32)) {
@@ -256,17 +152,25 @@ impl Cx<'_, '_> {
             }
             values.push(self.address(*buf, index)?);
         }
+        let (mut int_values, mut float_values) = (Vec::new(), Vec::new());
         for arg in &args[addresses..] {
-            let Arg::Value(e) = arg else { return Err(self.invalid(format!("{name} takes integer sizes after the addresses"))) };
+            let Arg::Value(e) = arg else { return Err(self.invalid(format!("{name} takes scalars after the addresses"))) };
             let (v, t) = self.expr(e)?;
-            if t.is_float() || t == ScalarType::Bool {
-                return Err(self.invalid(format!("{name} size of type {}", t.name())));
+            match t {
+                ScalarType::F32 if floats > 0 => float_values.push(v),
+                t if t.is_float() || t == ScalarType::Bool => return Err(self.invalid(format!("{name} argument of type {}", t.name()))),
+                t => int_values.push(self.resize(v, t, types::I64)),
             }
-            values.push(self.resize(v, t, types::I64));
         }
+        if int_values.len() != ints || float_values.len() != floats {
+            return Err(self.invalid(format!("{name} takes {ints} integers and {floats} f32 values after the addresses")));
+        }
+        values.extend(int_values);
+        values.extend(float_values);
         let ptr = self.module.target_config().pointer_type();
         let mut params = vec![ptr; addresses];
-        params.extend(std::iter::repeat_n(types::I64, sizes));
+        params.extend(std::iter::repeat_n(types::I64, ints));
+        params.extend(std::iter::repeat_n(types::F32, floats));
         let f = self.runtime(symbol, &params, &[])?;
         self.b.ins().call(f, &values);
         Ok(())

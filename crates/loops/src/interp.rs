@@ -4,6 +4,7 @@
 //! checks what generated code assumes: every load and store is in bounds, integer division
 //! has a non-zero divisor. A violation is an error here (a lowering bug), never a panic.
 
+use kiln_runtime::conv::Conv2d;
 use kiln_runtime::dwconv::DwConv2d;
 use kiln_runtime::epilogue::{Activation, Bias, Epilogue};
 use kiln_runtime::gemm::{Sgemm, Transpose};
@@ -548,6 +549,46 @@ impl Machine<'_> {
                 let w = self.f32_span("dwconv2d", *w, wi, d.w_len())?;
                 let mut y_span = self.f32_span("dwconv2d", *y, yi, d.y_len())?;
                 d.run(&x, &w, &mut y_span);
+                self.store_f32_span(*y, yi, &y_span)?;
+                Ok(())
+            }
+            RuntimeFn::Conv2d => {
+                let [Arg::Addr(x, xi), Arg::Addr(w, wi), Arg::Addr(b, bi), Arg::Addr(z, zi), Arg::Addr(y, yi), rest @ ..] = args else {
+                    return self.fault("conv2d takes five buffer addresses first");
+                };
+                let (mut ints, mut floats) = (Vec::new(), Vec::new());
+                for arg in rest {
+                    let Arg::Value(e) = arg else { return self.fault("conv2d scalar arguments") };
+                    match self.expr(e)? {
+                        Val::Int(_, v) => ints.push(v),
+                        Val::F32(x) => floats.push(x),
+                        _ => return self.fault("conv2d scalar arguments"),
+                    }
+                }
+                let (&[batch, channels, out_channels, groups, h, w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, bias, residual, code], &[alpha, beta]) = (&ints[..], &floats[..]) else {
+                    return self.fault("conv2d takes batch, channels, out_channels, groups, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, bias, residual, act, alpha, beta");
+                };
+                let sizes = [batch, channels, out_channels, groups, h, w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw].map(usize::try_from);
+                let [Ok(batch), Ok(channels), Ok(out_channels), Ok(groups), Ok(h), Ok(w_), Ok(oh), Ok(ow), Ok(kh), Ok(kw), Ok(sh), Ok(sw), Ok(ph), Ok(pw), Ok(dh), Ok(dw)] = sizes else {
+                    return self.fault(format!("conv2d with a negative size in {ints:?}"));
+                };
+                let Some(act) = Activation::from_code(code, alpha, beta) else {
+                    return self.fault(format!("conv2d with activation code {code}"));
+                };
+                let c = Conv2d { batch, channels, out_channels, groups, h, w: w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, bias: bias != 0, residual: residual != 0, act };
+                // Compiled code does nothing for such sizes; the interpreter, a test oracle, says so.
+                if !c.is_valid() {
+                    return self.fault(format!("conv2d with invalid sizes {c:?}"));
+                }
+                let (xi, wi, bi, zi, yi) = (self.index(xi)?, self.index(wi)?, self.index(bi)?, self.index(zi)?, self.index(yi)?);
+                // The runtime's routine computes the convolution, as for sgemm; unused operands
+                // are not read.
+                let x = self.f32_span("conv2d", *x, xi, c.x_len())?;
+                let w = self.f32_span("conv2d", *w, wi, c.w_len())?;
+                let b = self.f32_span("conv2d", *b, bi, c.bias_len())?;
+                let z = self.f32_span("conv2d", *z, zi, c.z_len())?;
+                let mut y_span = self.f32_span("conv2d", *y, yi, c.y_len())?;
+                c.run(&x, &w, &b, &z, &mut y_span);
                 self.store_f32_span(*y, yi, &y_span)?;
                 Ok(())
             }

@@ -433,6 +433,14 @@ pub enum RuntimeFn {
     /// 8 gelu_tanh) (i64), alpha, beta (f32). The IR has no null address: an operand the flags
     /// leave unused is passed as `y`'s own address and not read.
     Epilogue,
+    /// The fused 2-D convolution of `f32` NCHW tensors: `y[n, m, oy, ox] = act(Σ_{c, ky, kx}
+    /// x[n, g·Cg + c, oy·sh − ph + ky·dh, ox·sw − pw + kx·dw] · w[m, c, ky, kx] + b[m] + z[n, m,
+    /// oy, ox])`, `g` the group of output channel `m`, taps outside the `h × w` input skipped, the
+    /// bias and `z` optional. Arguments: x, w, b, z, y (addresses), batch, channels,
+    /// out_channels, groups, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, bias (non-zero: add
+    /// `b`), residual (non-zero: add `z`, laid out as `y`), act (as for `Epilogue`) (i64), alpha,
+    /// beta (f32). Unused operands are passed as `y`'s address and not read; `z` must not be `y`.
+    Conv2d,
     /// im2col of `f32` NCHW planes for a 2-D convolution: `col[(c·kh + ky)·kw + kx, oy·ow + ox]
     /// = x[c, oy·sh − ph + ky·dh, ox·sw − pw + kx·dw]`, zero where that position is outside the
     /// `h × w` input. Arguments: x, col (addresses), channels, h, w, oh, ow, kh, kw, sh, sw, ph,

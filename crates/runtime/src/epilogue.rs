@@ -307,13 +307,25 @@ impl Epilogue {
     /// As [`run_raw`](Self::run_raw), with valid sizes.
     unsafe fn run_part(&self, isa: Isa, y: *mut f32, bias: *const f32, z: *const f32) {
         // SAFETY: by the caller's contract.
+        unsafe { self.run_strided(isa, y, bias, z, self.cols) }
+    }
+
+    /// The epilogue on this thread, with `y` and `z` rows `ld ≥ cols` elements apart (a block
+    /// of a larger matrix: a convolution's finished rows).
+    ///
+    /// # Safety
+    ///
+    /// As [`run_raw`](Self::run_raw) for the `(rows − 1)·ld + cols` elements of `y` and `z`
+    /// the rows span, with valid sizes; `z` does not overlap `y` unless `ld == cols`.
+    pub(crate) unsafe fn run_strided(&self, isa: Isa, y: *mut f32, bias: *const f32, z: *const f32, ld: usize) {
+        // SAFETY: by the caller's contract.
         unsafe {
             match isa {
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => run_avx512(self, y, bias, z),
+                Isa::Avx512 => run_avx512(self, y, bias, z, ld),
                 #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => run_avx2(self, y, bias, z),
-                _ => by_activation(self, y, bias, z),
+                Isa::Avx2 => run_avx2(self, y, bias, z, ld),
+                _ => by_activation(self, y, bias, z, ld),
             }
         }
     }
@@ -326,9 +338,9 @@ impl Epilogue {
 /// As [`Epilogue::run_raw`]; the CPU has AVX-512F, AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn run_avx512(e: &Epilogue, y: *mut f32, bias: *const f32, z: *const f32) {
+unsafe fn run_avx512(e: &Epilogue, y: *mut f32, bias: *const f32, z: *const f32, ld: usize) {
     // SAFETY: by the caller's contract.
-    unsafe { by_activation(e, y, bias, z) }
+    unsafe { by_activation(e, y, bias, z, ld) }
 }
 
 /// [`by_activation`] compiled for AVX2.
@@ -338,9 +350,9 @@ unsafe fn run_avx512(e: &Epilogue, y: *mut f32, bias: *const f32, z: *const f32)
 /// As [`Epilogue::run_raw`]; the CPU has AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn run_avx2(e: &Epilogue, y: *mut f32, bias: *const f32, z: *const f32) {
+unsafe fn run_avx2(e: &Epilogue, y: *mut f32, bias: *const f32, z: *const f32, ld: usize) {
     // SAFETY: by the caller's contract.
-    unsafe { by_activation(e, y, bias, z) }
+    unsafe { by_activation(e, y, bias, z, ld) }
 }
 
 /// [`rows`] instantiated for the epilogue's activation.
@@ -349,21 +361,21 @@ unsafe fn run_avx2(e: &Epilogue, y: *mut f32, bias: *const f32, z: *const f32) {
 ///
 /// As [`Epilogue::run_raw`], with valid sizes.
 #[inline(always)]
-unsafe fn by_activation(e: &Epilogue, y: *mut f32, bias: *const f32, z: *const f32) {
+unsafe fn by_activation(e: &Epilogue, y: *mut f32, bias: *const f32, z: *const f32, ld: usize) {
     // SAFETY: by the caller's contract.
     unsafe {
         match e.act {
-            Activation::None => rows(e, Identity, y, bias, z),
-            Activation::Relu => rows(e, Relu, y, bias, z),
-            Activation::Clip { min, max } if min.is_nan() || max.is_nan() => rows(e, Nan, y, bias, z),
-            Activation::Clip { min: lo, max: hi } if lo.to_bits() == (-0.0f32).to_bits() || hi.to_bits() == 0 => rows(e, Clip::<true> { lo, hi }, y, bias, z),
-            Activation::Clip { min: lo, max: hi } => rows(e, Clip::<false> { lo, hi }, y, bias, z),
-            Activation::LeakyRelu { alpha } => rows(e, Leaky(alpha), y, bias, z),
-            Activation::Sigmoid => rows(e, Sigmoid, y, bias, z),
-            Activation::Tanh => rows(e, Tanh, y, bias, z),
-            Activation::HardSwish => rows(e, HardSwish, y, bias, z),
-            Activation::Gelu => rows(e, Gelu, y, bias, z),
-            Activation::GeluTanh => rows(e, GeluTanh, y, bias, z),
+            Activation::None => rows(e, Identity, y, bias, z, ld),
+            Activation::Relu => rows(e, Relu, y, bias, z, ld),
+            Activation::Clip { min, max } if min.is_nan() || max.is_nan() => rows(e, Nan, y, bias, z, ld),
+            Activation::Clip { min: lo, max: hi } if lo.to_bits() == (-0.0f32).to_bits() || hi.to_bits() == 0 => rows(e, Clip::<true> { lo, hi }, y, bias, z, ld),
+            Activation::Clip { min: lo, max: hi } => rows(e, Clip::<false> { lo, hi }, y, bias, z, ld),
+            Activation::LeakyRelu { alpha } => rows(e, Leaky(alpha), y, bias, z, ld),
+            Activation::Sigmoid => rows(e, Sigmoid, y, bias, z, ld),
+            Activation::Tanh => rows(e, Tanh, y, bias, z, ld),
+            Activation::HardSwish => rows(e, HardSwish, y, bias, z, ld),
+            Activation::Gelu => rows(e, Gelu, y, bias, z, ld),
+            Activation::GeluTanh => rows(e, GeluTanh, y, bias, z, ld),
         }
     }
 }
@@ -390,10 +402,11 @@ enum RowBias<'a> {
 ///
 /// As [`Epilogue::run_raw`], with valid sizes and a non-empty `y`.
 #[inline(always)]
-unsafe fn rows<A: Act>(e: &Epilogue, a: A, y: *mut f32, b: *const f32, z: *const f32) {
-    // Without a bias, the matrix is one contiguous row.
-    let (rows, cols) = if e.bias == Bias::None { (1, e.y_len()) } else { (e.rows, e.cols) };
-    let n = e.y_len();
+unsafe fn rows<A: Act>(e: &Epilogue, a: A, y: *mut f32, b: *const f32, z: *const f32, ld: usize) {
+    // Without a bias, a contiguous matrix is one row.
+    let (rows, cols, ld) = if e.bias == Bias::None && ld == e.cols { (1, e.y_len(), e.y_len()) } else { (e.rows, e.cols, ld) };
+    // The elements the rows span.
+    let n = (rows - 1) * ld + cols;
     let aligned = |p: *const f32| (p as usize).is_multiple_of(std::mem::align_of::<f32>());
     // Whether `[p, p + len)` lies apart from `y`.
     let apart = |p: *const f32, len: usize| {
@@ -409,7 +422,7 @@ unsafe fn rows<A: Act>(e: &Epilogue, a: A, y: *mut f32, b: *const f32, z: *const
         // SAFETY: row `r` of `y` and `z` is inside them; the bias element or row too; slices
         // are formed only of aligned operands apart from `y`.
         unsafe {
-            let (yr, zr) = (y.add(r * cols), z.map(|z| z.add(r * cols)));
+            let (yr, zr) = (y.add(r * ld), z.map(|z| z.add(r * ld)));
             let bias = match e.bias {
                 Bias::None => RowBias::None,
                 Bias::PerRow { period } => RowBias::Scalar(b.add(r % period).read_unaligned()),

@@ -7,11 +7,11 @@
 //! **Design.** Row by row of the column matrix (one channel and tap): the output rows `oy`
 //! and columns `ox` whose input position exists are two ranges, computed once per tap
 //! without dividing for strides 1 and 2, so each output row is a zero run, a copy and a zero
-//! run, with no check per element. Zero runs and stride-1 copies are inline vector loops with
-//! a masked last vector (`gemm`'s vector operations, the instruction set detected at run time
+//! run, with no check per element. Zero runs and stride-1 and stride-2 copies are inline vector
+//! loops with a masked last vector (`gemm`'s vector operations, the instruction set detected at run time
 //! as for `sgemm`), not `memset`/`memcpy` calls: ResNet-50's 7×7 planes make most runs a few
-//! elements long. A stride-2 copy reads every other element, a loop the compiler vectorizes
-//! with shuffles; larger strides copy element by element. Operands may sit at any byte offset
+//! elements long. A stride-2 copy loads two vectors and keeps their even lanes; larger strides
+//! copy element by element. Operands may sit at any byte offset
 //! (inputs come from callers, weights from a mapped file): the vector accesses are unaligned. The values are copied,
 //! never computed, so the result is exact and the same as the loop nest it replaces; the
 //! loop-IR interpreter calls this same code.
@@ -140,7 +140,7 @@ impl Im2col {
     ///
     /// `x` readable for [`x_len`](Self::x_len) elements, `col` writable for
     /// [`col_len`](Self::col_len) and not overlapping `x`. No alignment is required.
-    unsafe fn run_raw(&self, x: *const f32, col: *mut f32) {
+    pub(crate) unsafe fn run_raw(&self, x: *const f32, col: *mut f32) {
         if !self.is_valid() || self.col_len() == 0 {
             return;
         }
@@ -264,7 +264,7 @@ pub(crate) fn inside(start: isize, step: isize, len: isize, count: isize) -> (is
 ///
 /// `to` writable for `n` floats; the CPU runs `S`.
 #[inline(always)]
-unsafe fn zero<S: Simd>(to: *mut f32, n: usize) {
+pub(crate) unsafe fn zero<S: Simd>(to: *mut f32, n: usize) {
     let l = S::LANES;
     let mut i = 0;
     // SAFETY: every store is at `i..i + l` with `i + l <= n`, or masked to `i..n`; the vector
@@ -281,15 +281,15 @@ unsafe fn zero<S: Simd>(to: *mut f32, n: usize) {
     }
 }
 
-/// `to[j] = from[j·step]` for `j` in `0..n`: vectors (bits unchanged) for stride 1, a loop the
-/// compiler vectorizes with shuffles for stride 2, element by element for larger strides.
+/// `to[j] = from[j·step]` for `j` in `0..n`: vectors (bits unchanged) for strides 1 and 2 (two
+/// loads and a permutation), element by element for larger strides.
 ///
 /// # Safety
 ///
 /// `from` readable for `(n − 1)·step + 1` floats, `to` writable for `n`, not overlapping; the
 /// CPU runs `S`.
 #[inline(always)]
-unsafe fn copy<S: Simd>(to: *mut f32, from: *const f32, n: usize, step: isize) {
+pub(crate) unsafe fn copy<S: Simd>(to: *mut f32, from: *const f32, n: usize, step: isize) {
     let l = S::LANES;
     // SAFETY: by the caller's contract; vector accesses stay inside `0..n` as in `zero`, the
     // scalar ones are unaligned.
@@ -306,8 +306,13 @@ unsafe fn copy<S: Simd>(to: *mut f32, from: *const f32, n: usize, step: isize) {
                 }
             }
             2 => {
-                for j in 0..n {
-                    to.add(j).write_unaligned(from.add(2 * j).read_unaligned());
+                let mut i = 0;
+                while i + l <= n {
+                    S::store(to.add(i), S::load_even(from.add(2 * i), l));
+                    i += l;
+                }
+                if i < n {
+                    S::store_first(to.add(i), S::load_even(from.add(2 * i), n - i), n - i);
                 }
             }
             _ => {

@@ -2,7 +2,7 @@
 //!
 //! Every entry point is an `extern "C"` function with a stable, unmangled `kiln_rt_*` name:
 //! scalar math Cranelift has no instruction for ([`math`]), the compute micro-kernels
-//! ([`gemm`], [`dwconv`], [`maxpool`]) and what surrounds them ([`im2col`], the fused ops'
+//! ([`gemm`], the fused [`conv`], [`dwconv`], [`maxpool`]) and what surrounds them ([`im2col`], the fused ops'
 //! [`epilogue`], the attention's row [`softmax`], the movement ops' [`copy`]), split over the intra-op thread [`pool`], and the stores of narrow float formats ([`minifloat`]). The JIT registers
 //! [`symbols`] with its module; an object file produced by the ahead-of-time path links the
 //! same names from this crate's static library (`crate-type = ["rlib", "staticlib"]`).
@@ -10,7 +10,8 @@
 //! **Semantics match the loop-IR interpreter** (`kiln_loops::interp`) bit for bit: the `f32`
 //! math functions compute in `f64` and round once, as the interpreter does, and
 //! the interpreter's `sgemm` calls [`gemm::Sgemm::run`], the same code as
-//! [`gemm::kiln_rt_sgemm`] (its `dwconv2d` likewise [`dwconv::DwConv2d::run`], `epilogue`
+//! [`gemm::kiln_rt_sgemm`] (its `conv2d` likewise [`conv::Conv2d::run`], `dwconv2d`
+//! [`dwconv::DwConv2d::run`], `epilogue`
 //! [`epilogue::Epilogue::run`], `im2col` [`im2col::Im2col::run`], `maxpool2d`
 //! [`maxpool::MaxPool2d::run`], `softmax` [`softmax::Softmax::run`]). The one exception is `erf`, which the interpreter evaluates
 //! by a different formula (see [`erf`]).
@@ -22,6 +23,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod conv;
 pub mod copy;
 pub mod dwconv;
 pub mod epilogue;
@@ -39,6 +41,7 @@ mod vmath;
 pub fn symbols() -> Vec<(&'static str, *const u8)> {
     let mut table = math::symbols();
     table.push(("kiln_rt_sgemm", gemm::kiln_rt_sgemm as *const u8));
+    table.push(("kiln_rt_conv2d", conv::kiln_rt_conv2d as *const u8));
     table.push(("kiln_rt_dwconv2d", dwconv::kiln_rt_dwconv2d as *const u8));
     table.push(("kiln_rt_epilogue", epilogue::kiln_rt_epilogue as *const u8));
     table.push(("kiln_rt_im2col", im2col::kiln_rt_im2col as *const u8));
@@ -59,8 +62,8 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), table.len());
-        // 17 unary functions and pow and fmod, each in f32 and f64, sgemm, dwconv2d, epilogue,
-        // im2col, maxpool2d, softmax, copy, and five narrow-float encoders.
-        assert_eq!(table.len(), 2 * 19 + 7 + 5);
+        // 17 unary functions and pow and fmod, each in f32 and f64, sgemm, conv2d, dwconv2d,
+        // epilogue, im2col, maxpool2d, softmax, copy, and five narrow-float encoders.
+        assert_eq!(table.len(), 2 * 19 + 8 + 5);
     }
 }

@@ -1,4 +1,4 @@
-//! Runtime calls: `Sgemm`, `DwConv2d`, `Epilogue`, `Im2col`, `MaxPool2d`, every math function
+//! Runtime calls: `Sgemm`, `DwConv2d`, `Conv2d`, `Epilogue`, `Im2col`, `MaxPool2d`, every math function
 //! in `f32` and `f64`, and float remainder.
 
 use kiln_loops::*;
@@ -96,6 +96,44 @@ fn dwconv2d_matches_the_interpreter() {
                 i(acc),
             ],
         ));
+        hs.push(kern);
+        hs.run().unwrap();
+    }
+}
+
+#[test]
+fn conv2d_matches_the_interpreter() {
+    // (batch, channels, out_channels, groups, h, w, kh, kw, sh, sw, ph, pw, dh, dw, bias,
+    // residual, act), padded after by one row and column, at element offsets into larger
+    // buffers; absent operands are the output's own address, as lowering passes them.
+    let cases = [
+        (1, 3, 4, 1, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 1),
+        (2, 4, 6, 2, 9, 20, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 2),
+        (1, 6, 5, 1, 7, 33, 2, 5, 1, 3, 0, 2, 2, 1, 1, 1, 7),
+        (1, 8, 9, 1, 6, 6, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0),
+        (1, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0),
+    ];
+    for (batch, channels, out_channels, groups, h, w, kh, kw, sh, sw, ph, pw, dh, dw, bias, residual, act) in cases {
+        // Pointwise when there is no window: no padding after either.
+        let after = if kh == 1 && sh == 1 { 0 } else { 1 };
+        let oh = (h + ph + after - ((kh - 1) * dh + 1)) / sh + 1;
+        let ow = (w + pw + after - ((kw - 1) * dw + 1)) / sw + 1;
+        let (x_len, w_len, y_len) = (batch * channels * h * w, out_channels * channels / groups * kh * kw, batch * out_channels * oh * ow);
+        let mut hs = Harness::new();
+        let x = hs.input_of(ScalarType::F32, &f32_data(x_len as usize + 3, 1));
+        let k = hs.input_of(ScalarType::F32, &f32_data(w_len as usize + 5, 2));
+        let b = hs.input_of(ScalarType::F32, &f32_data(out_channels as usize + 2, 3));
+        let z = hs.input_of(ScalarType::F32, &f32_data(y_len as usize + 1, 4));
+        let y = hs.output(ElemType::Scalar(ScalarType::F32), y_len as u64 + 2);
+        let mut kern = Kernel::new("conv");
+        let i = |v: i64| Arg::Value(Expr::idx(v));
+        let (b_addr, z_addr) = (if bias == 0 { Arg::Addr(y, Expr::idx(1)) } else { Arg::Addr(b, Expr::idx(2)) }, if residual == 0 { Arg::Addr(y, Expr::idx(1)) } else { Arg::Addr(z, Expr::idx(1)) });
+        let mut args = vec![Arg::Addr(x, Expr::idx(3)), Arg::Addr(k, Expr::idx(5)), b_addr, z_addr, Arg::Addr(y, Expr::idx(1))];
+        // An i32 argument is extended to i64, as the interpreter allows.
+        args.push(Arg::Value(Expr::int(ScalarType::I32, batch)));
+        args.extend([channels, out_channels, groups, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, bias, residual, act].map(i));
+        args.extend([Arg::Value(Expr::f32(-0.5)), Arg::Value(Expr::f32(0.75))]);
+        kern.body = vec![Stmt::Call(RuntimeFn::Conv2d, args)];
         hs.push(kern);
         hs.run().unwrap();
     }

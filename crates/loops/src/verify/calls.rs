@@ -17,6 +17,12 @@ const EPILOGUE_SCALARS: [ScalarType; 8] = {
     [I64, I64, I64, I64, I64, I64, F32, F32]
 };
 
+/// `conv2d`'s scalars: 19 sizes, flags and codes, then alpha, beta.
+const CONV2D_SCALARS: [ScalarType; 21] = {
+    use ScalarType::{F32, I64};
+    [I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, F32, F32]
+};
+
 impl<'a> Cx<'a> {
     /// Checks a runtime call's signature, constant codes and the extent each address spans
     /// (invariants 9, 11 and 12 of the module doc).
@@ -26,6 +32,7 @@ impl<'a> Cx<'a> {
         let (addresses, written, scalars, signature): (usize, usize, &[ScalarType], &str) = match f {
             RuntimeFn::Sgemm => (3, 2, &SGEMM_SCALARS, "3 addresses, 8 i64, 2 f32"),
             RuntimeFn::DwConv2d => (3, 2, &[ScalarType::I64; 15], "3 addresses, 15 i64"),
+            RuntimeFn::Conv2d => (5, 4, &CONV2D_SCALARS, "5 addresses, 19 i64, 2 f32"),
             RuntimeFn::Epilogue => (3, 0, &EPILOGUE_SCALARS, "3 addresses, 6 i64, 2 f32"),
             RuntimeFn::Im2col | RuntimeFn::MaxPool2d => (2, 1, &[ScalarType::I64; 13], "2 addresses, 13 i64"),
             RuntimeFn::Softmax => (1, 0, &[ScalarType::I64; 2], "1 address, 2 i64"),
@@ -108,6 +115,23 @@ impl<'a> Cx<'a> {
                     (Some(x), Some(k), Some(y)) if y >= 0 => vec![(x, "dwconv2d reads X"), (k, "dwconv2d reads W"), (y, "dwconv2d writes Y")],
                     _ => return,
                 }
+            }
+            (RuntimeFn::Conv2d, &[Some(batch), Some(channels), Some(out_channels), Some(groups), Some(h), Some(w), Some(oh), Some(ow), Some(kh), Some(kw), _, _, _, _, _, _, bias, residual, act]) => {
+                if let Some(act) = act.filter(|a| !(0..=8).contains(a)) {
+                    self.err(format!("conv2d activation code {act} does not exist"));
+                }
+                // Nothing is addressed when the output is empty or the groups do not divide the
+                // channels (which the runtime refuses).
+                let product = |v: &[i64]| v.iter().try_fold(1i128, |a, &b| if b < 0 { None } else { a.checked_mul(i128::from(b)) });
+                if groups <= 0 || channels % groups != 0 || out_channels % groups != 0 {
+                    return;
+                }
+                let (Some(x), Some(wk), Some(y)) = (product(&[batch, channels, h, w]), product(&[out_channels, channels / groups, kh, kw]), product(&[batch, out_channels, oh, ow])) else { return };
+                if y == 0 {
+                    return;
+                }
+                let flag = |f: Option<i64>, span: i128| if f == Some(0) { -1 } else { span };
+                vec![(x - 1, "conv2d reads X"), (wk - 1, "conv2d reads W"), (flag(bias, i128::from(out_channels) - 1), "conv2d reads the bias"), (flag(residual, y - 1), "conv2d reads Z"), (y - 1, "conv2d writes Y")]
             }
             (RuntimeFn::Epilogue, &[Some(rows), Some(cols), mode, period, residual, act]) => {
                 if let Some(mode) = mode.filter(|m| !(0..=2).contains(m)) {

@@ -3,7 +3,7 @@
 
 use std::arch::x86_64::*;
 
-use super::blocked::{self, Blocking, Kernel, Problem};
+use super::blocked::{self, Blocking, Finish, Kernel, Problem, Source};
 use super::gemv;
 use super::kernel::{self, Out, Update};
 use super::pack::{self, View};
@@ -54,6 +54,20 @@ impl Simd for Avx2 {
     }
 
     #[inline(always)]
+    unsafe fn load_even(p: *const f32, n: usize) -> __m256 {
+        // SAFETY: as above; `p[0..2n − 1]` readable, and masked-off lanes are not accessed (the
+        // second address is only formed, never dereferenced, when it is past them).
+        unsafe {
+            let len = (2 * n).saturating_sub(1);
+            let lo = _mm256_maskload_ps(p, first_lanes(len));
+            let hi = _mm256_maskload_ps(p.wrapping_add(8), first_lanes(len.saturating_sub(8)));
+            // [lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6], then the 64-bit pairs in order 0, 2, 1, 3.
+            let s = _mm256_shuffle_ps::<0b10_00_10_00>(lo, hi);
+            _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(s)))
+        }
+    }
+
+    #[inline(always)]
     unsafe fn mul_add(a: __m256, b: __m256, c: __m256) -> __m256 {
         // SAFETY: as above.
         unsafe { _mm256_fmadd_ps(a, b, c) }
@@ -92,6 +106,7 @@ const NV: usize = 2;
 pub(crate) struct Tile6x16;
 
 impl Kernel for Tile6x16 {
+    type S = Avx2;
     const MR: usize = MR;
     const NR: usize = NV * 8;
     const A_IN_PLACE: bool = true;
@@ -152,9 +167,9 @@ unsafe fn one<const M: usize, const V: usize>(kc: usize, a: View, b: *const f32,
 ///
 /// As [`blocked::run`]; the CPU has AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn gemm(pr: &Problem, bl: Blocking, scratch: &mut [f32]) {
+pub(crate) unsafe fn gemm<B: Source, F: Finish>(pr: &Problem<B>, bl: Blocking, scratch: &mut [f32], fin: &F) {
     // SAFETY: by the caller's contract.
-    unsafe { blocked::run::<Tile6x16>(pr, bl, scratch) }
+    unsafe { blocked::run::<Tile6x16, B, F>(pr, bl, scratch, fin) }
 }
 
 /// The matrix–vector product.

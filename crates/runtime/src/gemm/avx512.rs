@@ -3,7 +3,7 @@
 
 use std::arch::x86_64::*;
 
-use super::blocked::{self, Blocking, Kernel, Problem};
+use super::blocked::{self, Blocking, Finish, Kernel, Problem, Source};
 use super::kernel::{self, Out, Update};
 use super::pack::{self, View};
 use super::simd::Simd;
@@ -54,6 +54,19 @@ impl Simd for Avx512 {
     }
 
     #[inline(always)]
+    unsafe fn load_even(p: *const f32, n: usize) -> __m512 {
+        // SAFETY: as above; `p[0..2n − 1]` readable, and masked-off lanes are not accessed (the
+        // second address is only formed, never dereferenced, when it is past them).
+        unsafe {
+            let len = (2 * n).saturating_sub(1);
+            let lo = _mm512_maskz_loadu_ps(first_lanes(len), p);
+            let hi = _mm512_maskz_loadu_ps(first_lanes(len.saturating_sub(16)), p.wrapping_add(16));
+            let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+            _mm512_permutex2var_ps(lo, even, hi)
+        }
+    }
+
+    #[inline(always)]
     unsafe fn mul_add(a: __m512, b: __m512, c: __m512) -> __m512 {
         // SAFETY: as above.
         unsafe { _mm512_fmadd_ps(a, b, c) }
@@ -87,6 +100,7 @@ const NV: usize = 3;
 pub(crate) struct Tile8x48;
 
 impl Kernel for Tile8x48 {
+    type S = Avx512;
     const MR: usize = MR;
     const NR: usize = NV * 16;
     const A_IN_PLACE: bool = true;
@@ -156,9 +170,9 @@ unsafe fn one<const M: usize, const V: usize>(kc: usize, a: View, b: *const f32,
 ///
 /// As [`blocked::run`]; the CPU has AVX-512F.
 #[target_feature(enable = "avx512f,avx2,fma")]
-pub(crate) unsafe fn gemm(pr: &Problem, bl: Blocking, scratch: &mut [f32]) {
+pub(crate) unsafe fn gemm<B: Source, F: Finish>(pr: &Problem<B>, bl: Blocking, scratch: &mut [f32], fin: &F) {
     // SAFETY: by the caller's contract.
-    unsafe { blocked::run::<Tile8x48>(pr, bl, scratch) }
+    unsafe { blocked::run::<Tile8x48, B, F>(pr, bl, scratch, fin) }
 }
 
 /// The matrix–vector product.

@@ -15,9 +15,15 @@
 //! contiguous along `k` are read in place (`MR` sequential streams, which also spares transposing
 //! them), and others are packed into one panel right before use. Each element of `C` is summed
 //! over `k` in ascending order: within a k block in registers, across k blocks through `C`.
+//!
+//! `B` is any [`Source`] that packs its own panels: a strided matrix, or a convolution's
+//! implicit column matrix (`conv.rs`), which is never written out. A [`Finish`] runs on each
+//! block of `C`'s rows as soon as its last k block is summed, while it is still in cache (a
+//! convolution's bias, residual addend and activation).
 
 use super::kernel::{Out, Update};
 use super::pack::View;
+use super::simd::Simd;
 
 /// Cache-block sizes, in elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +36,8 @@ pub struct Blocking {
 
 /// A micro-kernel with its panel shapes and the packing that feeds it.
 pub(crate) trait Kernel {
+    /// The vector operations the kernel is written in.
+    type S: Simd;
     /// Rows of a tile (lanes of an `A` panel).
     const MR: usize;
     /// Columns of a tile (lanes of a `B` panel).
@@ -48,9 +56,74 @@ pub(crate) trait Kernel {
     unsafe fn tile(kc: usize, a: View, b: *const f32, c: Out, up: Update, mr: usize, nr: usize);
 }
 
-/// One product, with its operands as strided views.
+/// Where a product's `op(B)` comes from.
+pub(crate) trait Source: Copy {
+    /// Packs lanes (columns) `j..j + lanes` × steps `p..p + kc` of `op(B)` into `⌈lanes/NR⌉`
+    /// consecutive panels of `kc·NR` floats, zero-padded, as [`Kernel::pack_b`] does.
+    ///
+    /// # Safety
+    ///
+    /// Those elements exist; `dst` holds the panels; the caller enables `K`'s instruction set.
+    unsafe fn pack<K: Kernel>(&self, dst: *mut f32, j: usize, p: usize, lanes: usize, kc: usize);
+
+    /// The source from column `j` on.
+    ///
+    /// # Safety
+    ///
+    /// Column `j` exists (or is one past the last).
+    unsafe fn from_col(self, j: usize) -> Self;
+}
+
+impl Source for View {
+    #[inline(always)]
+    unsafe fn pack<K: Kernel>(&self, dst: *mut f32, j: usize, p: usize, lanes: usize, kc: usize) {
+        // SAFETY: by the caller's contract.
+        unsafe { K::pack_b(dst, self.at(j, p), lanes, kc) }
+    }
+
+    #[inline(always)]
+    unsafe fn from_col(self, j: usize) -> View {
+        // SAFETY: by the caller's contract.
+        unsafe { self.at(j, 0) }
+    }
+}
+
+/// Work on a finished block of `C`: rows `i..i + mr`, columns `j..j + nc`, summed over all of
+/// `k` (and stored).
+pub(crate) trait Finish {
+    /// # Safety
+    ///
+    /// The block lies inside the product's `C`.
+    unsafe fn rows(&self, i: usize, mr: usize, j: usize, nc: usize);
+}
+
+/// No work: a plain product.
+pub(crate) struct Done;
+
+impl Finish for Done {
+    #[inline(always)]
+    unsafe fn rows(&self, _: usize, _: usize, _: usize, _: usize) {}
+}
+
+/// A [`Finish`] for a part of a split product: the part's block `(i, j)` is the whole's
+/// `(i + di, j + dj)`.
+pub(crate) struct Shifted<'a, F> {
+    pub inner: &'a F,
+    pub di: usize,
+    pub dj: usize,
+}
+
+impl<F: Finish> Finish for Shifted<'_, F> {
+    #[inline(always)]
+    unsafe fn rows(&self, i: usize, mr: usize, j: usize, nc: usize) {
+        // SAFETY: the part's block is inside the whole's `C`.
+        unsafe { self.inner.rows(i + self.di, mr, j + self.dj, nc) }
+    }
+}
+
+/// One product, with `op(A)` as a strided view and `op(B)` from a [`Source`].
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Problem {
+pub(crate) struct Problem<B = View> {
     /// Rows of `C`.
     pub m: usize,
     /// Columns of `C`.
@@ -60,7 +133,7 @@ pub(crate) struct Problem {
     /// `op(A)`: lanes are rows `i`, steps are `p`.
     pub a: View,
     /// `op(B)`: lanes are columns `j`, steps are `p`.
-    pub b: View,
+    pub b: B,
     /// `C`.
     pub c: Out,
     /// `alpha` and `beta`.
@@ -68,18 +141,19 @@ pub(crate) struct Problem {
 }
 
 /// Floats of scratch the blocked product needs (with room to align it to 64 bytes).
-pub(crate) fn scratch_len<K: Kernel>(pr: &Problem, bl: Blocking) -> usize {
+pub(crate) fn scratch_len<K: Kernel, B>(pr: &Problem<B>, bl: Blocking) -> usize {
     bl.kc.min(pr.k) * (bl.nc.min(pr.n).next_multiple_of(K::NR) + K::MR) + 16
 }
 
-/// Computes `pr` with kernel `K`, packing into `scratch` (at least [`scratch_len`] floats).
+/// Computes `pr` with kernel `K`, packing into `scratch` (at least [`scratch_len`] floats), and
+/// runs `fin` on each block of rows once it is summed.
 ///
 /// # Safety
 ///
 /// `pr` addresses only live memory (`m, n, k > 0`); the caller enables `K`'s instruction set.
 #[inline(always)]
-pub(crate) unsafe fn run<K: Kernel>(pr: &Problem, bl: Blocking, scratch: &mut [f32]) {
-    debug_assert!(pr.m > 0 && pr.n > 0 && pr.k > 0 && scratch.len() >= scratch_len::<K>(pr, bl));
+pub(crate) unsafe fn run<K: Kernel, B: Source, F: Finish>(pr: &Problem<B>, bl: Blocking, scratch: &mut [f32], fin: &F) {
+    debug_assert!(pr.m > 0 && pr.n > 0 && pr.k > 0 && scratch.len() >= scratch_len::<K, B>(pr, bl));
     // Blocks of equal size (in whole panels), so no block is a sliver.
     let nc_max = pr.n.div_ceil(pr.n.div_ceil(bl.nc)).next_multiple_of(K::NR);
     let base = scratch.as_mut_ptr();
@@ -94,7 +168,7 @@ pub(crate) unsafe fn run<K: Kernel>(pr: &Problem, bl: Blocking, scratch: &mut [f
             for pc in (0..pr.k).step_by(bl.kc) {
                 let kc = bl.kc.min(pr.k - pc);
                 let up = if pc == 0 { pr.up } else { Update { beta: 1.0, ..pr.up } };
-                K::pack_b(bp, pr.b.at(jc, pc), nc, kc);
+                pr.b.pack::<K>(bp, jc, pc, nc, kc);
                 for ir in (0..pr.m).step_by(K::MR) {
                     let mr = K::MR.min(pr.m - ir);
                     let a = if K::A_IN_PLACE && pr.a.step_stride == 1 {
@@ -108,6 +182,9 @@ pub(crate) unsafe fn run<K: Kernel>(pr: &Problem, bl: Blocking, scratch: &mut [f
                     for (tb, jr) in (0..nc).step_by(K::NR).enumerate() {
                         let c = Out { ptr: pr.c.ptr.offset(ir as isize * pr.c.rs).add(jc + jr), ..pr.c };
                         K::tile(kc, a, bp.add(tb * kc * K::NR), c, up, mr, K::NR.min(nc - jr));
+                    }
+                    if pc + kc == pr.k {
+                        fin.rows(ir, mr, jc, nc);
                     }
                 }
             }

@@ -63,7 +63,7 @@
 mod blocked;
 mod gemv;
 mod kernel;
-mod pack;
+pub(crate) mod pack;
 mod portable;
 pub(crate) mod simd;
 
@@ -79,9 +79,11 @@ use std::cell::RefCell;
 use std::sync::OnceLock;
 
 pub use blocked::Blocking;
-use blocked::{Kernel, Problem};
+pub(crate) use blocked::{Finish, Kernel, Problem, Source};
+pub(crate) use blocked::Done;
+use blocked::Shifted;
 use gemv::Gemv;
-use kernel::{Out, Update};
+pub(crate) use kernel::{Out, Update};
 use pack::View;
 
 use crate::pool::{self, SharedPtr};
@@ -249,7 +251,7 @@ impl Sgemm {
     /// `a`, `b` readable for [`a_len`](Self::a_len) and [`b_len`](Self::b_len) elements, `c`
     /// readable and writable for [`c_len`](Self::c_len) and not overlapping them; the CPU runs
     /// `isa`; block sizes are positive.
-    unsafe fn run_raw(&self, isa: Isa, bl: Blocking, a: *const f32, b: *const f32, c: *mut f32) {
+    pub(crate) unsafe fn run_raw(&self, isa: Isa, bl: Blocking, a: *const f32, b: *const f32, c: *mut f32) {
         let Sgemm { m, n, k, .. } = *self;
         if m == 0 || n == 0 {
             return;
@@ -305,31 +307,43 @@ impl Sgemm {
             return;
         }
         let pr = Problem { m, n, k, a, b, c: Out { ptr: c, rs: ldc }, up };
-        let (rows, parts) = split(&pr, isa, pool::threads());
-        if parts <= 1 {
-            // SAFETY: by the caller's contract, and `isa` runs here.
-            return unsafe { run_blocked(isa, bl, &pr) };
-        }
-        let (mr, nr) = isa.tile();
-        let pr = SharedPtr(pr);
-        pool::for_each(parts, &|i| {
-            let pr = pr.get();
-            // SAFETY: a block of rows or columns of the product, disjoint from every other
-            // part's; `isa` runs here.
-            unsafe {
-                let sub = if rows {
-                    let r = pool::part(pr.m, parts, mr, i);
-                    Problem { m: r.len(), a: pr.a.at(r.start, 0), c: Out { ptr: pr.c.ptr.offset(r.start as isize * pr.c.rs), ..pr.c }, ..pr }
-                } else {
-                    let r = pool::part(pr.n, parts, nr, i);
-                    Problem { n: r.len(), b: pr.b.at(r.start, 0), c: Out { ptr: pr.c.ptr.add(r.start), ..pr.c }, ..pr }
-                };
-                if sub.m > 0 && sub.n > 0 {
-                    run_blocked(isa, bl, &sub);
-                }
-            }
-        });
+        // SAFETY: by the caller's contract.
+        unsafe { product(isa, bl, &pr, &Done) }
     }
+}
+
+/// A blocked product, split over the thread pool when it is large, with `fin` run on each
+/// block of rows once it is summed.
+///
+/// # Safety
+///
+/// `pr` addresses only live memory (`m, n, k > 0`) and `fin` only `pr`'s `C` block it is
+/// given; the CPU runs `isa`; block sizes are positive.
+pub(crate) unsafe fn product<B: Source, F: Finish>(isa: Isa, bl: Blocking, pr: &Problem<B>, fin: &F) {
+    let (rows, parts) = split(pr, isa, pool::threads());
+    if parts <= 1 {
+        // SAFETY: by the caller's contract.
+        return unsafe { run_blocked(isa, bl, pr, fin) };
+    }
+    let (mr, nr) = isa.tile();
+    let shared = SharedPtr((*pr, fin as *const F));
+    pool::for_each(parts, &|i| {
+        let (pr, fin) = shared.get();
+        // SAFETY: a block of rows or columns of the product, disjoint from every other part's;
+        // `fin` is alive for the call and sees the whole product's indices; `isa` runs here.
+        unsafe {
+            let (sub, di, dj) = if rows {
+                let r = pool::part(pr.m, parts, mr, i);
+                (Problem { m: r.len(), a: pr.a.at(r.start, 0), c: Out { ptr: pr.c.ptr.offset(r.start as isize * pr.c.rs), ..pr.c }, ..pr }, r.start, 0)
+            } else {
+                let r = pool::part(pr.n, parts, nr, i);
+                (Problem { n: r.len(), b: pr.b.from_col(r.start), c: Out { ptr: pr.c.ptr.add(r.start), ..pr.c }, ..pr }, 0, r.start)
+            };
+            if sub.m > 0 && sub.n > 0 {
+                run_blocked(isa, bl, &sub, &Shifted { inner: &*fin, di, dj });
+            }
+        }
+    });
 }
 
 /// Products with fewer multiply-adds than this run on one thread: splitting costs a few
@@ -340,7 +354,7 @@ const SPLIT_MIN_FMAS: usize = 1 << 18;
 /// when that balances about as well as rows, since each part then packs only its own columns
 /// of `B`; a split by rows packs all of `B` in every part. Parts are whole tiles, so each
 /// element is computed exactly as without the split.
-fn split(pr: &Problem, isa: Isa, ways: usize) -> (bool, usize) {
+fn split<B>(pr: &Problem<B>, isa: Isa, ways: usize) -> (bool, usize) {
     if ways <= 1 || pr.m.saturating_mul(pr.n).saturating_mul(pr.k) < SPLIT_MIN_FMAS {
         return (false, 1);
     }
@@ -372,26 +386,23 @@ unsafe fn run_gemv(isa: Isa, g: &Gemv) {
     })
 }
 
-/// A blocked product with `isa`'s kernel, on this thread.
+/// A blocked product with `isa`'s kernel, on this thread, with `fin` run on each finished block
+/// of rows.
 ///
 /// # Safety
 ///
 /// `pr` addresses only live memory (`m, n, k > 0`); the CPU runs `isa`; block sizes are positive.
-unsafe fn run_blocked(isa: Isa, bl: Blocking, pr: &Problem) {
+unsafe fn run_blocked<B: Source, F: Finish>(isa: Isa, bl: Blocking, pr: &Problem<B>, fin: &F) {
     // SAFETY: by the caller's contract.
     unsafe {
         match isa {
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => with_scratch(scratch_len::<avx512::Tile8x48>(pr, bl), |s| avx512::gemm(pr, bl, s)),
+            Isa::Avx512 => with_scratch(blocked::scratch_len::<avx512::Tile8x48, B>(pr, bl), |s| avx512::gemm(pr, bl, s, fin)),
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => with_scratch(scratch_len::<avx2::Tile6x16>(pr, bl), |s| avx2::gemm(pr, bl, s)),
-            _ => with_scratch(scratch_len::<portable::Tile4x16>(pr, bl), |s| portable::gemm(pr, bl, s)),
+            Isa::Avx2 => with_scratch(blocked::scratch_len::<avx2::Tile6x16, B>(pr, bl), |s| avx2::gemm(pr, bl, s, fin)),
+            _ => with_scratch(blocked::scratch_len::<portable::Tile4x16, B>(pr, bl), |s| portable::gemm(pr, bl, s, fin)),
         }
     }
-}
-
-fn scratch_len<K: Kernel>(pr: &Problem, bl: Blocking) -> usize {
-    blocked::scratch_len::<K>(pr, bl)
 }
 
 thread_local! {

@@ -1,7 +1,7 @@
 //! The portable kernel: a 4 × 16 tile of plain Rust, vectorized by the compiler for the build's
 //! baseline (SSE2 on x86-64, NEON on AArch64).
 
-use super::blocked::{self, Blocking, Kernel, Problem};
+use super::blocked::{self, Blocking, Finish, Kernel, Problem, Source};
 use super::gemv;
 use super::kernel::{self, Out, Update};
 use super::pack::{self, View};
@@ -16,6 +16,7 @@ const NV: usize = 2;
 pub(crate) struct Tile4x16;
 
 impl Kernel for Tile4x16 {
+    type S = Portable;
     const MR: usize = MR;
     const NR: usize = NV * 8;
     // The kernel always reads MR rows: A is packed (and zero-padded).
@@ -48,9 +49,9 @@ impl Kernel for Tile4x16 {
 /// # Safety
 ///
 /// As [`blocked::run`].
-pub(crate) unsafe fn gemm(pr: &Problem, bl: Blocking, scratch: &mut [f32]) {
+pub(crate) unsafe fn gemm<B: Source, F: Finish>(pr: &Problem<B>, bl: Blocking, scratch: &mut [f32], fin: &F) {
     // SAFETY: by the caller's contract.
-    unsafe { blocked::run::<Tile4x16>(pr, bl, scratch) }
+    unsafe { blocked::run::<Tile4x16, B, F>(pr, bl, scratch, fin) }
 }
 
 /// The matrix–vector product.

@@ -23,6 +23,9 @@ pub(crate) trait Simd {
     unsafe fn load_first(p: *const f32, n: usize) -> Self::V;
     /// The first `n < LANES` lanes of `v` to `p` (no memory past them is touched).
     unsafe fn store_first(p: *mut f32, v: Self::V, n: usize);
+    /// Lanes `j < n ≤ LANES` from `p[2j]` (every other float), the rest zero; only
+    /// `p[0..2n − 1]` is touched.
+    unsafe fn load_even(p: *const f32, n: usize) -> Self::V;
     /// `a·b + c`, fused where the instruction set has it.
     unsafe fn mul_add(a: Self::V, b: Self::V, c: Self::V) -> Self::V;
     /// `a·b`.
@@ -73,6 +76,12 @@ impl Simd for Portable {
     unsafe fn store_first(p: *mut f32, v: [f32; 8], n: usize) {
         // SAFETY: the caller guarantees `n < 8` writable floats at `p`.
         unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), p, n.min(8)) }
+    }
+
+    #[inline(always)]
+    unsafe fn load_even(p: *const f32, n: usize) -> [f32; 8] {
+        // SAFETY: the caller guarantees `p[0..2n − 1]` readable; no other float is read.
+        std::array::from_fn(|j| if j < n { unsafe { p.add(2 * j).read_unaligned() } } else { 0.0 })
     }
 
     #[inline(always)]

@@ -76,7 +76,7 @@ impl Epilogue {
     }
 
     /// The activation as the runtime's `epilogue` numbers it: its code, `alpha` and `beta`.
-    fn code(&self) -> (i64, f32, f32) {
+    pub(crate) fn code(&self) -> (i64, f32, f32) {
         let act = match self.act {
             Activation::None => RtActivation::None,
             Activation::Relu => RtActivation::Relu,

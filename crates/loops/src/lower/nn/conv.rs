@@ -1,15 +1,17 @@
 //! Conv, kiln's FusedConv, ConvInteger and QLinearConv.
 //!
-//! `f32` Conv is im2col into a scratch buffer (the runtime's `im2col` over two spatial dims, a
-//! loop nest over others) plus one `sgemm` per image and group (a 1×1 unstrided, unpadded
-//! convolution multiplies the input directly). A 2-D `f32` depthwise
-//! convolution (one output channel per input channel: `group == C == M`) is one call of the
-//! runtime's `dwconv2d` over all `N·C` planes. Both write the bare convolution (`beta = 0`, no
-//! accumulation); one call of the runtime's `epilogue` then adds the bias (per row of the
-//! `[N·M, P]` output: channel `r mod M`) and FusedConv's residual addend and activation
-//! ([`Epilogue::call`]; no call when there is none of them). Other depthwise convolutions,
-//! other element types and the quantized forms are a direct loop nest, the bias its
-//! accumulator's start and the [`Epilogue`] part of each element's store.
+//! A 2-D `f32` Conv or FusedConv is one call of the runtime's fused `conv2d` (im2col panels
+//! packed on the fly, `sgemm`'s kernels, the bias, residual addend and activation applied to
+//! each finished block) — except the depthwise one (one output channel per input channel:
+//! `group == C == M`), one call of the runtime's `dwconv2d` over all `N·C` planes. Over other
+//! than two spatial dims, `f32` Conv is an im2col loop nest into a scratch buffer plus one
+//! `sgemm` per image and group (a 1×1 unstrided, unpadded convolution multiplies the input
+//! directly). Those two write the bare convolution (`beta = 0`, no accumulation); one call of
+//! the runtime's `epilogue` then adds the bias (per row of the `[N·M, P]` output: channel
+//! `r mod M`) and FusedConv's residual addend and activation ([`Epilogue::call`]; no call when
+//! there is none of them). Other depthwise convolutions, other element types and the
+//! quantized forms are a direct loop nest, the bias its accumulator's start and the
+//! [`Epilogue`] part of each element's store.
 
 use kiln_tir::NodeId;
 use kiln_tir::op::{AutoPad, FusedConv};
@@ -226,7 +228,9 @@ fn conv_kernel(
     // spatial dims (dwconv2d), and every convolution that is not depthwise (sgemm); the rest
     // is the direct nest.
     let depthwise = s.cg == 1 && s.mg == 1;
-    if is_f32(&x) && (!depthwise || s.win.rank() == 2) {
+    if is_f32(&x) && s.win.rank() == 2 && !depthwise {
+        k.body = vec![conv2d(&s, &x, &w, bias.as_ref(), &epilogue, &y)];
+    } else if is_f32(&x) && (!depthwise || s.win.rank() == 2) {
         k.body = if depthwise {
             vec![dwconv2d(&s, &x, &w, &y)]
         } else {
@@ -285,22 +289,34 @@ fn dwconv2d(s: &ConvShape, x: &Operand, w: &Operand, y: &Operand) -> Stmt {
     Stmt::Call(RuntimeFn::DwConv2d, args)
 }
 
-/// The runtime's 2-D im2col of the `Cg` input channels from element `x0` of `x` into the
-/// scratch matrix `col` (`[Cg·kh·kw, oh·ow]`).
-fn im2col2d(s: &ConvShape, x: BufId, x0: Expr, col: BufId) -> Stmt {
+/// The `f32` 2-D Conv that is not depthwise, with its bias and epilogue: one call of the
+/// runtime's fused `conv2d` (unused operands passed as `y`'s address).
+fn conv2d(
+    s: &ConvShape,
+    x: &Operand,
+    w: &Operand,
+    bias: Option<&Operand>,
+    e: &Epilogue,
+    y: &Operand,
+) -> Stmt {
     let win = &s.win;
     let int = |v: i64| Arg::Value(Expr::idx(v));
+    let size = |v: u64| int(v as i64);
+    let at = |b: BufId| Arg::Addr(b, Expr::idx(0));
     let mut args = vec![
-        Arg::Addr(x, x0),
-        Arg::Addr(col, Expr::idx(0)),
-        int(s.cg as i64),
+        at(x.buf),
+        at(w.buf),
+        at(bias.map_or(y.buf, |b| b.buf)),
+        at(e.z.unwrap_or(y.buf)),
+        at(y.buf),
     ];
+    args.extend([s.batch, s.c, s.m, s.groups].map(size));
     args.extend(
         win.input
             .iter()
             .chain(&win.output)
             .chain(&win.kernel)
-            .map(|&v| int(v as i64)),
+            .map(|&v| size(v)),
     );
     args.extend(
         win.strides
@@ -309,12 +325,20 @@ fn im2col2d(s: &ConvShape, x: BufId, x0: Expr, col: BufId) -> Stmt {
             .chain(&win.dilations)
             .map(|&v| int(v)),
     );
-    Stmt::Call(RuntimeFn::Im2col, args)
+    let (code, alpha, beta) = e.code();
+    args.extend([
+        int(i64::from(bias.is_some())),
+        int(i64::from(e.z.is_some())),
+        int(code),
+        Arg::Value(Expr::f32(alpha)),
+        Arg::Value(Expr::f32(beta)),
+    ]);
+    Stmt::Call(RuntimeFn::Conv2d, args)
 }
 
-/// The `f32` Conv: per image and group, im2col of the group's input channels into a scratch
-/// matrix `[Cg·taps, P]` (the runtime's `im2col` over two spatial dims, a loop nest over
-/// others) and `Y_g[Mg, P] = W_g[Mg, Cg·taps] · col`.
+/// The `f32` Conv over other than two spatial dims: per image and group, im2col of the group's
+/// input channels into a scratch matrix `[Cg·taps, P]` (a loop nest) and `Y_g[Mg, P] =
+/// W_g[Mg, Cg·taps] · col`.
 fn im2col_sgemm(
     cx: &mut Lowerer<'_>,
     k: &mut Kernel,
@@ -341,10 +365,6 @@ fn im2col_sgemm(
         let mut stmts = Vec::new();
         let b_matrix = match col {
             None => (x.buf, c0 * s.win.plane() as i64),
-            Some(col) if r == 2 => {
-                stmts.push(im2col2d(s, x.buf, c0 * s.win.plane() as i64, col));
-                (col, Expr::idx(0))
-            }
             Some(col) => {
                 let mut dims = vec![s.cg];
                 dims.extend(&s.win.kernel);

@@ -130,8 +130,8 @@ fn fused_conv_matches_the_unfused_ops() {
 }
 
 #[test]
-fn f32_convolutions_call_the_runtime_then_one_epilogue() {
-    use RuntimeFn::{DwConv2d, Epilogue, Im2col, Sgemm};
+fn f32_convolutions_call_the_runtime_with_their_epilogue() {
+    use RuntimeFn::{Conv2d, DwConv2d, Epilogue, Sgemm};
     // (case, dtype, bias, residual addend, activation index, the calls)
     let cases = [
         (&CONV_CASES[2], "f32", true, true, 1, vec![DwConv2d, Epilogue]),
@@ -139,11 +139,11 @@ fn f32_convolutions_call_the_runtime_then_one_epilogue() {
         (&CONV_CASES[3], "f32", false, false, 0, vec![DwConv2d]),
         (&CONV_CASES[3], "f64", true, true, 1, vec![]),
         (&CONV_CASES[4], "f32", true, true, 1, vec![]),
-        // One im2col and sgemm per image and group, then one epilogue over the whole output;
-        // a 1×1 convolution needs no im2col, one over one spatial dim has a loop nest.
-        (&CONV_CASES[5], "f32", false, true, 0, vec![Im2col, Sgemm, Epilogue]),
-        (&CONV_CASES[0], "f32", false, false, 7, vec![Im2col, Sgemm, Epilogue]),
-        (&CONV_CASES[1], "f32", false, false, 0, vec![Sgemm]),
+        // Over two spatial dims, one fused call whatever the groups, padding and epilogue; over
+        // one, an im2col nest and sgemm per image and group, then one epilogue over the output.
+        (&CONV_CASES[5], "f32", false, true, 0, vec![Conv2d]),
+        (&CONV_CASES[0], "f32", false, false, 7, vec![Conv2d]),
+        (&CONV_CASES[1], "f32", false, false, 0, vec![Conv2d]),
         (&CONV_CASES[6], "f32", true, false, 0, vec![Sgemm, Epilogue]),
     ];
     for (c, dt, with_bias, z, act, want) in cases {
@@ -158,7 +158,7 @@ fn f32_convolutions_call_the_runtime_then_one_epilogue() {
             &c.y(),
             &attrs,
         );
-        // The im2col and sgemm calls sit in a loop over images and groups: one in the body.
+        // The sgemm calls sit in a loop over images and groups: one in the body.
         assert_eq!(calls(&src), want, "{src}");
     }
 }

@@ -1,0 +1,443 @@
+//! The fused 2-D convolution of `f32` NCHW tensors: `y = act(W ⊛ x + bias + z)` in one call, for
+//! any groups, strides, padding and dilations.
+//!
+//! **Design.** Per image and group, the convolution is the product `Y_g[Mg, P] = W_g[Mg, K] ·
+//! col[K, P]` of the weights (`K = Cg·kh·kw`, rows read in place) and the im2col matrix of the
+//! group's input channels (`P = oh·ow`), computed by `sgemm`'s blocked driver and kernels. The
+//! column matrix is never written out: the driver asks its `B` source for one `KC × NC` block at
+//! a time, and [`Image`] builds those packed panels straight from the input planes (each panel
+//! row is a run of zeros, a copy and zeros per output row it spans, as `im2col` builds its
+//! rows). A 1×1 convolution without stride or padding multiplies the planes themselves. When the
+//! last k block of a block of rows is summed, the epilogue (bias per output channel, residual
+//! addend, activation) runs on those rows while they are in cache, rather than as a pass over
+//! the whole output afterwards. Large products split over the thread pool as `sgemm`'s do.
+//!
+//! **Numerics.** The panels hold exactly the values `im2col` writes, the kernel and blocking are
+//! `sgemm`'s, and the epilogue is [`Epilogue`]'s row code: the result is bit for bit that of
+//! `im2col`, `sgemm` (`beta = 0`) and `epilogue` run one after another, on any thread count
+//! (`conv/tests.rs` checks exactly that).
+//!
+//! **Measured** (2026-11-22, this project's AMD EPYC machine with AVX-512, one thread, release
+//! build, other work sharing the machine): `cargo run --release -p kiln-runtime --example
+//! conv_bench` runs ResNet-50's 53 convolutions in network order on their own buffers, both
+//! ways. In all, the fused routine is even with the three calls (93.6 against 93.0 ms): it
+//! gains where the column matrix is large (the 7×7 stem 0.79×, the 56² 3×3 layers 0.90×) and
+//! loses where the epilogue reads a residual addend from memory in short runs a row apart
+//! (1.09–1.13×; in a model run the addend is usually still in L3) and on the 1×1 stride-2
+//! projections (1.14×: panels are packed in runs of one output row, 28 elements there). In
+//! `kiln bench`, alternating with the previous build, MobileNet-V2 on two threads went from
+//! 7.1 to 6.4 ms (one call per convolution instead of three split calls); one thread and
+//! ResNet-50 were within the noise. Without column matrices, the arena no longer holds them.
+
+use crate::epilogue::{Activation, Bias, Epilogue};
+use crate::gemm::pack::View;
+use crate::gemm::{self, Finish, Isa, Kernel, Problem, Sgemm, Source, Transpose};
+use std::cell::RefCell;
+use crate::im2col::{self, Im2col};
+
+/// One fused convolution: `batch` images of `channels` planes of `h × w` convolved with
+/// `out_channels` kernels of `channels / groups` planes of `kh × kw` into `oh × ow` output planes
+/// (strides `sh`, `sw`, padding before `ph`, `pw`, dilations `dh`, `dw`), then
+/// `y = act(conv + bias[m] + z)`, the bias and `z` (laid out as `y`) optional.
+///
+/// ```
+/// use kiln_runtime::conv::Conv2d;
+/// use kiln_runtime::epilogue::Activation;
+/// // One 3×3 plane, one 2×2 kernel of ones, stride 1, no padding: sums of 2×2 windows.
+/// let c = Conv2d { batch: 1, channels: 1, out_channels: 1, groups: 1, h: 3, w: 3, oh: 2, ow: 2, kh: 2, kw: 2, sh: 1, sw: 1, ph: 0, pw: 0, dh: 1, dw: 1, bias: true, residual: false, act: Activation::Relu };
+/// let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0];
+/// let mut y = [f32::NAN; 4];
+/// c.run(&x, &[1.0; 4], &[-13.0], &[], &mut y);
+/// assert_eq!(y, [0.0, 3.0, 11.0, 15.0]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Conv2d {
+    /// Images.
+    pub batch: usize,
+    /// Input channels of an image (all groups).
+    pub channels: usize,
+    /// Output channels of an image (all groups).
+    pub out_channels: usize,
+    /// Groups: output channel `m` sees input channels `g·Cg..(g + 1)·Cg` of its group `g`.
+    pub groups: usize,
+    /// Input rows.
+    pub h: usize,
+    /// Input columns.
+    pub w: usize,
+    /// Output rows.
+    pub oh: usize,
+    /// Output columns.
+    pub ow: usize,
+    /// Kernel rows.
+    pub kh: usize,
+    /// Kernel columns.
+    pub kw: usize,
+    /// Vertical stride.
+    pub sh: usize,
+    /// Horizontal stride.
+    pub sw: usize,
+    /// Padding above the input.
+    pub ph: usize,
+    /// Padding left of the input.
+    pub pw: usize,
+    /// Vertical dilation.
+    pub dh: usize,
+    /// Horizontal dilation.
+    pub dw: usize,
+    /// Whether `bias[m]` is added to output channel `m`.
+    pub bias: bool,
+    /// Whether `z` is added.
+    pub residual: bool,
+    /// The activation applied last.
+    pub act: Activation,
+}
+
+/// `v₀·v₁·…` within `isize` bytes of `f32`, or `None`.
+fn elements(v: &[usize]) -> Option<usize> {
+    v.iter().try_fold(1usize, |a, &b| a.checked_mul(b)).filter(|n| n.checked_mul(4).is_some_and(|bytes| bytes <= isize::MAX as usize))
+}
+
+impl Conv2d {
+    /// The im2col of one group of one image.
+    fn im2col(&self) -> Im2col {
+        let c = self;
+        Im2col { channels: c.channels / c.groups.max(1), h: c.h, w: c.w, oh: c.oh, ow: c.ow, kh: c.kh, kw: c.kw, sh: c.sh, sw: c.sw, ph: c.ph, pw: c.pw, dh: c.dh, dw: c.dw }
+    }
+
+    /// Whether the sizes make sense: groups dividing both channel counts, the im2col of a group
+    /// [valid](Im2col::is_valid), and every tensor's size representable.
+    /// [`run`](Self::run) does nothing otherwise.
+    pub fn is_valid(&self) -> bool {
+        let c = self;
+        c.groups > 0
+            && c.channels.is_multiple_of(c.groups)
+            && c.out_channels.is_multiple_of(c.groups)
+            && self.im2col().is_valid()
+            && elements(&[c.batch, c.channels, c.h, c.w]).is_some()
+            && elements(&[c.out_channels, c.channels / c.groups, c.kh, c.kw]).is_some()
+            && elements(&[c.batch, c.out_channels, c.oh, c.ow]).is_some()
+    }
+
+    /// Elements of `y` written (and of `z` read): `batch·out_channels·oh·ow`, saturating.
+    pub fn y_len(&self) -> usize {
+        [self.out_channels, self.oh, self.ow].into_iter().fold(self.batch, usize::saturating_mul)
+    }
+
+    /// Elements of `x` read (0 when `y` is empty).
+    pub fn x_len(&self) -> usize {
+        if self.y_len() == 0 { 0 } else { [self.channels, self.h, self.w].into_iter().fold(self.batch, usize::saturating_mul) }
+    }
+
+    /// Elements of the weights read (0 when `y` is empty).
+    pub fn w_len(&self) -> usize {
+        if self.y_len() == 0 { 0 } else { [self.channels / self.groups.max(1), self.kh, self.kw].into_iter().fold(self.out_channels, usize::saturating_mul) }
+    }
+
+    /// Elements of the bias read (0 without one or when `y` is empty).
+    pub fn bias_len(&self) -> usize {
+        if self.bias && self.y_len() > 0 { self.out_channels } else { 0 }
+    }
+
+    /// Elements of `z` read (0 without the residual addend).
+    pub fn z_len(&self) -> usize {
+        if self.residual { self.y_len() } else { 0 }
+    }
+
+    /// Computes the convolution with the detected instruction set.
+    ///
+    /// # Panics
+    ///
+    /// If a slice is shorter than its `*_len`.
+    pub fn run(&self, x: &[f32], w: &[f32], bias: &[f32], z: &[f32], y: &mut [f32]) {
+        self.run_with(Isa::detected(), x, w, bias, z, y);
+    }
+
+    /// Computes the convolution with a given instruction set (for tests).
+    ///
+    /// # Panics
+    ///
+    /// As [`run`](Self::run); also if this CPU lacks `isa`.
+    pub fn run_with(&self, isa: Isa, x: &[f32], w: &[f32], bias: &[f32], z: &[f32], y: &mut [f32]) {
+        assert!(
+            x.len() >= self.x_len() && w.len() >= self.w_len() && bias.len() >= self.bias_len() && z.len() >= self.z_len() && y.len() >= self.y_len(),
+            "conv2d operand slices are too short for {self:?}"
+        );
+        assert!(isa.available(), "this CPU cannot run the {isa:?} kernel");
+        // SAFETY: the slices hold every element the convolution addresses; `y` is exclusively
+        // borrowed, so it overlaps none of the others.
+        unsafe { self.run_raw(isa, x.as_ptr(), w.as_ptr(), bias.as_ptr(), z.as_ptr(), y.as_mut_ptr()) }
+    }
+
+    /// The convolution on raw pointers; nothing when the sizes are not valid.
+    ///
+    /// # Safety
+    ///
+    /// `x`, `w`, `bias`, `z` readable for their `*_len` elements (an unused operand is not
+    /// touched), `y` writable for [`y_len`](Self::y_len) and overlapping none of them; the CPU
+    /// runs `isa`. No alignment is required.
+    unsafe fn run_raw(&self, isa: Isa, x: *const f32, w: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
+        if !self.is_valid() || self.y_len() == 0 {
+            return;
+        }
+        let g = self.im2col();
+        let (cg, mg) = (g.channels, self.out_channels / self.groups);
+        let (k, p) = (cg * g.kh * g.kw, g.oh * g.ow);
+        let epilogue = Epilogue { rows: 1, cols: 0, bias: if self.bias { Bias::PerRow { period: 1 } } else { Bias::None }, residual: self.residual, act: self.act };
+        let pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && g.oh == g.h && g.ow == g.w;
+        for n in 0..self.batch {
+            for gi in 0..self.groups {
+                // SAFETY: by the caller's contract and valid sizes, image `n`'s group `gi` is
+                // inside `x`, its kernels inside `w`, its output channels inside `y` (and `z`,
+                // the bias).
+                unsafe {
+                    let x = x.add((n * self.channels + gi * cg) * g.h * g.w);
+                    let m0 = n * self.out_channels + gi * mg;
+                    let (y, z) = (y.add(m0 * p), if self.residual { z.add(m0 * p) } else { z });
+                    let bias = if self.bias { bias.add(gi * mg) } else { bias };
+                    if k == 0 {
+                        // An empty sum: the epilogue of zeros.
+                        std::ptr::write_bytes(y, 0, mg * p);
+                        let fin = Rows { isa, e: epilogue, y, z, bias, ld: p };
+                        fin.rows(0, mg, 0, p);
+                        continue;
+                    }
+                    let w = w.add(gi * mg * k);
+                    let fin = Rows { isa, e: epilogue, y, z, bias, ld: p };
+                    if mg == 1 || p == 1 {
+                        // A matrix–vector product, which `sgemm` computes without packing (and
+                        // in its own order): its column matrix, the product, then the epilogue.
+                        let s = Sgemm { m: mg, n: p, k, lda: k, ldb: p, ldc: p, trans_a: Transpose::No, trans_b: Transpose::No, alpha: 1.0, beta: 0.0 };
+                        if pointwise {
+                            s.run_raw(isa, isa.blocking(), w, x, y);
+                        } else {
+                            with_col(g.col_len(), |col| {
+                                g.run_raw(x, col.as_mut_ptr());
+                                s.run_raw(isa, isa.blocking(), w, col.as_ptr(), y);
+                            });
+                        }
+                        fin.rows(0, mg, 0, p);
+                        continue;
+                    }
+                    let a = View { ptr: w, lane_stride: k as isize, step_stride: 1 };
+                    let b = if pointwise { Panels::Matrix(View { ptr: x, lane_stride: 1, step_stride: p as isize }) } else { Panels::Image(Image { g, x, col: 0 }) };
+                    let pr = Problem { m: mg, n: p, k, a, b, c: gemm::Out { ptr: y, rs: p as isize }, up: gemm::Update { alpha: 1.0, beta: 0.0 } };
+                    // `sgemm`'s blocking: each element is summed in the same k blocks as there.
+                    if epilogue.is_identity() {
+                        gemm::product(isa, isa.blocking(), &pr, &gemm::Done);
+                    } else {
+                        gemm::product(isa, isa.blocking(), &pr, &fin);
+                    }
+                }
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// Column matrices of the convolutions that are matrix–vector products, grown to the
+    /// largest asked for and kept for the thread's life.
+    static COL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on `len` floats of this thread's column scratch (a fresh vector if it is in use
+/// or gone).
+fn with_col(len: usize, f: impl FnOnce(&mut [f32])) {
+    let mut f = Some(f);
+    let _ = COL.try_with(|cell| {
+        if let (Ok(mut v), Some(f)) = (cell.try_borrow_mut(), f.take()) {
+            if v.len() < len {
+                v.resize(len, 0.0);
+            }
+            f(&mut v[..len]);
+        }
+    });
+    if let Some(f) = f {
+        f(&mut vec![0.0; len]);
+    }
+}
+
+/// The convolution's `B`: the planes themselves (1×1, unstrided, unpadded), or their implicit
+/// column matrix.
+#[derive(Clone, Copy, Debug)]
+enum Panels {
+    Matrix(View),
+    Image(Image),
+}
+
+impl Source for Panels {
+    #[inline(always)]
+    unsafe fn pack<K: Kernel>(&self, dst: *mut f32, j: usize, p: usize, lanes: usize, kc: usize) {
+        // SAFETY: by the caller's contract.
+        unsafe {
+            match self {
+                Panels::Matrix(v) => v.pack::<K>(dst, j, p, lanes, kc),
+                Panels::Image(i) => i.pack::<K>(dst, j, p, lanes, kc),
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn from_col(self, j: usize) -> Panels {
+        // SAFETY: by the caller's contract.
+        unsafe {
+            match self {
+                Panels::Matrix(v) => Panels::Matrix(v.from_col(j)),
+                Panels::Image(i) => Panels::Image(i.from_col(j)),
+            }
+        }
+    }
+}
+
+/// The im2col matrix of one group's input planes (`x`), from column `col` on, packed a block at
+/// a time.
+#[derive(Clone, Copy, Debug)]
+struct Image {
+    g: Im2col,
+    x: *const f32,
+    col: usize,
+}
+
+impl Source for Image {
+    /// Panel row `p` of columns `j..`: per output row it spans, zeros where the input row is
+    /// padding, else zeros, a copy of the input row's inside part and zeros.
+    #[inline(always)]
+    unsafe fn pack<K: Kernel>(&self, dst: *mut f32, j: usize, p0: usize, lanes: usize, kc: usize) {
+        let i = |v: usize| v as isize;
+        let g = &self.g;
+        let width = K::NR;
+        let (h, w, oh, ow) = (i(g.h), i(g.w), i(g.oh), i(g.ow));
+        let (taps, plane) = (g.kh * g.kw, g.h * g.w);
+        let first = self.col + j;
+        let (oy0, ox0) = (i(first / g.ow), i(first % g.ow));
+        for pp in 0..kc {
+            let p = p0 + pp;
+            let (c, t) = (p / taps, p % taps);
+            let (ky, kx) = (i(t / g.kw), i(t % g.kw));
+            let (y0, x0) = (ky * i(g.dh) - i(g.ph), kx * i(g.dw) - i(g.pw));
+            let (oy_lo, oy_hi) = im2col::inside(y0, i(g.sh), h, oh);
+            let (ox_lo, ox_hi) = im2col::inside(x0, i(g.sw), w, ow);
+            // SAFETY: channel `c` of the group is inside `x`; every write below is inside panel
+            // row `pp` of a panel of this block, and every read inside the channel's plane (the
+            // copied columns lie in `ox_lo..ox_hi` of a row in `oy_lo..oy_hi`, by `inside`).
+            unsafe {
+                let xc = self.x.add(c * plane);
+                let (mut oy, mut ox) = (oy0, ox0);
+                let mut at = 0;
+                while at < lanes {
+                    // Up to the end of the panel, of the block and of the output row.
+                    let len = (width - at % width).min(lanes - at).min((ow - ox) as usize);
+                    let d = dst.add(((at / width) * kc + pp) * width + at % width);
+                    if oy < oy_lo || oy >= oy_hi {
+                        im2col::zero::<K::S>(d, len);
+                    } else {
+                        let end = ox + len as isize;
+                        let lo = ox.max(ox_lo).min(end);
+                        let hi = end.min(ox_hi).max(lo);
+                        im2col::zero::<K::S>(d, (lo - ox) as usize);
+                        let src = xc.offset((oy * i(g.sh) + y0) * w + lo * i(g.sw) + x0);
+                        im2col::copy::<K::S>(d.offset(lo - ox), src, (hi - lo) as usize, i(g.sw));
+                        im2col::zero::<K::S>(d.offset(hi - ox), (end - hi) as usize);
+                    }
+                    at += len;
+                    ox += len as isize;
+                    if ox == ow {
+                        ox = 0;
+                        oy += 1;
+                    }
+                }
+                let tail = lanes % width;
+                if tail != 0 {
+                    im2col::zero::<K::S>(dst.add(((lanes / width) * kc + pp) * width + tail), width - tail);
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn from_col(self, j: usize) -> Image {
+        Image { col: self.col + j, ..self }
+    }
+}
+
+/// The epilogue on finished rows of one group's output: row `r` adds `bias[r]` and `z`'s row.
+struct Rows {
+    isa: Isa,
+    /// The activation and which operands are added (its sizes and bias period are set per
+    /// block).
+    e: Epilogue,
+    y: *mut f32,
+    z: *const f32,
+    bias: *const f32,
+    /// Row stride of `y` and `z`.
+    ld: usize,
+}
+
+impl Finish for Rows {
+    unsafe fn rows(&self, i: usize, mr: usize, j: usize, nc: usize) {
+        let bias = if self.e.bias == Bias::None { Bias::None } else { Bias::PerRow { period: mr } };
+        let e = Epilogue { rows: mr, cols: nc, bias, ..self.e };
+        // SAFETY: the block is inside the output (the caller's contract), so are its rows of
+        // `z` and their bias elements; `z` does not overlap `y`.
+        unsafe {
+            let at = i * self.ld + j;
+            let z = if e.residual { self.z.add(at) } else { self.z };
+            let bias = if e.bias == Bias::None { self.bias } else { self.bias.add(i) };
+            e.run_strided(self.isa, self.y.add(at), bias, z, self.ld);
+        }
+    }
+}
+
+/// The fused convolution for generated code: [`Conv2d`] with its argument names. `x`, `w`, `y`
+/// point at the first image, kernel and output element; `b` at the bias when `bias != 0` and
+/// `z` at the residual addend when `residual != 0` (otherwise they are not read); `act`,
+/// `alpha`, `beta` as for [`kiln_rt_epilogue`](crate::epilogue::kiln_rt_epilogue). Nothing
+/// happens when a size is negative, the activation code unknown or the sizes not
+/// [valid](Conv2d::is_valid).
+///
+/// # Safety
+///
+/// Every element the convolution addresses must be inside live allocations: `x`, `w`, `b`, `z`
+/// readable for [`Conv2d`]'s lengths, `y` writable for `batch·out_channels·oh·ow` and
+/// overlapping none of them. Alignment is not required.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn kiln_rt_conv2d(
+    x: *const f32,
+    w: *const f32,
+    b: *const f32,
+    z: *const f32,
+    y: *mut f32,
+    batch: i64,
+    channels: i64,
+    out_channels: i64,
+    groups: i64,
+    h: i64,
+    w_: i64,
+    oh: i64,
+    ow: i64,
+    kh: i64,
+    kw: i64,
+    sh: i64,
+    sw: i64,
+    ph: i64,
+    pw: i64,
+    dh: i64,
+    dw: i64,
+    bias: i64,
+    residual: i64,
+    act: i64,
+    alpha: f32,
+    beta: f32,
+) {
+    let sizes = [batch, channels, out_channels, groups, h, w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw].map(usize::try_from);
+    let [Ok(batch), Ok(channels), Ok(out_channels), Ok(groups), Ok(h), Ok(w_), Ok(oh), Ok(ow), Ok(kh), Ok(kw), Ok(sh), Ok(sw), Ok(ph), Ok(pw), Ok(dh), Ok(dw)] = sizes else {
+        return;
+    };
+    let Some(act) = Activation::from_code(act, alpha, beta) else { return };
+    let c = Conv2d { batch, channels, out_channels, groups, h, w: w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, bias: bias != 0, residual: residual != 0, act };
+    // SAFETY: by the caller's contract; the detected instruction set is what this CPU runs.
+    unsafe { c.run_raw(Isa::detected(), x, w, b, z, y) }
+}
+
+#[cfg(test)]
+mod tests;

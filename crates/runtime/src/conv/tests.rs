@@ -1,0 +1,176 @@
+use super::*;
+use crate::gemm::{Sgemm, Transpose};
+use crate::pool::Pool;
+
+/// Reproducible data in [-1, 1] with a few exact zeros (a xorshift generator).
+fn data(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s % 2001) as f32 / 1000.0 - 1.0
+        })
+        .collect()
+}
+
+/// The output extent of `n` inputs padded by `p` on both sides, `k` taps dilated by `d`, stride `s`.
+fn extent(n: usize, p: usize, k: usize, s: usize, d: usize) -> usize {
+    (n + 2 * p - ((k - 1) * d + 1)) / s + 1
+}
+
+/// A convolution of square planes and kernels: `(batch, channels, out_channels, groups)`, input
+/// side, kernel side, stride, padding, dilation.
+fn conv((batch, channels, out_channels, groups): (usize, usize, usize, usize), side: usize, k: usize, s: usize, p: usize, d: usize, act: Activation) -> Conv2d {
+    let o = extent(side, p, k, s, d);
+    Conv2d { batch, channels, out_channels, groups, h: side, w: side + 1, oh: o, ow: extent(side + 1, p, k, s, d), kh: k, kw: k, sh: s, sw: s, ph: p, pw: p, dh: d, dw: d, bias: true, residual: false, act }
+}
+
+/// The shapes checked: ResNet-like and MobileNet-like layers, odd sizes, several k blocks,
+/// groups, batches, strided and dilated windows, and planes narrower than a tile.
+fn shapes() -> Vec<Conv2d> {
+    let relu = Activation::Relu;
+    let mut v = vec![
+        conv((1, 3, 16, 1), 33, 7, 2, 3, 1, relu),
+        conv((1, 64, 24, 1), 14, 3, 1, 1, 1, Activation::Clip { min: 0.0, max: 6.0 }),
+        conv((2, 16, 40, 1), 9, 1, 1, 0, 1, relu),
+        conv((1, 20, 30, 1), 12, 1, 2, 0, 1, Activation::None),
+        conv((1, 8, 12, 4), 11, 3, 1, 2, 2, Activation::Gelu),
+        conv((2, 6, 4, 2), 5, 3, 2, 1, 1, Activation::Sigmoid),
+        conv((1, 50, 9, 1), 4, 3, 1, 1, 1, relu),
+        conv((1, 5, 7, 1), 6, 5, 3, 0, 1, Activation::LeakyRelu { alpha: 0.1 }),
+    ];
+    // A residual addend, and no bias.
+    v.push(Conv2d { residual: true, ..conv((1, 32, 17, 1), 13, 3, 1, 1, 1, relu) });
+    v.push(Conv2d { bias: false, residual: true, ..conv((1, 9, 11, 1), 10, 1, 1, 0, 1, Activation::None) });
+    v.push(Conv2d { bias: false, ..conv((1, 9, 11, 1), 10, 3, 1, 1, 1, Activation::None) });
+    v
+}
+
+/// `im2col`, `sgemm` and `epilogue` one after another with `isa`: what the fused routine must
+/// reproduce bit for bit.
+fn three_steps(c: &Conv2d, isa: Isa, x: &[f32], w: &[f32], b: &[f32], z: &[f32]) -> Vec<f32> {
+    let g = c.im2col();
+    let (cg, mg) = (g.channels, c.out_channels / c.groups);
+    let (k, p) = (cg * c.kh * c.kw, c.oh * c.ow);
+    let mut y = vec![f32::NAN; c.y_len()];
+    let mut col = vec![0.0; g.col_len()];
+    for n in 0..c.batch {
+        for gi in 0..c.groups {
+            let x0 = (n * c.channels + gi * cg) * c.h * c.w;
+            g.run(&x[x0..], &mut col);
+            let s = Sgemm { m: mg, n: p, k, lda: k, ldb: p, ldc: p, trans_a: Transpose::No, trans_b: Transpose::No, alpha: 1.0, beta: 0.0 };
+            let y0 = (n * c.out_channels + gi * mg) * p;
+            s.run_with(isa, isa.blocking(), &w[gi * mg * k..], &col, &mut y[y0..]);
+        }
+    }
+    let bias = if c.bias { Bias::PerRow { period: c.out_channels } } else { Bias::None };
+    let e = Epilogue { rows: c.batch * c.out_channels, cols: p, bias, residual: c.residual, act: c.act };
+    e.run_with(isa, &mut y, b, z);
+    y
+}
+
+/// The definition, summed in `f64`.
+fn direct(c: &Conv2d, x: &[f32], w: &[f32], b: &[f32], z: &[f32]) -> Vec<f64> {
+    let (cg, mg) = (c.channels / c.groups, c.out_channels / c.groups);
+    let mut y = Vec::with_capacity(c.y_len());
+    for n in 0..c.batch {
+        for m in 0..c.out_channels {
+            let gi = m / mg;
+            for oy in 0..c.oh {
+                for ox in 0..c.ow {
+                    let mut s = if c.bias { f64::from(b[m]) } else { 0.0 };
+                    for ci in 0..cg {
+                        for ky in 0..c.kh {
+                            for kx in 0..c.kw {
+                                let iy = (oy * c.sh + ky * c.dh) as isize - c.ph as isize;
+                                let ix = (ox * c.sw + kx * c.dw) as isize - c.pw as isize;
+                                if (0..c.h as isize).contains(&iy) && (0..c.w as isize).contains(&ix) {
+                                    let xv = x[((n * c.channels + gi * cg + ci) * c.h + iy as usize) * c.w + ix as usize];
+                                    let wv = w[((m * cg + ci) * c.kh + ky) * c.kw + kx];
+                                    s += f64::from(xv) * f64::from(wv);
+                                }
+                            }
+                        }
+                    }
+                    if c.residual {
+                        s += f64::from(z[y.len()]);
+                    }
+                    y.push(s);
+                }
+            }
+        }
+    }
+    y
+}
+
+fn operands(c: &Conv2d) -> [Vec<f32>; 4] {
+    [data(c.x_len(), 1), data(c.w_len(), 2), data(c.out_channels, 3), data(c.y_len(), 4)]
+}
+
+fn isas() -> impl Iterator<Item = Isa> {
+    [Isa::Avx512, Isa::Avx2, Isa::Portable].into_iter().filter(|i| i.available())
+}
+
+#[test]
+fn matches_im2col_sgemm_epilogue_bit_for_bit() {
+    for c in shapes() {
+        let [x, w, b, z] = operands(&c);
+        for isa in isas() {
+            let want = three_steps(&c, isa, &x, &w, &b, &z);
+            let mut y = vec![f32::NAN; c.y_len()];
+            c.run_with(isa, &x, &w, &b, &z, &mut y);
+            let differ = want.iter().zip(&y).position(|(a, b)| a.to_bits() != b.to_bits());
+            assert_eq!(differ, None, "{isa:?} {c:?}: {:?}", differ.map(|i| (want[i], y[i])));
+        }
+    }
+}
+
+#[test]
+fn computes_the_definition() {
+    for c in shapes().into_iter().filter(|c| c.act == Activation::None || c.act == Activation::Relu) {
+        let [x, w, b, z] = operands(&c);
+        let mut y = vec![f32::NAN; c.y_len()];
+        c.run(&x, &w, &b, &z, &mut y);
+        for (i, (&got, want)) in y.iter().zip(direct(&c, &x, &w, &b, &z)).enumerate() {
+            let want = if c.act == Activation::Relu { want.max(0.0) } else { want };
+            assert!((f64::from(got) - want).abs() <= 1e-4 * (1.0 + want.abs()), "{c:?} element {i}: {got} vs {want}");
+        }
+    }
+}
+
+#[test]
+fn splits_over_threads_bit_for_bit() {
+    // Large enough to split by columns (wide planes) and by rows (narrow ones).
+    let wide = conv((1, 32, 64, 1), 40, 3, 1, 1, 1, Activation::Relu);
+    let narrow = Conv2d { residual: true, ..conv((1, 256, 96, 1), 6, 3, 1, 1, 1, Activation::Relu) };
+    for c in [wide, narrow] {
+        let [x, w, b, z] = operands(&c);
+        let run = || {
+            let mut y = vec![f32::NAN; c.y_len()];
+            c.run(&x, &w, &b, &z, &mut y);
+            y
+        };
+        let alone = run();
+        for threads in [2, 3] {
+            let split = Pool::new(threads).unwrap().enter(run);
+            assert!(alone.iter().zip(&split).all(|(a, b)| a.to_bits() == b.to_bits()), "{c:?} on {threads} threads");
+        }
+    }
+}
+
+#[test]
+fn empty_sums_and_invalid_sizes() {
+    // No kernel taps: the epilogue of zeros (bias, then Relu).
+    let c = Conv2d { kh: 0, kw: 0, oh: 3, ow: 3, ..conv((1, 2, 2, 1), 3, 1, 1, 0, 1, Activation::Relu) };
+    let mut y = vec![f32::NAN; c.y_len()];
+    c.run(&vec![1.0; c.x_len()], &[], &[0.5, -0.5], &[], &mut y);
+    assert_eq!(y, [[0.5; 9], [0.0; 9]].concat());
+    // Groups that do not divide the channels: nothing is written.
+    let c = Conv2d { groups: 3, ..conv((1, 4, 4, 1), 3, 1, 1, 0, 1, Activation::None) };
+    assert!(!c.is_valid());
+    let mut y = vec![7.0; c.y_len()];
+    c.run(&[0.0; 48], &[0.0; 16], &[0.0; 4], &[], &mut y);
+    assert!(y.iter().all(|&v| v == 7.0));
+}
