@@ -120,7 +120,7 @@ impl Kernel for Tile6x16 {
     #[inline(always)]
     unsafe fn pack_b(dst: *mut f32, src: View, lanes: usize, kc: usize) {
         // SAFETY: by the caller's contract.
-        unsafe { pack::block::<{ NV * 8 }>(dst, src, lanes, kc, |d, s, l, k| pack::panel_avx::<{ NV * 8 }>(d, s, l, k)) }
+        unsafe { pack::block::<{ NV * 8 }, true>(dst, src, lanes, kc) }
     }
 
     #[inline(always)]

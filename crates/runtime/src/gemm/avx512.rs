@@ -114,7 +114,7 @@ impl Kernel for Tile8x48 {
     #[inline(always)]
     unsafe fn pack_b(dst: *mut f32, src: View, lanes: usize, kc: usize) {
         // SAFETY: by the caller's contract.
-        unsafe { pack::block::<{ NV * 16 }>(dst, src, lanes, kc, |d, s, l, k| pack::panel_avx::<{ NV * 16 }>(d, s, l, k)) }
+        unsafe { pack::block::<{ NV * 16 }, true>(dst, src, lanes, kc) }
     }
 
     #[inline(always)]

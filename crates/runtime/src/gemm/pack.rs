@@ -164,22 +164,41 @@ pub(crate) unsafe fn panel_avx<const W: usize>(dst: *mut f32, src: View, lanes: 
     }
 }
 
+/// [`panel_avx`] when `AVX` (on x86-64), else [`panel`].
+///
+/// # Safety
+///
+/// As [`panel`]; with `AVX`, as [`panel_avx`].
+#[inline(always)]
+unsafe fn one_panel<const W: usize, const AVX: bool>(dst: *mut f32, src: View, lanes: usize, kc: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if AVX {
+        // SAFETY: by the caller's contract.
+        return unsafe { panel_avx::<W>(dst, src, lanes, kc) };
+    }
+    // SAFETY: by the caller's contract.
+    unsafe { panel::<W>(dst, src, lanes, kc) }
+}
+
 /// Packs `lanes` lanes × `kc` steps of `src` into consecutive panels of `W` lanes (`kc·W` floats
-/// each; the last zero-padded), with `one_panel` for each panel. When lanes are contiguous the
+/// each; the last zero-padded), each through [`one_panel`]. (A const parameter, not a closure:
+/// a closure is compiled as a function of its own without the caller's `#[target_feature]`s,
+/// and the AVX intrinsics in it became calls.) When lanes are contiguous the
 /// block is copied step by step across all panels instead, so the source is read in long
 /// sequential runs (a panel at a time would read `kc` short runs a row stride apart, which the
 /// hardware prefetcher follows poorly).
 ///
 /// # Safety
 ///
-/// As [`panel`], for `lanes` lanes; `dst` holds `⌈lanes/W⌉·kc·W` floats.
+/// As [`panel`], for `lanes` lanes; `dst` holds `⌈lanes/W⌉·kc·W` floats; with `AVX`, the caller
+/// enables AVX.
 #[inline(always)]
-pub(crate) unsafe fn block<const W: usize>(dst: *mut f32, src: View, lanes: usize, kc: usize, one_panel: impl Fn(*mut f32, View, usize, usize)) {
+pub(crate) unsafe fn block<const W: usize, const AVX: bool>(dst: *mut f32, src: View, lanes: usize, kc: usize) {
     // SAFETY: by the caller's contract.
     unsafe {
         if src.lane_stride != 1 || lanes <= W {
             for (t, j) in (0..lanes).step_by(W).enumerate() {
-                one_panel(dst.add(t * kc * W), src.at(j, 0), W.min(lanes - j), kc);
+                one_panel::<W, AVX>(dst.add(t * kc * W), src.at(j, 0), W.min(lanes - j), kc);
             }
             return;
         }

@@ -31,7 +31,7 @@ impl Kernel for Tile4x16 {
     #[inline(always)]
     unsafe fn pack_b(dst: *mut f32, src: View, lanes: usize, kc: usize) {
         // SAFETY: by the caller's contract.
-        unsafe { pack::block::<{ NV * 8 }>(dst, src, lanes, kc, |d, s, l, k| pack::panel::<{ NV * 8 }>(d, s, l, k)) }
+        unsafe { pack::block::<{ NV * 8 }, false>(dst, src, lanes, kc) }
     }
 
     #[inline(always)]
