@@ -1,7 +1,9 @@
 //! The fused 2-D convolution of `f32` NCHW tensors: `y = act(W ⊛ x + bias + z)` in one call, for
 //! any groups, strides, padding and dilations.
 //!
-//! **Design.** Per image and group, the convolution is the product `Y_g[Mg, P] = W_g[Mg, K] ·
+//! **Design.** A depthwise convolution (one input and one output channel per group) is the
+//! [`dwconv`](crate::dwconv) routine with the epilogue applied to each output plane as soon as
+//! it is computed. Otherwise, per image and group, the convolution is the product `Y_g[Mg, P] = W_g[Mg, K] ·
 //! col[K, P]` of the weights (`K = Cg·kh·kw`, rows read in place) and the im2col matrix of the
 //! group's input channels (`P = oh·ow`), computed by `sgemm`'s blocked driver and kernels. The
 //! column matrix is never written out: the driver asks its `B` source for one `KC × NC` block at
@@ -14,8 +16,9 @@
 //!
 //! **Numerics.** The panels hold exactly the values `im2col` writes, the kernel and blocking are
 //! `sgemm`'s, and the epilogue is [`Epilogue`]'s row code: the result is bit for bit that of
-//! `im2col`, `sgemm` (`beta = 0`) and `epilogue` run one after another, on any thread count
-//! (`conv/tests.rs` checks exactly that).
+//! `im2col`, `sgemm` (`beta = 0`) and `epilogue` run one after another (for a depthwise
+//! convolution, `dwconv2d` and `epilogue`), on any thread count (`conv/tests.rs` checks
+//! exactly that).
 //!
 //! **Measured** (2026-11-22, this project's AMD EPYC machine with AVX-512, one thread, release
 //! build, other work sharing the machine): `cargo run --release -p kiln-runtime --example
@@ -29,6 +32,7 @@
 //! 7.1 to 6.4 ms (one call per convolution instead of three split calls); one thread and
 //! ResNet-50 were within the noise. Without column matrices, the arena no longer holds them.
 
+use crate::dwconv::{DwConv2d, Post};
 use crate::epilogue::{Activation, Bias, Epilogue};
 use crate::gemm::pack::View;
 use crate::gemm::{self, Finish, Isa, Kernel, Problem, Sgemm, Source, Transpose};
@@ -184,6 +188,14 @@ impl Conv2d {
         let (k, p) = (cg * g.kh * g.kw, g.oh * g.ow);
         let epilogue = Epilogue { rows: 1, cols: 0, bias: if self.bias { Bias::PerRow { period: 1 } } else { Bias::None }, residual: self.residual, act: self.act };
         let pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && g.oh == g.h && g.ow == g.w;
+        if cg == 1 && mg == 1 {
+            // Depthwise: every plane with its own kernel, the epilogue on each finished plane.
+            let d = DwConv2d { planes: self.batch * self.channels, channels: self.channels, h: g.h, w: g.w, oh: g.oh, ow: g.ow, kh: g.kh, kw: g.kw, sh: g.sh, sw: g.sw, ph: g.ph, pw: g.pw, dh: g.dh, dw: g.dw, accumulate: false };
+            let post = Post { isa, e: Epilogue { cols: p, ..epilogue }, bias, z };
+            // SAFETY: by the caller's contract: the planes, kernels, bias and `z` are those
+            // `d` and `post` address.
+            return unsafe { d.run_fused(isa, x, w, y, post) };
+        }
         for n in 0..self.batch {
             for gi in 0..self.groups {
                 // SAFETY: by the caller's contract and valid sizes, image `n`'s group `gi` is

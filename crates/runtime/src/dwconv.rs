@@ -55,6 +55,7 @@
 //! 17 kernels (bias, convolution, activation) went from 36 ms as JIT-compiled scalar loop
 //! nests to 5.6 ms with this routine.
 
+use crate::epilogue::Epilogue;
 use crate::gemm::simd::{Portable, Simd};
 use crate::gemm::{Isa, with_scratch};
 use crate::pool::{self, SharedPtr};
@@ -180,7 +181,19 @@ impl DwConv2d {
         assert!(isa.available(), "this CPU cannot run the {isa:?} kernel");
         // SAFETY: the slices hold every element the convolution addresses; `y` is exclusively
         // borrowed.
-        unsafe { self.run_raw(isa, x.as_ptr(), w.as_ptr(), y.as_mut_ptr()) }
+        unsafe { self.run_raw(isa, x.as_ptr(), w.as_ptr(), y.as_mut_ptr(), None) }
+    }
+
+    /// The convolution with `post` applied to the output planes as soon as they are computed
+    /// (the fused [`conv`](crate::conv) routine's depthwise case).
+    ///
+    /// # Safety
+    ///
+    /// As [`run_raw`](Self::run_raw), and `post`'s operands hold every plane's bias element
+    /// and `z` plane, `z` not overlapping `y`.
+    pub(crate) unsafe fn run_fused(&self, isa: Isa, x: *const f32, w: *const f32, y: *mut f32, post: Post) {
+        // SAFETY: by the caller's contract.
+        unsafe { self.run_raw(isa, x, w, y, Some(post)) }
     }
 
     /// The convolution on raw pointers.
@@ -190,7 +203,7 @@ impl DwConv2d {
     /// `x` and `w` readable for [`x_len`](Self::x_len) and [`w_len`](Self::w_len) elements, `y`
     /// readable and writable for [`y_len`](Self::y_len) and not overlapping them; the CPU runs
     /// `isa`.
-    unsafe fn run_raw(&self, isa: Isa, x: *const f32, w: *const f32, y: *mut f32) {
+    unsafe fn run_raw(&self, isa: Isa, x: *const f32, w: *const f32, y: *mut f32, post: Option<Post>) {
         if !self.is_valid() || self.y_len() == 0 {
             return;
         }
@@ -200,9 +213,16 @@ impl DwConv2d {
                 // SAFETY: `y` is writable for `y_len` elements.
                 unsafe { std::ptr::write_bytes(y.cast::<u8>(), 0, self.y_len() * std::mem::size_of::<f32>()) };
             }
+            if let Some(post) = post {
+                let mut pending = 0;
+                for p in 0..self.planes as isize {
+                    // SAFETY: the planes are inside `y`; `post` by the caller's contract.
+                    unsafe { post.after(p, self.planes as isize, self.channels as isize, &mut pending, y) };
+                }
+            }
             return;
         }
-        let g = Plan::new(self);
+        let g = Plan { post, ..Plan::new(self) };
         // Inputs and outputs come from callers; the fast path forms `f32` slices of them, so it
         // needs `f32` alignment, and copies each plane's kernel, so it takes at most MAX_TAPS.
         // The exact path reads and writes unaligned.
@@ -211,9 +231,9 @@ impl DwConv2d {
         // Planes are independent: large convolutions split them over the thread pool.
         let work = self.y_len().saturating_mul(self.kh * self.kw);
         let parts = if work >= SPLIT_MIN_TAPS { pool::threads().min(self.planes) } else { 1 };
-        let ptrs = SharedPtr((x, w, y));
+        let ptrs = SharedPtr((x, w, y, g));
         pool::for_each(parts, &|i| {
-            let (x, w, y) = ptrs.get();
+            let (x, w, y, g) = ptrs.get();
             let r = pool::part(self.planes, parts, 1, i);
             let g = Plan { from: r.start as isize, to: r.end as isize, ..g };
             if !fast {
@@ -286,6 +306,63 @@ struct Plan {
     /// Whether the padded planes are worth building: false only for paddings or dilations out
     /// of proportion to the operands, which the scalar [`exact`] loop computes.
     padded: bool,
+    /// The epilogue of finished planes, if any.
+    post: Option<Post>,
+}
+
+/// The epilogue of a fused depthwise convolution on finished output planes (while they are in
+/// cache): plane `p` adds `bias[p mod channels]` (when the epilogue has a bias) and `z`'s plane
+/// `p`, then the activation.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Post {
+    pub isa: Isa,
+    /// One plane's epilogue: one row of `oh·ow`, the bias per row or none.
+    pub e: Epilogue,
+    pub bias: *const f32,
+    pub z: *const f32,
+}
+
+/// Finished planes are handed to the epilogue in runs of at least this many elements (or at
+/// the end of a part or of a channel period): a call per 7×7 plane cost more than the pass it
+/// saves.
+const POST_MIN: isize = 4096;
+
+impl Post {
+    /// Planes `from..to` of the output `y`, which do not wrap past a multiple of `channels`.
+    ///
+    /// # Safety
+    ///
+    /// The planes are inside `y` (`e.cols` elements each); the bias holds their elements and
+    /// `z` their planes, apart from `y`; the CPU runs `isa`.
+    unsafe fn planes(&self, from: isize, to: isize, channels: isize, y: *mut f32) {
+        let ys = self.e.cols;
+        let rows = (to - from) as usize;
+        let bias = if self.e.bias == crate::epilogue::Bias::None { crate::epilogue::Bias::None } else { crate::epilogue::Bias::PerRow { period: rows } };
+        let e = Epilogue { rows, bias, ..self.e };
+        // SAFETY: by the caller's contract.
+        unsafe {
+            let at = from * ys as isize;
+            let z = if e.residual { self.z.offset(at) } else { self.z };
+            let b = if e.bias == crate::epilogue::Bias::None { self.bias } else { self.bias.offset(from % channels) };
+            e.run_strided(self.isa, y.offset(at), b, z, ys);
+        }
+    }
+
+    /// Called after plane `p` of `from..to` is computed; `pending` is the first plane not yet
+    /// handed to the epilogue.
+    ///
+    /// # Safety
+    ///
+    /// As [`planes`](Self::planes), for the planes computed so far.
+    #[inline(always)]
+    unsafe fn after(&self, p: isize, to: isize, channels: isize, pending: &mut isize, y: *mut f32) {
+        let next = p + 1;
+        if next == to || next % channels == 0 || (next - *pending) * self.e.cols as isize >= POST_MIN {
+            // SAFETY: by the caller's contract.
+            unsafe { self.planes(*pending, next, channels, y) };
+            *pending = next;
+        }
+    }
 }
 
 impl Plan {
@@ -323,6 +400,7 @@ impl Plan {
             wq: if padded { i(wq) } else { 0 },
             flat,
             padded,
+            post: None,
         }
     }
 
@@ -373,9 +451,15 @@ fn phase(off: isize, s: isize) -> (isize, isize) {
 /// `g` is the plan of valid sizes; `x`, `w`, `y` hold their planes as in
 /// [`DwConv2d::run_raw`].
 unsafe fn exact(g: &Plan, x: *const f32, w: *const f32, y: *mut f32) {
+    let mut pending = g.from;
     for p in g.from..g.to {
         // SAFETY: plane `p` of each operand is inside it; `channels > 0` for valid sizes.
-        unsafe { plane_exact(g, x.offset(p * g.h * g.w), w.offset(p % g.channels * g.kh * g.kw), y.offset(p * g.oh * g.ow)) }
+        unsafe {
+            plane_exact(g, x.offset(p * g.h * g.w), w.offset(p % g.channels * g.kh * g.kw), y.offset(p * g.oh * g.ow));
+            if let Some(post) = g.post {
+                post.after(p, g.to, g.channels, &mut pending, y);
+            }
+        }
     }
 }
 
@@ -448,18 +532,22 @@ unsafe fn planes<S: Simd>(g: &Plan, x: *const f32, w: *const f32, y: *mut f32, s
     // Each plane's kernel is read into an aligned copy first: weights are often slices of a
     // memory-mapped model at any byte offset.
     let mut kernel = [0.0f32; MAX_TAPS];
+    let mut pending = g.from;
     for p in g.from..g.to {
         // SAFETY: plane `p` of each operand is inside it; `channels > 0` for valid sizes; the
         // kernel has `ks` taps (at most MAX_TAPS, which `run_raw` checked).
         unsafe {
-            let (x, k, y) = (x.offset(p * xs), w.offset(p % g.channels * ks), y.offset(p * ys));
+            let (xp, k, yp) = (x.offset(p * xs), w.offset(p % g.channels * ks), y.offset(p * ys));
             for (t, slot) in kernel[..ks as usize].iter_mut().enumerate() {
                 *slot = k.add(t).read_unaligned();
             }
             if kernel[..ks as usize].iter().all(|v| v.is_finite()) {
-                plane::<S>(g, x, kernel.as_ptr(), y, scratch);
+                plane::<S>(g, xp, kernel.as_ptr(), yp, scratch);
             } else {
-                plane_exact(g, x, k, y);
+                plane_exact(g, xp, k, yp);
+            }
+            if let Some(post) = g.post {
+                post.after(p, g.to, g.channels, &mut pending, y);
             }
         }
     }
@@ -733,7 +821,7 @@ pub unsafe extern "C" fn kiln_rt_dwconv2d(
     };
     let d = DwConv2d { planes, channels, h, w: w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, accumulate: accumulate != 0 };
     // SAFETY: by the caller's contract; the detected instruction set is what this CPU runs.
-    unsafe { d.run_raw(Isa::detected(), x, w, y) }
+    unsafe { d.run_raw(Isa::detected(), x, w, y, None) }
 }
 
 #[cfg(test)]

@@ -45,18 +45,26 @@ fn shapes() -> Vec<Conv2d> {
     v.push(Conv2d { residual: true, ..conv((1, 32, 17, 1), 13, 3, 1, 1, 1, relu) });
     v.push(Conv2d { bias: false, residual: true, ..conv((1, 9, 11, 1), 10, 1, 1, 0, 1, Activation::None) });
     v.push(Conv2d { bias: false, ..conv((1, 9, 11, 1), 10, 3, 1, 1, 1, Activation::None) });
+    // Depthwise: strided, dilated, over two images, with a residual addend.
+    v.push(conv((1, 24, 24, 24), 17, 3, 2, 1, 1, Activation::Clip { min: 0.0, max: 6.0 }));
+    v.push(Conv2d { residual: true, ..conv((2, 7, 7, 7), 40, 5, 1, 4, 2, Activation::Relu) });
+    v.push(Conv2d { bias: false, ..conv((1, 5, 5, 5), 3, 3, 1, 1, 1, Activation::None) });
     v
 }
 
-/// `im2col`, `sgemm` and `epilogue` one after another with `isa`: what the fused routine must
-/// reproduce bit for bit.
+/// `im2col`, `sgemm` and `epilogue` one after another with `isa` (`dwconv2d` and `epilogue` for
+/// a depthwise convolution): what the fused routine must reproduce bit for bit.
 fn three_steps(c: &Conv2d, isa: Isa, x: &[f32], w: &[f32], b: &[f32], z: &[f32]) -> Vec<f32> {
     let g = c.im2col();
     let (cg, mg) = (g.channels, c.out_channels / c.groups);
     let (k, p) = (cg * c.kh * c.kw, c.oh * c.ow);
     let mut y = vec![f32::NAN; c.y_len()];
     let mut col = vec![0.0; g.col_len()];
-    for n in 0..c.batch {
+    if cg == 1 && mg == 1 {
+        let d = DwConv2d { planes: c.batch * c.channels, channels: c.channels, h: c.h, w: c.w, oh: c.oh, ow: c.ow, kh: c.kh, kw: c.kw, sh: c.sh, sw: c.sw, ph: c.ph, pw: c.pw, dh: c.dh, dw: c.dw, accumulate: false };
+        d.run_with(isa, x, w, &mut y);
+    }
+    for n in (0..c.batch).filter(|_| cg != 1 || mg != 1) {
         for gi in 0..c.groups {
             let x0 = (n * c.channels + gi * cg) * c.h * c.w;
             g.run(&x[x0..], &mut col);
@@ -145,7 +153,8 @@ fn splits_over_threads_bit_for_bit() {
     // Large enough to split by columns (wide planes) and by rows (narrow ones).
     let wide = conv((1, 32, 64, 1), 40, 3, 1, 1, 1, Activation::Relu);
     let narrow = Conv2d { residual: true, ..conv((1, 256, 96, 1), 6, 3, 1, 1, 1, Activation::Relu) };
-    for c in [wide, narrow] {
+    let depthwise = Conv2d { residual: true, ..conv((1, 96, 96, 96), 56, 3, 2, 1, 1, Activation::Relu) };
+    for c in [wide, narrow, depthwise] {
         let [x, w, b, z] = operands(&c);
         let run = || {
             let mut y = vec![f32::NAN; c.y_len()];

@@ -251,7 +251,7 @@ fn unaligned_operands_give_the_same_result() {
     for isa in isas() {
         let mut yb = vec![0u8; 1 + 4 * d.y_len()];
         // SAFETY: each pointer is one byte into a buffer holding the operand's floats after it.
-        unsafe { d.run_raw(isa, xb[1..].as_ptr().cast(), wb[1..].as_ptr().cast(), yb[1..].as_mut_ptr().cast()) };
+        unsafe { d.run_raw(isa, xb[1..].as_ptr().cast(), wb[1..].as_ptr().cast(), yb[1..].as_mut_ptr().cast(), None) };
         let got: Vec<f32> = yb[1..].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
         assert_eq!(got, want, "{isa:?}");
     }

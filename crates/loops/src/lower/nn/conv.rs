@@ -1,17 +1,17 @@
 //! Conv, kiln's FusedConv, ConvInteger and QLinearConv.
 //!
-//! A 2-D `f32` Conv or FusedConv is one call of the runtime's fused `conv2d` (im2col panels
-//! packed on the fly, `sgemm`'s kernels, the bias, residual addend and activation applied to
-//! each finished block) — except the depthwise one (one output channel per input channel:
-//! `group == C == M`), one call of the runtime's `dwconv2d` over all `N·C` planes. Over other
-//! than two spatial dims, `f32` Conv is an im2col loop nest into a scratch buffer plus one
+//! A 2-D `f32` Conv or FusedConv is one call of the runtime's fused `conv2d`: im2col panels
+//! packed on the fly and `sgemm`'s kernels, or for a depthwise convolution (one output channel
+//! per input channel: `group == C == M`) the `dwconv2d` routine, with the bias, residual
+//! addend and activation applied to each finished block or plane. Over other than two spatial
+//! dims, `f32` Conv that is not depthwise is an im2col loop nest into a scratch buffer plus one
 //! `sgemm` per image and group (a 1×1 unstrided, unpadded convolution multiplies the input
-//! directly). Those two write the bare convolution (`beta = 0`, no accumulation); one call of
-//! the runtime's `epilogue` then adds the bias (per row of the `[N·M, P]` output: channel
-//! `r mod M`) and FusedConv's residual addend and activation ([`Epilogue::call`]; no call when
-//! there is none of them). Other depthwise convolutions, other element types and the
-//! quantized forms are a direct loop nest, the bias its accumulator's start and the
-//! [`Epilogue`] part of each element's store.
+//! directly), writing the bare convolution (`beta = 0`); one call of the runtime's `epilogue`
+//! then adds the bias (per row of the `[N·M, P]` output: channel `r mod M`) and FusedConv's
+//! residual addend and activation ([`Epilogue::call`]; no call when there is none of them).
+//! Other depthwise convolutions, other element types and the quantized forms are a direct
+//! loop nest, the bias its accumulator's start and the [`Epilogue`] part of each element's
+//! store.
 
 use kiln_tir::NodeId;
 use kiln_tir::op::{AutoPad, FusedConv};
@@ -224,18 +224,13 @@ fn conv_kernel(
         None => Epilogue::NONE,
     };
     let mut k = cx.kernel(n);
-    // One input and one output channel per group. In f32 the runtime computes it over two
-    // spatial dims (dwconv2d), and every convolution that is not depthwise (sgemm); the rest
-    // is the direct nest.
+    // One input and one output channel per group: over other than two spatial dims, the
+    // direct nest even in f32.
     let depthwise = s.cg == 1 && s.mg == 1;
-    if is_f32(&x) && s.win.rank() == 2 && !depthwise {
+    if is_f32(&x) && s.win.rank() == 2 {
         k.body = vec![conv2d(&s, &x, &w, bias.as_ref(), &epilogue, &y)];
-    } else if is_f32(&x) && (!depthwise || s.win.rank() == 2) {
-        k.body = if depthwise {
-            vec![dwconv2d(&s, &x, &w, &y)]
-        } else {
-            im2col_sgemm(cx, &mut k, &s, &x, &w, &y)
-        };
+    } else if is_f32(&x) && !depthwise {
+        k.body = im2col_sgemm(cx, &mut k, &s, &x, &w, &y);
         let bias = bias.map(|b| (b.buf, BiasIndex::PerRow { period: s.m }));
         k.body
             .extend(epilogue.call(&y, bias, s.batch * s.m, s.win.out_plane()));
@@ -257,40 +252,8 @@ fn conv_kernel(
     Ok(())
 }
 
-/// The `f32` depthwise 2-D Conv: one `dwconv2d` call over the `N·C` planes, each with its
-/// channel's kernel.
-fn dwconv2d(s: &ConvShape, x: &Operand, w: &Operand, y: &Operand) -> Stmt {
-    let win = &s.win;
-    let int = |v: i64| Arg::Value(Expr::idx(v));
-    let size = |v: u64| int(v as i64);
-    let mut args = vec![
-        Arg::Addr(x.buf, Expr::idx(0)),
-        Arg::Addr(w.buf, Expr::idx(0)),
-        Arg::Addr(y.buf, Expr::idx(0)),
-        size(s.batch * s.c),
-        size(s.c),
-    ];
-    args.extend(
-        win.input
-            .iter()
-            .chain(&win.output)
-            .chain(&win.kernel)
-            .map(|&v| size(v)),
-    );
-    args.extend(
-        win.strides
-            .iter()
-            .chain(&win.pad_begin)
-            .chain(&win.dilations)
-            .map(|&v| int(v)),
-    );
-    // Not accumulating: the epilogue adds the bias.
-    args.push(int(0));
-    Stmt::Call(RuntimeFn::DwConv2d, args)
-}
-
-/// The `f32` 2-D Conv that is not depthwise, with its bias and epilogue: one call of the
-/// runtime's fused `conv2d` (unused operands passed as `y`'s address).
+/// The `f32` 2-D Conv with its bias and epilogue: one call of the runtime's fused `conv2d`
+/// (unused operands passed as `y`'s address).
 fn conv2d(
     s: &ConvShape,
     x: &Operand,

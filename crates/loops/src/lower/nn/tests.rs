@@ -131,16 +131,17 @@ fn fused_conv_matches_the_unfused_ops() {
 
 #[test]
 fn f32_convolutions_call_the_runtime_with_their_epilogue() {
-    use RuntimeFn::{Conv2d, DwConv2d, Epilogue, Sgemm};
+    use RuntimeFn::{Conv2d, Epilogue, Sgemm};
     // (case, dtype, bias, residual addend, activation index, the calls)
     let cases = [
-        (&CONV_CASES[2], "f32", true, true, 1, vec![DwConv2d, Epilogue]),
-        (&CONV_CASES[3], "f32", true, false, 0, vec![DwConv2d, Epilogue]),
-        (&CONV_CASES[3], "f32", false, false, 0, vec![DwConv2d]),
+        (&CONV_CASES[2], "f32", true, true, 1, vec![Conv2d]),
+        (&CONV_CASES[3], "f32", true, false, 0, vec![Conv2d]),
+        (&CONV_CASES[3], "f32", false, false, 0, vec![Conv2d]),
         (&CONV_CASES[3], "f64", true, true, 1, vec![]),
         (&CONV_CASES[4], "f32", true, true, 1, vec![]),
-        // Over two spatial dims, one fused call whatever the groups, padding and epilogue; over
-        // one, an im2col nest and sgemm per image and group, then one epilogue over the output.
+        // Over two spatial dims, one fused call whatever the groups (depthwise too), padding and
+        // epilogue; over one, an im2col nest and sgemm per image and group, then one epilogue
+        // over the output, or for a depthwise one the direct nest.
         (&CONV_CASES[5], "f32", false, true, 0, vec![Conv2d]),
         (&CONV_CASES[0], "f32", false, false, 7, vec![Conv2d]),
         (&CONV_CASES[1], "f32", false, false, 0, vec![Conv2d]),
