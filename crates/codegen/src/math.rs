@@ -1,5 +1,5 @@
 //! Calls into the runtime library: math functions, float remainder, micro-kernels (sgemm,
-//! fused and depthwise convolution, max pooling, softmax), im2col, the fused ops' epilogue and
+//! fused and depthwise convolution, max pooling, softmax, layer normalization), im2col, the fused ops' epilogue and
 //! copies. Each callee is an imported symbol (`Linkage::Import`) named as `kiln_runtime`
 //! exports it.
 
@@ -114,6 +114,7 @@ impl Cx<'_, '_> {
             RuntimeFn::Im2col => self.scalars("im2col", "kiln_rt_im2col", args, 2, 13, 0),
             RuntimeFn::MaxPool2d => self.scalars("maxpool2d", "kiln_rt_maxpool2d", args, 2, 13, 0),
             RuntimeFn::Softmax => self.scalars("softmax", "kiln_rt_softmax", args, 1, 2, 0),
+            RuntimeFn::LayerNorm => self.scalars("layernorm", "kiln_rt_layernorm", args, 4, 4, 1),
             RuntimeFn::Copy => self.copy(args),
         }
     }

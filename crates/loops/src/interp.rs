@@ -10,6 +10,7 @@ use kiln_runtime::epilogue::{Activation, Bias, Epilogue};
 use kiln_runtime::gemm::{Sgemm, Transpose};
 use kiln_runtime::im2col::Im2col;
 use kiln_runtime::maxpool::MaxPool2d;
+use kiln_runtime::norm::LayerNorm;
 use kiln_runtime::softmax::Softmax;
 use kiln_runtime::minifloat;
 
@@ -726,6 +727,42 @@ impl Machine<'_> {
                     return self.fault(format!("{dst:?} has less memory than its length"));
                 };
                 to.copy_from_slice(&from);
+                Ok(())
+            }
+            RuntimeFn::LayerNorm => {
+                let [Arg::Addr(x, xi), Arg::Addr(sc, si), Arg::Addr(b, bi), Arg::Addr(y, yi), rest @ ..] = args else {
+                    return self.fault("layernorm takes four buffer addresses first");
+                };
+                let (mut ints, mut floats) = (Vec::new(), Vec::new());
+                for arg in rest {
+                    let Arg::Value(e) = arg else { return self.fault("layernorm scalar arguments") };
+                    match self.expr(e)? {
+                        Val::Int(_, v) => ints.push(v),
+                        Val::F32(x) => floats.push(x),
+                        _ => return self.fault("layernorm scalar arguments"),
+                    }
+                }
+                let (&[rows, cols, bias, rms], &[epsilon]) = (&ints[..], &floats[..]) else {
+                    return self.fault("layernorm takes rows, cols, bias, rms, epsilon");
+                };
+                let (Ok(rows), Ok(cols)) = (usize::try_from(rows), usize::try_from(cols)) else {
+                    return self.fault(format!("layernorm with a negative size ({rows} × {cols})"));
+                };
+                let g = LayerNorm { rows, cols, epsilon, bias: bias != 0, rms: rms != 0 };
+                if !g.is_valid() {
+                    return self.fault(format!("layernorm with invalid sizes {g:?}"));
+                }
+                if g.is_empty() {
+                    return Ok(());
+                }
+                let (xi, si, bi, yi) = (self.index(xi)?, self.index(si)?, self.index(bi)?, self.index(yi)?);
+                // The runtime's routine computes it, as for softmax; an unused bias is not read.
+                let x = self.f32_span("layernorm", *x, xi, g.len())?;
+                let scale = self.f32_span("layernorm", *sc, si, cols)?;
+                let bias = self.f32_span("layernorm", *b, bi, g.bias_len())?;
+                let mut y_span = self.f32_span("layernorm", *y, yi, g.len())?;
+                g.run(&x, &scale, &bias, &mut y_span);
+                self.store_f32_span(*y, yi, &y_span)?;
                 Ok(())
             }
             RuntimeFn::Softmax => {

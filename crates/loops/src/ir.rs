@@ -456,6 +456,13 @@ pub enum RuntimeFn {
     /// place: `x[r, c] = e^(x[r, c] − m) / Σ e^(x[r, ·] − m)`, `m` the row's maximum or 0 when
     /// that is −∞, a zero sum dividing by 1. Arguments: x (address), rows, cols (i64).
     Softmax,
+    /// Layer or RMS normalization along the rows of an `f32` matrix of `rows × cols`: with `m`
+    /// the row's mean and `v` its population variance, `y = ((x − m)·(1/√(v + epsilon)))·
+    /// scale[c] + b[c]` (the bias only when `bias` is non-zero), or with `rms` non-zero `y =
+    /// (x·(1/√(Σx²/cols + epsilon)))·scale[c]`. Arguments: x, scale, b, y (addresses), rows,
+    /// cols, bias, rms (i64), epsilon (f32). An unused bias is passed as `scale`'s address and
+    /// not read; `y` must not overlap the others.
+    LayerNorm,
     /// Copies `n` elements: `dst[0..n] = src[0..n]`, both buffers of one element type (not a
     /// packed one), the bytes as they are. Arguments: dst, src (addresses), n (i64).
     Copy,

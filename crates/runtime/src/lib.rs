@@ -3,7 +3,7 @@
 //! Every entry point is an `extern "C"` function with a stable, unmangled `kiln_rt_*` name:
 //! scalar math Cranelift has no instruction for ([`math`]), the compute micro-kernels
 //! ([`gemm`], the fused [`conv`], [`dwconv`], [`maxpool`]) and what surrounds them ([`im2col`], the fused ops'
-//! [`epilogue`], the attention's row [`softmax`], the movement ops' [`copy`]), split over the intra-op thread [`pool`], and the stores of narrow float formats ([`minifloat`]). The JIT registers
+//! [`epilogue`], the attention's row [`softmax`], layer and RMS [`norm`]alization, the movement ops' [`copy`]), split over the intra-op thread [`pool`], and the stores of narrow float formats ([`minifloat`]). The JIT registers
 //! [`symbols`] with its module; an object file produced by the ahead-of-time path links the
 //! same names from this crate's static library (`crate-type = ["rlib", "staticlib"]`).
 //!
@@ -13,7 +13,8 @@
 //! [`gemm::kiln_rt_sgemm`] (its `conv2d` likewise [`conv::Conv2d::run`], `dwconv2d`
 //! [`dwconv::DwConv2d::run`], `epilogue`
 //! [`epilogue::Epilogue::run`], `im2col` [`im2col::Im2col::run`], `maxpool2d`
-//! [`maxpool::MaxPool2d::run`], `softmax` [`softmax::Softmax::run`]). The one exception is `erf`, which the interpreter evaluates
+//! [`maxpool::MaxPool2d::run`], `softmax` [`softmax::Softmax::run`], `layernorm`
+//! [`norm::LayerNorm::run`]). The one exception is `erf`, which the interpreter evaluates
 //! by a different formula (see [`erf`]).
 //!
 //! ```
@@ -33,6 +34,7 @@ pub mod im2col;
 pub mod math;
 pub mod maxpool;
 pub mod minifloat;
+pub mod norm;
 pub mod pool;
 pub mod softmax;
 mod vmath;
@@ -47,6 +49,7 @@ pub fn symbols() -> Vec<(&'static str, *const u8)> {
     table.push(("kiln_rt_im2col", im2col::kiln_rt_im2col as *const u8));
     table.push(("kiln_rt_maxpool2d", maxpool::kiln_rt_maxpool2d as *const u8));
     table.push(("kiln_rt_softmax", softmax::kiln_rt_softmax as *const u8));
+    table.push(("kiln_rt_layernorm", norm::kiln_rt_layernorm as *const u8));
     table.push(("kiln_rt_copy", copy::kiln_rt_copy as *const u8));
     table.extend(minifloat::symbols());
     table
@@ -63,7 +66,7 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), table.len());
         // 17 unary functions and pow and fmod, each in f32 and f64, sgemm, conv2d, dwconv2d,
-        // epilogue, im2col, maxpool2d, softmax, copy, and five narrow-float encoders.
-        assert_eq!(table.len(), 2 * 19 + 8 + 5);
+        // epilogue, im2col, maxpool2d, softmax, layernorm, copy, and five narrow-float encoders.
+        assert_eq!(table.len(), 2 * 19 + 9 + 5);
     }
 }

@@ -1,4 +1,4 @@
-//! Runtime calls: `Sgemm`, `DwConv2d`, `Conv2d`, `Epilogue`, `Im2col`, `MaxPool2d`, every math function
+//! Runtime calls: `Sgemm`, `DwConv2d`, `Conv2d`, `Epilogue`, `Im2col`, `MaxPool2d`, `LayerNorm`, every math function
 //! in `f32` and `f64`, and float remainder.
 
 use kiln_loops::*;
@@ -136,6 +136,40 @@ fn conv2d_matches_the_interpreter() {
         kern.body = vec![Stmt::Call(RuntimeFn::Conv2d, args)];
         hs.push(kern);
         hs.run().unwrap();
+    }
+}
+
+#[test]
+fn layernorm_matches_the_interpreter() {
+    // (rows, cols, bias, rms), at element offsets into larger buffers; an absent bias is the
+    // scale's own address, as lowering passes it.
+    for (rows, cols, bias, rms) in [(3, 256, 1, 0), (5, 37, 0, 0), (2, 20, 0, 1), (1, 1, 1, 0)] {
+        let n = rows * cols;
+        let mut h = Harness::new();
+        let x = h.input_of(ScalarType::F32, &f32_data(n as usize + 3, 1));
+        let scale = h.input_of(ScalarType::F32, &f32_data(cols as usize + 1, 2));
+        let b = h.input_of(ScalarType::F32, &f32_data(cols as usize + 2, 3));
+        let y = h.output(ElemType::Scalar(ScalarType::F32), n as u64 + 2);
+        let mut kern = Kernel::new("layernorm");
+        let i = |v: i64| Arg::Value(Expr::idx(v));
+        let b_addr = if bias == 0 { Arg::Addr(scale, Expr::idx(1)) } else { Arg::Addr(b, Expr::idx(2)) };
+        kern.body = vec![Stmt::Call(
+            RuntimeFn::LayerNorm,
+            vec![
+                Arg::Addr(x, Expr::idx(3)),
+                Arg::Addr(scale, Expr::idx(1)),
+                b_addr,
+                Arg::Addr(y, Expr::idx(1)),
+                // An i32 argument is extended to i64, as the interpreter allows.
+                Arg::Value(Expr::int(ScalarType::I32, rows)),
+                i(cols),
+                i(bias),
+                i(rms),
+                Arg::Value(Expr::f32(1e-5)),
+            ],
+        )];
+        h.push(kern);
+        h.run().unwrap();
     }
 }
 

@@ -77,6 +77,7 @@ pub(crate) fn runtime_fn_name(f: RuntimeFn) -> &'static str {
         RuntimeFn::Sgemm => "sgemm",
         RuntimeFn::DwConv2d => "dwconv2d",
         RuntimeFn::Conv2d => "conv2d",
+        RuntimeFn::LayerNorm => "layernorm",
         RuntimeFn::Epilogue => "epilogue",
         RuntimeFn::Im2col => "im2col",
         RuntimeFn::MaxPool2d => "maxpool2d",
@@ -127,7 +128,7 @@ const MATH_FNS: [MathFn; 18] = [
     MathFn::Rint,
 ];
 
-const RUNTIME_FNS: [RuntimeFn; 8] = [RuntimeFn::Sgemm, RuntimeFn::DwConv2d, RuntimeFn::Conv2d, RuntimeFn::Epilogue, RuntimeFn::Im2col, RuntimeFn::MaxPool2d, RuntimeFn::Softmax, RuntimeFn::Copy];
+const RUNTIME_FNS: [RuntimeFn; 9] = [RuntimeFn::LayerNorm, RuntimeFn::Sgemm, RuntimeFn::DwConv2d, RuntimeFn::Conv2d, RuntimeFn::Epilogue, RuntimeFn::Im2col, RuntimeFn::MaxPool2d, RuntimeFn::Softmax, RuntimeFn::Copy];
 
 /// The scalar type spelled `name`.
 pub(super) fn scalar_type(name: &str) -> Option<ScalarType> {

@@ -23,6 +23,12 @@ const CONV2D_SCALARS: [ScalarType; 21] = {
     [I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, F32, F32]
 };
 
+/// `layernorm`'s scalars: rows, cols, bias, rms, epsilon.
+const LAYERNORM_SCALARS: [ScalarType; 5] = {
+    use ScalarType::{F32, I64};
+    [I64, I64, I64, I64, F32]
+};
+
 impl<'a> Cx<'a> {
     /// Checks a runtime call's signature, constant codes and the extent each address spans
     /// (invariants 9, 11 and 12 of the module doc).
@@ -36,6 +42,7 @@ impl<'a> Cx<'a> {
             RuntimeFn::Epilogue => (3, 0, &EPILOGUE_SCALARS, "3 addresses, 6 i64, 2 f32"),
             RuntimeFn::Im2col | RuntimeFn::MaxPool2d => (2, 1, &[ScalarType::I64; 13], "2 addresses, 13 i64"),
             RuntimeFn::Softmax => (1, 0, &[ScalarType::I64; 2], "1 address, 2 i64"),
+            RuntimeFn::LayerNorm => (4, 3, &LAYERNORM_SCALARS, "4 addresses, 4 i64, 1 f32"),
             RuntimeFn::Copy => (2, 0, &[ScalarType::I64; 1], "2 addresses, 1 i64"),
         };
         if args.len() != addresses + scalars.len() {
@@ -186,6 +193,15 @@ impl<'a> Cx<'a> {
                     return;
                 }
                 vec![(i128::from(n) - 1, "copy writes its destination"), (i128::from(n) - 1, "copy reads its source")]
+            }
+            (RuntimeFn::LayerNorm, &[Some(rows), Some(cols), bias, rms]) => {
+                // Nothing is addressed when the matrix is empty (or a size negative).
+                if rows <= 0 || cols <= 0 {
+                    return;
+                }
+                let (n, cols) = (i128::from(rows) * i128::from(cols), i128::from(cols));
+                let bias = if bias == Some(0) || rms.is_some_and(|r| r != 0) { -1 } else { cols - 1 };
+                vec![(n - 1, "layernorm reads X"), (cols - 1, "layernorm reads the scale"), (bias, "layernorm reads the bias"), (n - 1, "layernorm writes Y")]
             }
             (RuntimeFn::Softmax, &[Some(rows), Some(cols)]) => {
                 // Nothing is addressed when the matrix is empty (or a size negative).

@@ -1,5 +1,7 @@
 //! LayerNormalization and RMSNormalization: normalization over the trailing axes from `axis`
-//! on, with a scale (and for LayerNormalization a bias) broadcast to the input.
+//! on, with a scale (and for LayerNormalization a bias) broadcast to the input. In `f32` with
+//! `f32` statistics, a scale and bias that vary along the normalized axes only and no Mean or
+//! InvStdDev output, one call of the runtime's `layernorm`; otherwise a loop nest.
 
 use kiln_tir::{DType, NodeId, Op};
 
@@ -7,6 +9,7 @@ use super::{broadcasts_to, expect_dims, expect_float, inv_std, moments, stats_ty
 use crate::build::broadcast_index;
 use crate::ir::*;
 use crate::lower::reduce::{axis, bind, convert, expect_len, fold, load_as, Split};
+use crate::lower::linalg::is_f32;
 use crate::lower::{LowerError, Lowerer, Operand};
 
 /// Which normalization.
@@ -43,6 +46,42 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
         expect_len(cx, n, o, split.outer_count())?;
     }
     let ct = stats_type(x.ty(), stash == DType::F64);
+    // The common case, f32 statistics of f32 rows with a scale and bias per column and no
+    // statistics outputs, is the runtime's vectorized `layernorm` over the rows.
+    let per_column = |p: &Operand| {
+        let lead = x.rank() - p.dims.len();
+        (0..x.rank()).all(|i| {
+            let d = if i < lead { 1 } else { p.dims[i - lead] };
+            if i < a { d == 1 } else { d == x.dims[i] }
+        })
+    };
+    let runtime = is_f32(&x)
+        && is_f32(&y)
+        && ct == ScalarType::F32
+        && mean_out.is_none()
+        && inv_out.is_none()
+        && std::iter::once(&scale).chain(&bias).all(|p| is_f32(p) && per_column(p));
+    if runtime {
+        let int = |v: u64| Arg::Value(Expr::idx(v as i64));
+        let at = |b: BufId| Arg::Addr(b, Expr::idx(0));
+        let mut k = cx.kernel(n);
+        k.body = vec![Stmt::Call(
+            RuntimeFn::LayerNorm,
+            vec![
+                at(x.buf),
+                at(scale.buf),
+                at(bias.as_ref().map_or(scale.buf, |b| b.buf)),
+                at(y.buf),
+                int(split.outer_count()),
+                int(split.inner_count()),
+                int(u64::from(bias.is_some())),
+                int(u64::from(kind == Kind::Rms)),
+                Arg::Value(Expr::f32(epsilon)),
+            ],
+        )];
+        cx.push(k);
+        return Ok(true);
+    }
     let affine = |full: &[Expr], v: Expr| -> Expr {
         let v = v * load_as(&scale, broadcast_index(full, &scale.dims), ct);
         match &bias {

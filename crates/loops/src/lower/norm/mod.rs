@@ -11,6 +11,8 @@ mod batch;
 mod group;
 mod layer;
 mod local;
+#[cfg(test)]
+mod tests;
 
 use kiln_tir::NodeId;
 
