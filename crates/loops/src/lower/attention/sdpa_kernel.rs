@@ -19,7 +19,9 @@
 //!
 //! Rounding follows the reference's arrays (see [`Num`]): the scaled Q and K, the product,
 //! each softcap step, the biased scores, the softmax's shift, exponentials, sum and quotient,
-//! and the probabilities cast back to the data type.
+//! and the probabilities cast back to the data type. The one exception: with `sgemm`, `f32` Q
+//! and K and no past keys, the scores are `s·(q·k)` (the scale as the product's factor, Q and
+//! K read in place) rather than `(√s·q)·(√s·k)`.
 
 use kiln_tir::NodeId;
 
@@ -67,10 +69,16 @@ pub(super) fn emit(cx: &mut Lowerer<'_>, n: NodeId, p: &Plan) {
         body.extend(concat(&mut k, &d, p.past.map(|x| x.1), p.v, d.v_head, &mut |ix, src, at| vec![Stmt::Store { buf: dst.buf, index: dst.at(&ix[0], &ix[1], at, &ix[3]), value: Expr::load(src.buf, src.at(&ix[0], &ix[1], &ix[2], &ix[3])) }]));
     }
     let scale = num.c(p.scale);
-    body.extend(concat(&mut k, &d, p.past.map(|x| x.0), p.k, d.head, &mut |ix, src, at| {
-        let value = num.load(src.buf, src.elem, src.at(&ix[0], &ix[1], &ix[2], &ix[3])) * scale.clone();
-        vec![num.store(ks.buf, ks.elem, ks.at(&ix[0], &ix[1], at, &ix[3]), value)]
-    }));
+    // With sgemm, f32 Q and K and no past keys, the product reads Q and K where they are and
+    // applies the scale as its factor: `s·(q·k)` instead of `(√s·q)·(√s·k)`, one rounding
+    // fewer per element, and no scaled copies (scalar loops of generated code).
+    let in_place = gemm && p.q.elem == f32e && p.k.elem == f32e && p.past.is_none();
+    if !in_place {
+        body.extend(concat(&mut k, &d, p.past.map(|x| x.0), p.k, d.head, &mut |ix, src, at| {
+            let value = num.load(src.buf, src.elem, src.at(&ix[0], &ix[1], &ix[2], &ix[3])) * scale.clone();
+            vec![num.store(ks.buf, ks.elem, ks.at(&ix[0], &ix[1], at, &ix[3]), value)]
+        }));
+    }
     // With f32 throughout and nothing recorded between the softmax's steps, the runtime's
     // vectorized softmax replaces passes 2 and 3: for all rows of a head at once when no bias
     // applies (pass 1 would only copy the scores), else row by row after pass 1.
@@ -81,9 +89,13 @@ pub(super) fn emit(cx: &mut Lowerer<'_>, n: NodeId, p: &Plan) {
         let (b, g) = (&ix[0], &ix[1]);
         let h = g.clone() * d.group() as i64 + ix[2].clone();
         let mut s = Vec::new();
-        if gemm {
+        let zero = Expr::idx(0);
+        if in_place {
+            let alpha = (p.scale * p.scale) as f32;
+            s.push(Sgemm { a: (p.q.buf, p.q.at(b, &h, &zero, &zero)), b: (p.k.buf, p.k.at(b, g, &zero, &zero)), c: (row, zero.clone()), m: d.q_len, n: total, k: d.head, lda: p.q.row_stride(), ldb: p.k.row_stride(), ldc: total, trans_a: false, trans_b: true, alpha, beta: 0.0 }.call());
+        } else if gemm {
             s.extend(k.nest(&[d.q_len, d.head], |_, f| vec![Stmt::Store { buf: qs, index: f[0].clone() * d.head as i64 + f[1].clone(), value: Expr::load(p.q.buf, p.q.at(b, &h, &f[0], &f[1])) * scale.clone() }]));
-            s.push(Sgemm { a: (qs, Expr::idx(0)), b: (ks.buf, ks.at(b, g, &Expr::idx(0), &Expr::idx(0))), c: (row, Expr::idx(0)), m: d.q_len, n: total, k: d.head, lda: d.head, ldb: d.head, ldc: total, trans_a: false, trans_b: true, alpha: 1.0, beta: 0.0 }.call());
+            s.push(Sgemm { a: (qs, zero.clone()), b: (ks.buf, ks.at(b, g, &zero, &zero)), c: (row, zero.clone()), m: d.q_len, n: total, k: d.head, lda: d.head, ldb: d.head, ldc: total, trans_a: false, trans_b: true, alpha: 1.0, beta: 0.0 }.call());
         }
         if runtime_softmax && unbiased {
             s.push(softmax_call(row, Expr::idx(0), d.q_len, total));
@@ -91,7 +103,6 @@ pub(super) fn emit(cx: &mut Lowerer<'_>, n: NodeId, p: &Plan) {
             s.extend(k.nest(&[d.q_len], |k, i| rows.emit(k, b, g, &h, &i[0])));
         }
         if gemm {
-            let zero = Expr::idx(0);
             let (v, y) = (&rows.v, &p.y);
             s.push(Sgemm { a: (row, zero.clone()), b: (v.buf, v.at(b, g, &zero, &zero)), c: (y.buf, y.at(b, &h, &zero, &zero)), m: d.q_len, n: d.v_head, k: total, lda: total, ldb: v.row_stride(), ldc: y.row_stride(), trans_a: false, trans_b: false, alpha: 1.0, beta: 0.0 }.call());
         }
