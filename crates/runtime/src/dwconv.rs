@@ -17,7 +17,9 @@
 //! padding would add `w·0 = NaN` where the definition skips it), and every plane when the
 //! padding or dilation is so large that the padded planes would be out of proportion to the
 //! operands. The instruction set is [`Isa::detected`]'s, the vector operations `sgemm`'s
-//! (`gemm::simd`); a warm call allocates nothing.
+//! (`gemm::simd`); a warm call allocates nothing. Called from the fused [`conv`](crate::conv)
+//! routine, it hands finished planes to the epilogue in runs of at least 4096 elements, while
+//! they are in cache.
 //!
 //! An earlier version split each output row into border columns (a bounds-checked scalar sum)
 //! and an interior read from the input in place: 4.7 ms on the layers below, its per-row work

@@ -270,18 +270,7 @@ pub unsafe extern "C" fn kiln_rt_layernorm(x: *const f32, scale: *const f32, b: 
 mod tests {
     use super::*;
     use crate::pool::Pool;
-
-    fn data(len: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed | 1;
-        (0..len)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    }
+    use crate::test_data as data;
 
     /// The definition in `f64`.
     fn reference(g: &LayerNorm, x: &[f32], scale: &[f32], bias: &[f32]) -> Vec<f64> {

@@ -1,19 +1,7 @@
 use super::*;
 use crate::gemm::{Sgemm, Transpose};
 use crate::pool::Pool;
-
-/// Reproducible data in [-1, 1] with a few exact zeros (a xorshift generator).
-fn data(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % 2001) as f32 / 1000.0 - 1.0
-        })
-        .collect()
-}
+use crate::test_data as data;
 
 /// The output extent of `n` inputs padded by `p` on both sides, `k` taps dilated by `d`, stride `s`.
 fn extent(n: usize, p: usize, k: usize, s: usize, d: usize) -> usize {

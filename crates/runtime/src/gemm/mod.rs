@@ -15,6 +15,10 @@
 //! | AVX2 + FMA (`avx2.rs`) | 6 × 16: 12 accumulators | 256, 1024 (not tuned) |
 //! | portable (`portable.rs`, compiler-vectorized) | 4 × 16 | 256, 1024 (not tuned) |
 //!
+//! The driver takes `B` from any `Source` (a strided matrix here; the fused convolution's
+//! implicit im2col matrix in `conv.rs`) and runs a `Finish` on each block of `C`'s rows once it
+//! is summed (the convolution's epilogue; nothing here).
+//!
 //! Edge tiles run the smallest kernel instance that covers them (`mr` rows × `⌈nr/16⌉`
 //! vectors), so a 49-column product wastes 15 lanes, not a whole 48-column tile. Products with
 //! `m == 1` or `n == 1` do not pack; they stream the matrix (`gemv.rs`). Transposition and
