@@ -93,15 +93,16 @@ fn main() {
         .collect();
     let mut best = vec![[Duration::MAX; 2]; cases.len()];
     for _ in 0..passes {
-        for way in 0..2 {
-            for (i, (_, layer)) in cases.iter_mut().enumerate() {
+        for fused in [false, true] {
+            for ((_, layer), best) in cases.iter_mut().zip(&mut best) {
                 let mut sum = Duration::ZERO;
                 for case in layer.iter_mut() {
                     let t = Instant::now();
-                    if way == 0 { case.three_steps() } else { case.fused() }
+                    if fused { case.fused() } else { case.three_steps() }
                     sum += t.elapsed();
                 }
-                best[i][way] = best[i][way].min(sum);
+                let b = &mut best[usize::from(fused)];
+                *b = (*b).min(sum);
             }
         }
     }

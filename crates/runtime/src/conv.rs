@@ -289,12 +289,12 @@ impl Source for Panels {
     }
 
     #[inline(always)]
-    unsafe fn from_col(self, j: usize) -> Panels {
+    unsafe fn at_col(self, j: usize) -> Panels {
         // SAFETY: by the caller's contract.
         unsafe {
             match self {
-                Panels::Matrix(v) => Panels::Matrix(v.from_col(j)),
-                Panels::Image(i) => Panels::Image(i.from_col(j)),
+                Panels::Matrix(v) => Panels::Matrix(v.at_col(j)),
+                Panels::Image(i) => Panels::Image(i.at_col(j)),
             }
         }
     }
@@ -366,7 +366,7 @@ impl Source for Image {
     }
 
     #[inline(always)]
-    unsafe fn from_col(self, j: usize) -> Image {
+    unsafe fn at_col(self, j: usize) -> Image {
         Image { col: self.col + j, ..self }
     }
 }

@@ -71,7 +71,7 @@ pub(crate) trait Source: Copy {
     /// # Safety
     ///
     /// Column `j` exists (or is one past the last).
-    unsafe fn from_col(self, j: usize) -> Self;
+    unsafe fn at_col(self, j: usize) -> Self;
 }
 
 impl Source for View {
@@ -82,7 +82,7 @@ impl Source for View {
     }
 
     #[inline(always)]
-    unsafe fn from_col(self, j: usize) -> View {
+    unsafe fn at_col(self, j: usize) -> View {
         // SAFETY: by the caller's contract.
         unsafe { self.at(j, 0) }
     }

@@ -341,7 +341,7 @@ pub(crate) unsafe fn product<B: Source, F: Finish>(isa: Isa, bl: Blocking, pr: &
                 (Problem { m: r.len(), a: pr.a.at(r.start, 0), c: Out { ptr: pr.c.ptr.offset(r.start as isize * pr.c.rs), ..pr.c }, ..pr }, r.start, 0)
             } else {
                 let r = pool::part(pr.n, parts, nr, i);
-                (Problem { n: r.len(), b: pr.b.from_col(r.start), c: Out { ptr: pr.c.ptr.add(r.start), ..pr.c }, ..pr }, 0, r.start)
+                (Problem { n: r.len(), b: pr.b.at_col(r.start), c: Out { ptr: pr.c.ptr.add(r.start), ..pr.c }, ..pr }, 0, r.start)
             };
             if sub.m > 0 && sub.n > 0 {
                 run_blocked(isa, bl, &sub, &Shifted { inner: &*fin, di, dj });

@@ -7,7 +7,8 @@ use crate::lower::linalg::tests::{calls, check, tensor, ty};
 #[test]
 fn layer_and_rms_normalization_call_the_runtime_when_they_can() {
     // (op, x dims, scale dims, bias dims, attributes, dtype, whether it calls `layernorm`)
-    let cases: [(&str, &[u64], &[u64], Option<&[u64]>, &str, &str, bool); 7] = [
+    type Case<'a> = (&'a str, &'a [u64], &'a [u64], Option<&'a [u64]>, &'a str, &'a str, bool);
+    let cases: [Case; 7] = [
         ("layer_normalization", &[2, 5, 64], &[64], Some(&[64]), "axis = -1, epsilon = 1e-5", "f32", true),
         ("layer_normalization", &[2, 3, 8], &[1, 3, 8], None, "axis = 1", "f32", true),
         ("rms_normalization", &[4, 37], &[37], None, "axis = -1, epsilon = 1e-3", "f32", true),
