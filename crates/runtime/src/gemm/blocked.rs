@@ -21,7 +21,7 @@
 //! block of `C`'s rows as soon as its last k block is summed, while it is still in cache (a
 //! convolution's bias, residual addend and activation).
 
-use super::kernel::{Out, Update};
+use super::kernel::{self, Out, Update};
 use super::pack::View;
 use super::simd::Simd;
 
@@ -140,6 +140,10 @@ pub(crate) struct Problem<B = View> {
     pub up: Update,
 }
 
+/// Last panels at most this wide take [`kernel::edge_dot`] (when `A` is read in place): a
+/// 49-column product's 49th column cost as much as 16 in a register tile.
+const DOT_EDGE: usize = 4;
+
 /// Floats of scratch the blocked product needs (with room to align it to 64 bytes).
 pub(crate) fn scratch_len<K: Kernel, B>(pr: &Problem<B>, bl: Blocking) -> usize {
     bl.kc.min(pr.k) * (bl.nc.min(pr.n).next_multiple_of(K::NR) + K::MR) + 16
@@ -169,9 +173,22 @@ pub(crate) unsafe fn run<K: Kernel, B: Source, F: Finish>(pr: &Problem<B>, bl: B
                 let kc = bl.kc.min(pr.k - pc);
                 let up = if pc == 0 { pr.up } else { Update { beta: 1.0, ..pr.up } };
                 pr.b.pack::<K>(bp, jc, pc, nc, kc);
+                // A narrow last panel, with A read in place, is computed by dot products from
+                // its columns transposed into the (then unused) A panel space.
+                let edge = nc % K::NR;
+                let in_place = K::A_IN_PLACE && pr.a.step_stride == 1;
+                let dot_edge = in_place && edge != 0 && edge <= DOT_EDGE;
+                if dot_edge {
+                    let panel = bp.add(nc / K::NR * kc * K::NR);
+                    for j in 0..edge {
+                        for p in 0..kc {
+                            *ap.add(j * kc + p) = *panel.add(p * K::NR + j);
+                        }
+                    }
+                }
                 for ir in (0..pr.m).step_by(K::MR) {
                     let mr = K::MR.min(pr.m - ir);
-                    let a = if K::A_IN_PLACE && pr.a.step_stride == 1 {
+                    let a = if in_place {
                         // Rows of A contiguous along k are read in place: MR sequential streams.
                         pr.a.at(ir, pc)
                     } else {
@@ -181,7 +198,12 @@ pub(crate) unsafe fn run<K: Kernel, B: Source, F: Finish>(pr: &Problem<B>, bl: B
                     };
                     for (tb, jr) in (0..nc).step_by(K::NR).enumerate() {
                         let c = Out { ptr: pr.c.ptr.offset(ir as isize * pr.c.rs).add(jc + jr), ..pr.c };
-                        K::tile(kc, a, bp.add(tb * kc * K::NR), c, up, mr, K::NR.min(nc - jr));
+                        let lanes = K::NR.min(nc - jr);
+                        if dot_edge && lanes == edge {
+                            kernel::edge_dot::<K::S>(kc, a, ap, c, up, mr, lanes);
+                        } else {
+                            K::tile(kc, a, bp.add(tb * kc * K::NR), c, up, mr, lanes);
+                        }
                     }
                     if pc + kc == pr.k {
                         fin.rows(ir, mr, jc, nc);

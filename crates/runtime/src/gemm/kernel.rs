@@ -99,3 +99,68 @@ pub(crate) unsafe fn store<S: Simd, const MR: usize, const NV: usize>(acc: &[[S:
         }
     }
 }
+
+/// `C[0..mr, j] = alpha·Σ_p A[r, p]·Bt[j, p] + beta·C` for the `lanes` columns of a narrow edge
+/// panel, by dot products along `k`: `A`'s rows in place (contiguous along `k`), the panel's
+/// columns transposed into `bt` (`bt[j·kc + p]`). Each sum runs in vector lanes over `p` and
+/// is then reduced ([`Simd::sum`]); a register tile would spend a whole vector of
+/// multiply-adds per row and step on a column or two.
+///
+/// # Safety
+///
+/// Rows `0..mr` of `A` hold `kc` steps, `bt` holds `lanes·kc` floats, `C`'s columns
+/// `0..lanes` of rows `0..mr` are writable (and readable unless `beta` is zero); the caller
+/// enables the instruction set of `S`.
+#[inline(always)]
+pub(crate) unsafe fn edge_dot<S: Simd>(kc: usize, a: View, bt: *const f32, c: Out, up: Update, mr: usize, lanes: usize) {
+    for j in 0..lanes {
+        let mut r = 0;
+        // SAFETY: by the caller's contract, for rows `r..r + 4` and `r`.
+        unsafe {
+            while r + 4 <= mr {
+                dot_rows::<S, 4>(kc, a, r, bt.add(j * kc), c, j, up);
+                r += 4;
+            }
+            while r < mr {
+                dot_rows::<S, 1>(kc, a, r, bt.add(j * kc), c, j, up);
+                r += 1;
+            }
+        }
+    }
+}
+
+/// Rows `r0..r0 + R` of [`edge_dot`] for column `j`.
+///
+/// # Safety
+///
+/// As [`edge_dot`], for those rows; `b` is the column's `kc` transposed floats.
+#[inline(always)]
+unsafe fn dot_rows<S: Simd, const R: usize>(kc: usize, a: View, r0: usize, b: *const f32, c: Out, j: usize, up: Update) {
+    // SAFETY: by the caller's contract; vector accesses stay inside `0..kc` (the last one
+    // masked).
+    unsafe {
+        let rows: [*const f32; R] = std::array::from_fn(|q| a.ptr.offset((r0 + q) as isize * a.lane_stride));
+        let mut acc = [S::zero(); R];
+        let l = S::LANES;
+        let mut p = 0;
+        while p + l <= kc {
+            let bv = S::load(b.add(p));
+            for (s, &row) in acc.iter_mut().zip(&rows) {
+                *s = S::mul_add(S::load(row.add(p)), bv, *s);
+            }
+            p += l;
+        }
+        if p < kc {
+            let n = kc - p;
+            let bv = S::load_first(b.add(p), n);
+            for (s, &row) in acc.iter_mut().zip(&rows) {
+                *s = S::mul_add(S::load_first(row.add(p), n), bv, *s);
+            }
+        }
+        for (q, &s) in acc.iter().enumerate() {
+            let x = up.alpha * S::sum(s);
+            let out = c.ptr.offset((r0 + q) as isize * c.rs).add(j);
+            out.write_unaligned(if up.beta == 0.0 { x } else { out.read_unaligned() * up.beta + x });
+        }
+    }
+}

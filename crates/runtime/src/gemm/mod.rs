@@ -27,37 +27,44 @@
 //! any offset).
 //!
 //! **Numerics.** Each element of `C` is summed over `k` in ascending order (fused multiply-adds
-//! within a `KC` block, then added to `C` block by block), so results differ from a naive loop by
-//! ordinary `f32` rounding, not bit for bit. They are deterministic for a given shape, blocking
+//! within a `KC` block, then added to `C` block by block) — except in a narrow last panel, where
+//! each `KC` block is summed in vector lanes and reduced — so results differ from a naive loop
+//! by ordinary `f32` rounding, not bit for bit. They are deterministic for a given shape, blocking
 //! and instruction set, whatever the operands' addresses, and the loop-IR interpreter calls this
 //! same code, so JIT-compiled code and the interpreter agree exactly. With `beta == 0`, `C`'s old
 //! contents are never read (NaN there does not propagate).
 //!
-//! **Measured** (2026-11-21, this project's AMD EPYC machine with AVX-512, one thread, release
+//! **Measured** (2026-11-22, this project's AMD EPYC machine with AVX-512, one thread, release
 //! build): `cargo run --release -p kiln-runtime --features bench-peers --example sgemm_bench`.
 //! GFLOP/s = 2·m·n·k / time, the best call by thread CPU time; other builds shared the machine,
 //! so figures move by ±5 % between runs. On that host a register-only FMA loop peaks at
-//! 114 GFLOP/s with AVX-512 *and* with AVX2 (512-bit FMAs issue at half rate), so 105 at
-//! n = 1024 is 92 % of peak. ResNet-50 rows are its convolutions as im2col products (`m` =
+//! 114 GFLOP/s with AVX-512 *and* with AVX2 (512-bit FMAs issue at half rate), so 106 at
+//! n = 1024 is 93 % of peak. ResNet-50 rows are its convolutions as im2col products (`m` =
 //! output channels, `n` = output pixels, `k` = input channels × taps).
 //!
 //! | m × n × k | kiln AVX-512 | `matrixmultiply` 0.3.11 | `gemm` 0.19 (`x86-v4`, no threads) |
 //! | --- | --- | --- | --- |
 //! | 64 × 64 × 64 | 88 | 75 | 96 |
 //! | 256 × 256 × 256 | 114 | 104 | 114 |
-//! | 1024 × 1024 × 1024 | 105 | 99 | 106 |
-//! | ResNet-50 7×7 stem: 64 × 12544 × 147 | 92 | 85 | 86 |
-//! | ResNet-50 3×3: 64 × 3136 × 576 | 95 | 84 | 96 |
-//! | ResNet-50 1×1: 256 × 3136 × 64 | 109 | 102 | 110 |
-//! | 512 × 784 × 1152 | 111 | 102 | 110 |
-//! | ResNet-50 3×3: 256 × 196 × 2304 | 107 | 95 | 107 |
-//! | ResNet-50 3×3: 512 × 49 × 4608 | 87 | 61 | 87 |
-//! | ResNet-50 1×1: 2048 × 49 × 512 | 87 | 62 | 88 |
-//! | BERT-mini FFN: 128 × 1024 × 256 | 111 | 106 | 112 |
-//! | BERT-mini `q·kᵀ`: 128 × 128 × 64, `Bᵀ` | 101 | 82 | 97 |
-//! | MLP GEMV: 1 × 1024 × 784, `Bᵀ` | 41 | 3 | 39 |
-//! | MLP GEMV: 1 × 1024 × 784 | 35 | 3 | 34 |
-//! | all 53 ResNet-50 convolutions (8.17 GFLOP) | 103 (79.5 ms) | 86 (95.1 ms) | 102 (79.8 ms) |
+//! | 1024 × 1024 × 1024 | 106 | 99 | 106 |
+//! | ResNet-50 7×7 stem: 64 × 12544 × 147 | 97 | 86 | 89 |
+//! | ResNet-50 3×3: 64 × 3136 × 576 | 95 | 95 | 99 |
+//! | ResNet-50 1×1: 256 × 3136 × 64 | 109 | 107 | 110 |
+//! | 512 × 784 × 1152 | 109 | 103 | 109 |
+//! | ResNet-50 3×3: 256 × 196 × 2304 | 112 | 95 | 105 |
+//! | ResNet-50 3×3: 512 × 49 × 4608 | 108 | 57 | 85 |
+//! | ResNet-50 1×1: 2048 × 49 × 512 | 110 | 60 | 88 |
+//! | BERT-mini FFN: 128 × 1024 × 256 | 110 | 106 | 111 |
+//! | BERT-mini `q·kᵀ`: 128 × 128 × 64, `Bᵀ` | 102 | 83 | 97 |
+//! | MLP GEMV: 1 × 1024 × 784, `Bᵀ` | 42 | 3 | 39 |
+//! | MLP GEMV: 1 × 1024 × 784 | 35 | 4 | 35 |
+//! | all 53 ResNet-50 convolutions (8.17 GFLOP) | 106 (77.3 ms) | 80 (101.8 ms) | 99 (82.5 ms) |
+//!
+//! A last panel of at most 4 columns (`n` = 49 = 48 + 1, 196 = 4·48 + 4) is computed by dot
+//! products along `k` instead of a register tile (`kernel::edge_dot`), its columns transposed
+//! first: the tile spent a whole vector of multiply-adds per row and step on one column, and
+//! the 49-column products ran at 80–87 before. Those columns are then summed in vector lanes
+//! and reduced, not in ascending `k` (see Numerics).
 //!
 //! The AVX2 kernel on the same host: 91 at n = 1024, 80 on 64 × 3136 × 576. Own kernels rather
 //! than a dependency: they match `gemm` (and beat `matrixmultiply` by ~20 % on ResNet-50) while
