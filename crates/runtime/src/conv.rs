@@ -32,7 +32,7 @@
 //! 7.1 to 6.4 ms (one call per convolution instead of three split calls); one thread and
 //! ResNet-50 were within the noise. Without column matrices, the arena no longer holds them.
 
-use crate::dwconv::{DwConv2d, Post};
+use crate::dwconv::DwConv2d;
 use crate::epilogue::{Activation, Bias, Epilogue};
 use crate::gemm::pack::View;
 use crate::gemm::{self, Finish, Isa, Kernel, Problem, Sgemm, Source, Transpose};
@@ -395,6 +395,61 @@ impl Finish for Rows {
             let z = if e.residual { self.z.add(at) } else { self.z };
             let bias = if e.bias == Bias::None { self.bias } else { self.bias.add(i) };
             e.run_strided(self.isa, self.y.add(at), bias, z, self.ld);
+        }
+    }
+}
+
+/// The epilogue of a fused depthwise convolution on finished output planes (while they are in
+/// cache): plane `p` adds `bias[p mod channels]` (when the epilogue has a bias) and `z`'s plane
+/// `p`, then the activation.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Post {
+    pub isa: Isa,
+    /// One plane's epilogue: one row of `oh·ow`, the bias per row or none.
+    pub e: Epilogue,
+    pub bias: *const f32,
+    pub z: *const f32,
+}
+
+/// Finished planes are handed to the epilogue in runs of at least this many elements (or at
+/// the end of a part or of a channel period): a call per 7×7 plane cost more than the pass it
+/// saves.
+const POST_MIN: isize = 4096;
+
+impl Post {
+    /// Planes `from..to` of the output `y`, which do not wrap past a multiple of `channels`.
+    ///
+    /// # Safety
+    ///
+    /// The planes are inside `y` (`e.cols` elements each); the bias holds their elements and
+    /// `z` their planes, apart from `y`; the CPU runs `isa`.
+    unsafe fn planes(&self, from: isize, to: isize, channels: isize, y: *mut f32) {
+        let ys = self.e.cols;
+        let rows = (to - from) as usize;
+        let bias = if self.e.bias == Bias::None { Bias::None } else { Bias::PerRow { period: rows } };
+        let e = Epilogue { rows, bias, ..self.e };
+        // SAFETY: by the caller's contract.
+        unsafe {
+            let at = from * ys as isize;
+            let z = if e.residual { self.z.offset(at) } else { self.z };
+            let b = if e.bias == Bias::None { self.bias } else { self.bias.offset(from % channels) };
+            e.run_strided(self.isa, y.offset(at), b, z, ys);
+        }
+    }
+
+    /// Called after plane `p` of `from..to` is computed; `pending` is the first plane not yet
+    /// handed to the epilogue.
+    ///
+    /// # Safety
+    ///
+    /// As [`planes`](Self::planes), for the planes computed so far.
+    #[inline(always)]
+    pub(crate) unsafe fn after(&self, p: isize, to: isize, channels: isize, pending: &mut isize, y: *mut f32) {
+        let next = p + 1;
+        if next == to || next % channels == 0 || (next - *pending) * self.e.cols as isize >= POST_MIN {
+            // SAFETY: by the caller's contract.
+            unsafe { self.planes(*pending, next, channels, y) };
+            *pending = next;
         }
     }
 }

@@ -57,7 +57,7 @@
 //! 17 kernels (bias, convolution, activation) went from 36 ms as JIT-compiled scalar loop
 //! nests to 5.6 ms with this routine.
 
-use crate::epilogue::Epilogue;
+use crate::conv::Post;
 use crate::gemm::simd::{Portable, Simd};
 use crate::gemm::{Isa, with_scratch};
 use crate::pool::{self, SharedPtr};
@@ -310,61 +310,6 @@ struct Plan {
     padded: bool,
     /// The epilogue of finished planes, if any.
     post: Option<Post>,
-}
-
-/// The epilogue of a fused depthwise convolution on finished output planes (while they are in
-/// cache): plane `p` adds `bias[p mod channels]` (when the epilogue has a bias) and `z`'s plane
-/// `p`, then the activation.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Post {
-    pub isa: Isa,
-    /// One plane's epilogue: one row of `oh·ow`, the bias per row or none.
-    pub e: Epilogue,
-    pub bias: *const f32,
-    pub z: *const f32,
-}
-
-/// Finished planes are handed to the epilogue in runs of at least this many elements (or at
-/// the end of a part or of a channel period): a call per 7×7 plane cost more than the pass it
-/// saves.
-const POST_MIN: isize = 4096;
-
-impl Post {
-    /// Planes `from..to` of the output `y`, which do not wrap past a multiple of `channels`.
-    ///
-    /// # Safety
-    ///
-    /// The planes are inside `y` (`e.cols` elements each); the bias holds their elements and
-    /// `z` their planes, apart from `y`; the CPU runs `isa`.
-    unsafe fn planes(&self, from: isize, to: isize, channels: isize, y: *mut f32) {
-        let ys = self.e.cols;
-        let rows = (to - from) as usize;
-        let bias = if self.e.bias == crate::epilogue::Bias::None { crate::epilogue::Bias::None } else { crate::epilogue::Bias::PerRow { period: rows } };
-        let e = Epilogue { rows, bias, ..self.e };
-        // SAFETY: by the caller's contract.
-        unsafe {
-            let at = from * ys as isize;
-            let z = if e.residual { self.z.offset(at) } else { self.z };
-            let b = if e.bias == crate::epilogue::Bias::None { self.bias } else { self.bias.offset(from % channels) };
-            e.run_strided(self.isa, y.offset(at), b, z, ys);
-        }
-    }
-
-    /// Called after plane `p` of `from..to` is computed; `pending` is the first plane not yet
-    /// handed to the epilogue.
-    ///
-    /// # Safety
-    ///
-    /// As [`planes`](Self::planes), for the planes computed so far.
-    #[inline(always)]
-    unsafe fn after(&self, p: isize, to: isize, channels: isize, pending: &mut isize, y: *mut f32) {
-        let next = p + 1;
-        if next == to || next % channels == 0 || (next - *pending) * self.e.cols as isize >= POST_MIN {
-            // SAFETY: by the caller's contract.
-            unsafe { self.planes(*pending, next, channels, y) };
-            *pending = next;
-        }
-    }
 }
 
 impl Plan {
