@@ -62,7 +62,11 @@ pub fn dump(
         }
         graph = opt.graph;
     }
-    let program = kiln_loops::lower::lower(&graph)?;
+    let mut program = kiln_loops::lower::lower(&graph)?;
+    if kiln::CompileOptions::default().prepack {
+        // As compiling does: the dump shows the program that runs here.
+        kiln_loops::prepack::prepack(&mut program, kiln_loops::prepack::PackedLayout::detected());
+    }
     match stage {
         Stage::Tir | Stage::Opt => unreachable!("printed above"),
         Stage::Loops => print!("{}", kiln_loops::text::print(&program)),

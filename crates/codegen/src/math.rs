@@ -108,6 +108,7 @@ impl Cx<'_, '_> {
             // The integer arguments may have any integer type (extended to `i64`), as in the
             // interpreter.
             RuntimeFn::Sgemm => self.scalars("sgemm", "kiln_rt_sgemm", args, 3, 8, 2),
+            RuntimeFn::SgemmPacked => self.scalars("sgemm_packed", "kiln_rt_sgemm_packed", args, 3, 8, 2),
             RuntimeFn::DwConv2d => self.scalars("dwconv2d", "kiln_rt_dwconv2d", args, 3, 15, 0),
             RuntimeFn::Conv2d => self.scalars("conv2d", "kiln_rt_conv2d", args, 5, 19, 2),
             RuntimeFn::Epilogue => self.scalars("epilogue", "kiln_rt_epilogue", args, 3, 6, 2),

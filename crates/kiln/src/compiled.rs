@@ -21,6 +21,8 @@ pub struct CompiledModel {
     value_inputs: Mutex<HashMap<Vec<Vec<u64>>, Vec<usize>>>,
     /// The optimizer's bounds; `None` when it is off.
     optimizer: Option<kiln_passes::Limits>,
+    /// Whether constant matrices of products are packed at compile time.
+    prepack: bool,
     /// The intra-op threads every run enters.
     pool: Pool,
 }
@@ -88,6 +90,7 @@ impl CompiledModel {
             specs: Mutex::new(HashMap::new()),
             value_inputs: Mutex::new(HashMap::new()),
             optimizer: options.optimizer.clone(),
+            prepack: options.prepack,
             pool: Pool::new(options.threads).map_err(|source| Error::Threads {
                 threads: options.threads,
                 source,
@@ -156,12 +159,16 @@ impl CompiledModel {
         if let Some(s) = specs.get(&key) {
             return Ok(s.clone());
         }
-        let spec = Arc::new(Specialization::compile(
-            &self.graph,
-            shapes,
-            values,
-            self.optimizer.as_ref(),
-        )?);
+        // In the pool, so compile-time work that splits (packing weights) uses its threads.
+        let spec = Arc::new(self.pool.enter(|| {
+            Specialization::compile(
+                &self.graph,
+                shapes,
+                values,
+                self.optimizer.as_ref(),
+                self.prepack,
+            )
+        })?);
         specs.insert(key, spec.clone());
         Ok(spec)
     }
@@ -301,6 +308,7 @@ impl Specialization {
         shapes: &[Vec<u64>],
         values: &[(usize, Tensor)],
         optimizer: Option<&kiln_passes::Limits>,
+        prepack: bool,
     ) -> Result<Specialization> {
         let mut g = bind_shapes(graph, shapes)?;
         if !values.is_empty() {
@@ -318,7 +326,11 @@ impl Specialization {
             g = opt.graph;
             opt_stats = Some(opt.stats);
         }
-        let program = kiln_loops::lower::lower(&g)?;
+        let mut program = kiln_loops::lower::lower(&g)?;
+        if prepack {
+            // The code runs in this process: its kernel's panel layout is known.
+            kiln_loops::prepack::prepack(&mut program, kiln_loops::prepack::PackedLayout::detected());
+        }
         let plan = kiln_loops::plan::plan(&program);
         let jit = kiln_codegen::compile_jit(&program)?;
         let outputs = g

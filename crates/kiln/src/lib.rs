@@ -49,6 +49,10 @@ pub struct CompileOptions {
     /// environment overrides it. Concurrent runs share the pool: while one run has it, the
     /// others compute on their own threads alone.
     pub threads: usize,
+    /// Whether constant right-hand matrices of `f32` products are packed at compile time into
+    /// the panels this CPU's kernel reads (`kiln_loops::prepack`), so runs do not pack them. On
+    /// by default; `KILN_PREPACK=0` in the environment turns it off.
+    pub prepack: bool,
 }
 
 impl Default for CompileOptions {
@@ -58,6 +62,7 @@ impl Default for CompileOptions {
             input_shapes: Vec::new(),
             optimizer: (!off).then(Limits::from_env),
             threads: default_threads(),
+            prepack: !std::env::var("KILN_PREPACK").is_ok_and(|v| v.trim() == "0"),
         }
     }
 }

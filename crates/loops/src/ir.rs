@@ -420,6 +420,12 @@ pub enum RuntimeFn {
     /// `C[m×n] = alpha·op(A)·op(B) + beta·C` on `f32`, row-major with leading dimensions.
     /// Arguments: a, b, c (addresses), m, n, k, lda, ldb, ldc, trans_a, trans_b (i64), alpha, beta (f32).
     Sgemm,
+    /// `Sgemm` with `op(B)` (`k×n`) packed ahead, when the model was compiled, into the runtime's
+    /// panel layout `(nr, kc)`: k blocks of depth `kc` (the last one shorter), each a run of
+    /// `⌈n/nr⌉` panels of the block's steps × `nr` columns, step-major, columns past `n` zero;
+    /// `k·⌈n/nr⌉·nr` elements. Arguments: a, b, c (addresses), m, n, k, lda, ldc, trans_a, nr, kc
+    /// (i64), alpha, beta (f32).
+    SgemmPacked,
     /// Depthwise 2-D convolution of `f32` planes: `y[p, oy, ox] = (y[p, oy, ox] if accumulate) +
     /// Σ_{ky, kx} x[p, oy·sh − ph + ky·dh, ox·sw − pw + kx·dw] · w[p mod channels, ky, kx]`, taps
     /// outside the `h × w` input skipped. Arguments: x, w, y (addresses), planes, channels, h, w,

@@ -43,6 +43,7 @@ mod vmath;
 pub fn symbols() -> Vec<(&'static str, *const u8)> {
     let mut table = math::symbols();
     table.push(("kiln_rt_sgemm", gemm::kiln_rt_sgemm as *const u8));
+    table.push(("kiln_rt_sgemm_packed", gemm::kiln_rt_sgemm_packed as *const u8));
     table.push(("kiln_rt_conv2d", conv::kiln_rt_conv2d as *const u8));
     table.push(("kiln_rt_dwconv2d", dwconv::kiln_rt_dwconv2d as *const u8));
     table.push(("kiln_rt_epilogue", epilogue::kiln_rt_epilogue as *const u8));

@@ -1,4 +1,4 @@
-//! Runtime calls: `Sgemm`, `DwConv2d`, `Conv2d`, `Epilogue`, `Im2col`, `MaxPool2d`, `LayerNorm`, every math function
+//! Runtime calls: `Sgemm`, `SgemmPacked`, `DwConv2d`, `Conv2d`, `Epilogue`, `Im2col`, `MaxPool2d`, `LayerNorm`, every math function
 //! in `f32` and `f64`, and float remainder.
 
 use kiln_loops::*;
@@ -43,6 +43,30 @@ fn sgemm_matches_the_interpreter() {
                 Arg::Value(Expr::f32(alpha)),
                 Arg::Value(Expr::f32(beta)),
             ],
+        )];
+        h.push(kern);
+        h.run().unwrap();
+    }
+}
+
+#[test]
+fn sgemm_packed_matches_the_interpreter() {
+    // (m, n, k, trans_a, nr, kc): the detected kernel's layout on AVX-512 (48, 384) and others;
+    // B holds the packed layout's elements (any values are a valid packed matrix).
+    let cases = [(2, 2, 1, 0, 48, 384), (5, 50, 400, 0, 48, 384), (9, 7, 20, 1, 16, 8), (3, 33, 5, 0, 5, 2), (4, 4, 0, 0, 16, 8)];
+    for (m, n, k, ta, nr, kc) in cases {
+        let (lda, ldc) = (if ta != 0 { m + 1 } else { k + 2 }, n + 2);
+        let a_len = lda * if ta != 0 { k.max(1) } else { m } + 3;
+        let b_len = k * ((n + nr - 1) / nr * nr) + 5;
+        let mut h = Harness::new();
+        let a = h.input_of(ScalarType::F32, &f32_data(a_len as usize, 3));
+        let b = h.input_of(ScalarType::F32, &f32_data(b_len as usize, 4));
+        let c = h.output(ElemType::Scalar(ScalarType::F32), (ldc * m + 1) as u64);
+        let mut kern = Kernel::new("gemm_packed");
+        let i = |v: i64| Arg::Value(Expr::idx(v));
+        kern.body = vec![Stmt::Call(
+            RuntimeFn::SgemmPacked,
+            vec![Arg::Addr(a, Expr::idx(3)), Arg::Addr(b, Expr::idx(5)), Arg::Addr(c, Expr::idx(1)), i(m), i(n), i(k), i(lda), i(ldc), i(ta), i(nr), i(kc), Arg::Value(Expr::f32(0.5)), Arg::Value(Expr::f32(1.0))],
         )];
         h.push(kern);
         h.run().unwrap();

@@ -5,7 +5,7 @@
 use kiln_runtime::conv::Conv2d;
 use kiln_runtime::dwconv::DwConv2d;
 use kiln_runtime::epilogue::{Activation, Bias, Epilogue};
-use kiln_runtime::gemm::{Sgemm, Transpose};
+use kiln_runtime::gemm::{PackedLayout, Sgemm, Transpose};
 use kiln_runtime::im2col::Im2col;
 use kiln_runtime::maxpool::MaxPool2d;
 use kiln_runtime::norm::LayerNorm;
@@ -64,6 +64,31 @@ impl Machine<'_> {
                 let b = self.f32_span("sgemm", *b, bi, g.b_len())?;
                 let mut c_span = self.f32_span("sgemm", *c, ci, g.c_len())?;
                 g.run(&a, &b, &mut c_span);
+                self.store_f32_span(*c, ci, &c_span)?;
+                Ok(())
+            }
+            RuntimeFn::SgemmPacked => {
+                let [Arg::Addr(a, ai), Arg::Addr(b, bi), Arg::Addr(c, ci), rest @ ..] = args else {
+                    return self.fault("sgemm_packed takes three buffer addresses first");
+                };
+                let (ints, floats) = self.scalars(rest, "sgemm_packed scalar arguments")?;
+                let (&[m, n, k, lda, ldc, ta, nr, kc], &[alpha, beta]) = (&ints[..], &floats[..]) else {
+                    return self.fault("sgemm_packed takes m, n, k, lda, ldc, trans_a, nr, kc, alpha, beta");
+                };
+                let (ai, bi, ci) = (self.index(ai)?, self.index(bi)?, self.index(ci)?);
+                if m <= 0 || n <= 0 || nr <= 0 || kc <= 0 {
+                    return Ok(());
+                }
+                if lda < 0 || ldc < 0 {
+                    return self.fault(format!("sgemm_packed with a negative leading dimension ({lda}, {ldc})"));
+                }
+                let trans_a = if ta != 0 { Transpose::Yes } else { Transpose::No };
+                let g = Sgemm { m: m as usize, n: n as usize, k: k.max(0) as usize, lda: lda as usize, ldb: 0, ldc: ldc as usize, trans_a, trans_b: Transpose::No, alpha, beta };
+                let layout = PackedLayout { nr: nr as usize, kc: kc as usize };
+                let a = self.f32_span("sgemm_packed", *a, ai, g.a_len())?;
+                let b = self.f32_span("sgemm_packed", *b, bi, layout.len(g.k, g.n))?;
+                let mut c_span = self.f32_span("sgemm_packed", *c, ci, g.c_len())?;
+                g.run_packed(&a, &b, layout, &mut c_span);
                 self.store_f32_span(*c, ci, &c_span)?;
                 Ok(())
             }

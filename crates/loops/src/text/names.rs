@@ -75,6 +75,7 @@ pub(crate) fn math_name(f: MathFn) -> &'static str {
 pub(crate) fn runtime_fn_name(f: RuntimeFn) -> &'static str {
     match f {
         RuntimeFn::Sgemm => "sgemm",
+        RuntimeFn::SgemmPacked => "sgemm_packed",
         RuntimeFn::DwConv2d => "dwconv2d",
         RuntimeFn::Conv2d => "conv2d",
         RuntimeFn::LayerNorm => "layernorm",
@@ -128,7 +129,7 @@ const MATH_FNS: [MathFn; 18] = [
     MathFn::Rint,
 ];
 
-const RUNTIME_FNS: [RuntimeFn; 9] = [RuntimeFn::LayerNorm, RuntimeFn::Sgemm, RuntimeFn::DwConv2d, RuntimeFn::Conv2d, RuntimeFn::Epilogue, RuntimeFn::Im2col, RuntimeFn::MaxPool2d, RuntimeFn::Softmax, RuntimeFn::Copy];
+const RUNTIME_FNS: [RuntimeFn; 10] = [RuntimeFn::LayerNorm, RuntimeFn::Sgemm, RuntimeFn::SgemmPacked, RuntimeFn::DwConv2d, RuntimeFn::Conv2d, RuntimeFn::Epilogue, RuntimeFn::Im2col, RuntimeFn::MaxPool2d, RuntimeFn::Softmax, RuntimeFn::Copy];
 
 /// The scalar type spelled `name`.
 pub(super) fn scalar_type(name: &str) -> Option<ScalarType> {

@@ -5,7 +5,8 @@ use super::{Cx, Range};
 use crate::ir::*;
 use crate::text::names::runtime_fn_name;
 
-/// `sgemm`'s scalars: m, n, k, lda, ldb, ldc, trans_a, trans_b, alpha, beta.
+/// `sgemm`'s scalars: m, n, k, lda, ldb, ldc, trans_a, trans_b, alpha, beta; `sgemm_packed`'s
+/// have the same types: m, n, k, lda, ldc, trans_a, nr, kc, alpha, beta.
 const SGEMM_SCALARS: [ScalarType; 10] = {
     use ScalarType::{F32, I64};
     [I64, I64, I64, I64, I64, I64, I64, I64, F32, F32]
@@ -36,7 +37,7 @@ impl<'a> Cx<'a> {
         let name = runtime_fn_name(f);
         // The f32 buffer addresses (one of them written), then the scalars.
         let (addresses, written, scalars, signature): (usize, usize, &[ScalarType], &str) = match f {
-            RuntimeFn::Sgemm => (3, 2, &SGEMM_SCALARS, "3 addresses, 8 i64, 2 f32"),
+            RuntimeFn::Sgemm | RuntimeFn::SgemmPacked => (3, 2, &SGEMM_SCALARS, "3 addresses, 8 i64, 2 f32"),
             RuntimeFn::DwConv2d => (3, 2, &[ScalarType::I64; 15], "3 addresses, 15 i64"),
             RuntimeFn::Conv2d => (5, 4, &CONV2D_SCALARS, "5 addresses, 19 i64, 2 f32"),
             RuntimeFn::Epilogue => (3, 0, &EPILOGUE_SCALARS, "3 addresses, 6 i64, 2 f32"),
@@ -109,6 +110,17 @@ impl<'a> Cx<'a> {
                 let span_b = if tb != 0 { (n - 1) * ldb + k - 1 } else { (k - 1) * ldb + n - 1 };
                 let span_c = (m - 1) * ldc + n - 1;
                 vec![(span_a, "sgemm reads A"), (span_b, "sgemm reads B"), (span_c, "sgemm writes C")]
+            }
+            (RuntimeFn::SgemmPacked, &[Some(m), Some(n), Some(k), Some(lda), Some(ldc), Some(ta), Some(nr), Some(kc)]) if m > 0 && n > 0 && k > 0 && lda >= 0 && ldc >= 0 => {
+                if nr <= 0 || kc <= 0 {
+                    // The runtime does nothing with an empty layout.
+                    return;
+                }
+                let (m, n, k, lda, ldc, nr) = (i128::from(m), i128::from(n), i128::from(k), i128::from(lda), i128::from(ldc), i128::from(nr));
+                let span_a = if ta != 0 { (k - 1) * lda + m - 1 } else { (m - 1) * lda + k - 1 };
+                let span_b = k * ((n + nr - 1) / nr * nr) - 1;
+                let span_c = (m - 1) * ldc + n - 1;
+                vec![(span_a, "sgemm_packed reads A"), (span_b, "sgemm_packed reads the packed B"), (span_c, "sgemm_packed writes C")]
             }
             (RuntimeFn::DwConv2d, &[Some(planes), Some(channels), Some(h), Some(w), Some(oh), Some(ow), Some(kh), Some(kw), ..]) => {
                 // Each operand is `count` planes of `a·b` elements; a zero extent addresses

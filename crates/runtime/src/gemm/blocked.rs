@@ -16,8 +16,9 @@
 //! them), and others are packed into one panel right before use. Each element of `C` is summed
 //! over `k` in ascending order: within a k block in registers, across k blocks through `C`.
 //!
-//! `B` is any [`Source`] that packs its own panels: a strided matrix, or a convolution's
-//! implicit column matrix (`conv.rs`), which is never written out. A [`Finish`] runs on each
+//! `B` is any [`Source`] that packs its own panels: a strided matrix, a convolution's implicit
+//! column matrix (`conv.rs`), which is never written out, or a constant matrix packed when the
+//! model was compiled (`prepacked.rs`), whose panels are read where they are. A [`Finish`] runs on each
 //! block of `C`'s rows as soon as its last k block is summed, while it is still in cache (a
 //! convolution's bias, residual addend and activation).
 
@@ -65,6 +66,19 @@ pub(crate) trait Source: Copy {
     ///
     /// Those elements exist; `dst` holds the panels; the caller enables `K`'s instruction set.
     unsafe fn pack<K: Kernel>(&self, dst: *mut f32, j: usize, p: usize, lanes: usize, kc: usize);
+
+    /// The same panels, packed into `dst` as [`pack`](Self::pack) does, or found ready elsewhere
+    /// (a matrix packed ahead); returns where they are.
+    ///
+    /// # Safety
+    ///
+    /// As [`pack`](Self::pack).
+    #[inline(always)]
+    unsafe fn panels<K: Kernel>(&self, dst: *mut f32, j: usize, p: usize, lanes: usize, kc: usize) -> *const f32 {
+        // SAFETY: by the caller's contract.
+        unsafe { self.pack::<K>(dst, j, p, lanes, kc) };
+        dst
+    }
 
     /// The source from column `j` on.
     ///
@@ -172,14 +186,14 @@ pub(crate) unsafe fn run<K: Kernel, B: Source, F: Finish>(pr: &Problem<B>, bl: B
             for pc in (0..pr.k).step_by(bl.kc) {
                 let kc = bl.kc.min(pr.k - pc);
                 let up = if pc == 0 { pr.up } else { Update { beta: 1.0, ..pr.up } };
-                pr.b.pack::<K>(bp, jc, pc, nc, kc);
+                let panels = pr.b.panels::<K>(bp, jc, pc, nc, kc);
                 // A narrow last panel, with A read in place, is computed by dot products from
                 // its columns transposed into the (then unused) A panel space.
                 let edge = nc % K::NR;
                 let in_place = K::A_IN_PLACE && pr.a.step_stride == 1;
                 let dot_edge = in_place && edge != 0 && edge <= DOT_EDGE;
                 if dot_edge {
-                    let panel = bp.add(nc / K::NR * kc * K::NR);
+                    let panel = panels.add(nc / K::NR * kc * K::NR);
                     for j in 0..edge {
                         for p in 0..kc {
                             *ap.add(j * kc + p) = *panel.add(p * K::NR + j);
@@ -202,7 +216,7 @@ pub(crate) unsafe fn run<K: Kernel, B: Source, F: Finish>(pr: &Problem<B>, bl: B
                         if dot_edge && lanes == edge {
                             kernel::edge_dot::<K::S>(kc, a, ap, c, up, mr, lanes);
                         } else {
-                            K::tile(kc, a, bp.add(tb * kc * K::NR), c, up, mr, lanes);
+                            K::tile(kc, a, panels.add(tb * kc * K::NR), c, up, mr, lanes);
                         }
                     }
                     if pc + kc == pr.k {

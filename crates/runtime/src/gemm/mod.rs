@@ -16,8 +16,10 @@
 //! | portable (`portable.rs`, compiler-vectorized) | 4 × 16 | 256, 1024 (not tuned) |
 //!
 //! The driver takes `B` from any `Source` (a strided matrix here; the fused convolution's
-//! implicit im2col matrix in `conv.rs`) and runs a `Finish` on each block of `C`'s rows once it
-//! is summed (the convolution's epilogue; nothing here).
+//! implicit im2col matrix in `conv.rs`; a constant matrix packed at compile time,
+//! `prepacked.rs`, whose panels it reads in place: [`Sgemm::run_packed`],
+//! `kiln_rt_sgemm_packed`) and runs a `Finish` on each block of `C`'s rows once it is summed
+//! (the convolution's epilogue; nothing here).
 //!
 //! Edge tiles run the smallest kernel instance that covers them (`mr` rows × `⌈nr/16⌉`
 //! vectors), so a 49-column product wastes 15 lanes, not a whole 48-column tile. Products with
@@ -76,6 +78,7 @@ mod gemv;
 mod kernel;
 pub(crate) mod pack;
 mod portable;
+mod prepacked;
 pub(crate) mod simd;
 
 #[cfg(target_arch = "x86_64")]
@@ -96,6 +99,8 @@ use blocked::Shifted;
 use gemv::Gemv;
 pub(crate) use kernel::{Out, Update};
 use pack::View;
+pub use prepacked::PackedLayout;
+use prepacked::Packed;
 
 use crate::pool::{self, SharedPtr};
 
@@ -270,23 +275,12 @@ impl Sgemm {
         let up = Update { alpha: self.alpha, beta: self.beta };
         let ldc = self.ldc as isize;
         if k == 0 {
-            for i in 0..m {
-                for j in 0..n {
-                    // SAFETY: (i, j) is inside C by the caller's contract.
-                    unsafe {
-                        let p = c.offset(i as isize * ldc).add(j);
-                        p.write_unaligned(if up.beta == 0.0 { 0.0 } else { up.beta * p.read_unaligned() });
-                    }
-                }
-            }
-            return;
+            // SAFETY: by the caller's contract.
+            return unsafe { self.scale_c(c) };
         }
         // op(A) as lanes i × steps p; op(B) as lanes j × steps p.
-        let (lda, ldb) = (self.lda as isize, self.ldb as isize);
-        let a = match self.trans_a {
-            Transpose::No => View { ptr: a, lane_stride: lda, step_stride: 1 },
-            Transpose::Yes => View { ptr: a, lane_stride: 1, step_stride: lda },
-        };
+        let a = prepacked::a_view(a, self.lda, self.trans_a);
+        let ldb = self.ldb as isize;
         let b = match self.trans_b {
             Transpose::No => View { ptr: b, lane_stride: 1, step_stride: ldb },
             Transpose::Yes => View { ptr: b, lane_stride: ldb, step_stride: 1 },
@@ -320,6 +314,70 @@ impl Sgemm {
         let pr = Problem { m, n, k, a, b, c: Out { ptr: c, rs: ldc }, up };
         // SAFETY: by the caller's contract.
         unsafe { product(isa, bl, &pr, &Done) }
+    }
+}
+
+impl Sgemm {
+    /// Computes the product with `op(B)` packed ahead in `layout` (`b` holds
+    /// [`PackedLayout::len`]`(k, n)` floats; `ldb` and `trans_b` are not used), with the
+    /// detected kernel. Results equal [`run`](Self::run)'s bit for bit, except where `run` takes
+    /// the matrix–vector path (`m` or `n` is 1), which sums in another order.
+    ///
+    /// # Panics
+    ///
+    /// If a slice is too short, or the layout has a zero size.
+    pub fn run_packed(&self, a: &[f32], b: &[f32], layout: PackedLayout, c: &mut [f32]) {
+        assert!(a.len() >= self.a_len() && b.len() >= layout.len(self.k, self.n) && c.len() >= self.c_len(), "sgemm operand slices are too short for {self:?}");
+        assert!(layout.nr > 0 && layout.kc > 0, "empty packed layout {layout:?}");
+        // SAFETY: the slices hold every element the product addresses; `c` is exclusively borrowed.
+        unsafe { self.run_packed_raw(a.as_ptr(), b.as_ptr(), layout, c.as_mut_ptr()) }
+    }
+
+    /// [`run_packed`](Self::run_packed) on raw pointers.
+    ///
+    /// # Safety
+    ///
+    /// `a` readable for [`a_len`](Self::a_len) elements, `b` for `layout.len(k, n)`, `c` readable
+    /// and writable for [`c_len`](Self::c_len) and not overlapping them; the layout's sizes are
+    /// positive.
+    pub(crate) unsafe fn run_packed_raw(&self, a: *const f32, b: *const f32, layout: PackedLayout, c: *mut f32) {
+        let Sgemm { m, n, k, .. } = *self;
+        if m == 0 || n == 0 {
+            return;
+        }
+        if k == 0 {
+            // SAFETY: by the caller's contract.
+            return unsafe { self.scale_c(c) };
+        }
+        let pr = Problem {
+            m,
+            n,
+            k,
+            a: prepacked::a_view(a, self.lda, self.trans_a),
+            b: Packed { ptr: b, layout, k, n, j0: 0 },
+            c: Out { ptr: c, rs: self.ldc as isize },
+            up: Update { alpha: self.alpha, beta: self.beta },
+        };
+        let isa = Isa::detected();
+        // SAFETY: by the caller's contract; `isa` is what this CPU runs.
+        unsafe { product(isa, isa.blocking(), &pr, &Done) }
+    }
+
+    /// `C = beta·C` (zero when `beta == 0`): the product of an empty sum.
+    ///
+    /// # Safety
+    ///
+    /// `c` readable and writable for [`c_len`](Self::c_len).
+    unsafe fn scale_c(&self, c: *mut f32) {
+        for i in 0..self.m {
+            for j in 0..self.n {
+                // SAFETY: (i, j) is inside C by the caller's contract.
+                unsafe {
+                    let p = c.offset(i as isize * self.ldc as isize).add(j);
+                    p.write_unaligned(if self.beta == 0.0 { 0.0 } else { self.beta * p.read_unaligned() });
+                }
+            }
+        }
     }
 }
 
@@ -477,4 +535,39 @@ pub unsafe extern "C" fn kiln_rt_sgemm(
     let isa = Isa::detected();
     // SAFETY: by the caller's contract; `isa` is what this CPU runs.
     unsafe { g.run_raw(isa, isa.blocking(), a, b, c) }
+}
+
+/// `C[m×n] = alpha·op(A)·op(B) + beta·C` with `op(B)` (`k×n`) packed ahead in the layout
+/// `(nr, kc)` ([`PackedLayout`]): [`Sgemm::run_packed`] for generated code. `A` and `C` are as
+/// for [`kiln_rt_sgemm`]; `b` holds `k·⌈n/nr⌉·nr` floats. Nothing happens when `m` or `n` is not
+/// positive, or `nr` or `kc` is not positive; `k ≤ 0` gives `beta·C`.
+///
+/// # Safety
+///
+/// As [`kiln_rt_sgemm`], with `B`'s extent that of the packed layout.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn kiln_rt_sgemm_packed(
+    a: *const f32,
+    b: *const f32,
+    c: *mut f32,
+    m: i64,
+    n: i64,
+    k: i64,
+    lda: i64,
+    ldc: i64,
+    trans_a: i64,
+    nr: i64,
+    kc: i64,
+    alpha: f32,
+    beta: f32,
+) {
+    if m <= 0 || n <= 0 || nr <= 0 || kc <= 0 {
+        return;
+    }
+    let dim = |x: i64| x.max(0) as usize;
+    let trans_a = if trans_a != 0 { Transpose::Yes } else { Transpose::No };
+    let g = Sgemm { m: dim(m), n: dim(n), k: dim(k), lda: dim(lda), ldb: 0, ldc: dim(ldc), trans_a, trans_b: Transpose::No, alpha, beta };
+    // SAFETY: by the caller's contract.
+    unsafe { g.run_packed_raw(a, b, PackedLayout { nr: dim(nr), kc: dim(kc) }, c) }
 }

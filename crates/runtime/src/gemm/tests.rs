@@ -246,3 +246,63 @@ fn split_products_are_bit_identical_to_one_thread() {
         }
     }
 }
+
+/// `op(B)` of `g` packed in `layout`, from its bytes.
+fn packed(g: &Sgemm, b: &[f32], layout: PackedLayout) -> Vec<f32> {
+    let bytes: Vec<u8> = b.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let mut dst = vec![0xffu8; 4 * layout.len(g.k, g.n)];
+    layout.pack(&bytes, g.k, g.n, g.ldb, g.trans_b, &mut dst);
+    dst.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+#[test]
+fn packed_b_gives_the_bits_of_packing_per_call() {
+    // The detected layout (read in place), and layouts of other widths and depths (gathered),
+    // on shapes with edge panels, several k blocks and both splits over threads.
+    let mut rng = Rng(31);
+    let shapes = [(2, 2, 1), (9, 49, 385), (128, 1024, 256), (130, 97, 70), (64, 3136, 76), (512, 49, 200), (33, 130, 800)];
+    let detected = PackedLayout::detected();
+    for (m, n, k) in shapes {
+        for tr in transposes() {
+            let g = shape(m, n, k, tr, [1, 2, 3], 1.5, if m % 2 == 0 { 0.0 } else { 0.5 });
+            let (a, b, c0) = (rng.data(g.a_len()), rng.data(g.b_len()), rng.data(g.c_len()));
+            let mut want = c0.clone();
+            g.run(&a, &b, &mut want);
+            for layout in [detected, PackedLayout { nr: 16, kc: 100 }, PackedLayout { nr: 5, kc: 7 }] {
+                let bp = packed(&g, &b, layout);
+                for threads in [1, 2, 3] {
+                    let pool = crate::pool::Pool::new(threads).unwrap();
+                    let mut got = c0.clone();
+                    pool.enter(|| g.run_packed(&a, &bp, layout, &mut got));
+                    let same = want.iter().zip(&got).all(|(x, y)| x.to_bits() == y.to_bits());
+                    assert!(same, "{g:?} with B packed as {layout:?} on {threads} threads differs from sgemm");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_packed_entry_point_matches_the_slice_api() {
+    let mut rng = Rng(37);
+    let g = shape(20, 61, 400, (Transpose::Yes, Transpose::Yes), [2, 1, 3], 0.5, 1.0);
+    let (a, b, c0) = (rng.data(g.a_len()), rng.data(g.b_len()), rng.data(g.c_len()));
+    let layout = PackedLayout::detected();
+    let bp = packed(&g, &b, layout);
+    let mut want = c0.clone();
+    g.run_packed(&a, &bp, layout, &mut want);
+    let mut got = c0;
+    // SAFETY: the slices hold every addressed element.
+    unsafe {
+        let (nr, kc) = (layout.nr as i64, layout.kc as i64);
+        kiln_rt_sgemm_packed(a.as_ptr(), bp.as_ptr(), got.as_mut_ptr(), 20, 61, 400, g.lda as i64, g.ldc as i64, 1, nr, kc, 0.5, 1.0);
+    }
+    assert!(got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits()));
+    // Each k block ends with the last panel, whose columns past n are zero.
+    let (nr, panels) = (layout.nr, g.n.div_ceil(layout.nr));
+    for p0 in (0..g.k).step_by(layout.kc) {
+        let depth = layout.kc.min(g.k - p0);
+        let last = &bp[(p0 * panels + (panels - 1) * depth) * nr..][..depth * nr];
+        assert!(last.chunks(nr).all(|row| row[g.n - (panels - 1) * nr..].iter().all(|&x| x == 0.0)));
+    }
+}

@@ -1,0 +1,204 @@
+//! Constant right-hand matrices of `sgemm` calls packed ahead: `sgemm_packed`.
+//!
+//! A product against a weight matrix (MatMul, Gemm: `[tokens, k] · [k, n]`) has the weights as
+//! `op(B)`, which the runtime copies into panels on every call. This pass packs each such
+//! matrix once, into a new constant buffer in the panel layout the product reads in place
+//! (`kiln_runtime::gemm::PackedLayout`), and rewrites the call to `sgemm_packed`. The layout is
+//! the one the running CPU's kernel reads directly, so the pass is for code that runs in this
+//! process (the JIT); under another layout the runtime still computes the same values, slowly.
+//!
+//! A call qualifies when its `B` is a constant `f32` buffer with bytes, at a constant offset, and
+//! its sizes, leading dimension of `B` and transposition are constants with `m, n > 1` (a
+//! matrix–vector product streams `B` without packing anyway). Calls sharing a matrix share its
+//! packed buffer.
+//!
+//! The packed copies share one anonymous mapping, each at a 64-byte boundary (as the kernel's
+//! own packing space is). Packing costs compile time: BERT-mini's 12.6 MB take 10–13 ms on one
+//! thread of the machine in `ARCHITECTURE.md`, 6–9 ms on two, half of it the kernel providing
+//! fresh pages (huge pages were faster when the system had them free, and stalled up to 40 ms
+//! compacting memory when it did not).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use bytes::Bytes;
+pub use kiln_runtime::gemm::PackedLayout;
+use kiln_runtime::gemm::Transpose;
+use kiln_runtime::pool;
+use kiln_tir::{DType, Tensor, TensorData};
+use memmap2::MmapOptions;
+
+use crate::ir::*;
+
+/// Rewrites the qualifying `sgemm` calls of every kernel of `p` and returns how many.
+pub fn prepack(p: &mut Program, layout: PackedLayout) -> usize {
+    if layout.nr == 0 || layout.kc == 0 {
+        return 0;
+    }
+    // The matrices to pack, each once, in order of first use.
+    let mut found = Found { layout, index: HashMap::new(), order: Vec::new() };
+    for k in &p.kernels {
+        visit(&k.body, &mut |args| {
+            found.add(args, &p.buffers);
+        });
+    }
+    if found.order.is_empty() {
+        return 0;
+    }
+    let Some(buffers) = found.pack(&p.buffers) else { return 0 };
+    let first = p.buffers.len();
+    p.buffers.extend(buffers);
+    let mut rewritten = 0;
+    for k in &mut p.kernels {
+        rewrite(&mut k.body, &mut |f, args| {
+            let Some(key) = key(args) else { return };
+            let Some(&i) = found.index.get(&key) else { return };
+            *args = packed_args(args, BufId((first + i) as u32), layout);
+            *f = RuntimeFn::SgemmPacked;
+            rewritten += 1;
+        });
+    }
+    rewritten
+}
+
+/// A matrix as one product reads it: buffer, element offset, `k`, `n`, `ldb`, transposed.
+type Key = (BufId, usize, usize, usize, usize, bool);
+
+/// The matrix an `sgemm` call reads as `B`, when it is at a constant offset with constant
+/// sizes and the call is a matrix product (`m, n > 1`).
+fn key(args: &[Arg]) -> Option<Key> {
+    let [_, Arg::Addr(b, offset), _, m, n, k, _, ldb, _, _, tb, _, _] = args else { return None };
+    let int = |e: &Expr| match e {
+        Expr::Const(Scalar::Int(ScalarType::I64, v)) => usize::try_from(*v).ok(),
+        _ => None,
+    };
+    let value = |a: &Arg| match a {
+        Arg::Value(e) => int(e),
+        Arg::Addr(..) => None,
+    };
+    let (m, n, k) = (value(m)?, value(n)?, value(k)?);
+    (m > 1 && n > 1 && k > 0).then_some(())?;
+    Some((*b, int(offset)?, k, n, value(ldb)?, value(tb)? != 0))
+}
+
+/// The `sgemm_packed` arguments replacing an `sgemm` call's.
+fn packed_args(args: &[Arg], packed: BufId, layout: PackedLayout) -> Vec<Arg> {
+    let [a, _, c, m, n, k, lda, _, ldc, ta, _, alpha, beta] = args else { unreachable!("key() matched the call") };
+    let size = |v: usize| Arg::Value(Expr::idx(v as i64));
+    let packed = Arg::Addr(packed, Expr::idx(0));
+    vec![a.clone(), packed, c.clone(), m.clone(), n.clone(), k.clone(), lda.clone(), ldc.clone(), ta.clone(), size(layout.nr), size(layout.kc), alpha.clone(), beta.clone()]
+}
+
+/// Runs `f` on the arguments of every `sgemm` call in `stmts`.
+fn visit(stmts: &[Stmt], f: &mut impl FnMut(&[Arg])) {
+    for s in stmts {
+        match s {
+            Stmt::For { body, .. } => visit(body, f),
+            Stmt::If { then, otherwise, .. } => {
+                visit(then, f);
+                visit(otherwise, f);
+            }
+            Stmt::Call(RuntimeFn::Sgemm, args) => f(args),
+            _ => {}
+        }
+    }
+}
+
+/// Runs `f` on every `sgemm` call in `stmts`, which it may rewrite.
+fn rewrite(stmts: &mut [Stmt], f: &mut impl FnMut(&mut RuntimeFn, &mut Vec<Arg>)) {
+    for s in stmts {
+        match s {
+            Stmt::For { body, .. } => rewrite(body, f),
+            Stmt::If { then, otherwise, .. } => {
+                rewrite(then, f);
+                rewrite(otherwise, f);
+            }
+            Stmt::Call(func @ RuntimeFn::Sgemm, args) => f(func, args),
+            _ => {}
+        }
+    }
+}
+
+/// The matrices to pack.
+struct Found {
+    layout: PackedLayout,
+    /// Each matrix's place in `order`.
+    index: HashMap<Key, usize>,
+    /// The matrices, with their bytes' range in their constant.
+    order: Vec<(Key, std::ops::Range<usize>)>,
+}
+
+impl Found {
+    /// Records the matrix of an `sgemm` call when it qualifies: `B` is an `f32` constant whose
+    /// bytes cover it.
+    fn add(&mut self, args: &[Arg], buffers: &[Buffer]) -> Option<()> {
+        let key @ (b, offset, k, n, ldb, trans) = key(args)?;
+        if self.index.contains_key(&key) {
+            return Some(());
+        }
+        let buf = buffers.get(b.0 as usize)?;
+        let BufferKind::Const(t) = &buf.kind else { return None };
+        if buf.elem != ElemType::Scalar(ScalarType::F32) {
+            return None;
+        }
+        let (rows, cols) = if trans { (n, k) } else { (k, n) };
+        let span = (rows - 1).checked_mul(ldb)?.checked_add(cols)?;
+        let start = offset.checked_mul(4)?;
+        let bytes = start..start.checked_add(span.checked_mul(4)?)?;
+        t.raw()?.get(bytes.clone())?;
+        // Room for the bytes and their alignment in one mapping (`len` saturates).
+        (self.layout.len(k, n) <= isize::MAX as usize / 8).then_some(())?;
+        self.index.insert(key, self.order.len());
+        self.order.push((key, bytes));
+        Some(())
+    }
+
+    /// The packed buffers, in order; `None` when the memory for them cannot be mapped. The
+    /// matrices are packed in parallel on the entered thread pool, if any.
+    fn pack(&self, buffers: &[Buffer]) -> Option<Vec<Buffer>> {
+        let sizes: Vec<usize> = self.order.iter().map(|((_, _, k, n, _, _), _)| 4 * self.layout.len(*k, *n)).collect();
+        let total = sizes.iter().try_fold(0usize, |t, s| t.checked_add(s.next_multiple_of(64)))?;
+        let parts = pool::threads().min(sizes.len());
+        // On one thread the mapping is populated up front: one call maps every page, where
+        // first touches fault one at a time; on more, each thread's touches fault in parallel.
+        let mut options = MmapOptions::new();
+        if parts == 1 {
+            options.populate();
+        }
+        let mut region = options.len(total).map_anon().ok()?;
+        let mut rest: &mut [u8] = &mut region;
+        let mut slots = Vec::with_capacity(sizes.len());
+        for &size in &sizes {
+            let (slot, tail) = std::mem::take(&mut rest).split_at_mut(size.next_multiple_of(64));
+            slots.push(Mutex::new(&mut slot[..size]));
+            rest = tail;
+        }
+        pool::for_each(parts, &|part| {
+            for (i, ((b, _, k, n, ldb, trans), bytes)) in self.order.iter().enumerate().skip(part).step_by(parts) {
+                let BufferKind::Const(t) = &buffers[b.0 as usize].kind else { unreachable!("add() checked it") };
+                let source = &t.raw().unwrap_or_default()[bytes.clone()];
+                let transpose = if *trans { Transpose::Yes } else { Transpose::No };
+                let mut dst = slots[i].lock().unwrap_or_else(|e| e.into_inner());
+                self.layout.pack(source, *k, *n, *ldb, transpose, &mut dst);
+            }
+        });
+        drop(slots);
+        let shared = Bytes::from_owner(region.make_read_only().ok()?);
+        let mut at = 0;
+        let packed = self.order.iter().zip(&sizes).map(|(((b, ..), _), &size)| {
+            let data = shared.slice(at..at + size);
+            at += size.next_multiple_of(64);
+            let len = (size / 4) as u64;
+            Buffer {
+                name: format!("{}.packed", buffers[b.0 as usize].name),
+                elem: ElemType::Scalar(ScalarType::F32),
+                len,
+                kind: BufferKind::Const(Tensor { dtype: DType::F32, shape: vec![len], data: TensorData::Raw(data) }),
+            }
+        });
+        Some(packed.collect())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,98 @@
+//! The pass on lowered graphs: which products it rewrites, that they share packed matrices,
+//! and that the interpreter computes the same bits before and after.
+
+use kiln_tir::text::parse;
+
+use super::*;
+use crate::interp;
+use crate::lower::lower;
+
+/// `dense<f32[dims]: [...]>` with small distinct values.
+fn dense(dims: &[u64], seed: u64) -> String {
+    let n: u64 = dims.iter().product();
+    let v: Vec<String> = (0..n).map(|i| format!("{}", ((i * 7 + seed * 13) % 23) as f32 / 8.0 - 1.0)).collect();
+    format!("dense<f32{dims:?}: [{}]>", v.join(", "))
+}
+
+/// The program of `src`, and how many calls the pass rewrote with layout `(nr, kc)`.
+fn lowered(src: &str, layout: PackedLayout) -> (Program, Program, usize) {
+    let g = parse(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let plain = lower(&g).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let mut packed = plain.clone();
+    let n = prepack(&mut packed, layout);
+    crate::verify::verify(&packed).unwrap_or_else(|e| panic!("{e:?}\n{src}"));
+    (plain, packed, n)
+}
+
+/// The output bytes of `p` run by the interpreter on input 0 = `x`.
+fn run(p: &Program, x: &[u8]) -> Vec<u8> {
+    let mut memory: Vec<Vec<u8>> = p
+        .buffers
+        .iter()
+        .map(|b| match &b.kind {
+            BufferKind::Input(0) => x.to_vec(),
+            BufferKind::Const(t) => t.raw().expect("constant bytes").to_vec(),
+            _ => vec![0u8; b.bytes() as usize],
+        })
+        .collect();
+    interp::run(p, &mut memory).expect("runs");
+    let out = p.buffers.iter().position(|b| b.kind == BufferKind::Output(0)).expect("output");
+    std::mem::take(&mut memory[out])
+}
+
+fn calls(p: &Program) -> Vec<RuntimeFn> {
+    fn walk(stmts: &[Stmt], out: &mut Vec<RuntimeFn>) {
+        for s in stmts {
+            match s {
+                Stmt::Call(f, _) => out.push(*f),
+                Stmt::For { body, .. } => walk(body, out),
+                Stmt::If { then, otherwise, .. } => {
+                    walk(then, out);
+                    walk(otherwise, out);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for k in &p.kernels {
+        walk(&k.body, &mut out);
+    }
+    out
+}
+
+fn input(len: usize) -> Vec<u8> {
+    (0..len).flat_map(|i| (((i * 5) % 17) as f32 / 4.0 - 2.0).to_le_bytes()).collect()
+}
+
+#[test]
+fn weight_products_read_packed_matrices_with_the_same_results() {
+    // Two products share W; Gemm reads V transposed; every layout, the detected one included.
+    let src = format!(
+        "graph @main(%0: f32[5, 40]) -> (f32[5, 30]) {{\n  %1 = const {}\n  %2 = const {}\n  %3 = const {}\n  %4 = tensor.matmul(%0, %1) : f32[5, 70]\n  %5 = tensor.relu(%4) : f32[5, 70]\n  %6 = tensor.matmul(%5, %3) : f32[5, 40]\n  %7 = tensor.add(%6, %0) : f32[5, 40]\n  %8 = tensor.matmul(%7, %1) : f32[5, 70]\n  %9 = tensor.gemm(%8, %2) {{transB = 1}} : f32[5, 30]\n  return %9\n}}",
+        dense(&[40, 70], 1),
+        dense(&[30, 70], 2),
+        dense(&[70, 40], 3)
+    );
+    for layout in [PackedLayout::detected(), PackedLayout { nr: 16, kc: 8 }, PackedLayout { nr: 3, kc: 100 }] {
+        let (plain, packed, n) = lowered(&src, layout);
+        assert_eq!(n, 4, "every product has a constant B");
+        assert_eq!(calls(&packed).iter().filter(|&&f| f == RuntimeFn::SgemmPacked).count(), 4);
+        assert_eq!(packed.buffers.len(), plain.buffers.len() + 3, "one packed matrix per constant");
+        let x = input(5 * 40);
+        assert_eq!(run(&plain, &x), run(&packed, &x), "{layout:?}");
+    }
+}
+
+#[test]
+fn vectors_inputs_and_moving_offsets_are_left_alone() {
+    // m = 1 (a matrix–vector product), B a graph input, B at an offset that moves with the batch.
+    let src = format!(
+        "graph @main(%0: f32[1, 40], %1: f32[40, 8], %2: f32[2, 3, 8]) -> (f32[2, 3, 5]) {{\n  %3 = const {}\n  %4 = const {}\n  %5 = tensor.matmul(%0, %3) : f32[1, 8]\n  %6 = tensor.matmul(%0, %1) : f32[1, 8]\n  %7 = tensor.add(%5, %6) : f32[1, 8]\n  %8 = tensor.add(%2, %7) : f32[2, 3, 8]\n  %9 = tensor.matmul(%8, %4) : f32[2, 3, 5]\n  return %9\n}}",
+        dense(&[40, 8], 4),
+        dense(&[2, 8, 5], 5)
+    );
+    let (_, packed, n) = lowered(&src, PackedLayout::detected());
+    assert_eq!(n, 0);
+    assert!(!calls(&packed).contains(&RuntimeFn::SgemmPacked));
+}
