@@ -13,8 +13,8 @@
 //! packed buffer.
 //!
 //! The packed copies share one anonymous mapping, each at a 64-byte boundary (as the kernel's
-//! own packing space is). Packing costs compile time: BERT-mini's 12.6 MB take 10–13 ms on one
-//! thread of the machine in `ARCHITECTURE.md`, 6–9 ms on two, half of it the kernel providing
+//! own packing space is). Packing costs compile time: BERT-mini's 12.6 MB take 8–13 ms on one
+//! thread of this project's 2-core EPYC machine, 6–9 ms on two, half of it the kernel providing
 //! fresh pages (huge pages were faster when the system had them free, and stalled up to 40 ms
 //! compacting memory when it did not).
 
