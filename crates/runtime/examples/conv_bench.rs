@@ -16,6 +16,7 @@ use kiln_runtime::conv::Conv2d;
 use kiln_runtime::epilogue::{Activation, Bias, Epilogue};
 use kiln_runtime::gemm::{Sgemm, Transpose};
 use kiln_runtime::im2col::Im2col;
+use kiln_runtime::window::Window;
 
 /// (input channels, output channels, input side, kernel, stride, padding, repeats, residual).
 type Layer = (usize, usize, usize, usize, usize, usize, usize, bool);
@@ -64,9 +65,9 @@ impl Case {
 
     fn three_steps(&mut self) {
         let c = &self.c;
-        let g = Im2col { channels: c.channels, h: c.h, w: c.w, oh: c.oh, ow: c.ow, kh: c.kh, kw: c.kw, sh: c.sh, sw: c.sw, ph: c.ph, pw: c.pw, dh: c.dh, dw: c.dw };
-        let (k, p) = (c.channels * c.kh * c.kw, c.oh * c.ow);
-        let pointwise = c.kh == 1 && c.sh == 1;
+        let g = Im2col { channels: c.channels, win: c.win };
+        let (k, p) = (c.channels * c.win.kh * c.win.kw, c.win.oh * c.win.ow);
+        let pointwise = c.win.kh == 1 && c.win.sh == 1;
         if !pointwise {
             g.run(&self.x, &mut self.col);
         }
@@ -83,7 +84,7 @@ fn main() {
         .map(|&l| {
             let (ci, co, side, k, s, p, repeats, residual) = l;
             let o = (side + 2 * p - k) / s + 1;
-            let c = Conv2d { batch: 1, channels: ci, out_channels: co, groups: 1, h: side, w: side, oh: o, ow: o, kh: k, kw: k, sh: s, sw: s, ph: p, pw: p, dh: 1, dw: 1, bias: true, residual, act: Activation::Relu };
+            let c = Conv2d { batch: 1, channels: ci, out_channels: co, groups: 1, win: Window { h: side, w: side, oh: o, ow: o, kh: k, kw: k, sh: s, sw: s, ph: p, pw: p, dh: 1, dw: 1 }, bias: true, residual, act: Activation::Relu };
             let fill = |n: usize, m: usize| (0..n).map(|i| ((i * m) % 17) as f32 / 17.0 - 0.5).collect::<Vec<f32>>();
             let cases = (0..repeats)
                 .map(|_| Case { c, x: fill(c.x_len(), 3), w: fill(c.w_len(), 5), b: fill(co, 7), z: fill(c.z_len(), 11), y: vec![0.0; c.y_len()], col: vec![0.0; ci * k * k * o * o] })

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use kiln_runtime::dwconv::DwConv2d;
 use kiln_runtime::gemm::Isa;
+use kiln_runtime::window::Window;
 
 /// (channels, input extent, stride, repeats) of each distinct layer.
 const LAYERS: [(usize, usize, usize, usize); 10] =
@@ -34,7 +35,7 @@ fn main() {
         let (mut total, mut macs_total) = (Duration::ZERO, 0usize);
         for &(c, hw, s, repeats) in &layers {
             let o = (hw + 2 - 3) / s + 1;
-            let d = DwConv2d { planes: c, channels: c, h: hw, w: hw, oh: o, ow: o, kh: 3, kw: 3, sh: s, sw: s, ph: 1, pw: 1, dh: 1, dw: 1, accumulate: true };
+            let d = DwConv2d { planes: c, channels: c, win: Window { h: hw, w: hw, oh: o, ow: o, kh: 3, kw: 3, sh: s, sw: s, ph: 1, pw: 1, dh: 1, dw: 1 }, accumulate: true };
             let x: Vec<f32> = (0..d.x_len()).map(|i| (i % 7) as f32 * 0.25 - 0.75).collect();
             let w: Vec<f32> = (0..d.w_len()).map(|i| (i % 5) as f32 * 0.5 - 1.0).collect();
             let mut y = vec![0.0f32; d.y_len()];

@@ -11,6 +11,7 @@
 use std::time::{Duration, Instant};
 
 use kiln_runtime::im2col::Im2col;
+use kiln_runtime::window::Window;
 
 /// (channels, input extent, kernel, stride, padding, repeats) of each distinct layer.
 const LAYERS: [(usize, usize, usize, usize, usize, usize); 10] = [
@@ -31,7 +32,7 @@ fn main() {
     let mut total = Duration::ZERO;
     for (c, hw, k, s, p, repeats) in LAYERS {
         let o = (hw + 2 * p - k) / s + 1;
-        let g = Im2col { channels: c, h: hw, w: hw, oh: o, ow: o, kh: k, kw: k, sh: s, sw: s, ph: p, pw: p, dh: 1, dw: 1 };
+        let g = Im2col { channels: c, win: Window { h: hw, w: hw, oh: o, ow: o, kh: k, kw: k, sh: s, sw: s, ph: p, pw: p, dh: 1, dw: 1 } };
         let x: Vec<f32> = (0..g.x_len()).map(|i| (i % 7) as f32).collect();
         let mut col = vec![0.0f32; g.col_len()];
         let mut best = Duration::MAX;

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use kiln_runtime::gemm::Isa;
 use kiln_runtime::maxpool::MaxPool2d;
+use kiln_runtime::window::Window;
 
 fn main() {
     let runs = 50;
@@ -21,7 +22,7 @@ fn main() {
         println!("{isa:?}");
         for (planes, hw, k, s, p) in cases {
             let o = (hw + 2 * p - k) / s + 1;
-            let m = MaxPool2d { planes, h: hw, w: hw, oh: o, ow: o, kh: k, kw: k, sh: s, sw: s, ph: p, pw: p, dh: 1, dw: 1 };
+            let m = MaxPool2d { planes, win: Window { h: hw, w: hw, oh: o, ow: o, kh: k, kw: k, sh: s, sw: s, ph: p, pw: p, dh: 1, dw: 1 } };
             let x: Vec<f32> = (0..m.x_len()).map(|i| ((i * 7919) % 101) as f32).collect();
             let mut y = vec![0.0f32; m.y_len()];
             let mut best = Duration::MAX;

@@ -38,17 +38,18 @@ use crate::gemm::pack::View;
 use crate::gemm::{self, Finish, Isa, Kernel, Problem, Sgemm, Source, Transpose};
 use std::cell::RefCell;
 use crate::im2col::{self, Im2col};
+use crate::window::{Window, elements};
 
-/// One fused convolution: `batch` images of `channels` planes of `h × w` convolved with
-/// `out_channels` kernels of `channels / groups` planes of `kh × kw` into `oh × ow` output planes
-/// (strides `sh`, `sw`, padding before `ph`, `pw`, dilations `dh`, `dw`), then
+/// One fused convolution: `batch` images of `channels` planes convolved with `out_channels`
+/// kernels of `channels / groups` planes over the window `win` into output planes, then
 /// `y = act(conv + bias[m] + z)`, the bias and `z` (laid out as `y`) optional.
 ///
 /// ```
 /// use kiln_runtime::conv::Conv2d;
 /// use kiln_runtime::epilogue::Activation;
+/// use kiln_runtime::window::Window;
 /// // One 3×3 plane, one 2×2 kernel of ones, stride 1, no padding: sums of 2×2 windows.
-/// let c = Conv2d { batch: 1, channels: 1, out_channels: 1, groups: 1, h: 3, w: 3, oh: 2, ow: 2, kh: 2, kw: 2, sh: 1, sw: 1, ph: 0, pw: 0, dh: 1, dw: 1, bias: true, residual: false, act: Activation::Relu };
+/// let c = Conv2d { batch: 1, channels: 1, out_channels: 1, groups: 1, win: Window { h: 3, w: 3, oh: 2, ow: 2, kh: 2, kw: 2, sh: 1, sw: 1, ph: 0, pw: 0, dh: 1, dw: 1 }, bias: true, residual: false, act: Activation::Relu };
 /// let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0];
 /// let mut y = [f32::NAN; 4];
 /// c.run(&x, &[1.0; 4], &[-13.0], &[], &mut y);
@@ -64,30 +65,8 @@ pub struct Conv2d {
     pub out_channels: usize,
     /// Groups: output channel `m` sees input channels `g·Cg..(g + 1)·Cg` of its group `g`.
     pub groups: usize,
-    /// Input rows.
-    pub h: usize,
-    /// Input columns.
-    pub w: usize,
-    /// Output rows.
-    pub oh: usize,
-    /// Output columns.
-    pub ow: usize,
-    /// Kernel rows.
-    pub kh: usize,
-    /// Kernel columns.
-    pub kw: usize,
-    /// Vertical stride.
-    pub sh: usize,
-    /// Horizontal stride.
-    pub sw: usize,
-    /// Padding above the input.
-    pub ph: usize,
-    /// Padding left of the input.
-    pub pw: usize,
-    /// Vertical dilation.
-    pub dh: usize,
-    /// Horizontal dilation.
-    pub dw: usize,
+    /// The planes, kernel, strides, padding and dilations.
+    pub win: Window,
     /// Whether `bias[m]` is added to output channel `m`.
     pub bias: bool,
     /// Whether `z` is added.
@@ -96,16 +75,11 @@ pub struct Conv2d {
     pub act: Activation,
 }
 
-/// `v₀·v₁·…` within `isize` bytes of `f32`, or `None`.
-fn elements(v: &[usize]) -> Option<usize> {
-    v.iter().try_fold(1usize, |a, &b| a.checked_mul(b)).filter(|n| n.checked_mul(4).is_some_and(|bytes| bytes <= isize::MAX as usize))
-}
-
 impl Conv2d {
     /// The im2col of one group of one image.
     fn im2col(&self) -> Im2col {
         let c = self;
-        Im2col { channels: c.channels / c.groups.max(1), h: c.h, w: c.w, oh: c.oh, ow: c.ow, kh: c.kh, kw: c.kw, sh: c.sh, sw: c.sw, ph: c.ph, pw: c.pw, dh: c.dh, dw: c.dw }
+        Im2col { channels: c.channels / c.groups.max(1), win: c.win }
     }
 
     /// Whether the sizes make sense: groups dividing both channel counts, the im2col of a group
@@ -117,24 +91,24 @@ impl Conv2d {
             && c.channels.is_multiple_of(c.groups)
             && c.out_channels.is_multiple_of(c.groups)
             && self.im2col().is_valid()
-            && elements(&[c.batch, c.channels, c.h, c.w]).is_some()
-            && elements(&[c.out_channels, c.channels / c.groups, c.kh, c.kw]).is_some()
-            && elements(&[c.batch, c.out_channels, c.oh, c.ow]).is_some()
+            && elements(&[c.batch, c.channels, c.win.h, c.win.w]).is_some()
+            && elements(&[c.out_channels, c.channels / c.groups, c.win.kh, c.win.kw]).is_some()
+            && elements(&[c.batch, c.out_channels, c.win.oh, c.win.ow]).is_some()
     }
 
     /// Elements of `y` written (and of `z` read): `batch·out_channels·oh·ow`, saturating.
     pub fn y_len(&self) -> usize {
-        [self.out_channels, self.oh, self.ow].into_iter().fold(self.batch, usize::saturating_mul)
+        [self.out_channels, self.win.oh, self.win.ow].into_iter().fold(self.batch, usize::saturating_mul)
     }
 
     /// Elements of `x` read (0 when `y` is empty).
     pub fn x_len(&self) -> usize {
-        if self.y_len() == 0 { 0 } else { [self.channels, self.h, self.w].into_iter().fold(self.batch, usize::saturating_mul) }
+        if self.y_len() == 0 { 0 } else { [self.channels, self.win.h, self.win.w].into_iter().fold(self.batch, usize::saturating_mul) }
     }
 
     /// Elements of the weights read (0 when `y` is empty).
     pub fn w_len(&self) -> usize {
-        if self.y_len() == 0 { 0 } else { [self.channels / self.groups.max(1), self.kh, self.kw].into_iter().fold(self.out_channels, usize::saturating_mul) }
+        if self.y_len() == 0 { 0 } else { [self.channels / self.groups.max(1), self.win.kh, self.win.kw].into_iter().fold(self.out_channels, usize::saturating_mul) }
     }
 
     /// Elements of the bias read (0 without one or when `y` is empty).
@@ -185,12 +159,12 @@ impl Conv2d {
         }
         let g = self.im2col();
         let (cg, mg) = (g.channels, self.out_channels / self.groups);
-        let (k, p) = (cg * g.kh * g.kw, g.oh * g.ow);
+        let (k, p) = (cg * g.win.kh * g.win.kw, g.win.oh * g.win.ow);
         let epilogue = Epilogue { rows: 1, cols: 0, bias: if self.bias { Bias::PerRow { period: 1 } } else { Bias::None }, residual: self.residual, act: self.act };
-        let pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && g.oh == g.h && g.ow == g.w;
+        let pointwise = g.win.kh == 1 && g.win.kw == 1 && g.win.sh == 1 && g.win.sw == 1 && g.win.ph == 0 && g.win.pw == 0 && g.win.oh == g.win.h && g.win.ow == g.win.w;
         if cg == 1 && mg == 1 {
             // Depthwise: every plane with its own kernel, the epilogue on each finished plane.
-            let d = DwConv2d { planes: self.batch * self.channels, channels: self.channels, h: g.h, w: g.w, oh: g.oh, ow: g.ow, kh: g.kh, kw: g.kw, sh: g.sh, sw: g.sw, ph: g.ph, pw: g.pw, dh: g.dh, dw: g.dw, accumulate: false };
+            let d = DwConv2d { planes: self.batch * self.channels, channels: self.channels, win: g.win, accumulate: false };
             let post = Post { isa, e: Epilogue { cols: p, ..epilogue }, bias, z };
             // SAFETY: by the caller's contract: the planes, kernels, bias and `z` are those
             // `d` and `post` address.
@@ -202,7 +176,7 @@ impl Conv2d {
                 // inside `x`, its kernels inside `w`, its output channels inside `y` (and `z`,
                 // the bias).
                 unsafe {
-                    let x = x.add((n * self.channels + gi * cg) * g.h * g.w);
+                    let x = x.add((n * self.channels + gi * cg) * g.win.h * g.win.w);
                     let m0 = n * self.out_channels + gi * mg;
                     let (y, z) = (y.add(m0 * p), if self.residual { z.add(m0 * p) } else { z });
                     let bias = if self.bias { bias.add(gi * mg) } else { bias };
@@ -317,17 +291,17 @@ impl Source for Image {
         let i = |v: usize| v as isize;
         let g = &self.g;
         let width = K::NR;
-        let (h, w, oh, ow) = (i(g.h), i(g.w), i(g.oh), i(g.ow));
-        let (taps, plane) = (g.kh * g.kw, g.h * g.w);
+        let (h, w, oh, ow) = (i(g.win.h), i(g.win.w), i(g.win.oh), i(g.win.ow));
+        let (taps, plane) = (g.win.kh * g.win.kw, g.win.h * g.win.w);
         let first = self.col + j;
-        let (oy0, ox0) = (i(first / g.ow), i(first % g.ow));
+        let (oy0, ox0) = (i(first / g.win.ow), i(first % g.win.ow));
         for pp in 0..kc {
             let p = p0 + pp;
             let (c, t) = (p / taps, p % taps);
-            let (ky, kx) = (i(t / g.kw), i(t % g.kw));
-            let (y0, x0) = (ky * i(g.dh) - i(g.ph), kx * i(g.dw) - i(g.pw));
-            let (oy_lo, oy_hi) = im2col::inside(y0, i(g.sh), h, oh);
-            let (ox_lo, ox_hi) = im2col::inside(x0, i(g.sw), w, ow);
+            let (ky, kx) = (i(t / g.win.kw), i(t % g.win.kw));
+            let (y0, x0) = (ky * i(g.win.dh) - i(g.win.ph), kx * i(g.win.dw) - i(g.win.pw));
+            let (oy_lo, oy_hi) = im2col::inside(y0, i(g.win.sh), h, oh);
+            let (ox_lo, ox_hi) = im2col::inside(x0, i(g.win.sw), w, ow);
             // SAFETY: channel `c` of the group is inside `x`; every write below is inside panel
             // row `pp` of a panel of this block, and every read inside the channel's plane (the
             // copied columns lie in `ox_lo..ox_hi` of a row in `oy_lo..oy_hi`, by `inside`).
@@ -346,8 +320,8 @@ impl Source for Image {
                         let lo = ox.max(ox_lo).min(end);
                         let hi = end.min(ox_hi).max(lo);
                         im2col::zero::<K::S>(d, (lo - ox) as usize);
-                        let src = xc.offset((oy * i(g.sh) + y0) * w + lo * i(g.sw) + x0);
-                        im2col::copy::<K::S>(d.offset(lo - ox), src, (hi - lo) as usize, i(g.sw));
+                        let src = xc.offset((oy * i(g.win.sh) + y0) * w + lo * i(g.win.sw) + x0);
+                        im2col::copy::<K::S>(d.offset(lo - ox), src, (hi - lo) as usize, i(g.win.sw));
                         im2col::zero::<K::S>(d.offset(hi - ox), (end - hi) as usize);
                     }
                     at += len;
@@ -496,12 +470,12 @@ pub unsafe extern "C" fn kiln_rt_conv2d(
     alpha: f32,
     beta: f32,
 ) {
-    let sizes = [batch, channels, out_channels, groups, h, w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw].map(usize::try_from);
-    let [Ok(batch), Ok(channels), Ok(out_channels), Ok(groups), Ok(h), Ok(w_), Ok(oh), Ok(ow), Ok(kh), Ok(kw), Ok(sh), Ok(sw), Ok(ph), Ok(pw), Ok(dh), Ok(dw)] = sizes else {
+    let counts = [batch, channels, out_channels, groups].map(usize::try_from);
+    let ([Ok(batch), Ok(channels), Ok(out_channels), Ok(groups)], Some(win)) = (counts, Window::from_args([h, w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw])) else {
         return;
     };
     let Some(act) = Activation::from_code(act, alpha, beta) else { return };
-    let c = Conv2d { batch, channels, out_channels, groups, h, w: w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, bias: bias != 0, residual: residual != 0, act };
+    let c = Conv2d { batch, channels, out_channels, groups, win, bias: bias != 0, residual: residual != 0, act };
     // SAFETY: by the caller's contract; the detected instruction set is what this CPU runs.
     unsafe { c.run_raw(Isa::detected(), x, w, b, z, y) }
 }

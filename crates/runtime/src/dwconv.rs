@@ -61,6 +61,7 @@ use crate::conv::Post;
 use crate::gemm::simd::{Portable, Simd};
 use crate::gemm::{Isa, with_scratch};
 use crate::pool::{self, SharedPtr};
+use crate::window::{Window, elements};
 #[cfg(target_arch = "x86_64")]
 use crate::gemm::{avx2::Avx2, avx512::Avx512};
 
@@ -70,13 +71,14 @@ const GROUP: usize = 16;
 
 /// The sizes of one depthwise convolution: `y[p, oy, ox] = (y[p, oy, ox] if accumulate) +
 /// Σ_{ky, kx} x[p, oy·sh − ph + ky·dh, ox·sw − pw + kx·dw] · w[p mod channels, ky, kx]`, over
-/// `planes` row-major `h × w` input planes, `oh × ow` output planes and `kh × kw` kernels, taps
-/// outside the input skipped (zero padding). Padding after the input is implied by `oh`, `ow`.
+/// `planes` input planes and the window over each, taps outside the input skipped (zero
+/// padding).
 ///
 /// ```
 /// use kiln_runtime::dwconv::DwConv2d;
+/// use kiln_runtime::window::Window;
 /// // One 3×3 plane, a 2×2 box kernel, stride 1, padding 1 before: a 3×3 output.
-/// let d = DwConv2d { planes: 1, channels: 1, h: 3, w: 3, oh: 3, ow: 3, kh: 2, kw: 2, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, accumulate: false };
+/// let d = DwConv2d { planes: 1, channels: 1, win: Window { h: 3, w: 3, oh: 3, ow: 3, kh: 2, kw: 2, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1 }, accumulate: false };
 /// let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0];
 /// let mut y = [f32::NAN; 9]; // not read: no accumulation
 /// d.run(&x, &[1.0; 4], &mut y);
@@ -88,44 +90,10 @@ pub struct DwConv2d {
     pub planes: usize,
     /// Kernels (`C`): plane `p` uses kernel `p mod channels`.
     pub channels: usize,
-    /// Input rows.
-    pub h: usize,
-    /// Input columns.
-    pub w: usize,
-    /// Output rows.
-    pub oh: usize,
-    /// Output columns.
-    pub ow: usize,
-    /// Kernel rows.
-    pub kh: usize,
-    /// Kernel columns.
-    pub kw: usize,
-    /// Vertical stride.
-    pub sh: usize,
-    /// Horizontal stride.
-    pub sw: usize,
-    /// Padding above the input.
-    pub ph: usize,
-    /// Padding left of the input.
-    pub pw: usize,
-    /// Vertical dilation.
-    pub dh: usize,
-    /// Horizontal dilation.
-    pub dw: usize,
+    /// The planes, kernel, strides, padding and dilations.
+    pub win: Window,
     /// Add to `y`'s old contents instead of overwriting them.
     pub accumulate: bool,
-}
-
-/// `a·b·c` elements as bytes within `isize` (what one allocation can hold).
-fn elements(a: usize, b: usize, c: usize) -> Option<usize> {
-    a.checked_mul(b)?.checked_mul(c).filter(|n| n.checked_mul(4).is_some_and(|bytes| bytes <= isize::MAX as usize))
-}
-
-/// Whether every index along one axis, with the input extent, fits in `isize`: a generous bound
-/// on `n + p + o·s + k·d` (input extent, padding, output positions, taps).
-fn reach(n: usize, o: usize, k: usize, s: usize, p: usize, d: usize) -> bool {
-    let wide = |v: usize| v as u128;
-    wide(n) + wide(p) + wide(o) * wide(s) + wide(k) * wide(d) <= isize::MAX as u128
 }
 
 impl DwConv2d {
@@ -133,33 +101,28 @@ impl DwConv2d {
     /// use, and every element count and index representable. [`run`](Self::run) does nothing
     /// otherwise.
     pub fn is_valid(&self) -> bool {
-        let d = self;
-        d.sh > 0
-            && d.sw > 0
-            && d.dh > 0
-            && d.dw > 0
+        let (d, win) = (self, &self.win);
+        win.is_valid()
             && (d.planes == 0 || d.channels > 0)
-            && elements(d.planes, d.h, d.w).is_some()
-            && elements(d.channels, d.kh, d.kw).is_some()
-            && elements(d.planes, d.oh, d.ow).is_some()
-            && reach(d.h, d.oh, d.kh, d.sh, d.ph, d.dh)
-            && reach(d.w, d.ow, d.kw, d.sw, d.pw, d.dw)
+            && elements(&[d.planes, win.h, win.w]).is_some()
+            && elements(&[d.channels, win.kh, win.kw]).is_some()
+            && elements(&[d.planes, win.oh, win.ow]).is_some()
     }
 
     /// Elements of `x` the convolution may read, counted from `x[0]` (0 if it computes nothing;
     /// saturating, so an absurd shape reads as too long for any slice).
     pub fn x_len(&self) -> usize {
-        if self.y_len() == 0 { 0 } else { self.planes.saturating_mul(self.h).saturating_mul(self.w) }
+        if self.y_len() == 0 { 0 } else { self.planes.saturating_mul(self.win.h).saturating_mul(self.win.w) }
     }
 
     /// Elements of the kernels the convolution may read (0 if it computes nothing).
     pub fn w_len(&self) -> usize {
-        if self.y_len() == 0 { 0 } else { self.channels.saturating_mul(self.kh).saturating_mul(self.kw) }
+        if self.y_len() == 0 { 0 } else { self.channels.saturating_mul(self.win.kh).saturating_mul(self.win.kw) }
     }
 
     /// Elements of `y` the convolution writes.
     pub fn y_len(&self) -> usize {
-        self.planes.saturating_mul(self.oh).saturating_mul(self.ow)
+        self.planes.saturating_mul(self.win.oh).saturating_mul(self.win.ow)
     }
 
     /// Computes the convolution with the detected instruction set; nothing when the sizes are
@@ -209,7 +172,7 @@ impl DwConv2d {
         if !self.is_valid() || self.y_len() == 0 {
             return;
         }
-        if self.kh == 0 || self.kw == 0 || self.h == 0 || self.w == 0 {
+        if self.win.kh == 0 || self.win.kw == 0 || self.win.h == 0 || self.win.w == 0 {
             // No tap reads the input: each output is its start.
             if !self.accumulate {
                 // SAFETY: `y` is writable for `y_len` elements.
@@ -231,7 +194,7 @@ impl DwConv2d {
         let aligned = [x as usize, y as usize].iter().all(|a| a % std::mem::align_of::<f32>() == 0);
         let fast = g.padded && aligned && g.kh * g.kw <= MAX_TAPS as isize;
         // Planes are independent: large convolutions split them over the thread pool.
-        let work = self.y_len().saturating_mul(self.kh * self.kw);
+        let work = self.y_len().saturating_mul(self.win.kh * self.win.kw);
         let parts = if work >= SPLIT_MIN_TAPS { pool::threads().min(self.planes) } else { 1 };
         let ptrs = SharedPtr((x, w, y, g));
         pool::for_each(parts, &|i| {
@@ -316,30 +279,30 @@ impl Plan {
     /// The plan of `d`, which is valid, with at least one tap and one input element.
     fn new(d: &DwConv2d) -> Plan {
         let i = |v: usize| v as isize;
-        let (pr, pc) = (d.sh.min((d.kh - 1) * d.dh + 1), d.sw.min((d.kw - 1) * d.dw + 1));
-        let (rq, wq) = (d.oh + (d.kh - 1) * d.dh / d.sh, d.ow + (d.kw - 1) * d.dw / d.sw);
-        let flat = d.ow < FLAT_BELOW;
+        let (pr, pc) = (d.win.sh.min((d.win.kh - 1) * d.win.dh + 1), d.win.sw.min((d.win.kw - 1) * d.win.dw + 1));
+        let (rq, wq) = (d.win.oh + (d.win.kh - 1) * d.win.dh / d.win.sh, d.win.ow + (d.win.kw - 1) * d.win.dw / d.win.sw);
+        let flat = d.win.ow < FLAT_BELOW;
         // In `u128`, saturating, as the sizes may be absurd: the scratch, against what the
         // operands hold.
         let wide = |v: usize| v as u128;
-        let scratch = wide(pr).saturating_mul(wide(pc)).saturating_mul(wide(rq)).saturating_mul(wide(wq)).saturating_add(if flat { wide(d.oh) * wide(wq) } else { 0 });
-        let padded = scratch <= 4 * (wide(d.h) * wide(d.w) + wide(d.oh) * wide(d.ow)) + (1 << 16);
+        let scratch = wide(pr).saturating_mul(wide(pc)).saturating_mul(wide(rq)).saturating_mul(wide(wq)).saturating_add(if flat { wide(d.win.oh) * wide(wq) } else { 0 });
+        let padded = scratch <= 4 * (wide(d.win.h) * wide(d.win.w) + wide(d.win.oh) * wide(d.win.ow)) + (1 << 16);
         Plan {
             from: 0,
             to: i(d.planes),
             channels: i(d.channels),
-            h: i(d.h),
-            w: i(d.w),
-            oh: i(d.oh),
-            ow: i(d.ow),
-            kh: i(d.kh),
-            kw: i(d.kw),
-            sh: i(d.sh),
-            sw: i(d.sw),
-            ph: i(d.ph),
-            pw: i(d.pw),
-            dh: i(d.dh),
-            dw: i(d.dw),
+            h: i(d.win.h),
+            w: i(d.win.w),
+            oh: i(d.win.oh),
+            ow: i(d.win.ow),
+            kh: i(d.win.kh),
+            kw: i(d.win.kw),
+            sh: i(d.win.sh),
+            sw: i(d.win.sw),
+            ph: i(d.win.ph),
+            pw: i(d.win.pw),
+            dh: i(d.win.dh),
+            dw: i(d.win.dw),
             accumulate: d.accumulate,
             pr: i(pr),
             pc: i(pc),
@@ -762,11 +725,10 @@ pub unsafe extern "C" fn kiln_rt_dwconv2d(
     dw: i64,
     accumulate: i64,
 ) {
-    let sizes = [planes, channels, h, width, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw].map(usize::try_from);
-    let [Ok(planes), Ok(channels), Ok(h), Ok(w_), Ok(oh), Ok(ow), Ok(kh), Ok(kw), Ok(sh), Ok(sw), Ok(ph), Ok(pw), Ok(dh), Ok(dw)] = sizes else {
+    let (Ok(planes), Ok(channels), Some(win)) = (usize::try_from(planes), usize::try_from(channels), Window::from_args([h, width, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw])) else {
         return;
     };
-    let d = DwConv2d { planes, channels, h, w: w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, accumulate: accumulate != 0 };
+    let d = DwConv2d { planes, channels, win, accumulate: accumulate != 0 };
     // SAFETY: by the caller's contract; the detected instruction set is what this CPU runs.
     unsafe { d.run_raw(Isa::detected(), x, w, y, None) }
 }

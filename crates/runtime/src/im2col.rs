@@ -33,14 +33,13 @@
 //! | 512 × 7², 3×3 (2) | 240 |
 //! | 256 × 56², 1×1 stride 2 (1) | 63 |
 
-/// The sizes of one im2col: `channels` row-major `h × w` input planes, an `oh × ow` output
-/// plane, a `kh × kw` kernel with strides `sh`, `sw`, padding before `ph`, `pw` (after is
-/// implied by `oh`, `ow`) and dilations `dh`, `dw`.
+/// The sizes of one im2col: `channels` input planes and the window over each.
 ///
 /// ```
 /// use kiln_runtime::im2col::Im2col;
+/// use kiln_runtime::window::Window;
 /// // One 3×3 plane, a 2×2 kernel, stride 1, padding 1 before: a 3×3 output, 4 rows of 9.
-/// let g = Im2col { channels: 1, h: 3, w: 3, oh: 3, ow: 3, kh: 2, kw: 2, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1 };
+/// let g = Im2col { channels: 1, win: Window { h: 3, w: 3, oh: 3, ow: 3, kh: 2, kw: 2, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1 } };
 /// let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0];
 /// let mut col = [f32::NAN; 36];
 /// g.run(&x, &mut col);
@@ -53,73 +52,34 @@
 pub struct Im2col {
     /// Input channels (rows of the column matrix are `channels·kh·kw`).
     pub channels: usize,
-    /// Input rows.
-    pub h: usize,
-    /// Input columns.
-    pub w: usize,
-    /// Output rows.
-    pub oh: usize,
-    /// Output columns.
-    pub ow: usize,
-    /// Kernel rows.
-    pub kh: usize,
-    /// Kernel columns.
-    pub kw: usize,
-    /// Vertical stride.
-    pub sh: usize,
-    /// Horizontal stride.
-    pub sw: usize,
-    /// Padding above the input.
-    pub ph: usize,
-    /// Padding left of the input.
-    pub pw: usize,
-    /// Vertical dilation.
-    pub dh: usize,
-    /// Horizontal dilation.
-    pub dw: usize,
+    /// The planes, kernel, strides, padding and dilations.
+    pub win: Window,
 }
 
 use crate::gemm::Isa;
 use crate::pool::{self, SharedPtr};
+use crate::window::{Window, elements};
 use crate::gemm::simd::{Portable, Simd};
 #[cfg(target_arch = "x86_64")]
 use crate::gemm::{avx2::Avx2, avx512::Avx512};
-
-/// `a·b·c` elements as bytes within `isize` (what one allocation can hold).
-fn elements(a: usize, b: usize, c: usize) -> Option<usize> {
-    a.checked_mul(b)?.checked_mul(c).filter(|n| n.checked_mul(4).is_some_and(|bytes| bytes <= isize::MAX as usize))
-}
-
-/// Whether every index along one axis fits in `isize`: a generous bound on `n + p + o·s + k·d`.
-fn reach(n: usize, o: usize, k: usize, s: usize, p: usize, d: usize) -> bool {
-    let wide = |v: usize| v as u128;
-    wide(n) + wide(p) + wide(o) * wide(s) + wide(k) * wide(d) <= isize::MAX as u128
-}
 
 impl Im2col {
     /// Whether the sizes make sense: positive strides and dilations, and every element count
     /// and index representable. [`run`](Self::run) does nothing otherwise.
     pub fn is_valid(&self) -> bool {
-        let g = self;
-        g.sh > 0
-            && g.sw > 0
-            && g.dh > 0
-            && g.dw > 0
-            && elements(g.channels, g.h, g.w).is_some()
-            && elements(g.channels, g.kh, g.kw).and_then(|rows| elements(rows, g.oh, g.ow)).is_some()
-            && reach(g.h, g.oh, g.kh, g.sh, g.ph, g.dh)
-            && reach(g.w, g.ow, g.kw, g.sw, g.pw, g.dw)
+        let (g, win) = (self, &self.win);
+        win.is_valid() && elements(&[g.channels, win.h, win.w]).is_some() && elements(&[g.channels, win.kh, win.kw, win.oh, win.ow]).is_some()
     }
 
     /// Elements of `x` the operation may read, counted from `x[0]` (0 if it writes nothing;
     /// saturating, so an absurd shape reads as too long for any slice).
     pub fn x_len(&self) -> usize {
-        if self.col_len() == 0 { 0 } else { self.channels.saturating_mul(self.h).saturating_mul(self.w) }
+        if self.col_len() == 0 { 0 } else { self.channels.saturating_mul(self.win.h).saturating_mul(self.win.w) }
     }
 
     /// Elements of the column matrix written: `channels·kh·kw·oh·ow`.
     pub fn col_len(&self) -> usize {
-        [self.kh, self.kw, self.oh, self.ow].into_iter().fold(self.channels, usize::saturating_mul)
+        [self.win.kh, self.win.kw, self.win.oh, self.win.ow].into_iter().fold(self.channels, usize::saturating_mul)
     }
 
     /// Writes the column matrix.
@@ -155,8 +115,8 @@ impl Im2col {
             // rows of the matrix, which no other part writes; the detected instruction set is
             // what this CPU runs.
             unsafe {
-                let x = x.add(r.start * self.h * self.w);
-                let col = col.add(r.start * self.kh * self.kw * self.oh * self.ow);
+                let x = x.add(r.start * self.win.h * self.win.w);
+                let col = col.add(r.start * self.win.kh * self.win.kw * self.win.oh * self.win.ow);
                 match Isa::detected() {
                     #[cfg(target_arch = "x86_64")]
                     Isa::Avx512 => rows_avx512(&g, x, col),
@@ -205,18 +165,18 @@ unsafe fn rows_avx2(g: &Im2col, x: *const f32, col: *mut f32) {
 #[inline(always)]
 unsafe fn rows<S: Simd>(g: &Im2col, x: *const f32, col: *mut f32) {
     let i = |v: usize| v as isize;
-    let (h, w, oh, ow) = (i(g.h), i(g.w), i(g.oh), i(g.ow));
-    let (sh, sw, ph, pw, dh, dw) = (i(g.sh), i(g.sw), i(g.ph), i(g.pw), i(g.dh), i(g.dw));
+    let (h, w, oh, ow) = (i(g.win.h), i(g.win.w), i(g.win.oh), i(g.win.ow));
+    let (sh, sw, ph, pw, dh, dw) = (i(g.win.sh), i(g.win.sw), i(g.win.ph), i(g.win.pw), i(g.win.dh), i(g.win.dw));
     let plane = (oh * ow) as usize;
     let mut out = col;
     for c in 0..i(g.channels) {
         // SAFETY: channel `c`'s plane is inside `x`.
         let xc = unsafe { x.offset(c * h * w) };
-        for ky in 0..i(g.kh) {
+        for ky in 0..i(g.win.kh) {
             // Output rows whose input row `oy·sh − ph + ky·dh` exists.
             let y0 = ky * dh - ph;
             let (oy_lo, oy_hi) = inside(y0, sh, h, oh);
-            for kx in 0..i(g.kw) {
+            for kx in 0..i(g.win.kw) {
                 let x0 = kx * dw - pw;
                 let (ox_lo, ox_hi) = inside(x0, sw, w, ow);
                 // SAFETY: `out` is this row of the column matrix (`plane` elements); the copied
@@ -338,11 +298,10 @@ pub(crate) unsafe fn copy<S: Simd>(to: *mut f32, from: *const f32, n: usize, ste
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn kiln_rt_im2col(x: *const f32, col: *mut f32, channels: i64, h: i64, w: i64, oh: i64, ow: i64, kh: i64, kw: i64, sh: i64, sw: i64, ph: i64, pw: i64, dh: i64, dw: i64) {
-    let sizes = [channels, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw].map(usize::try_from);
-    let [Ok(channels), Ok(h), Ok(w), Ok(oh), Ok(ow), Ok(kh), Ok(kw), Ok(sh), Ok(sw), Ok(ph), Ok(pw), Ok(dh), Ok(dw)] = sizes else {
+    let (Ok(channels), Some(win)) = (usize::try_from(channels), Window::from_args([h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw])) else {
         return;
     };
-    let g = Im2col { channels, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw };
+    let g = Im2col { channels, win };
     // SAFETY: by the caller's contract.
     unsafe { g.run_raw(x, col) }
 }

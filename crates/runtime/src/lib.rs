@@ -38,6 +38,7 @@ pub mod norm;
 pub mod pool;
 pub mod softmax;
 mod vmath;
+pub mod window;
 
 /// Every runtime symbol with its address, for a JIT to resolve imports without `dlsym`.
 pub fn symbols() -> Vec<(&'static str, *const u8)> {

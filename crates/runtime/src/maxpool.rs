@@ -30,16 +30,16 @@
 use crate::gemm::Isa;
 use crate::im2col::inside;
 use crate::pool::{self, SharedPtr};
+use crate::window::{Window, elements};
 
-/// The sizes of one 2-D max pool: `planes` row-major `h × w` input planes (`N·C`), `oh × ow`
-/// output planes, a `kh × kw` window with strides `sh`, `sw`, padding before `ph`, `pw` (after
-/// is implied by `oh`, `ow`: taps past the input, as under `ceil_mode`, are skipped too) and
-/// dilations `dh`, `dw`.
+/// The sizes of one 2-D max pool: `planes` input planes (`N·C`) and the window over each (taps
+/// past the input, as under `ceil_mode`, are skipped like the padding).
 ///
 /// ```
 /// use kiln_runtime::maxpool::MaxPool2d;
+/// use kiln_runtime::window::Window;
 /// // One 3×3 plane, a 2×2 window, stride 1, padding 1 before: a 3×3 output.
-/// let m = MaxPool2d { planes: 1, h: 3, w: 3, oh: 3, ow: 3, kh: 2, kw: 2, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1 };
+/// let m = MaxPool2d { planes: 1, win: Window { h: 3, w: 3, oh: 3, ow: 3, kh: 2, kw: 2, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1 } };
 /// let x = [1.0, 5.0, 3.0, 4.0, 2.0, 6.0, 7.0, 8.0, 9.0];
 /// let mut y = [f32::NAN; 9];
 /// m.run(&x, &mut y);
@@ -49,68 +49,27 @@ use crate::pool::{self, SharedPtr};
 pub struct MaxPool2d {
     /// Input and output planes (`N·C`).
     pub planes: usize,
-    /// Input rows.
-    pub h: usize,
-    /// Input columns.
-    pub w: usize,
-    /// Output rows.
-    pub oh: usize,
-    /// Output columns.
-    pub ow: usize,
-    /// Window rows.
-    pub kh: usize,
-    /// Window columns.
-    pub kw: usize,
-    /// Vertical stride.
-    pub sh: usize,
-    /// Horizontal stride.
-    pub sw: usize,
-    /// Padding above the input.
-    pub ph: usize,
-    /// Padding left of the input.
-    pub pw: usize,
-    /// Vertical dilation.
-    pub dh: usize,
-    /// Horizontal dilation.
-    pub dw: usize,
-}
-
-/// `a·b·c` elements as bytes within `isize` (what one allocation can hold).
-fn elements(a: usize, b: usize, c: usize) -> Option<usize> {
-    a.checked_mul(b)?.checked_mul(c).filter(|n| n.checked_mul(4).is_some_and(|bytes| bytes <= isize::MAX as usize))
-}
-
-/// Whether every index along one axis fits in `isize`: a generous bound on `n + p + o·s + k·d`.
-fn reach(n: usize, o: usize, k: usize, s: usize, p: usize, d: usize) -> bool {
-    let wide = |v: usize| v as u128;
-    wide(n) + wide(p) + wide(o) * wide(s) + wide(k) * wide(d) <= isize::MAX as u128
+    /// The planes, window, strides, padding and dilations.
+    pub win: Window,
 }
 
 impl MaxPool2d {
     /// Whether the sizes make sense: positive strides and dilations, and every element count
     /// and index representable. [`run`](Self::run) does nothing otherwise.
     pub fn is_valid(&self) -> bool {
-        let m = self;
-        m.sh > 0
-            && m.sw > 0
-            && m.dh > 0
-            && m.dw > 0
-            && elements(m.planes, m.h, m.w).is_some()
-            && elements(m.planes, m.oh, m.ow).is_some()
-            && elements(m.kh, m.kw, 1).is_some()
-            && reach(m.h, m.oh, m.kh, m.sh, m.ph, m.dh)
-            && reach(m.w, m.ow, m.kw, m.sw, m.pw, m.dw)
+        let (m, win) = (self, &self.win);
+        win.is_valid() && elements(&[m.planes, win.h, win.w]).is_some() && elements(&[m.planes, win.oh, win.ow]).is_some() && elements(&[win.kh, win.kw]).is_some()
     }
 
     /// Elements of `x` the pool may read, counted from `x[0]` (0 if it writes nothing;
     /// saturating, so an absurd shape reads as too long for any slice).
     pub fn x_len(&self) -> usize {
-        if self.y_len() == 0 { 0 } else { self.planes.saturating_mul(self.h).saturating_mul(self.w) }
+        if self.y_len() == 0 { 0 } else { self.planes.saturating_mul(self.win.h).saturating_mul(self.win.w) }
     }
 
     /// Elements of `y` written.
     pub fn y_len(&self) -> usize {
-        self.planes.saturating_mul(self.oh).saturating_mul(self.ow)
+        self.planes.saturating_mul(self.win.oh).saturating_mul(self.win.ow)
     }
 
     /// Computes the pool.
@@ -147,7 +106,7 @@ impl MaxPool2d {
             return;
         }
         // Planes are independent: large poolings split them over the thread pool.
-        let work = self.y_len().saturating_mul(self.kh * self.kw);
+        let work = self.y_len().saturating_mul(self.win.kh * self.win.kw);
         let parts = if work >= SPLIT_MIN_TAPS { pool::threads().min(self.planes) } else { 1 };
         let ptrs = SharedPtr((x, y));
         pool::for_each(parts, &|i| {
@@ -157,7 +116,7 @@ impl MaxPool2d {
             // SAFETY: by the caller's contract, with valid sizes: planes `r` of each operand,
             // which no other part writes.
             unsafe {
-                let (x, y) = (x.add(r.start * self.h * self.w), y.add(r.start * self.oh * self.ow));
+                let (x, y) = (x.add(r.start * self.win.h * self.win.w), y.add(r.start * self.win.oh * self.win.ow));
                 match isa {
                     #[cfg(target_arch = "x86_64")]
                     Isa::Avx512 => planes_avx512(&m, x, y),
@@ -205,8 +164,8 @@ unsafe fn planes_avx2(m: &MaxPool2d, x: *const f32, y: *mut f32) {
 #[inline(always)]
 unsafe fn planes(m: &MaxPool2d, x: *const f32, y: *mut f32) {
     let i = |v: usize| v as isize;
-    let (h, w, oh, ow, kh, kw) = (i(m.h), i(m.w), i(m.oh), i(m.ow), i(m.kh), i(m.kw));
-    let (sh, sw, ph, pw, dh, dw) = (i(m.sh), i(m.sw), i(m.ph), i(m.pw), i(m.dh), i(m.dw));
+    let (h, w, oh, ow, kh, kw) = (i(m.win.h), i(m.win.w), i(m.win.oh), i(m.win.ow), i(m.win.kh), i(m.win.kw));
+    let (sh, sw, ph, pw, dh, dw) = (i(m.win.sh), i(m.win.sw), i(m.win.ph), i(m.win.pw), i(m.win.dh), i(m.win.dw));
     // Output columns whose taps all lie inside the input: `ox·sw ≥ pw` and
     // `ox·sw − pw + (kw − 1)·dw ≤ w − 1`.
     let (full_lo, full_hi) = if kw == 0 {
@@ -340,11 +299,10 @@ unsafe fn block<const B: usize, const STEP: usize>(dst: *mut f32, src: *const f3
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn kiln_rt_maxpool2d(x: *const f32, y: *mut f32, planes: i64, h: i64, w: i64, oh: i64, ow: i64, kh: i64, kw: i64, sh: i64, sw: i64, ph: i64, pw: i64, dh: i64, dw: i64) {
-    let sizes = [planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw].map(usize::try_from);
-    let [Ok(planes), Ok(h), Ok(w), Ok(oh), Ok(ow), Ok(kh), Ok(kw), Ok(sh), Ok(sw), Ok(ph), Ok(pw), Ok(dh), Ok(dw)] = sizes else {
+    let (Ok(planes), Some(win)) = (usize::try_from(planes), Window::from_args([h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw])) else {
         return;
     };
-    let m = MaxPool2d { planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw };
+    let m = MaxPool2d { planes, win };
     // SAFETY: by the caller's contract; the detected instruction set is what this CPU runs.
     unsafe { m.run_raw(Isa::detected(), x, y) }
 }

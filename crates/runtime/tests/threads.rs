@@ -7,6 +7,7 @@ use kiln_runtime::im2col::Im2col;
 use kiln_runtime::maxpool::MaxPool2d;
 use kiln_runtime::pool::Pool;
 use kiln_runtime::softmax::Softmax;
+use kiln_runtime::window::Window;
 
 /// Reproducible data in [-1, 1] with a few exact zeros.
 fn data(len: usize, seed: u64) -> Vec<f32> {
@@ -36,7 +37,7 @@ fn same_on_any_team(what: &str, f: impl Fn() -> Vec<f32>) {
 #[test]
 fn depthwise_convolutions() {
     for (planes, h, s, k) in [(96, 56, 1, 3), (77, 57, 2, 3), (33, 30, 1, 5)] {
-        let d = DwConv2d { planes, channels: planes, h, w: h, oh: (h + 2 * (k / 2) - k) / s + 1, ow: (h + 2 * (k / 2) - k) / s + 1, kh: k, kw: k, sh: s, sw: s, ph: k / 2, pw: k / 2, dh: 1, dw: 1, accumulate: false };
+        let d = DwConv2d { planes, channels: planes, win: Window { h, w: h, oh: (h + 2 * (k / 2) - k) / s + 1, ow: (h + 2 * (k / 2) - k) / s + 1, kh: k, kw: k, sh: s, sw: s, ph: k / 2, pw: k / 2, dh: 1, dw: 1 }, accumulate: false };
         let (x, w) = (data(d.x_len(), 1), data(d.w_len(), 2));
         same_on_any_team(&format!("{d:?}"), || {
             let mut y = vec![0.0; d.y_len()];
@@ -67,7 +68,7 @@ fn epilogues() {
 
 #[test]
 fn column_matrices() {
-    let g = Im2col { channels: 37, h: 41, w: 43, oh: 21, ow: 22, kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1 };
+    let g = Im2col { channels: 37, win: Window { h: 41, w: 43, oh: 21, ow: 22, kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1 } };
     let x = data(g.x_len(), 7);
     same_on_any_team(&format!("{g:?}"), || {
         let mut col = vec![0.0; g.col_len()];
@@ -78,7 +79,7 @@ fn column_matrices() {
 
 #[test]
 fn max_pools() {
-    let m = MaxPool2d { planes: 67, h: 112, w: 112, oh: 56, ow: 56, kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1 };
+    let m = MaxPool2d { planes: 67, win: Window { h: 112, w: 112, oh: 56, ow: 56, kh: 3, kw: 3, sh: 2, sw: 2, ph: 1, pw: 1, dh: 1, dw: 1 } };
     let x = data(m.x_len(), 8);
     same_on_any_team(&format!("{m:?}"), || {
         let mut y = vec![0.0; m.y_len()];

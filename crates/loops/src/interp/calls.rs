@@ -13,6 +13,7 @@ use kiln_runtime::softmax::Softmax;
 
 use super::{InterpError, Machine, Val};
 use crate::ir::*;
+use kiln_runtime::window::Window;
 
 impl Machine<'_> {
     /// A call's scalar arguments evaluated: its integers and its `f32` values, each in order; an
@@ -37,6 +38,22 @@ impl Machine<'_> {
             (ints, floats) if floats.is_empty() => Ok(ints),
             _ => self.fault(what),
         }
+    }
+
+    /// A windowed routine's integers (`name`'s): `N` counts, the window's 12 sizes (`h, w, oh,
+    /// ow, kh, kw, sh, sw, ph, pw, dh, dw`) and `R` flags, in that order; a wrong count or a
+    /// negative count or size is a fault.
+    fn windowed<const N: usize, const R: usize>(&self, ints: &[i64], name: &str) -> Result<([usize; N], Window, [i64; R]), InterpError> {
+        let split = ints.split_first_chunk::<N>().and_then(|(counts, rest)| Some((counts, rest.split_first_chunk::<12>()?)));
+        let Some((counts, (win, flags))) = split.filter(|(_, (_, flags))| flags.len() == R) else {
+            return self.fault(format!("{name} takes {N} counts, 12 window sizes and {R} flags, not {} integers", ints.len()));
+        };
+        let counts = counts.map(usize::try_from);
+        let (Some(win), true) = (Window::from_args(*win), counts.iter().all(Result::is_ok)) else {
+            return self.fault(format!("{name} with a negative size in {ints:?}"));
+        };
+        let flags = <[i64; R]>::try_from(flags).unwrap_or([0; R]);
+        Ok((counts.map(|c| c.unwrap_or(0)), win, flags))
     }
 
     pub(super) fn call(&mut self, f: RuntimeFn, args: &[Arg]) -> Result<(), InterpError> {
@@ -97,14 +114,8 @@ impl Machine<'_> {
                     return self.fault("dwconv2d takes three buffer addresses first");
                 };
                 let ints = self.integers(rest, "dwconv2d takes integer sizes")?;
-                let &[planes, channels, h, w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, accumulate] = &ints[..] else {
-                    return self.fault("dwconv2d takes planes, channels, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, accumulate");
-                };
-                let sizes = [planes, channels, h, w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw].map(usize::try_from);
-                let [Ok(planes), Ok(channels), Ok(h), Ok(w_), Ok(oh), Ok(ow), Ok(kh), Ok(kw), Ok(sh), Ok(sw), Ok(ph), Ok(pw), Ok(dh), Ok(dw)] = sizes else {
-                    return self.fault(format!("dwconv2d with a negative size in {ints:?}"));
-                };
-                let d = DwConv2d { planes, channels, h, w: w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, accumulate: accumulate != 0 };
+                let ([planes, channels], win, [accumulate]) = self.windowed(&ints, "dwconv2d")?;
+                let d = DwConv2d { planes, channels, win, accumulate: accumulate != 0 };
                 // Compiled code does nothing for such sizes; the interpreter, a test oracle, says so.
                 if !d.is_valid() {
                     return self.fault(format!("dwconv2d with invalid sizes {d:?}"));
@@ -123,17 +134,14 @@ impl Machine<'_> {
                     return self.fault("conv2d takes five buffer addresses first");
                 };
                 let (ints, floats) = self.scalars(rest, "conv2d scalar arguments")?;
-                let (&[batch, channels, out_channels, groups, h, w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, bias, residual, code], &[alpha, beta]) = (&ints[..], &floats[..]) else {
-                    return self.fault("conv2d takes batch, channels, out_channels, groups, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, bias, residual, act, alpha, beta");
+                let &[alpha, beta] = &floats[..] else {
+                    return self.fault("conv2d takes alpha and beta last");
                 };
-                let sizes = [batch, channels, out_channels, groups, h, w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw].map(usize::try_from);
-                let [Ok(batch), Ok(channels), Ok(out_channels), Ok(groups), Ok(h), Ok(w_), Ok(oh), Ok(ow), Ok(kh), Ok(kw), Ok(sh), Ok(sw), Ok(ph), Ok(pw), Ok(dh), Ok(dw)] = sizes else {
-                    return self.fault(format!("conv2d with a negative size in {ints:?}"));
-                };
+                let ([batch, channels, out_channels, groups], win, [bias, residual, code]) = self.windowed(&ints, "conv2d")?;
                 let Some(act) = Activation::from_code(code, alpha, beta) else {
                     return self.fault(format!("conv2d with activation code {code}"));
                 };
-                let c = Conv2d { batch, channels, out_channels, groups, h, w: w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, bias: bias != 0, residual: residual != 0, act };
+                let c = Conv2d { batch, channels, out_channels, groups, win, bias: bias != 0, residual: residual != 0, act };
                 // Compiled code does nothing for such sizes; the interpreter, a test oracle, says so.
                 if !c.is_valid() {
                     return self.fault(format!("conv2d with invalid sizes {c:?}"));
@@ -190,13 +198,8 @@ impl Machine<'_> {
                     return self.fault("im2col takes two buffer addresses first");
                 };
                 let ints = self.integers(rest, "im2col takes integer sizes")?;
-                let Ok(sizes) = <[i64; 13]>::try_from(&ints[..]) else {
-                    return self.fault("im2col takes channels, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw");
-                };
-                let [Ok(channels), Ok(h), Ok(w), Ok(oh), Ok(ow), Ok(kh), Ok(kw), Ok(sh), Ok(sw), Ok(ph), Ok(pw), Ok(dh), Ok(dw)] = sizes.map(usize::try_from) else {
-                    return self.fault(format!("im2col with a negative size in {ints:?}"));
-                };
-                let g = Im2col { channels, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw };
+                let ([channels], win, []) = self.windowed(&ints, "im2col")?;
+                let g = Im2col { channels, win };
                 // Compiled code does nothing for such sizes; the interpreter, a test oracle, says so.
                 if !g.is_valid() {
                     return self.fault(format!("im2col with invalid sizes {g:?}"));
@@ -214,13 +217,8 @@ impl Machine<'_> {
                     return self.fault("maxpool2d takes two buffer addresses first");
                 };
                 let ints = self.integers(rest, "maxpool2d takes integer sizes")?;
-                let Ok(sizes) = <[i64; 13]>::try_from(&ints[..]) else {
-                    return self.fault("maxpool2d takes planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw");
-                };
-                let [Ok(planes), Ok(h), Ok(w), Ok(oh), Ok(ow), Ok(kh), Ok(kw), Ok(sh), Ok(sw), Ok(ph), Ok(pw), Ok(dh), Ok(dw)] = sizes.map(usize::try_from) else {
-                    return self.fault(format!("maxpool2d with a negative size in {ints:?}"));
-                };
-                let m = MaxPool2d { planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw };
+                let ([planes], win, []) = self.windowed(&ints, "maxpool2d")?;
+                let m = MaxPool2d { planes, win };
                 // Compiled code does nothing for such sizes; the interpreter, a test oracle, says so.
                 if !m.is_valid() {
                     return self.fault(format!("maxpool2d with invalid sizes {m:?}"));

@@ -2,6 +2,7 @@ use super::*;
 use crate::gemm::{Sgemm, Transpose};
 use crate::pool::Pool;
 use crate::test_data as data;
+use crate::window::Window;
 
 /// The output extent of `n` inputs padded by `p` on both sides, `k` taps dilated by `d`, stride `s`.
 fn extent(n: usize, p: usize, k: usize, s: usize, d: usize) -> usize {
@@ -12,7 +13,7 @@ fn extent(n: usize, p: usize, k: usize, s: usize, d: usize) -> usize {
 /// side, kernel side, stride, padding, dilation.
 fn conv((batch, channels, out_channels, groups): (usize, usize, usize, usize), side: usize, k: usize, s: usize, p: usize, d: usize, act: Activation) -> Conv2d {
     let o = extent(side, p, k, s, d);
-    Conv2d { batch, channels, out_channels, groups, h: side, w: side + 1, oh: o, ow: extent(side + 1, p, k, s, d), kh: k, kw: k, sh: s, sw: s, ph: p, pw: p, dh: d, dw: d, bias: true, residual: false, act }
+    Conv2d { batch, channels, out_channels, groups, win: Window { h: side, w: side + 1, oh: o, ow: extent(side + 1, p, k, s, d), kh: k, kw: k, sh: s, sw: s, ph: p, pw: p, dh: d, dw: d }, bias: true, residual: false, act }
 }
 
 /// The shapes checked: ResNet-like and MobileNet-like layers, odd sizes, several k blocks,
@@ -45,16 +46,16 @@ fn shapes() -> Vec<Conv2d> {
 fn three_steps(c: &Conv2d, isa: Isa, x: &[f32], w: &[f32], b: &[f32], z: &[f32]) -> Vec<f32> {
     let g = c.im2col();
     let (cg, mg) = (g.channels, c.out_channels / c.groups);
-    let (k, p) = (cg * c.kh * c.kw, c.oh * c.ow);
+    let (k, p) = (cg * c.win.kh * c.win.kw, c.win.oh * c.win.ow);
     let mut y = vec![f32::NAN; c.y_len()];
     let mut col = vec![0.0; g.col_len()];
     if cg == 1 && mg == 1 {
-        let d = DwConv2d { planes: c.batch * c.channels, channels: c.channels, h: c.h, w: c.w, oh: c.oh, ow: c.ow, kh: c.kh, kw: c.kw, sh: c.sh, sw: c.sw, ph: c.ph, pw: c.pw, dh: c.dh, dw: c.dw, accumulate: false };
+        let d = DwConv2d { planes: c.batch * c.channels, channels: c.channels, win: Window { h: c.win.h, w: c.win.w, oh: c.win.oh, ow: c.win.ow, kh: c.win.kh, kw: c.win.kw, sh: c.win.sh, sw: c.win.sw, ph: c.win.ph, pw: c.win.pw, dh: c.win.dh, dw: c.win.dw }, accumulate: false };
         d.run_with(isa, x, w, &mut y);
     }
     for n in (0..c.batch).filter(|_| cg != 1 || mg != 1) {
         for gi in 0..c.groups {
-            let x0 = (n * c.channels + gi * cg) * c.h * c.w;
+            let x0 = (n * c.channels + gi * cg) * c.win.h * c.win.w;
             g.run(&x[x0..], &mut col);
             let s = Sgemm { m: mg, n: p, k, lda: k, ldb: p, ldc: p, trans_a: Transpose::No, trans_b: Transpose::No, alpha: 1.0, beta: 0.0 };
             let y0 = (n * c.out_channels + gi * mg) * p;
@@ -74,17 +75,17 @@ fn direct(c: &Conv2d, x: &[f32], w: &[f32], b: &[f32], z: &[f32]) -> Vec<f64> {
     for n in 0..c.batch {
         for m in 0..c.out_channels {
             let gi = m / mg;
-            for oy in 0..c.oh {
-                for ox in 0..c.ow {
+            for oy in 0..c.win.oh {
+                for ox in 0..c.win.ow {
                     let mut s = if c.bias { f64::from(b[m]) } else { 0.0 };
                     for ci in 0..cg {
-                        for ky in 0..c.kh {
-                            for kx in 0..c.kw {
-                                let iy = (oy * c.sh + ky * c.dh) as isize - c.ph as isize;
-                                let ix = (ox * c.sw + kx * c.dw) as isize - c.pw as isize;
-                                if (0..c.h as isize).contains(&iy) && (0..c.w as isize).contains(&ix) {
-                                    let xv = x[((n * c.channels + gi * cg + ci) * c.h + iy as usize) * c.w + ix as usize];
-                                    let wv = w[((m * cg + ci) * c.kh + ky) * c.kw + kx];
+                        for ky in 0..c.win.kh {
+                            for kx in 0..c.win.kw {
+                                let iy = (oy * c.win.sh + ky * c.win.dh) as isize - c.win.ph as isize;
+                                let ix = (ox * c.win.sw + kx * c.win.dw) as isize - c.win.pw as isize;
+                                if (0..c.win.h as isize).contains(&iy) && (0..c.win.w as isize).contains(&ix) {
+                                    let xv = x[((n * c.channels + gi * cg + ci) * c.win.h + iy as usize) * c.win.w + ix as usize];
+                                    let wv = w[((m * cg + ci) * c.win.kh + ky) * c.win.kw + kx];
                                     s += f64::from(xv) * f64::from(wv);
                                 }
                             }
@@ -160,7 +161,8 @@ fn splits_over_threads_bit_for_bit() {
 #[test]
 fn empty_sums_and_invalid_sizes() {
     // No kernel taps: the epilogue of zeros (bias, then Relu).
-    let c = Conv2d { kh: 0, kw: 0, oh: 3, ow: 3, ..conv((1, 2, 2, 1), 3, 1, 1, 0, 1, Activation::Relu) };
+    let c = conv((1, 2, 2, 1), 3, 1, 1, 0, 1, Activation::Relu);
+    let c = Conv2d { win: Window { kh: 0, kw: 0, oh: 3, ow: 3, ..c.win }, ..c };
     let mut y = vec![f32::NAN; c.y_len()];
     c.run(&vec![1.0; c.x_len()], &[], &[0.5, -0.5], &[], &mut y);
     assert_eq!(y, [[0.5; 9], [0.0; 9]].concat());

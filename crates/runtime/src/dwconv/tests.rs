@@ -1,4 +1,5 @@
 use super::*;
+use crate::window::Window;
 
 /// A xorshift generator, for reproducible data and shapes.
 struct Rng(u64);
@@ -38,17 +39,17 @@ fn reference(d: &DwConv2d, x: &[f32], w: &[f32], y: &[f32]) -> Vec<f32> {
     let mut out = y.to_vec();
     for p in 0..d.planes {
         let c = p % d.channels;
-        for oy in 0..d.oh {
-            for ox in 0..d.ow {
-                let at = (p * d.oh + oy) * d.ow + ox;
+        for oy in 0..d.win.oh {
+            for ox in 0..d.win.ow {
+                let at = (p * d.win.oh + oy) * d.win.ow + ox;
                 let mut s = if d.accumulate { f64::from(y[at]) } else { 0.0 };
-                for ky in 0..d.kh {
-                    for kx in 0..d.kw {
-                        let iy = (oy * d.sh + ky * d.dh) as isize - d.ph as isize;
-                        let ix = (ox * d.sw + kx * d.dw) as isize - d.pw as isize;
-                        if (0..d.h as isize).contains(&iy) && (0..d.w as isize).contains(&ix) {
-                            let xv = x[(p * d.h + iy as usize) * d.w + ix as usize];
-                            s += f64::from(xv) * f64::from(w[(c * d.kh + ky) * d.kw + kx]);
+                for ky in 0..d.win.kh {
+                    for kx in 0..d.win.kw {
+                        let iy = (oy * d.win.sh + ky * d.win.dh) as isize - d.win.ph as isize;
+                        let ix = (ox * d.win.sw + kx * d.win.dw) as isize - d.win.pw as isize;
+                        if (0..d.win.h as isize).contains(&iy) && (0..d.win.w as isize).contains(&ix) {
+                            let xv = x[(p * d.win.h + iy as usize) * d.win.w + ix as usize];
+                            s += f64::from(xv) * f64::from(w[(c * d.win.kh + ky) * d.win.kw + kx]);
                         }
                     }
                 }
@@ -66,13 +67,13 @@ const SENTINEL: f32 = 1234.5;
 
 /// Runs `d` with every instruction set on random data and compares with [`reference`] exactly.
 fn check(d: &DwConv2d, rng: &mut Rng) {
-    let w = rng.data(d.channels * d.kh * d.kw);
+    let w = rng.data(d.channels * d.win.kh * d.win.kw);
     check_with(d, &w, rng);
 }
 
 /// [`check`] with the kernels `w`.
 fn check_with(d: &DwConv2d, w: &[f32], rng: &mut Rng) {
-    let x = rng.data(d.planes * d.h * d.w);
+    let x = rng.data(d.planes * d.win.h * d.win.w);
     let y0 = if d.accumulate { rng.data(d.y_len()) } else { vec![f32::NAN; d.y_len()] };
     let want = reference(d, &x, w, &y0);
     let guarded = |v: &[f32], fill: f32| [vec![fill; GUARD], v.to_vec(), vec![fill; GUARD]].concat();
@@ -92,7 +93,7 @@ fn check_with(d: &DwConv2d, w: &[f32], rng: &mut Rng) {
 #[allow(clippy::too_many_arguments)]
 fn conv(planes: usize, channels: usize, (h, w): (usize, usize), (kh, kw): (usize, usize), (sh, sw): (usize, usize), (dh, dw): (usize, usize), [pt, pl, pb, pr]: [usize; 4], accumulate: bool) -> DwConv2d {
     let (oh, ow) = (extent(h, pt, pb, kh, sh, dh), extent(w, pl, pr, kw, sw, dw));
-    DwConv2d { planes, channels, h, w, oh, ow, kh, kw, sh, sw, ph: pt, pw: pl, dh, dw, accumulate }
+    DwConv2d { planes, channels, win: Window { h, w, oh, ow, kh, kw, sh, sw, ph: pt, pw: pl, dh, dw }, accumulate }
 }
 
 #[test]
@@ -149,12 +150,13 @@ fn one_wide_and_empty_outputs() {
     check(&conv(2, 1, (9, 5), (9, 3), (1, 1), (1, 1), [0, 1, 0, 1], true), &mut rng);
     check(&conv(1, 1, (3, 3), (5, 5), (1, 1), (1, 1), [2, 2, 2, 2], false), &mut rng);
     check(&conv(1, 1, (2, 2), (1, 1), (1, 1), (1, 1), [3, 3, 3, 3], true), &mut rng);
-    check(&DwConv2d { oh: 0, ..conv(2, 2, (5, 5), (3, 3), (1, 1), (1, 1), [1; 4], false) }, &mut rng);
-    check(&DwConv2d { ow: 0, ..conv(2, 2, (5, 5), (3, 3), (1, 1), (1, 1), [1; 4], false) }, &mut rng);
+    let d = conv(2, 2, (5, 5), (3, 3), (1, 1), (1, 1), [1; 4], false);
+    check(&DwConv2d { win: Window { oh: 0, ..d.win }, ..d }, &mut rng);
+    check(&DwConv2d { win: Window { ow: 0, ..d.win }, ..d }, &mut rng);
     check(&conv(0, 2, (5, 5), (3, 3), (1, 1), (1, 1), [1; 4], false), &mut rng);
     // No taps, or no input: each output is its start.
-    check(&DwConv2d { planes: 2, channels: 2, h: 3, w: 3, oh: 2, ow: 2, kh: 0, kw: 3, sh: 1, sw: 1, ph: 0, pw: 0, dh: 1, dw: 1, accumulate: false }, &mut rng);
-    check(&DwConv2d { planes: 2, channels: 2, h: 0, w: 3, oh: 2, ow: 2, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1, accumulate: true }, &mut rng);
+    check(&DwConv2d { planes: 2, channels: 2, win: Window { h: 3, w: 3, oh: 2, ow: 2, kh: 0, kw: 3, sh: 1, sw: 1, ph: 0, pw: 0, dh: 1, dw: 1 }, accumulate: false }, &mut rng);
+    check(&DwConv2d { planes: 2, channels: 2, win: Window { h: 0, w: 3, oh: 2, ow: 2, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1 }, accumulate: true }, &mut rng);
 }
 
 #[test]
@@ -163,10 +165,10 @@ fn padding_out_of_proportion_takes_the_exact_loop() {
     // Padded planes of about 2000 × 2000 for a 3 × 4 input and a 3 × 3 output (the second
     // kernel row and column reach the input): more scratch than the operands justify.
     let d = conv(2, 2, (3, 4), (2, 2), (1, 1), (1999, 1999), [1999, 1998, 0, 0], false);
-    assert_eq!((d.oh, d.ow), (3, 3));
+    assert_eq!((d.win.oh, d.win.ow), (3, 3));
     assert!(!Plan::new(&d).padded);
     check(&d, &mut rng);
-    check(&DwConv2d { accumulate: true, sh: 3, ..d }, &mut rng);
+    check(&DwConv2d { accumulate: true, win: Window { sh: 3, ..d.win }, ..d }, &mut rng);
     assert!(Plan::new(&conv(2, 2, (3, 4), (2, 2), (1, 1), (2, 2), [1, 1, 1, 1], false)).padded);
 }
 
@@ -188,10 +190,10 @@ fn taps_in_the_padding_add_nothing_even_with_infinite_weights() {
 #[test]
 fn lengths_cover_what_is_addressed() {
     let d = conv(4, 2, (5, 6), (3, 2), (1, 2), (1, 1), [1; 4], false);
-    assert_eq!((d.x_len(), d.w_len(), d.y_len()), (4 * 30, 2 * 6, 4 * d.oh * d.ow));
-    let empty = DwConv2d { ow: 0, ..d };
+    assert_eq!((d.x_len(), d.w_len(), d.y_len()), (4 * 30, 2 * 6, 4 * d.win.oh * d.win.ow));
+    let empty = DwConv2d { win: Window { ow: 0, ..d.win }, ..d };
     assert_eq!((empty.x_len(), empty.w_len(), empty.y_len()), (0, 0, 0));
-    let huge = DwConv2d { h: usize::MAX, ..d };
+    let huge = DwConv2d { win: Window { h: usize::MAX, ..d.win }, ..d };
     assert_eq!(huge.x_len(), usize::MAX);
     assert!(d.is_valid() && !huge.is_valid());
 }

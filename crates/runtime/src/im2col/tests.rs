@@ -1,4 +1,5 @@
 use super::*;
+use crate::window::Window;
 
 /// A xorshift generator, for reproducible data.
 struct Rng(u64);
@@ -37,21 +38,21 @@ fn extent(n: usize, before: usize, after: usize, k: usize, s: usize, d: usize) -
 #[allow(clippy::too_many_arguments)]
 fn shape(channels: usize, (h, w): (usize, usize), (kh, kw): (usize, usize), (sh, sw): (usize, usize), (dh, dw): (usize, usize), [pt, pl, pb, pr]: [usize; 4]) -> Im2col {
     let (oh, ow) = (extent(h, pt, pb, kh, sh, dh), extent(w, pl, pr, kw, sw, dw));
-    Im2col { channels, h, w, oh, ow, kh, kw, sh, sw, ph: pt, pw: pl, dh, dw }
+    Im2col { channels, win: Window { h, w, oh, ow, kh, kw, sh, sw, ph: pt, pw: pl, dh, dw } }
 }
 
 /// The column matrix from the definition, one element at a time.
 fn reference(g: &Im2col, x: &[f32]) -> Vec<f32> {
     let mut col = Vec::with_capacity(g.col_len());
     for c in 0..g.channels {
-        for ky in 0..g.kh {
-            for kx in 0..g.kw {
-                for oy in 0..g.oh {
-                    for ox in 0..g.ow {
-                        let iy = (oy * g.sh + ky * g.dh) as isize - g.ph as isize;
-                        let ix = (ox * g.sw + kx * g.dw) as isize - g.pw as isize;
-                        let inside = (0..g.h as isize).contains(&iy) && (0..g.w as isize).contains(&ix);
-                        col.push(if inside { x[(c * g.h + iy as usize) * g.w + ix as usize] } else { 0.0 });
+        for ky in 0..g.win.kh {
+            for kx in 0..g.win.kw {
+                for oy in 0..g.win.oh {
+                    for ox in 0..g.win.ow {
+                        let iy = (oy * g.win.sh + ky * g.win.dh) as isize - g.win.ph as isize;
+                        let ix = (ox * g.win.sw + kx * g.win.dw) as isize - g.win.pw as isize;
+                        let inside = (0..g.win.h as isize).contains(&iy) && (0..g.win.w as isize).contains(&ix);
+                        col.push(if inside { x[(c * g.win.h + iy as usize) * g.win.w + ix as usize] } else { 0.0 });
                     }
                 }
             }
@@ -74,7 +75,7 @@ fn same(a: &[f32], b: &[f32]) -> bool {
 /// Runs `g` with `x` and `col` at byte offsets `offsets` into their allocations and checks
 /// the result against [`reference`] and the guards.
 fn check_at(g: &Im2col, rng: &mut Rng, offsets: [usize; 2]) {
-    let x = rng.data(g.channels * g.h * g.w);
+    let x = rng.data(g.channels * g.win.h * g.win.w);
     let want = reference(g, &x);
     assert!(!want.contains(&X_GUARD));
     let bytes = |v: &[f32], fill: f32, offset: usize| -> Vec<u8> {
@@ -143,13 +144,13 @@ fn empty_and_degenerate_shapes() {
     let mut rng = Rng(9);
     // No channels, an empty output, a kernel wider than the padded input, all padding.
     check(&shape(0, (4, 4), (3, 3), (1, 1), (1, 1), [1; 4]), &mut rng);
-    check(&Im2col { channels: 2, h: 3, w: 3, oh: 0, ow: 3, kh: 2, kw: 2, sh: 1, sw: 1, ph: 0, pw: 0, dh: 1, dw: 1 }, &mut rng);
-    check(&Im2col { channels: 2, h: 3, w: 3, oh: 2, ow: 2, kh: 2, kw: 2, sh: 1, sw: 1, ph: 9, pw: 9, dh: 1, dw: 1 }, &mut rng);
-    check(&Im2col { channels: 1, h: 0, w: 0, oh: 2, ow: 2, kh: 1, kw: 1, sh: 1, sw: 1, ph: 0, pw: 0, dh: 1, dw: 1 }, &mut rng);
+    check(&Im2col { channels: 2, win: Window { h: 3, w: 3, oh: 0, ow: 3, kh: 2, kw: 2, sh: 1, sw: 1, ph: 0, pw: 0, dh: 1, dw: 1 } }, &mut rng);
+    check(&Im2col { channels: 2, win: Window { h: 3, w: 3, oh: 2, ow: 2, kh: 2, kw: 2, sh: 1, sw: 1, ph: 9, pw: 9, dh: 1, dw: 1 } }, &mut rng);
+    check(&Im2col { channels: 1, win: Window { h: 0, w: 0, oh: 2, ow: 2, kh: 1, kw: 1, sh: 1, sw: 1, ph: 0, pw: 0, dh: 1, dw: 1 } }, &mut rng);
     let g = shape(2, (5, 6), (3, 2), (1, 2), (1, 1), [1; 4]);
-    assert_eq!((g.x_len(), g.col_len()), (60, 2 * 6 * g.oh * g.ow));
-    assert_eq!(Im2col { ow: 0, ..g }.x_len(), 0);
-    assert!(g.is_valid() && !Im2col { sh: 0, ..g }.is_valid() && !Im2col { h: usize::MAX, ..g }.is_valid());
+    assert_eq!((g.x_len(), g.col_len()), (60, 2 * 6 * g.win.oh * g.win.ow));
+    assert_eq!(Im2col { win: Window { ow: 0, ..g.win }, ..g }.x_len(), 0);
+    assert!(g.is_valid() && !Im2col { win: Window { sh: 0, ..g.win }, ..g }.is_valid() && !Im2col { win: Window { h: usize::MAX, ..g.win }, ..g }.is_valid());
 }
 
 #[test]
@@ -183,6 +184,6 @@ fn the_c_entry_point_refuses_nonsense() {
     let [c, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw] = good;
     // SAFETY: 2·4·4 elements of x, 2·9·16 of col.
     unsafe { kiln_rt_im2col(x.as_ptr(), col.as_mut_ptr(), c, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw) };
-    let g = Im2col { channels: 2, h: 4, w: 4, oh: 4, ow: 4, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1 };
+    let g = Im2col { channels: 2, win: Window { h: 4, w: 4, oh: 4, ow: 4, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1 } };
     assert!(same(&col, &reference(&g, &x[..32])));
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::window::Window;
 
 /// A xorshift generator, for reproducible data.
 struct Rng(u64);
@@ -44,7 +45,7 @@ fn extent(n: usize, before: usize, after: usize, k: usize, s: usize, d: usize) -
 #[allow(clippy::too_many_arguments)]
 fn pool(planes: usize, (h, w): (usize, usize), (kh, kw): (usize, usize), (sh, sw): (usize, usize), (dh, dw): (usize, usize), [pt, pl, pb, pr]: [usize; 4]) -> MaxPool2d {
     let (oh, ow) = (extent(h, pt, pb, kh, sh, dh), extent(w, pl, pr, kw, sw, dw));
-    MaxPool2d { planes, h, w, oh, ow, kh, kw, sh, sw, ph: pt, pw: pl, dh, dw }
+    MaxPool2d { planes, win: Window { h, w, oh, ow, kh, kw, sh, sw, ph: pt, pw: pl, dh, dw } }
 }
 
 /// The pool as the loop IR lowering defines it: taps in `(ky, kx)` order, the first inside the
@@ -52,15 +53,15 @@ fn pool(planes: usize, (h, w): (usize, usize), (kh, kw): (usize, usize), (sh, sw
 fn reference(m: &MaxPool2d, x: &[f32]) -> Vec<f32> {
     let mut y = Vec::with_capacity(m.y_len());
     for p in 0..m.planes {
-        for oy in 0..m.oh {
-            for ox in 0..m.ow {
+        for oy in 0..m.win.oh {
+            for ox in 0..m.win.ow {
                 let mut best: Option<f32> = None;
-                for ky in 0..m.kh {
-                    for kx in 0..m.kw {
-                        let iy = (oy * m.sh + ky * m.dh) as isize - m.ph as isize;
-                        let ix = (ox * m.sw + kx * m.dw) as isize - m.pw as isize;
-                        if (0..m.h as isize).contains(&iy) && (0..m.w as isize).contains(&ix) {
-                            let v = x[(p * m.h + iy as usize) * m.w + ix as usize];
+                for ky in 0..m.win.kh {
+                    for kx in 0..m.win.kw {
+                        let iy = (oy * m.win.sh + ky * m.win.dh) as isize - m.win.ph as isize;
+                        let ix = (ox * m.win.sw + kx * m.win.dw) as isize - m.win.pw as isize;
+                        if (0..m.win.h as isize).contains(&iy) && (0..m.win.w as isize).contains(&ix) {
+                            let v = x[(p * m.win.h + iy as usize) * m.win.w + ix as usize];
                             if best.is_none_or(|b| v > b) {
                                 best = Some(v);
                             }
@@ -85,7 +86,7 @@ fn same(a: &[f32], b: &[f32]) -> bool {
 /// Runs `m` with every instruction set, the operands at byte offsets `offsets`, against
 /// [`reference`] and the guards (a large value around `x` would win some maximum if read).
 fn check_at(m: &MaxPool2d, rng: &mut Rng, offsets: [usize; 2]) {
-    let x = rng.data(m.planes * m.h * m.w);
+    let x = rng.data(m.planes * m.win.h * m.win.w);
     let want = reference(m, &x);
     let bytes = |v: &[f32], fill: f32, offset: usize| -> Vec<u8> {
         let floats = [vec![fill; GUARD], v.to_vec(), vec![fill; GUARD]].concat();
@@ -149,7 +150,7 @@ fn operands_at_odd_byte_offsets() {
 
 #[test]
 fn nan_wins_only_as_the_first_tap_and_empty_windows_give_zero() {
-    let m = MaxPool2d { planes: 1, h: 1, w: 4, oh: 1, ow: 3, kh: 1, kw: 2, sh: 1, sw: 1, ph: 0, pw: 0, dh: 1, dw: 1 };
+    let m = MaxPool2d { planes: 1, win: Window { h: 1, w: 4, oh: 1, ow: 3, kh: 1, kw: 2, sh: 1, sw: 1, ph: 0, pw: 0, dh: 1, dw: 1 } };
     let mut y = [0.0; 3];
     m.run(&[f32::NAN, 1.0, f32::NAN, -0.0], &mut y);
     assert!(y[0].is_nan() && y[1] == 1.0 && y[2].is_nan(), "{y:?}");
@@ -157,7 +158,7 @@ fn nan_wins_only_as_the_first_tap_and_empty_windows_give_zero() {
     m.run(&[-0.0, 0.0, 0.0, -0.0], &mut y);
     assert_eq!(y.map(f32::to_bits), [(-0.0f32).to_bits(), 0, 0]);
     // Padding so large that some windows hold no input.
-    let m = MaxPool2d { planes: 1, h: 2, w: 2, oh: 3, ow: 3, kh: 1, kw: 1, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1 };
+    let m = MaxPool2d { planes: 1, win: Window { h: 2, w: 2, oh: 3, ow: 3, kh: 1, kw: 1, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1 } };
     let mut y = [f32::NAN; 9];
     m.run(&[1.0, 2.0, 3.0, 4.0], &mut y);
     assert_eq!(y, [0.0, 0.0, 0.0, 0.0, 1.0, 2.0, 0.0, 3.0, 4.0]);
