@@ -109,6 +109,7 @@ impl Cx<'_, '_> {
             // interpreter.
             RuntimeFn::Sgemm => self.scalars("sgemm", "kiln_rt_sgemm", args, 3, 8, 2),
             RuntimeFn::SgemmPacked => self.scalars("sgemm_packed", "kiln_rt_sgemm_packed", args, 3, 8, 2),
+            RuntimeFn::SgemmFused => self.scalars("sgemm_fused", "kiln_rt_sgemm_fused", args, 5, 14, 4),
             RuntimeFn::DwConv2d => self.scalars("dwconv2d", "kiln_rt_dwconv2d", args, 3, 15, 0),
             RuntimeFn::Conv2d => self.scalars("conv2d", "kiln_rt_conv2d", args, 5, 19, 2),
             RuntimeFn::Epilogue => self.scalars("epilogue", "kiln_rt_epilogue", args, 3, 6, 2),

@@ -426,6 +426,15 @@ pub enum RuntimeFn {
     /// `k·⌈n/nr⌉·nr` elements. Arguments: a, b, c (addresses), m, n, k, lda, ldc, trans_a, nr, kc
     /// (i64), alpha, beta (f32).
     SgemmPacked,
+    /// `Sgemm` with the fused ops' epilogue applied to each block of `C` once it is summed:
+    /// `C = act(alpha·op(A)·op(B) + beta·C + bias + Z)`. Arguments: a, b, c, bias, z
+    /// (addresses), m, n, k, lda, ldb, ldc, trans_a, trans_b, nr, kc, bias (as for `Epilogue`,
+    /// over `C`'s `m × n`), period, residual (non-zero: add `z`, laid out as `C`, row stride
+    /// `ldc`; it must not be `c`), act (as for `Epilogue`) (i64), alpha, beta, act_alpha,
+    /// act_beta (f32). `op(B)` is packed ahead as for `SgemmPacked` when `nr > 0` (`ldb` and
+    /// `trans_b` are then ignored), read as for `Sgemm` when `nr = 0`. Unused operands are
+    /// passed as `c`'s address and not read.
+    SgemmFused,
     /// Depthwise 2-D convolution of `f32` planes: `y[p, oy, ox] = (y[p, oy, ox] if accumulate) +
     /// Σ_{ky, kx} x[p, oy·sh − ph + ky·dh, ox·sw − pw + kx·dw] · w[p mod channels, ky, kx]`, taps
     /// outside the `h × w` input skipped. Arguments: x, w, y (addresses), planes, channels, h, w,

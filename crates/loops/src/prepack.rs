@@ -3,7 +3,8 @@
 //! A product against a weight matrix (MatMul, Gemm: `[tokens, k] · [k, n]`) has the weights as
 //! `op(B)`, which the runtime copies into panels on every call. This pass packs each such
 //! matrix once, into a new constant buffer in the panel layout the product reads in place
-//! (`kiln_runtime::gemm::PackedLayout`), and rewrites the call to `sgemm_packed`. The layout is
+//! (`kiln_runtime::gemm::PackedLayout`), and rewrites the call to `sgemm_packed` (an `sgemm_fused`
+//! call keeps its routine and gets the packed matrix and its layout). The layout is
 //! the one the running CPU's kernel reads directly, so the pass is for code that runs in this
 //! process (the JIT); under another layout the runtime still computes the same values, slowly.
 //!
@@ -38,8 +39,8 @@ pub fn prepack(p: &mut Program, layout: PackedLayout) -> usize {
     // The matrices to pack, each once, in order of first use.
     let mut found = Found { layout, index: HashMap::new(), order: Vec::new() };
     for k in &p.kernels {
-        visit(&k.body, &mut |args| {
-            found.add(args, &p.buffers);
+        visit(&k.body, &mut |f, args| {
+            found.add(f, args, &p.buffers);
         });
     }
     if found.order.is_empty() {
@@ -51,10 +52,17 @@ pub fn prepack(p: &mut Program, layout: PackedLayout) -> usize {
     let mut rewritten = 0;
     for k in &mut p.kernels {
         rewrite(&mut k.body, &mut |f, args| {
-            let Some(key) = key(args) else { return };
+            let Some(key) = key(*f, args) else { return };
             let Some(&i) = found.index.get(&key) else { return };
-            *args = packed_args(args, BufId((first + i) as u32), layout);
-            *f = RuntimeFn::SgemmPacked;
+            let packed = BufId((first + i) as u32);
+            if *f == RuntimeFn::SgemmFused {
+                set_packed_layout(args, packed, layout);
+            } else if let Some(new) = packed_args(args, packed, layout) {
+                *args = new;
+                *f = RuntimeFn::SgemmPacked;
+            } else {
+                return;
+            }
             rewritten += 1;
         });
     }
@@ -64,10 +72,16 @@ pub fn prepack(p: &mut Program, layout: PackedLayout) -> usize {
 /// A matrix as one product reads it: buffer, element offset, `k`, `n`, `ldb`, transposed.
 type Key = (BufId, usize, usize, usize, usize, bool);
 
-/// The matrix an `sgemm` call reads as `B`, when it is at a constant offset with constant
-/// sizes and the call is a matrix product (`m, n > 1`).
-fn key(args: &[Arg]) -> Option<Key> {
-    let [_, Arg::Addr(b, offset), _, m, n, k, _, ldb, _, _, tb, _, _] = args else { return None };
+/// The matrix an `sgemm` or `sgemm_fused` call reads as `B`, when it is at a constant offset
+/// with constant sizes, not packed yet, and the call is a matrix product (`m, n > 1`).
+fn key(f: RuntimeFn, args: &[Arg]) -> Option<Key> {
+    let (b, m, n, k, ldb, tb) = match (f, args) {
+        (RuntimeFn::Sgemm, [_, b, _, m, n, k, _, ldb, _, _, tb, _, _]) => (b, m, n, k, ldb, tb),
+        // Not packed yet: `nr` is 0.
+        (RuntimeFn::SgemmFused, [_, b, _, _, _, m, n, k, _, ldb, _, _, tb, Arg::Value(Expr::Const(Scalar::Int(_, 0))), ..]) => (b, m, n, k, ldb, tb),
+        _ => return None,
+    };
+    let Arg::Addr(b, offset) = b else { return None };
     let int = |e: &Expr| match e {
         Expr::Const(Scalar::Int(ScalarType::I64, v)) => usize::try_from(*v).ok(),
         _ => None,
@@ -82,15 +96,25 @@ fn key(args: &[Arg]) -> Option<Key> {
 }
 
 /// The `sgemm_packed` arguments replacing an `sgemm` call's.
-fn packed_args(args: &[Arg], packed: BufId, layout: PackedLayout) -> Vec<Arg> {
-    let [a, _, c, m, n, k, lda, _, ldc, ta, _, alpha, beta] = args else { unreachable!("key() matched the call") };
+fn packed_args(args: &[Arg], packed: BufId, layout: PackedLayout) -> Option<Vec<Arg>> {
+    let [a, _, c, m, n, k, lda, _, ldc, ta, _, alpha, beta] = args else { return None };
     let size = |v: usize| Arg::Value(Expr::idx(v as i64));
     let packed = Arg::Addr(packed, Expr::idx(0));
-    vec![a.clone(), packed, c.clone(), m.clone(), n.clone(), k.clone(), lda.clone(), ldc.clone(), ta.clone(), size(layout.nr), size(layout.kc), alpha.clone(), beta.clone()]
+    Some(vec![a.clone(), packed, c.clone(), m.clone(), n.clone(), k.clone(), lda.clone(), ldc.clone(), ta.clone(), size(layout.nr), size(layout.kc), alpha.clone(), beta.clone()])
 }
 
-/// Runs `f` on the arguments of every `sgemm` call in `stmts`.
-fn visit(stmts: &[Stmt], f: &mut impl FnMut(&[Arg])) {
+/// Points an `sgemm_fused` call's `B` at its packed copy and sets the layout (`nr`, `kc`).
+fn set_packed_layout(args: &mut [Arg], packed: BufId, layout: PackedLayout) {
+    let size = |v: usize| Arg::Value(Expr::idx(v as i64));
+    if let [_, b, _, _, _, _, _, _, _, _, _, _, _, nr, kc, ..] = args {
+        *b = Arg::Addr(packed, Expr::idx(0));
+        *nr = size(layout.nr);
+        *kc = size(layout.kc);
+    }
+}
+
+/// Runs `f` on every `sgemm` and `sgemm_fused` call in `stmts`.
+fn visit(stmts: &[Stmt], f: &mut impl FnMut(RuntimeFn, &[Arg])) {
     for s in stmts {
         match s {
             Stmt::For { body, .. } => visit(body, f),
@@ -98,13 +122,13 @@ fn visit(stmts: &[Stmt], f: &mut impl FnMut(&[Arg])) {
                 visit(then, f);
                 visit(otherwise, f);
             }
-            Stmt::Call(RuntimeFn::Sgemm, args) => f(args),
+            Stmt::Call(func @ (RuntimeFn::Sgemm | RuntimeFn::SgemmFused), args) => f(*func, args),
             _ => {}
         }
     }
 }
 
-/// Runs `f` on every `sgemm` call in `stmts`, which it may rewrite.
+/// Runs `f` on every `sgemm` and `sgemm_fused` call in `stmts`, which it may rewrite.
 fn rewrite(stmts: &mut [Stmt], f: &mut impl FnMut(&mut RuntimeFn, &mut Vec<Arg>)) {
     for s in stmts {
         match s {
@@ -113,7 +137,7 @@ fn rewrite(stmts: &mut [Stmt], f: &mut impl FnMut(&mut RuntimeFn, &mut Vec<Arg>)
                 rewrite(then, f);
                 rewrite(otherwise, f);
             }
-            Stmt::Call(func @ RuntimeFn::Sgemm, args) => f(func, args),
+            Stmt::Call(func @ (RuntimeFn::Sgemm | RuntimeFn::SgemmFused), args) => f(func, args),
             _ => {}
         }
     }
@@ -131,8 +155,8 @@ struct Found {
 impl Found {
     /// Records the matrix of an `sgemm` call when it qualifies: `B` is an `f32` constant whose
     /// bytes cover it.
-    fn add(&mut self, args: &[Arg], buffers: &[Buffer]) -> Option<()> {
-        let key @ (b, offset, k, n, ldb, trans) = key(args)?;
+    fn add(&mut self, f: RuntimeFn, args: &[Arg], buffers: &[Buffer]) -> Option<()> {
+        let key @ (b, offset, k, n, ldb, trans) = key(f, args)?;
         if self.index.contains_key(&key) {
             return Some(());
         }

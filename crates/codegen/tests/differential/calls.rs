@@ -1,4 +1,4 @@
-//! Runtime calls: `Sgemm`, `SgemmPacked`, `DwConv2d`, `Conv2d`, `Epilogue`, `Im2col`, `MaxPool2d`, `LayerNorm`, every math function
+//! Runtime calls: `Sgemm`, `SgemmPacked`, `SgemmFused`, `DwConv2d`, `Conv2d`, `Epilogue`, `Im2col`, `MaxPool2d`, `LayerNorm`, every math function
 //! in `f32` and `f64`, and float remainder.
 
 use kiln_loops::*;
@@ -68,6 +68,33 @@ fn sgemm_packed_matches_the_interpreter() {
             RuntimeFn::SgemmPacked,
             vec![Arg::Addr(a, Expr::idx(3)), Arg::Addr(b, Expr::idx(5)), Arg::Addr(c, Expr::idx(1)), i(m), i(n), i(k), i(lda), i(ldc), i(ta), i(nr), i(kc), Arg::Value(Expr::f32(0.5)), Arg::Value(Expr::f32(1.0))],
         )];
+        h.push(kern);
+        h.run().unwrap();
+    }
+}
+
+#[test]
+fn sgemm_fused_matches_the_interpreter() {
+    // (m, n, k, trans_b, nr, kc, bias mode, period, residual, act): plain and packed B, the
+    // matrix–vector forms, every bias mode; Z after C in the same buffer.
+    let cases = [(5, 50, 40, 1, 0, 0, 2, 0, 1, 7), (9, 7, 20, 0, 16, 8, 1, 4, 0, 2), (1, 33, 70, 1, 0, 0, 2, 0, 1, 1), (20, 1, 9, 0, 0, 0, 1, 20, 1, 4), (4, 4, 0, 0, 0, 0, 0, 0, 1, 3), (3, 60, 5, 0, 48, 384, 0, 0, 0, 8)];
+    for (m, n, k, tb, nr, kc, mode, period, residual, act) in cases {
+        let (lda, ldb, ldc) = (k + 2, if tb != 0 { k + 3 } else { n + 1 }, n + 2);
+        let a_len = lda * m + 3;
+        let b_len = if nr > 0 { k * ((n + nr - 1) / nr * nr) } else { ldb * if tb != 0 { n } else { k.max(1) } } + 5;
+        let c_len = ldc * m;
+        let mut h = Harness::new();
+        let a = h.input_of(ScalarType::F32, &f32_data(a_len as usize, 5));
+        let b = h.input_of(ScalarType::F32, &f32_data(b_len as usize, 6));
+        let bias = h.input_of(ScalarType::F32, &f32_data(m.max(n) as usize + 2, 7));
+        let c = h.output(ElemType::Scalar(ScalarType::F32), (2 * c_len + 1) as u64);
+        let mut kern = Kernel::new("gemm_fused");
+        let i = |v: i64| Arg::Value(Expr::idx(v));
+        let f = |v: f32| Arg::Value(Expr::f32(v));
+        let mut args = vec![Arg::Addr(a, Expr::idx(3)), Arg::Addr(b, Expr::idx(5)), Arg::Addr(c, Expr::idx(1)), Arg::Addr(bias, Expr::idx(2)), Arg::Addr(c, Expr::idx(c_len + 1))];
+        args.extend([m, n, k, lda, ldb, ldc, 0, tb, nr, kc, mode, period, residual, act].map(i));
+        args.extend([f(0.5), f(if residual != 0 { 0.0 } else { 1.0 }), f(-0.25), f(0.5)]);
+        kern.body = vec![Stmt::Call(RuntimeFn::SgemmFused, args)];
         h.push(kern);
         h.run().unwrap();
     }

@@ -5,7 +5,7 @@
 use kiln_runtime::conv::Conv2d;
 use kiln_runtime::dwconv::DwConv2d;
 use kiln_runtime::epilogue::{Activation, Bias, Epilogue};
-use kiln_runtime::gemm::{PackedLayout, Sgemm, Transpose};
+use kiln_runtime::gemm::{PackedLayout, Sgemm, SgemmFused, Transpose};
 use kiln_runtime::im2col::Im2col;
 use kiln_runtime::maxpool::MaxPool2d;
 use kiln_runtime::norm::LayerNorm;
@@ -106,6 +106,34 @@ impl Machine<'_> {
                 let b = self.f32_span("sgemm_packed", *b, bi, layout.len(g.k, g.n))?;
                 let mut c_span = self.f32_span("sgemm_packed", *c, ci, g.c_len())?;
                 g.run_packed(&a, &b, layout, &mut c_span);
+                self.store_f32_span(*c, ci, &c_span)?;
+                Ok(())
+            }
+            RuntimeFn::SgemmFused => {
+                let [Arg::Addr(a, ai), Arg::Addr(b, bi), Arg::Addr(c, ci), Arg::Addr(bias, bsi), Arg::Addr(z, zi), rest @ ..] = args else {
+                    return self.fault("sgemm_fused takes five buffer addresses first");
+                };
+                let (ints, floats) = self.scalars(rest, "sgemm_fused scalar arguments")?;
+                let (Ok(ints), Ok(floats)) = (<[i64; 14]>::try_from(&ints[..]), <[f32; 4]>::try_from(&floats[..])) else {
+                    return self.fault("sgemm_fused takes m, n, k, lda, ldb, ldc, trans_a, trans_b, nr, kc, bias, period, residual, act, alpha, beta, act_alpha, act_beta");
+                };
+                // Compiled code does nothing for what the runtime refuses; the interpreter, a
+                // test oracle, says so.
+                let Some(f) = SgemmFused::from_args(ints, floats).filter(SgemmFused::is_valid) else {
+                    return self.fault(format!("sgemm_fused with invalid sizes or codes {ints:?}"));
+                };
+                let (ai, bi, ci, bsi, zi) = (self.index(ai)?, self.index(bi)?, self.index(ci)?, self.index(bsi)?, self.index(zi)?);
+                // The product writes C before Z is read: compiled code would read the new values.
+                if f.residual && z == c && zi < ci + f.gemm.c_len() as i64 && ci < zi + f.z_len() as i64 {
+                    return self.fault("sgemm_fused with Z overlapping C");
+                }
+                // The runtime's routine computes it, as for sgemm; unused operands are not read.
+                let a = self.f32_span("sgemm_fused", *a, ai, f.gemm.a_len())?;
+                let b = self.f32_span("sgemm_fused", *b, bi, f.b_len())?;
+                let bias = self.f32_span("sgemm_fused", *bias, bsi, f.bias_len())?;
+                let z = self.f32_span("sgemm_fused", *z, zi, f.z_len())?;
+                let mut c_span = self.f32_span("sgemm_fused", *c, ci, f.gemm.c_len())?;
+                f.run(&a, &b, &mut c_span, &bias, &z);
                 self.store_f32_span(*c, ci, &c_span)?;
                 Ok(())
             }

@@ -96,3 +96,28 @@ fn vectors_inputs_and_moving_offsets_are_left_alone() {
     assert_eq!(n, 0);
     assert!(!calls(&packed).contains(&RuntimeFn::SgemmPacked));
 }
+
+#[test]
+fn fused_products_keep_their_epilogue_and_read_the_packed_matrix() {
+    // A fused product with bias, addend and GELU, and one transposed with Clip, sharing W with
+    // a plain product; then the same bits under every layout.
+    let src = format!(
+        "graph @main(%0: f32[6, 40]) -> (f32[6, 30]) {{\n  %1 = const {}\n  %2 = const {}\n  %3 = const {}\n  %4 = const {}\n  %5 = tensor.matmul(%0, %1) : f32[6, 70]\n  %6 = tensor.fused_matmul(%0, %1, %2, %5) {{activation = \"gelu\"}} : f32[6, 70]\n  %7 = tensor.fused_matmul(%6, %3, %4) {{activation = \"clip\", alpha = -0.5, beta = 0.75, transB = 1}} : f32[6, 30]\n  return %7\n}}",
+        dense(&[40, 70], 6),
+        dense(&[70], 7),
+        dense(&[30, 70], 8),
+        dense(&[30], 9)
+    );
+    for layout in [PackedLayout::detected(), PackedLayout { nr: 16, kc: 8 }, PackedLayout { nr: 3, kc: 100 }] {
+        let (plain, packed, n) = lowered(&src, layout);
+        assert_eq!(calls(&plain), [RuntimeFn::Sgemm, RuntimeFn::SgemmFused, RuntimeFn::SgemmFused]);
+        assert_eq!(n, 3);
+        assert_eq!(calls(&packed), [RuntimeFn::SgemmPacked, RuntimeFn::SgemmFused, RuntimeFn::SgemmFused]);
+        assert_eq!(packed.buffers.len(), plain.buffers.len() + 2, "one packed matrix per constant");
+        let x = input(6 * 40);
+        assert_eq!(run(&plain, &x), run(&packed, &x), "{layout:?}");
+        // Packed a second time, nothing changes: the fused calls carry their layout.
+        let mut again = packed.clone();
+        assert_eq!(prepack(&mut again, layout), 0);
+    }
+}

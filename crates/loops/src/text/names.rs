@@ -76,6 +76,7 @@ pub(crate) fn runtime_fn_name(f: RuntimeFn) -> &'static str {
     match f {
         RuntimeFn::Sgemm => "sgemm",
         RuntimeFn::SgemmPacked => "sgemm_packed",
+        RuntimeFn::SgemmFused => "sgemm_fused",
         RuntimeFn::DwConv2d => "dwconv2d",
         RuntimeFn::Conv2d => "conv2d",
         RuntimeFn::LayerNorm => "layernorm",
@@ -129,7 +130,7 @@ const MATH_FNS: [MathFn; 18] = [
     MathFn::Rint,
 ];
 
-const RUNTIME_FNS: [RuntimeFn; 10] = [RuntimeFn::LayerNorm, RuntimeFn::Sgemm, RuntimeFn::SgemmPacked, RuntimeFn::DwConv2d, RuntimeFn::Conv2d, RuntimeFn::Epilogue, RuntimeFn::Im2col, RuntimeFn::MaxPool2d, RuntimeFn::Softmax, RuntimeFn::Copy];
+const RUNTIME_FNS: [RuntimeFn; 11] = [RuntimeFn::LayerNorm, RuntimeFn::Sgemm, RuntimeFn::SgemmPacked, RuntimeFn::SgemmFused, RuntimeFn::DwConv2d, RuntimeFn::Conv2d, RuntimeFn::Epilogue, RuntimeFn::Im2col, RuntimeFn::MaxPool2d, RuntimeFn::Softmax, RuntimeFn::Copy];
 
 /// The scalar type spelled `name`.
 pub(super) fn scalar_type(name: &str) -> Option<ScalarType> {

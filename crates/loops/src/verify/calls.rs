@@ -12,6 +12,13 @@ const SGEMM_SCALARS: [ScalarType; 10] = {
     [I64, I64, I64, I64, I64, I64, I64, I64, F32, F32]
 };
 
+/// `sgemm_fused`'s scalars: m, n, k, lda, ldb, ldc, trans_a, trans_b, nr, kc, bias, period,
+/// residual, act, alpha, beta, act_alpha, act_beta.
+const SGEMM_FUSED_SCALARS: [ScalarType; 18] = {
+    use ScalarType::{F32, I64};
+    [I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, F32, F32, F32, F32]
+};
+
 /// `epilogue`'s scalars: rows, cols, bias, period, residual, act, alpha, beta.
 const EPILOGUE_SCALARS: [ScalarType; 8] = {
     use ScalarType::{F32, I64};
@@ -38,6 +45,7 @@ impl<'a> Cx<'a> {
         // The f32 buffer addresses (one of them written), then the scalars.
         let (addresses, written, scalars, signature): (usize, usize, &[ScalarType], &str) = match f {
             RuntimeFn::Sgemm | RuntimeFn::SgemmPacked => (3, 2, &SGEMM_SCALARS, "3 addresses, 8 i64, 2 f32"),
+            RuntimeFn::SgemmFused => (5, 2, &SGEMM_FUSED_SCALARS, "5 addresses, 14 i64, 4 f32"),
             RuntimeFn::DwConv2d => (3, 2, &[ScalarType::I64; 15], "3 addresses, 15 i64"),
             RuntimeFn::Conv2d => (5, 4, &CONV2D_SCALARS, "5 addresses, 19 i64, 2 f32"),
             RuntimeFn::Epilogue => (3, 0, &EPILOGUE_SCALARS, "3 addresses, 6 i64, 2 f32"),
@@ -121,6 +129,36 @@ impl<'a> Cx<'a> {
                 let span_b = k * ((n + nr - 1) / nr * nr) - 1;
                 let span_c = (m - 1) * ldc + n - 1;
                 vec![(span_a, "sgemm_packed reads A"), (span_b, "sgemm_packed reads the packed B"), (span_c, "sgemm_packed writes C")]
+            }
+            (RuntimeFn::SgemmFused, &[Some(m), Some(n), Some(k), Some(lda), Some(ldb), Some(ldc), Some(ta), Some(tb), Some(nr), kc, mode, period, residual, act]) if m > 0 && n > 0 && k > 0 && lda >= 0 && ldb >= 0 && ldc >= 0 => {
+                if let Some(mode) = mode.filter(|m| !(0..=2).contains(m)) {
+                    self.err(format!("sgemm_fused bias mode {mode} does not exist (0 none, 1 per row, 2 per column)"));
+                }
+                if let Some(act) = act.filter(|a| !(0..=8).contains(a)) {
+                    self.err(format!("sgemm_fused activation code {act} does not exist"));
+                }
+                if nr > 0 && kc.is_some_and(|kc| kc <= 0) {
+                    // The runtime does nothing with an empty layout.
+                    return;
+                }
+                let (m, n, k, lda, ldb, ldc, nr) = (i128::from(m), i128::from(n), i128::from(k), i128::from(lda), i128::from(ldb), i128::from(ldc), i128::from(nr));
+                let span_a = if ta != 0 { (k - 1) * lda + m - 1 } else { (m - 1) * lda + k - 1 };
+                let span_b = match (nr > 0, tb != 0) {
+                    (true, _) => k * ((n + nr - 1) / nr * nr) - 1,
+                    (false, true) => (n - 1) * ldb + k - 1,
+                    (false, false) => (k - 1) * ldb + n - 1,
+                };
+                let span_c = (m - 1) * ldc + n - 1;
+                // As for `epilogue`: an operand counts as read unless a constant flag says not.
+                let bias = match (mode, period) {
+                    (Some(0), _) => -1,
+                    (Some(1), Some(period)) => i128::from(period).min(m) - 1,
+                    (Some(1), None) => m - 1,
+                    (Some(2), _) => n - 1,
+                    _ => m.max(n) - 1,
+                };
+                let z = if residual == Some(0) { -1 } else { span_c };
+                vec![(span_a, "sgemm_fused reads A"), (span_b, "sgemm_fused reads B"), (span_c, "sgemm_fused writes C"), (bias, "sgemm_fused reads the bias"), (z, "sgemm_fused reads Z")]
             }
             (RuntimeFn::DwConv2d, &[Some(planes), Some(channels), Some(h), Some(w), Some(oh), Some(ow), Some(kh), Some(kw), ..]) => {
                 // Each operand is `count` planes of `a·b` elements; a zero extent addresses

@@ -19,7 +19,8 @@
 //! implicit im2col matrix in `conv.rs`; a constant matrix packed at compile time,
 //! `prepacked.rs`, whose panels it reads in place: [`Sgemm::run_packed`],
 //! `kiln_rt_sgemm_packed`) and runs a `Finish` on each block of `C`'s rows once it is summed
-//! (the convolution's epilogue; nothing here).
+//! (the convolution's epilogue; a fused MatMul's bias, residual addend and activation,
+//! `fused.rs`: [`SgemmFused`], `kiln_rt_sgemm_fused`).
 //!
 //! Edge tiles run the smallest kernel instance that covers them (`mr` rows × `⌈nr/16⌉`
 //! vectors), so a 49-column product wastes 15 lanes, not a whole 48-column tile. Products with
@@ -74,6 +75,7 @@
 //! they let the interpreter share the exact arithmetic.
 
 mod blocked;
+mod fused;
 mod gemv;
 mod kernel;
 pub(crate) mod pack;
@@ -93,6 +95,7 @@ use std::cell::RefCell;
 use std::sync::OnceLock;
 
 pub use blocked::Blocking;
+pub use fused::{kiln_rt_sgemm_fused, SgemmFused};
 pub(crate) use blocked::{Finish, Kernel, Problem, Source};
 pub(crate) use blocked::Done;
 use blocked::Shifted;
@@ -268,6 +271,16 @@ impl Sgemm {
     /// readable and writable for [`c_len`](Self::c_len) and not overlapping them; the CPU runs
     /// `isa`; block sizes are positive.
     pub(crate) unsafe fn run_raw(&self, isa: Isa, bl: Blocking, a: *const f32, b: *const f32, c: *mut f32) {
+        // SAFETY: by the caller's contract.
+        unsafe { self.run_raw_then(isa, bl, a, b, c, &Done) }
+    }
+
+    /// [`run_raw`](Self::run_raw), with `fin` run on every block of `C` once it is final.
+    ///
+    /// # Safety
+    ///
+    /// As [`run_raw`](Self::run_raw); `fin` touches only the block of `C` it is given.
+    pub(crate) unsafe fn run_raw_then<F: Finish>(&self, isa: Isa, bl: Blocking, a: *const f32, b: *const f32, c: *mut f32, fin: &F) {
         let Sgemm { m, n, k, .. } = *self;
         if m == 0 || n == 0 {
             return;
@@ -276,7 +289,10 @@ impl Sgemm {
         let ldc = self.ldc as isize;
         if k == 0 {
             // SAFETY: by the caller's contract.
-            return unsafe { self.scale_c(c) };
+            return unsafe {
+                self.scale_c(c);
+                fin.rows(0, m, 0, n);
+            };
         }
         // op(A) as lanes i × steps p; op(B) as lanes j × steps p.
         let a = prepacked::a_view(a, self.lda, self.trans_a);
@@ -293,27 +309,36 @@ impl Sgemm {
                 // y = C's column, M = op(A), x = op(B)'s column.
                 Gemv { rows: m, k, m: a, x: b.ptr, x_stride: b.step_stride, y: c, y_stride: ldc, up }
             };
+            // `y`'s elements `r` as a block of C.
+            let block = |r: std::ops::Range<usize>| if m == 1 { (0, 1, r.start, r.len()) } else { (r.start, r.len(), 0, 1) };
             // Rows split in whole vectors of 16, so every row takes the same path as unsplit.
             let parts = if g.rows * k >= SPLIT_MIN_FMAS { pool::threads().min(g.rows / 16) } else { 1 };
             if parts <= 1 {
                 // SAFETY: by the caller's contract, and `isa` runs here.
-                return unsafe { run_gemv(isa, &g) };
+                return unsafe {
+                    run_gemv(isa, &g);
+                    let (i, mr, j, nc) = block(0..g.rows);
+                    fin.rows(i, mr, j, nc);
+                };
             }
-            let g = SharedPtr(g);
+            let shared = SharedPtr((g, fin as *const F));
             pool::for_each(parts, &|i| {
-                let g = g.get();
+                let (g, fin) = shared.get();
                 let r = pool::part(g.rows, parts, 16, i);
-                // SAFETY: rows `r` of the product, disjoint from every other part's.
+                // SAFETY: rows `r` of the product, disjoint from every other part's; `fin` is
+                // alive for the call.
                 unsafe {
                     let sub = Gemv { rows: r.len(), m: g.m.at(r.start, 0), y: g.y.offset(r.start as isize * g.y_stride), ..g };
-                    run_gemv(isa, &sub)
+                    run_gemv(isa, &sub);
+                    let (i, mr, j, nc) = block(r);
+                    (*fin).rows(i, mr, j, nc);
                 }
             });
             return;
         }
         let pr = Problem { m, n, k, a, b, c: Out { ptr: c, rs: ldc }, up };
         // SAFETY: by the caller's contract.
-        unsafe { product(isa, bl, &pr, &Done) }
+        unsafe { product(isa, bl, &pr, fin) }
     }
 }
 
@@ -341,13 +366,28 @@ impl Sgemm {
     /// and writable for [`c_len`](Self::c_len) and not overlapping them; the layout's sizes are
     /// positive.
     pub(crate) unsafe fn run_packed_raw(&self, a: *const f32, b: *const f32, layout: PackedLayout, c: *mut f32) {
+        // SAFETY: by the caller's contract.
+        unsafe { self.run_packed_raw_then(a, b, layout, c, &Done) }
+    }
+
+    /// [`run_packed_raw`](Self::run_packed_raw), with `fin` run on every block of `C` once it
+    /// is final.
+    ///
+    /// # Safety
+    ///
+    /// As [`run_packed_raw`](Self::run_packed_raw); `fin` touches only the block of `C` it is
+    /// given.
+    pub(crate) unsafe fn run_packed_raw_then<F: Finish>(&self, a: *const f32, b: *const f32, layout: PackedLayout, c: *mut f32, fin: &F) {
         let Sgemm { m, n, k, .. } = *self;
         if m == 0 || n == 0 {
             return;
         }
         if k == 0 {
             // SAFETY: by the caller's contract.
-            return unsafe { self.scale_c(c) };
+            return unsafe {
+                self.scale_c(c);
+                fin.rows(0, m, 0, n);
+            };
         }
         let pr = Problem {
             m,
@@ -360,7 +400,7 @@ impl Sgemm {
         };
         let isa = Isa::detected();
         // SAFETY: by the caller's contract; `isa` is what this CPU runs.
-        unsafe { product(isa, isa.blocking(), &pr, &Done) }
+        unsafe { product(isa, isa.blocking(), &pr, fin) }
     }
 
     /// `C = beta·C` (zero when `beta == 0`): the product of an empty sum.

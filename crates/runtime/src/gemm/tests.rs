@@ -306,3 +306,84 @@ fn the_packed_entry_point_matches_the_slice_api() {
         assert!(last.chunks(nr).all(|row| row[g.n - (panels - 1) * nr..].iter().all(|&x| x == 0.0)));
     }
 }
+
+/// The product, then the whole epilogue over `C`'s `m × n` elements (gathered from rows `ldc`
+/// apart, with `Z` laid out as `C`): what [`SgemmFused`] must compute, element for element.
+fn product_then_epilogue(f: &SgemmFused, a: &[f32], b: &[f32], c: &[f32], bias: &[f32], z: &[f32]) -> Vec<f32> {
+    let g = f.gemm;
+    let mut c = c.to_vec();
+    match f.packed {
+        Some(layout) => g.run_packed(a, b, layout, &mut c),
+        None => g.run(a, b, &mut c),
+    }
+    let gather = |x: &[f32]| -> Vec<f32> { (0..g.m).flat_map(|i| x[i * g.ldc..][..g.n].to_vec()).collect() };
+    let mut y = gather(&c);
+    let zc = if f.residual { gather(z) } else { Vec::new() };
+    let e = crate::epilogue::Epilogue { rows: g.m, cols: g.n, bias: f.bias, residual: f.residual, act: f.act };
+    e.run(&mut y, bias, &zc);
+    for i in 0..g.m {
+        c[i * g.ldc..][..g.n].copy_from_slice(&y[i * g.n..][..g.n]);
+    }
+    c
+}
+
+#[test]
+fn fused_epilogues_give_the_bits_of_product_then_epilogue() {
+    use crate::epilogue::{Activation, Bias};
+    // Blocked products with edge tiles, several k and column blocks and splits by rows and
+    // columns; both matrix–vector forms; an empty sum.
+    let shapes = [(9, 49, 385), (128, 1024, 256), (130, 97, 70), (512, 49, 200), (1, 1024, 784), (1000, 1, 300), (7, 5, 0)];
+    let acts = [Activation::None, Activation::Relu, Activation::Clip { min: -0.25, max: 0.5 }, Activation::Gelu];
+    let mut rng = Rng(41);
+    for (s, (m, n, k)) in shapes.into_iter().enumerate() {
+        let tr = transposes()[s % 4];
+        let g = shape(m, n, k, tr, [1, 2, if s % 2 == 0 { 0 } else { 3 }], 1.5, if s % 3 == 0 { 0.0 } else { 0.5 });
+        let (a, b, c0, z) = (rng.data(g.a_len()), rng.data(g.b_len()), rng.data(g.c_len()), rng.data(g.c_len()));
+        let bias = rng.data(m.max(n));
+        let layouts = if m > 1 && n > 1 { vec![None, Some(PackedLayout::detected()), Some(PackedLayout { nr: 16, kc: 100 })] } else { vec![None] };
+        for layout in layouts {
+            let bs = match layout {
+                Some(layout) => packed(&g, &b, layout),
+                None => b.clone(),
+            };
+            for (v, bias_kind) in [Bias::None, Bias::PerColumn, Bias::PerRow { period: 3 }, Bias::PerRow { period: m.max(1) }].into_iter().enumerate() {
+                let f = SgemmFused { gemm: g, packed: layout, bias: bias_kind, residual: v % 2 == 1, act: acts[(v + s) % acts.len()] };
+                let want = product_then_epilogue(&f, &a, &bs, &c0, &bias, &z);
+                for threads in [1, 2, 3] {
+                    let pool = crate::pool::Pool::new(threads).unwrap();
+                    let mut got = c0.clone();
+                    pool.enter(|| f.run(&a, &bs, &mut got, &bias, &z));
+                    let same = want.iter().zip(&got).all(|(x, y)| x.to_bits() == y.to_bits());
+                    assert!(same, "{f:?} on {threads} threads differs from the product then the epilogue");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_fused_entry_point_matches_the_slice_api_and_rejects_bad_codes() {
+    use crate::epilogue::{Activation, Bias};
+    let mut rng = Rng(43);
+    let g = shape(20, 61, 40, (Transpose::No, Transpose::Yes), [2, 1, 3], 0.5, 1.0);
+    let (a, b, c0, z) = (rng.data(g.a_len()), rng.data(g.b_len()), rng.data(g.c_len()), rng.data(g.c_len()));
+    let bias = rng.data(61);
+    let f = SgemmFused { gemm: g, packed: None, bias: Bias::PerColumn, residual: true, act: Activation::LeakyRelu { alpha: 0.1 } };
+    let mut want = c0.clone();
+    f.run(&a, &b, &mut want, &bias, &z);
+    let ints = |act: i64| [20, 61, 40, g.lda as i64, g.ldb as i64, g.ldc as i64, 0, 1, 0, 0, 2, 0, 1, act];
+    assert_eq!(SgemmFused::from_args(ints(3), [0.5, 1.0, 0.1, 0.0]), Some(f));
+    let call = |act: i64| {
+        let mut got = c0.clone();
+        let [m, n, k, lda, ldb, ldc, ta, tb, nr, kc, mode, period, residual, act] = ints(act);
+        // SAFETY: the slices hold every addressed element.
+        unsafe { kiln_rt_sgemm_fused(a.as_ptr(), b.as_ptr(), got.as_mut_ptr(), bias.as_ptr(), z.as_ptr(), m, n, k, lda, ldb, ldc, ta, tb, nr, kc, mode, period, residual, act, 0.5, 1.0, 0.1, 0.0) };
+        got
+    };
+    assert!(call(3).iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits()));
+    // An unknown activation code does nothing.
+    assert_eq!(call(99), c0);
+    assert_eq!(SgemmFused::from_args([1, 1, 1, 1, 1, 1, 0, 0, 16, 0, 0, 0, 0, 0], [1.0; 4]), None, "a packed layout without a depth");
+    assert_eq!(SgemmFused::from_args([1, -1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0], [1.0; 4]), None, "a negative size");
+    assert!(!SgemmFused::from_args([1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0], [1.0; 4]).unwrap().is_valid(), "a per-row bias of period 0");
+}

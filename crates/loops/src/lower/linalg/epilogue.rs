@@ -1,6 +1,7 @@
 //! The epilogue of kiln's fused kernels (FusedConv, FusedMatMul): after the product, add the
-//! bias and the residual addend and apply the activation, element by element. In `f32`, after
-//! the runtime's `sgemm` or `dwconv2d` have written the bare product, it is one call of the
+//! bias and the residual addend and apply the activation, element by element. In `f32` it is
+//! part of one product's `sgemm_fused` call ([`Epilogue::fused_sgemm`]), or, after the
+//! runtime's `sgemm` calls or `dwconv2d` have written the bare product, one call of the
 //! runtime's `epilogue` over the output ([`Epilogue::call`]); elsewhere it is part of each
 //! element's store ([`Epilogue::apply`]).
 
@@ -9,6 +10,7 @@ use kiln_tir::op::Activation;
 
 use crate::ir::*;
 use crate::lower::Operand;
+use super::Sgemm;
 use crate::lower::elementwise::{ElemResult, Scope, activation_expr};
 
 /// How the runtime `epilogue` indexes a bias over the output matrix.
@@ -132,6 +134,30 @@ impl Epilogue {
                 Arg::Value(Expr::f32(beta)),
             ],
         ))
+    }
+
+    /// The product `g` with this epilogue and `bias` applied to its `m × n` result as the
+    /// runtime finishes each block (`sgemm_fused`); the residual addend is laid out as `C`, at
+    /// `C`'s offset. Unused operands are passed as `C`'s address with their flags off.
+    pub fn fused_sgemm(&self, g: Sgemm, bias: Option<(BufId, BiasIndex)>) -> Stmt {
+        let int = |v: i64| Arg::Value(Expr::idx(v));
+        let (c, at) = g.c.clone();
+        let (b, mode, period) = match bias {
+            None => (c, 0, 0),
+            Some((b, BiasIndex::PerRow { period })) => (b, 1, period as i64),
+            Some((b, BiasIndex::PerColumn)) => (b, 2, 0),
+        };
+        let (code, alpha, beta) = self.code();
+        let mut args = g.args();
+        let scalars = args.split_off(3);
+        args.extend([Arg::Addr(b, Expr::idx(0)), Arg::Addr(self.z.unwrap_or(c), at)]);
+        // sgemm's integers, then no packed layout and the epilogue's codes, then its floats.
+        let (ints, floats) = scalars.split_at(8);
+        args.extend(ints.iter().cloned());
+        args.extend([int(0), int(0), int(mode), int(period), int(i64::from(self.z.is_some())), int(code)]);
+        args.extend(floats.iter().cloned());
+        args.extend([Arg::Value(Expr::f32(alpha)), Arg::Value(Expr::f32(beta))]);
+        Stmt::Call(RuntimeFn::SgemmFused, args)
     }
 
     /// The value stored at flat output index `at` whose product plus bias is `v`, of type `ty`.

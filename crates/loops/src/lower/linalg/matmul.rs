@@ -1,11 +1,13 @@
 //! MatMul (numpy semantics: 1-D promotion, batch dims broadcast), kiln's FusedMatMul and Gemm.
 //!
 //! FusedMatMul is MatMul with `B` optionally transposed in its last two axes, a bias over the
-//! output's last axis and the [`Epilogue`]. For `f32` the `sgemm` calls write the bare product
-//! (`beta = 0`) and one call of the runtime's `epilogue` adds the bias (per column of the output
-//! viewed as `[rows, last axis]`), the residual addend and the activation (none when there is
-//! nothing to add or apply); other float types add the bias and apply the epilogue in each
-//! element's store. Gemm's `C` is written into the output first and accumulated with `beta`.
+//! output's last axis and the [`Epilogue`]. In `f32`, one product (a shared `B`, `A`'s batches
+//! stacked) is one `sgemm_fused` call, which applies the bias (per column), the residual addend
+//! and the activation to each block of the product as the runtime finishes it; batched products
+//! (and a bias along rows, when `B` is a vector) are `sgemm` calls writing the bare product
+//! (`beta = 0`) and then one call of the runtime's `epilogue` over the output viewed as
+//! `[rows, last axis]`. Other float types add the bias and apply the epilogue in each element's
+//! store. Gemm's `C` is written into the output first and accumulated with `beta`.
 
 use kiln_tir::NodeId;
 use kiln_tir::op::{FusedMatMul, Gemm};
@@ -241,7 +243,7 @@ fn matmul_kernel(
         let b_batches: u64 = s.b_batch.iter().product();
         let a_batches: u64 = s.a_batch.iter().product();
         let batches: u64 = s.batch.iter().product();
-        let call = |s: &MatShape, rows: u64, ao: Expr, bo: Expr, yo: Expr| {
+        let product = |s: &MatShape, rows: u64, ao: Expr, bo: Expr, yo: Expr| {
             Sgemm {
                 a: (a.buf, ao),
                 b: (b.buf, bo),
@@ -257,32 +259,28 @@ fn matmul_kernel(
                 alpha: 1.0,
                 beta: 0.0,
             }
-            .call()
         };
-        if b_batches == 1 && a_batches == batches {
-            // One shared right-hand matrix: the batches of A stack into one tall product.
-            k.body.push(call(
-                &s,
-                batches * s.m,
-                Expr::idx(0),
-                Expr::idx(0),
-                Expr::idx(0),
-            ));
-        } else {
-            let calls = k.nest(&s.batch, |_, bi| {
-                vec![call(
-                    &s,
-                    s.m,
-                    s.a_offset(bi),
-                    s.b_offset(bi),
-                    s.y_offset(bi),
-                )]
-            });
-            k.body.extend(calls);
-        }
         let rows = y.numel().checked_div(cols).unwrap_or(0);
         let bias = bias.as_ref().map(|c| (c.buf, BiasIndex::PerColumn));
-        k.body.extend(epilogue.call(&y, bias, rows, cols));
+        let has_epilogue = bias.is_some() || !epilogue.is_empty();
+        if b_batches == 1 && a_batches == batches {
+            // One shared right-hand matrix: the batches of A stack into one tall product.
+            let g = product(&s, batches * s.m, Expr::idx(0), Expr::idx(0), Expr::idx(0));
+            // Its epilogue runs on each block of the product while it is in cache, unless the
+            // bias runs along rows (B a vector) or the addend is the output itself.
+            if has_epilogue && cols == s.n && epilogue.z != Some(y.buf) {
+                k.body.push(epilogue.fused_sgemm(g, bias));
+            } else {
+                k.body.push(g.call());
+                k.body.extend(epilogue.call(&y, bias, rows, cols));
+            }
+        } else {
+            let calls = k.nest(&s.batch, |_, bi| {
+                vec![product(&s, s.m, s.a_offset(bi), s.b_offset(bi), s.y_offset(bi)).call()]
+            });
+            k.body.extend(calls);
+            k.body.extend(epilogue.call(&y, bias, rows, cols));
+        }
     } else {
         let (ab, bb, ty) = (a.buf, b.buf, y.ty());
         // The bias index is the output's last index: i when B is a vector (then n = 1), else j.

@@ -69,25 +69,27 @@ pub(crate) struct Sgemm {
 impl Sgemm {
     /// The call statement.
     pub fn call(self) -> Stmt {
+        Stmt::Call(RuntimeFn::Sgemm, self.args())
+    }
+
+    /// The call's arguments: the three addresses, eight integers and two floats.
+    pub fn args(self) -> Vec<Arg> {
         let int = |v: u64| Arg::Value(Expr::idx(v as i64));
-        Stmt::Call(
-            RuntimeFn::Sgemm,
-            vec![
-                Arg::Addr(self.a.0, self.a.1),
-                Arg::Addr(self.b.0, self.b.1),
-                Arg::Addr(self.c.0, self.c.1),
-                int(self.m),
-                int(self.n),
-                int(self.k),
-                int(self.lda),
-                int(self.ldb),
-                int(self.ldc),
-                int(u64::from(self.trans_a)),
-                int(u64::from(self.trans_b)),
-                Arg::Value(Expr::f32(self.alpha)),
-                Arg::Value(Expr::f32(self.beta)),
-            ],
-        )
+        vec![
+            Arg::Addr(self.a.0, self.a.1),
+            Arg::Addr(self.b.0, self.b.1),
+            Arg::Addr(self.c.0, self.c.1),
+            int(self.m),
+            int(self.n),
+            int(self.k),
+            int(self.lda),
+            int(self.ldb),
+            int(self.ldc),
+            int(u64::from(self.trans_a)),
+            int(u64::from(self.trans_b)),
+            Arg::Value(Expr::f32(self.alpha)),
+            Arg::Value(Expr::f32(self.beta)),
+        ]
     }
 }
 

@@ -254,13 +254,16 @@ fn unsupported_fused_shapes_and_types_are_errors() {
 }
 
 #[test]
-fn f32_products_call_sgemm_then_one_epilogue() {
-    use RuntimeFn::{Epilogue, Sgemm};
-    // (case, bias, residual addend, activation index, the calls)
+fn f32_products_fuse_their_epilogue_into_one_sgemm_or_call_it_once() {
+    use RuntimeFn::{Epilogue, Sgemm, SgemmFused};
+    // (case, bias, residual addend, activation index, the calls): one product (a shared B)
+    // takes its epilogue with it; batched products, and a bias along rows (B a vector), are
+    // followed by one epilogue over the whole output.
     let cases = [
         (MATMUL_CASES[3], false, false, 0, vec![Sgemm]),
-        (MATMUL_CASES[3], true, false, 0, vec![Sgemm, Epilogue]),
-        (MATMUL_CASES[4], false, true, 0, vec![Sgemm, Epilogue]),
+        (MATMUL_CASES[3], true, false, 0, vec![SgemmFused]),
+        (MATMUL_CASES[4], false, true, 0, vec![SgemmFused]),
+        (MATMUL_CASES[5], true, false, 7, vec![SgemmFused]),
         (MATMUL_CASES[0], false, false, 7, vec![Sgemm, Epilogue]),
         (MATMUL_CASES[6], true, true, 2, vec![Sgemm, Epilogue]),
     ];
