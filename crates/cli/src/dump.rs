@@ -29,6 +29,8 @@ pub struct Options {
     pub explain: bool,
     /// Run the optimizer before lowering.
     pub optimize: bool,
+    /// The parallel-loop analysis (stage `loops`).
+    pub parallel: bool,
 }
 
 pub fn dump(
@@ -69,7 +71,14 @@ pub fn dump(
     }
     match stage {
         Stage::Tir | Stage::Opt => unreachable!("printed above"),
-        Stage::Loops => print!("{}", kiln_loops::text::print(&program)),
+        Stage::Loops => {
+            print!("{}", kiln_loops::text::print(&program));
+            if options.parallel {
+                for line in kiln_loops::parallel::report(&program).lines() {
+                    println!("// {line}");
+                }
+            }
+        }
         Stage::Plan => print!("{}", kiln_loops::plan::plan(&program).print(&program)),
         Stage::Clif => print!("{}", kiln_codegen::clif_text(&program)?),
     }

@@ -45,6 +45,10 @@ enum Command {
         /// Lower the imported IR without optimizing it (stages after `opt`).
         #[arg(long)]
         no_opt: bool,
+        /// With `--stage loops`: after the IR, which top-level loops run their iterations in
+        /// parallel and why the others do not (as `//` comments).
+        #[arg(long)]
+        parallel: bool,
     },
     /// Compile a model, run it once and write each output as DIR/NAME.npy.
     Run {
@@ -131,11 +135,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             stats,
             explain,
             no_opt,
+            parallel,
         } => {
             let options = dump::Options {
                 stats,
                 explain,
                 optimize: !no_opt,
+                parallel,
             };
             dump::dump(&file, stage, &parse_bindings(&bindings)?, &options)
                 .map(|()| ExitCode::SUCCESS)

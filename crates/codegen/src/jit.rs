@@ -59,7 +59,7 @@ pub(crate) fn new_module() -> Result<JITModule, CodegenError> {
 pub fn compile_jit(program: &Program) -> Result<JitProgram, CodegenError> {
     let start = Instant::now();
     let mut module = new_module()?;
-    let translated = translate(&mut module, program, &mut |module, id, ctx| {
+    let translated = translate(&mut module, program, &mut |module, id, _, ctx| {
         module.define_function(id, ctx).map_err(|e| CodegenError::Cranelift { kernel: String::new(), message: format!("{e:?}") })
     });
     let translated = match translated {

@@ -8,16 +8,17 @@
 
 use std::collections::BTreeMap;
 
-use cranelift_codegen::ir::{types, Block, BlockArg, FuncRef, Function, InstBuilder, MemFlagsData, Value};
+use cranelift_codegen::ir::{types, AbiParam, Block, BlockArg, FuncRef, Function, InstBuilder, MemFlagsData, Signature, Value};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
-use cranelift_module::Module;
+use cranelift_module::{FuncId, Module};
+use kiln_loops::parallel::ParallelLoop;
 use kiln_loops::{Arg, BufId, Expr, Kernel, Program, ScalarType, Stmt, Var};
 
 use crate::expr::cl_type;
 use crate::CodegenError;
 
-/// Translation state of one kernel.
+/// Translation state of one function: a kernel, or a parallel loop of one outlined.
 pub(crate) struct Cx<'a, 'f> {
     /// The module (for runtime imports).
     pub module: &'a mut dyn Module,
@@ -29,56 +30,129 @@ pub(crate) struct Cx<'a, 'f> {
     pub kernel: &'a Kernel,
     /// One frontend variable per loop-IR variable.
     vars: Vec<Variable>,
+    /// The entry block.
+    entry: Block,
+    /// The buffer table (the function's first parameter).
+    table: Value,
     /// Base address of each buffer the kernel uses, loaded once in the entry block.
     pub bases: Vec<Option<Value>>,
     /// The block returning `error + 1`, per error code.
     fail: BTreeMap<u32, Block>,
+    /// The block returning its parameter as the status (a parallel loop's failure).
+    ret: Option<Block>,
     /// Runtime functions imported into this function so far.
     pub funcs: BTreeMap<&'static str, FuncRef>,
+    /// The kernel's top-level statements run by an outlined function, by statement index.
+    outlined: &'a [(FuncId, ParallelLoop)],
 }
 
-/// Translates `kernel` into `func` (whose signature is already set).
-pub(crate) fn translate_kernel(module: &mut dyn Module, func: &mut Function, fctx: &mut FunctionBuilderContext, program: &Program, kernel: &Kernel) -> Result<(), CodegenError> {
-    let mut used = vec![false; program.buffers.len()];
-    let mut bad = None;
-    for s in &kernel.body {
-        visit_bufs(s, &mut |b| match used.get_mut(b.0 as usize) {
-            Some(u) => *u = true,
-            None => bad = Some(b),
-        });
+/// The signature of an outlined loop: `(table: *const *mut u8, lo: i64, hi: i64) -> u32`.
+pub(crate) fn outlined_signature(module: &dyn Module) -> Signature {
+    let mut sig = module.make_signature();
+    sig.params.push(AbiParam::new(module.target_config().pointer_type()));
+    sig.params.extend([AbiParam::new(types::I64), AbiParam::new(types::I64)]);
+    sig.returns.push(AbiParam::new(types::I32));
+    sig
+}
+
+/// Elements a split part of a parallel loop should access at least: splitting costs a few
+/// microseconds, about what this many loads and stores take.
+const PART_MIN_ACCESSES: u64 = 1 << 14;
+
+/// The parallel loops of `kernel` worth splitting: at least two parts' worth of accesses.
+pub(crate) fn loops_to_split(program: &Program, kernel: &Kernel) -> Vec<ParallelLoop> {
+    kiln_loops::parallel::parallel_loops(program, kernel).into_iter().filter(|l| l.extent.saturating_mul(l.work) >= 2 * PART_MIN_ACCESSES).collect()
+}
+
+/// Translates `kernel` into `func` (whose signature is already set); the top-level loops in
+/// `outlined` call their outlined functions through the runtime's `parallel_for`.
+pub(crate) fn translate_kernel(module: &mut dyn Module, func: &mut Function, fctx: &mut FunctionBuilderContext, program: &Program, kernel: &Kernel, outlined: &[(FuncId, ParallelLoop)]) -> Result<(), CodegenError> {
+    let mut cx = Cx::new(module, func, fctx, program, kernel, &kernel.body, outlined)?;
+    cx.top_level(&kernel.body)?;
+    cx.finish()
+}
+
+/// Translates the loop `lp` of `kernel` into `func` (with [`outlined_signature`]): its
+/// iterations `lo..hi`, the loops of one iteration around it at 0.
+pub(crate) fn translate_outlined(module: &mut dyn Module, func: &mut Function, fctx: &mut FunctionBuilderContext, program: &Program, kernel: &Kernel, lp: &ParallelLoop) -> Result<(), CodegenError> {
+    let stmt = kernel.body.get(lp.stmt).ok_or_else(|| CodegenError::Invalid { kernel: kernel.name.clone(), message: format!("no statement {}", lp.stmt) })?;
+    let mut cx = Cx::new(module, func, fctx, program, kernel, std::slice::from_ref(stmt), &[])?;
+    let (lo, hi) = match cx.b.block_params(cx.entry) {
+        &[_, lo, hi] => (lo, hi),
+        _ => return Err(cx.invalid("an outlined loop takes the table, lo and hi")),
+    };
+    for &v in &lp.fixed {
+        let (var, _) = cx.var(v)?;
+        let zero = cx.b.ins().iconst(types::I64, 0);
+        cx.b.def_var(var, zero);
     }
-    if let Some(b) = bad {
-        return Err(CodegenError::Invalid { kernel: kernel.name.clone(), message: format!("{b:?} does not exist ({} buffers)", program.buffers.len()) });
+    let mut s = stmt;
+    while let Stmt::For { var, body, .. } = s {
+        if *var == lp.var {
+            cx.range_loop(*var, lo, hi, body)?;
+            return cx.finish();
+        }
+        match &body[..] {
+            [inner] => s = inner,
+            _ => break,
+        }
+    }
+    Err(cx.invalid(format!("statement {} has no loop over {:?}", lp.stmt, lp.var)))
+}
+
+impl<'a, 'f> Cx<'a, 'f> {
+    /// A function's entry block: the table parameter, the variables, and the base address of
+    /// every buffer `body` uses.
+    fn new(module: &'a mut dyn Module, func: &'f mut Function, fctx: &'f mut FunctionBuilderContext, program: &'a Program, kernel: &'a Kernel, body: &[Stmt], outlined: &'a [(FuncId, ParallelLoop)]) -> Result<Self, CodegenError> {
+        let mut used = vec![false; program.buffers.len()];
+        let mut bad = None;
+        for s in body {
+            visit_bufs(s, &mut |b| match used.get_mut(b.0 as usize) {
+                Some(u) => *u = true,
+                None => bad = Some(b),
+            });
+        }
+        if let Some(b) = bad {
+            return Err(CodegenError::Invalid { kernel: kernel.name.clone(), message: format!("{b:?} does not exist ({} buffers)", program.buffers.len()) });
+        }
+
+        let ptr = module.target_config().pointer_type();
+        let mut b = FunctionBuilder::new(func, fctx);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        b.seal_block(entry);
+        let table = b.block_params(entry)[0];
+        let vars = kernel.vars.iter().map(|&t| b.declare_var(cl_type(t))).collect();
+        // The table does not change during a run and every entry is read before any store.
+        let table_flags = MemFlagsData::trusted().with_readonly().with_can_move();
+        let mut bases = vec![None; program.buffers.len()];
+        for (i, _) in used.iter().enumerate().filter(|(_, u)| **u) {
+            let offset = i32::try_from(i * ptr.bytes() as usize).map_err(|_| CodegenError::Invalid { kernel: kernel.name.clone(), message: "too many buffers".into() })?;
+            bases[i] = Some(b.ins().load(ptr, table_flags, table, offset));
+        }
+        Ok(Cx { module, b, program, kernel, vars, entry, table, bases, fail: BTreeMap::new(), ret: None, funcs: BTreeMap::new(), outlined })
     }
 
-    let ptr = module.target_config().pointer_type();
-    let mut b = FunctionBuilder::new(func, fctx);
-    let entry = b.create_block();
-    b.append_block_params_for_function_params(entry);
-    b.switch_to_block(entry);
-    b.seal_block(entry);
-    let table = b.block_params(entry)[0];
-    let vars = kernel.vars.iter().map(|&t| b.declare_var(cl_type(t))).collect();
-    // The table does not change during a run and every entry is read before any store.
-    let table_flags = MemFlagsData::trusted().with_readonly().with_can_move();
-    let mut bases = vec![None; program.buffers.len()];
-    for (i, _) in used.iter().enumerate().filter(|(_, u)| **u) {
-        let offset = i32::try_from(i * ptr.bytes() as usize).map_err(|_| CodegenError::Invalid { kernel: kernel.name.clone(), message: "too many buffers".into() })?;
-        bases[i] = Some(b.ins().load(ptr, table_flags, table, offset));
+    /// Returns 0 where the body ends, adds the failure blocks and finalizes the function.
+    fn finish(mut self) -> Result<(), CodegenError> {
+        let ok = self.b.ins().iconst(types::I32, 0);
+        self.b.ins().return_(&[ok]);
+        for (error, block) in std::mem::take(&mut self.fail) {
+            self.b.switch_to_block(block);
+            self.b.seal_block(block);
+            let code = self.b.ins().iconst(types::I32, i64::from(error) + 1);
+            self.b.ins().return_(&[code]);
+        }
+        if let Some(block) = self.ret {
+            self.b.switch_to_block(block);
+            self.b.seal_block(block);
+            let status = self.b.block_params(block)[0];
+            self.b.ins().return_(&[status]);
+        }
+        self.b.finalize(self.module.target_config());
+        Ok(())
     }
-
-    let mut cx = Cx { module, b, program, kernel, vars, bases, fail: BTreeMap::new(), funcs: BTreeMap::new() };
-    cx.stmts(&kernel.body)?;
-    let ok = cx.b.ins().iconst(types::I32, 0);
-    cx.b.ins().return_(&[ok]);
-    for (error, block) in std::mem::take(&mut cx.fail) {
-        cx.b.switch_to_block(block);
-        cx.b.seal_block(block);
-        let code = cx.b.ins().iconst(types::I32, i64::from(error) + 1);
-        cx.b.ins().return_(&[code]);
-    }
-    cx.b.finalize(cx.module.target_config());
-    Ok(())
 }
 
 /// Calls `f` on every buffer a statement mentions.
@@ -151,6 +225,68 @@ impl Cx<'_, '_> {
 
     fn stmts(&mut self, stmts: &[Stmt]) -> Result<(), CodegenError> {
         stmts.iter().try_for_each(|s| self.stmt(s))
+    }
+
+    /// The kernel's top-level statements, with the outlined loops split over the thread pool.
+    fn top_level(&mut self, stmts: &[Stmt]) -> Result<(), CodegenError> {
+        for (i, s) in stmts.iter().enumerate() {
+            match self.outlined.iter().find(|(_, l)| l.stmt == i) {
+                Some((id, lp)) => self.parallel_for(*id, lp)?,
+                None => self.stmt(s)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// `kiln_rt_parallel_for(body, table, extent, grain)`, returning its status when it fails.
+    fn parallel_for(&mut self, id: FuncId, lp: &ParallelLoop) -> Result<(), CodegenError> {
+        let ptr = self.module.target_config().pointer_type();
+        let body = self.module.declare_func_in_func(id, self.b.func);
+        let body = self.b.ins().func_addr(ptr, body);
+        let f = self.runtime("kiln_rt_parallel_for", &[ptr, ptr, types::I64, types::I64], &[types::I32])?;
+        let extent = self.b.ins().iconst(types::I64, lp.extent as i64);
+        // Iterations per part, so each part is worth its split.
+        let grain = self.b.ins().iconst(types::I64, PART_MIN_ACCESSES.div_ceil(lp.work.max(1)) as i64);
+        let call = self.b.ins().call(f, &[body, self.table, extent, grain]);
+        let status = self.b.inst_results(call)[0];
+        let ret = match self.ret {
+            Some(b) => b,
+            None => {
+                let b = self.b.create_block();
+                self.b.append_block_param(b, types::I32);
+                self.b.set_cold_block(b);
+                self.ret = Some(b);
+                b
+            }
+        };
+        let cont = self.b.create_block();
+        self.b.ins().brif(status, ret, &[BlockArg::Value(status)], cont, &[]);
+        self.b.seal_block(cont);
+        self.b.switch_to_block(cont);
+        Ok(())
+    }
+
+    /// `for v in lo..hi { body }` with bounds known at run time (an outlined loop's part).
+    fn range_loop(&mut self, v: Var, lo: Value, hi: Value, body: &[Stmt]) -> Result<(), CodegenError> {
+        let (var, ty) = self.var(v)?;
+        if ty != ScalarType::I64 {
+            return Err(self.invalid(format!("loop variable {v:?} is {}, not i64", ty.name())));
+        }
+        let head = self.b.create_block();
+        let exit = self.b.create_block();
+        let i = self.b.append_block_param(head, types::I64);
+        let any = self.b.ins().icmp(IntCC::SignedLessThan, lo, hi);
+        self.b.ins().brif(any, head, &[BlockArg::Value(lo)], exit, &[]);
+        self.b.switch_to_block(head);
+        self.b.def_var(var, i);
+        self.stmts(body)?;
+        let next = self.b.ins().iadd_imm_u(i, 1);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, hi);
+        self.b.ins().brif(more, head, &[BlockArg::Value(next)], exit, &[]);
+        self.b.seal_block(head);
+        self.b.seal_block(exit);
+        self.b.switch_to_block(exit);
+        Ok(())
     }
 
     fn stmt(&mut self, s: &Stmt) -> Result<(), CodegenError> {

@@ -4,7 +4,10 @@
 //! -> u32`; `table[b]` is the base address of buffer `@b` (inputs and outputs from the caller,
 //! constants from the model's weight bytes, intermediates from the arena). The status is 0 on
 //! success and `error + 1` when a `Check` fails. An entry function, [`ENTRY_SYMBOL`], calls the
-//! kernels in order and returns the first non-zero status.
+//! kernels in order and returns the first non-zero status. A large top-level loop whose
+//! iterations are independent (`kiln_loops::parallel`) becomes a function of its own,
+//! `(table, lo, hi) -> status` over iterations `lo..hi`, which the kernel hands to the runtime's
+//! `kiln_rt_parallel_for` to split over the thread pool.
 //!
 //! Code is generated through the [`cranelift_module::Module`] trait, so the same translation
 //! drives the JIT ([`compile_jit`]) and, later, object files. Generated code bakes in no process

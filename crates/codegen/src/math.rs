@@ -37,7 +37,7 @@ fn math_symbols(f: MathFn) -> (&'static str, &'static str) {
 
 impl Cx<'_, '_> {
     /// The runtime function `name` with the given signature, imported into this function once.
-    fn runtime(&mut self, name: &'static str, params: &[Type], returns: &[Type]) -> Result<FuncRef, CodegenError> {
+    pub(crate) fn runtime(&mut self, name: &'static str, params: &[Type], returns: &[Type]) -> Result<FuncRef, CodegenError> {
         if let Some(&f) = self.funcs.get(name) {
             return Ok(f);
         }

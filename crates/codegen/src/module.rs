@@ -13,7 +13,7 @@ use cranelift_module::{FuncId, Linkage, Module};
 use kiln_loops::Program;
 
 use crate::jit::KernelStats;
-use crate::kernel::translate_kernel;
+use crate::kernel::{loops_to_split, outlined_signature, translate_kernel, translate_outlined};
 use crate::CodegenError;
 
 /// The exported symbol of the function that runs every kernel in order.
@@ -58,8 +58,9 @@ pub(crate) struct Translated {
     pub stats: Vec<KernelStats>,
 }
 
-/// Receives each finished function: defines it in the module (compiling it) or prints it.
-pub(crate) type Sink<'s> = dyn FnMut(&mut dyn Module, FuncId, &mut Context) -> Result<(), CodegenError> + 's;
+/// Receives each finished function with a label (its kernel, or the kernel's outlined loop):
+/// defines it in the module (compiling it) or prints it.
+pub(crate) type Sink<'s> = dyn FnMut(&mut dyn Module, FuncId, &str, &mut Context) -> Result<(), CodegenError> + 's;
 
 /// Translates every kernel and the entry function, handing each to `sink`.
 pub(crate) fn translate(module: &mut dyn Module, program: &Program, sink: &mut Sink<'_>) -> Result<Translated, CodegenError> {
@@ -69,19 +70,35 @@ pub(crate) fn translate(module: &mut dyn Module, program: &Program, sink: &mut S
     let mut fctx = FunctionBuilderContext::new();
     let mut kernels = Vec::with_capacity(program.kernels.len());
     let mut stats = Vec::with_capacity(program.kernels.len());
+    let outlined_sig = outlined_signature(module);
     for (i, kernel) in program.kernels.iter().enumerate() {
         let symbol = kernel_symbol(i, &kernel.name);
-        let id = module.declare_function(&symbol, Linkage::Local, &sig).map_err(|e| cl_err(&kernel.name, &e))?;
         let start = Instant::now();
+        let in_kernel = |e| match e {
+            CodegenError::Cranelift { message, .. } => CodegenError::Cranelift { kernel: kernel.name.clone(), message },
+            other => other,
+        };
+        // Loops split over the thread pool first: the kernel takes their addresses.
+        let mut outlined = Vec::new();
+        let mut insts = 0;
+        for lp in loops_to_split(program, kernel) {
+            let name = format!("{symbol}_s{}", lp.stmt);
+            let id = module.declare_function(&name, Linkage::Local, &outlined_sig).map_err(|e| cl_err(&kernel.name, &e))?;
+            module.clear_context(&mut ctx);
+            ctx.func.signature = outlined_sig.clone();
+            ctx.func.name = UserFuncName::testcase(&name);
+            translate_outlined(module, &mut ctx.func, &mut fctx, program, kernel, &lp)?;
+            insts += ctx.func.dfg.num_insts();
+            sink(module, id, &format!("{}, statement {} in parallel", kernel.name, lp.stmt), &mut ctx).map_err(in_kernel)?;
+            outlined.push((id, lp));
+        }
+        let id = module.declare_function(&symbol, Linkage::Local, &sig).map_err(|e| cl_err(&kernel.name, &e))?;
         module.clear_context(&mut ctx);
         ctx.func.signature = sig.clone();
         ctx.func.name = UserFuncName::testcase(&symbol);
-        translate_kernel(module, &mut ctx.func, &mut fctx, program, kernel)?;
-        let insts = ctx.func.dfg.num_insts();
-        sink(module, id, &mut ctx).map_err(|e| match e {
-            CodegenError::Cranelift { message, .. } => CodegenError::Cranelift { kernel: kernel.name.clone(), message },
-            other => other,
-        })?;
+        translate_kernel(module, &mut ctx.func, &mut fctx, program, kernel, &outlined)?;
+        insts += ctx.func.dfg.num_insts();
+        sink(module, id, &kernel.name, &mut ctx).map_err(in_kernel)?;
         stats.push(KernelStats { name: kernel.name.clone(), symbol, clif_insts: insts, compile_time: start.elapsed() });
         kernels.push(id);
     }
@@ -114,7 +131,7 @@ pub(crate) fn translate(module: &mut dyn Module, program: &Program, sink: &mut S
     b.seal_block(fail);
     b.ins().return_(&[status]);
     b.finalize(module.target_config());
-    sink(module, entry, &mut ctx).map_err(|e| match e {
+    sink(module, entry, ENTRY_SYMBOL, &mut ctx).map_err(|e| match e {
         CodegenError::Cranelift { message, .. } => CodegenError::Cranelift { kernel: ENTRY_SYMBOL.into(), message },
         other => other,
     })?;
@@ -122,15 +139,13 @@ pub(crate) fn translate(module: &mut dyn Module, program: &Program, sink: &mut S
 }
 
 /// The CLIF of every function of `program` as generated, before Cranelift optimizes it (for
-/// `kiln dump --stage clif`). Each function is preceded by a comment naming its kernel.
+/// `kiln dump --stage clif`). Each function is preceded by a comment naming its kernel (and,
+/// for an outlined loop, its statement).
 pub fn clif_text(program: &Program) -> Result<String, CodegenError> {
     let mut module = crate::jit::new_module()?;
     let mut out = String::new();
-    let names: Vec<&str> = program.kernels.iter().map(|k| k.name.as_str()).chain([ENTRY_SYMBOL]).collect();
-    let mut next = 0;
-    translate(&mut module, program, &mut |_, _, ctx| {
-        out.push_str(&format!("; {}\n{}\n", names[next], ctx.func.display()));
-        next += 1;
+    translate(&mut module, program, &mut |_, _, label, ctx| {
+        out.push_str(&format!("; {label}\n{}\n", ctx.func.display()));
         Ok(())
     })?;
     Ok(out)

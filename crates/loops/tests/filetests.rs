@@ -22,6 +22,8 @@
 //! - `lower`: the input is tensor IR; the output is the printed loop IR of
 //!   `kiln_loops::lower::lower`, which must verify and round-trip (or `lower error: ...`).
 //! - `parse-error`: the input is loop IR that must not parse; the output is the error.
+//! - `parallel`: the input is loop IR; the output is `kiln_loops::parallel::report`, which
+//!   top-level loops may run their iterations on several threads, and why the others may not.
 //!
 //! Every file is one case; all failures are reported together at the end.
 //! `KILN_BLESS=1 cargo test -p kiln-loops --test filetests` rewrites each expected section
@@ -35,7 +37,7 @@ use kiln_loops::verify::verify;
 use kiln_testkit::filetest::{line_diff, run_dir, Command};
 
 /// Every command a file can name in its `// test NAME` line.
-const COMMANDS: &[(&str, Command)] = &[("roundtrip", roundtrip), ("verify", verify_command), ("lower", lower), ("parse-error", parse_error)];
+const COMMANDS: &[(&str, Command)] = &[("roundtrip", roundtrip), ("verify", verify_command), ("lower", lower), ("parse-error", parse_error), ("parallel", parallel)];
 
 /// Prints `p` and checks the text is a fixed point of print ∘ parse.
 fn print_checked(p: &Program) -> Result<String, String> {
@@ -61,6 +63,12 @@ fn verify_command(input: &str) -> Result<String, String> {
         Ok(()) => "ok\n".to_string(),
         Err(errors) => errors.iter().map(|e| format!("{e}\n")).collect(),
     })
+}
+
+/// Which top-level loops are parallel, and why the others are not.
+fn parallel(input: &str) -> Result<String, String> {
+    let p = parse(input).map_err(|e| format!("input does not parse: {e}"))?;
+    Ok(kiln_loops::parallel::report(&p))
 }
 
 /// The loop IR that tensor IR lowers to; it must verify.

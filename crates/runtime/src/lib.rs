@@ -3,7 +3,7 @@
 //! Every entry point is an `extern "C"` function with a stable, unmangled `kiln_rt_*` name:
 //! scalar math Cranelift has no instruction for ([`math`]), the compute micro-kernels
 //! ([`gemm`], the fused [`conv`], [`dwconv`], [`maxpool`]) and what surrounds them ([`im2col`], the fused ops'
-//! [`epilogue`], the attention's row [`softmax`], layer and RMS [`norm`]alization, the movement ops' [`copy`]), split over the intra-op thread [`pool`], and the stores of narrow float formats ([`minifloat`]). The JIT registers
+//! [`epilogue`], the attention's row [`softmax`], layer and RMS [`norm`]alization, the movement ops' [`copy`]), split over the intra-op thread [`pool`] (as are generated loops, through [`parallel`]), and the stores of narrow float formats ([`minifloat`]). The JIT registers
 //! [`symbols`] with its module; an object file produced by the ahead-of-time path links the
 //! same names from this crate's static library (`crate-type = ["rlib", "staticlib"]`).
 //!
@@ -35,6 +35,7 @@ pub mod math;
 pub mod maxpool;
 pub mod minifloat;
 pub mod norm;
+pub mod parallel;
 pub mod pool;
 pub mod softmax;
 mod vmath;
@@ -54,6 +55,7 @@ pub fn symbols() -> Vec<(&'static str, *const u8)> {
     table.push(("kiln_rt_softmax", softmax::kiln_rt_softmax as *const u8));
     table.push(("kiln_rt_layernorm", norm::kiln_rt_layernorm as *const u8));
     table.push(("kiln_rt_copy", copy::kiln_rt_copy as *const u8));
+    table.push(("kiln_rt_parallel_for", parallel::kiln_rt_parallel_for as *const u8));
     table.extend(minifloat::symbols());
     table
 }
@@ -84,8 +86,8 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), table.len());
         // 17 unary functions and pow and fmod, each in f32 and f64, sgemm, sgemm_packed, sgemm_fused,
-        // conv2d, dwconv2d, epilogue, im2col, maxpool2d, softmax, layernorm, copy, and five
+        // conv2d, dwconv2d, epilogue, im2col, maxpool2d, softmax, layernorm, copy, parallel_for, and five
         // narrow-float encoders.
-        assert_eq!(table.len(), 2 * 19 + 11 + 5);
+        assert_eq!(table.len(), 2 * 19 + 12 + 5);
     }
 }

@@ -14,21 +14,29 @@
 //! the pool works (one core of two idle) and `scope`/`spawn` allocate per task; this pool lets
 //! the caller take tasks too and allocates nothing per call.
 //!
-//! **Idle workers sleep.** After a job a worker polls for the next one for [`SPIN`] (kernels of
-//! one inference follow each other within microseconds, and waking a sleeping thread costs
-//! tens of them), then blocks on a condition variable. A pool busy with one caller's job runs
-//! a second caller's job on that caller alone, so concurrent requests never queue behind each
-//! other.
+//! **Idle workers sleep.** After a job a worker polls for the next one for [`SPIN`] (1 ms:
+//! kernels of one inference follow each other within microseconds, and waking a sleeping
+//! thread costs tens of them, ~30 µs on this project's virtual machine), then blocks on a
+//! condition variable. Posting a job and waiting for the workers to leave it are atomics only; the
+//! caller makes a system call just to wake sleeping workers. A pool busy with one caller's job
+//! runs a second caller's job on that caller alone, so concurrent requests never queue behind
+//! each other.
 
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// How long a worker polls for the next job before it sleeps.
-const SPIN: Duration = Duration::from_micros(200);
+/// How long a worker polls for the next job before it sleeps: longer than most single-thread
+/// stretches of an inference (a sleeping worker costs the next split ~30 µs to wake on this
+/// project's machine), short enough to leave an idle service's cores alone.
+const SPIN: Duration = Duration::from_millis(1);
+
+/// How long the caller polls for workers finishing their last task before it starts yielding
+/// its core (to a worker that may be waiting for it).
+const WAIT_SPIN: Duration = Duration::from_micros(50);
 
 /// A team of `threads − 1` workers; the thread that calls in is the last member.
 pub struct Pool {
@@ -38,34 +46,28 @@ pub struct Pool {
     busy: Mutex<()>,
 }
 
+/// What the caller and the workers share. Every access is sequentially consistent: the
+/// handshakes below are argued in that order.
 struct Shared {
-    state: Mutex<State>,
-    /// Signalled when a job is posted or the pool shuts down.
-    posted: Condvar,
-    /// Signalled when the last worker leaves a job.
-    left: Condvar,
-    /// A copy of `State::epoch` that spinning workers read without the lock.
+    /// The job being worked on; null once its caller stops admitting workers. A worker counts
+    /// itself in `inside` before it reads this, and the caller clears it before it waits for
+    /// `inside` to drop to zero, so no worker can reach a job whose caller has returned.
+    job: AtomicPtr<Job<'static>>,
+    /// Workers between counting themselves in and leaving.
+    inside: AtomicUsize,
+    /// Bumped for every job posted (and at shutdown).
     epoch: AtomicU64,
+    /// Workers that have counted themselves asleep: the caller wakes them only when some are.
+    /// A worker counts itself before its last look at `epoch`, and the caller bumps `epoch`
+    /// before it reads this, so either the worker sees the new job or the caller sees it
+    /// asleep.
+    sleepers: AtomicUsize,
+    shutdown: AtomicBool,
+    /// Guards sleeping: a worker holds it from counting itself asleep until it waits.
+    lock: Mutex<()>,
+    /// Signalled when a job is posted to sleeping workers or the pool shuts down.
+    posted: Condvar,
 }
-
-struct State {
-    /// Bumped for every job posted.
-    epoch: u64,
-    /// The job being worked on; `None` once its caller stops admitting workers.
-    job: Option<JobRef>,
-    /// Workers inside the current job.
-    inside: usize,
-    shutdown: bool,
-}
-
-/// A job on its caller's stack. The caller waits until no worker is inside before returning,
-/// so the pointer never outlives the job.
-#[derive(Clone, Copy)]
-struct JobRef(*const Job<'static>);
-
-// SAFETY: a `Job` is `Sync` (its function is `Sync`, the rest atomics), and the caller keeps it
-// alive while any worker holds the pointer.
-unsafe impl Send for JobRef {}
 
 struct Job<'a> {
     task: &'a (dyn Fn(usize) + Sync),
@@ -108,10 +110,13 @@ impl Pool {
     /// If the operating system refuses to start a thread.
     pub fn new(threads: usize) -> std::io::Result<Pool> {
         let shared = Arc::new(Shared {
-            state: Mutex::new(State { epoch: 0, job: None, inside: 0, shutdown: false }),
-            posted: Condvar::new(),
-            left: Condvar::new(),
+            job: AtomicPtr::new(std::ptr::null_mut()),
+            inside: AtomicUsize::new(0),
             epoch: AtomicU64::new(0),
+            sleepers: AtomicUsize::new(0),
+            shutdown: AtomicBool::new(false),
+            lock: Mutex::new(()),
+            posted: Condvar::new(),
         });
         let mut pool = Pool { shared: shared.clone(), workers: Vec::new(), busy: Mutex::new(()) };
         for i in 1..threads.max(1) {
@@ -156,30 +161,42 @@ impl Pool {
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
             Err(TryLockError::WouldBlock) => return (0..tasks).for_each(task),
         };
+        let sh = &*self.shared;
         let job = Job { task, tasks, next: AtomicUsize::new(0), panicked: AtomicBool::new(false) };
-        {
-            let mut st = self.shared.lock();
-            st.epoch += 1;
-            // SAFETY: only the lifetime is erased; the job outlives every use (see below).
-            st.job = Some(JobRef(unsafe { std::mem::transmute::<*const Job<'_>, *const Job<'static>>(&job) }));
-            self.shared.epoch.store(st.epoch, Ordering::Release);
+        // SAFETY: only the lifetime is erased; no worker reaches the job after this call
+        // returns (see `Shared::job`). Workers only read through the pointer.
+        let ptr = unsafe { std::mem::transmute::<*const Job<'_>, *const Job<'static>>(&job) };
+        sh.job.store(ptr.cast_mut(), Ordering::SeqCst);
+        sh.epoch.fetch_add(1, Ordering::SeqCst);
+        if sh.sleepers.load(Ordering::SeqCst) > 0 {
+            // Taking the lock waits for a worker between counting itself asleep and waiting.
+            drop(sh.lock());
+            sh.posted.notify_all();
         }
-        self.shared.posted.notify_all();
         job.work();
-        let mut st = self.shared.lock();
-        st.job = None;
-        while st.inside > 0 {
-            st = self.shared.left.wait(st).unwrap_or_else(|e| e.into_inner());
+        sh.job.store(std::ptr::null_mut(), Ordering::SeqCst);
+        // Workers still inside are finishing their last task: poll, and after a while let a
+        // preempted one have this core.
+        let start = Instant::now();
+        let mut polls = 0u32;
+        while sh.inside.load(Ordering::SeqCst) > 0 {
+            std::hint::spin_loop();
+            polls = polls.wrapping_add(1);
+            if polls.is_multiple_of(256) && start.elapsed() > WAIT_SPIN {
+                std::thread::yield_now();
+            }
         }
-        drop(st);
         assert!(!job.panicked.load(Ordering::Relaxed), "a kiln runtime task panicked");
     }
 }
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        self.shared.lock().shutdown = true;
-        self.shared.posted.notify_all();
+        let sh = &*self.shared;
+        sh.shutdown.store(true, Ordering::SeqCst);
+        sh.epoch.fetch_add(1, Ordering::SeqCst);
+        drop(sh.lock());
+        sh.posted.notify_all();
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
@@ -187,41 +204,40 @@ impl Drop for Pool {
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, ()> {
+        self.lock.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-fn worker(shared: &Shared) {
+fn worker(sh: &Shared) {
     let mut seen = 0;
     loop {
         let start = Instant::now();
         let mut polls = 0u32;
-        while shared.epoch.load(Ordering::Acquire) == seen {
+        while sh.epoch.load(Ordering::SeqCst) == seen {
             std::hint::spin_loop();
             polls = polls.wrapping_add(1);
-            if polls % 256 == 0 && start.elapsed() > SPIN {
+            if polls.is_multiple_of(256) && start.elapsed() > SPIN {
+                let mut guard = sh.lock();
+                sh.sleepers.fetch_add(1, Ordering::SeqCst);
+                while sh.epoch.load(Ordering::SeqCst) == seen {
+                    guard = sh.posted.wait(guard).unwrap_or_else(|e| e.into_inner());
+                }
+                sh.sleepers.fetch_sub(1, Ordering::SeqCst);
                 break;
             }
         }
-        let mut st = shared.lock();
-        while st.epoch == seen && !st.shutdown {
-            st = shared.posted.wait(st).unwrap_or_else(|e| e.into_inner());
-        }
-        if st.shutdown {
+        if sh.shutdown.load(Ordering::SeqCst) {
             return;
         }
-        seen = st.epoch;
-        let Some(job) = st.job else { continue };
-        st.inside += 1;
-        drop(st);
-        // SAFETY: the job's caller keeps it alive until `inside` drops back to zero.
-        unsafe { (*job.0).work() };
-        let mut st = shared.lock();
-        st.inside -= 1;
-        if st.inside == 0 {
-            shared.left.notify_all();
+        seen = sh.epoch.load(Ordering::SeqCst);
+        sh.inside.fetch_add(1, Ordering::SeqCst);
+        let job = sh.job.load(Ordering::SeqCst);
+        // SAFETY: a non-null job is alive until `inside` drops back to zero (`Shared::job`).
+        if let Some(job) = unsafe { job.as_ref() } {
+            job.work();
         }
+        sh.inside.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

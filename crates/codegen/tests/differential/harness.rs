@@ -187,6 +187,12 @@ impl Harness {
 
     /// Runs both ways, asserts agreement, and returns the status (`Err(code)` for a failed check).
     pub fn run(&self) -> Result<(), u32> {
+        self.run_on(1)
+    }
+
+    /// As [`run`](Self::run), with the JIT code run inside a thread pool of `threads` (its
+    /// parallel loops split over it).
+    pub fn run_on(&self, threads: usize) -> Result<(), u32> {
         let mut want = self.memory.clone();
         let want_status = match interp::run(&self.p, &mut want) {
             Ok(()) => Ok(()),
@@ -203,7 +209,8 @@ impl Harness {
         let table: Vec<*mut u8> = words.iter_mut().map(|w| w.as_mut_ptr().cast::<u8>()).collect();
         // SAFETY: one live, large-enough buffer per program buffer; the interpreter has just
         // checked every access of this program is in bounds.
-        let got_status = unsafe { jit.run(&table) };
+        let pool = kiln_runtime::pool::Pool::new(threads).expect("threads");
+        let got_status = pool.enter(|| unsafe { jit.run(&table) });
         assert_eq!(got_status, want_status, "status differs (jit vs interpreter)");
 
         for (i, (w, m)) in words.iter().zip(&want).enumerate() {

@@ -9,3 +9,4 @@ mod control;
 mod harness;
 mod memory;
 mod narrow;
+mod parallel;
