@@ -8,7 +8,7 @@ use cranelift_module::default_libcall_names;
 use kiln_loops::Program;
 
 use crate::module::{host_isa, translate};
-use crate::CodegenError;
+use crate::{CodegenError, CodegenOptions};
 
 /// A compiled kernel or entry function: `(table) -> status`.
 type KernelFn = unsafe extern "C" fn(*const *mut u8) -> u32;
@@ -55,11 +55,16 @@ pub(crate) fn new_module() -> Result<JITModule, CodegenError> {
     Ok(JITModule::new(builder))
 }
 
-/// Compiles `program` to machine code in this process.
+/// Compiles `program` to machine code in this process, with the default [`CodegenOptions`].
 pub fn compile_jit(program: &Program) -> Result<JitProgram, CodegenError> {
+    compile_jit_with(program, &CodegenOptions::default())
+}
+
+/// Compiles `program` to machine code in this process.
+pub fn compile_jit_with(program: &Program, options: &CodegenOptions) -> Result<JitProgram, CodegenError> {
     let start = Instant::now();
     let mut module = new_module()?;
-    let translated = translate(&mut module, program, &mut |module, id, _, ctx| {
+    let translated = translate(&mut module, program, options, &mut |module, id, _, ctx| {
         module.define_function(id, ctx).map_err(|e| CodegenError::Cranelift { kernel: String::new(), message: format!("{e:?}") })
     });
     let translated = match translated {

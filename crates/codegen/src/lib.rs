@@ -50,7 +50,21 @@ mod math;
 mod memory;
 mod module;
 
-pub use jit::{compile_jit, JitProgram, KernelStats};
+pub use jit::{compile_jit, compile_jit_with, JitProgram, KernelStats};
+
+/// Choices of the code generator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CodegenOptions {
+    /// Outline large parallel loops to be split over the runtime's thread pool. Off for code
+    /// that will run on one thread, where the outlined functions would only cost compile time.
+    pub parallel_loops: bool,
+}
+
+impl Default for CodegenOptions {
+    fn default() -> Self {
+        CodegenOptions { parallel_loops: true }
+    }
+}
 pub use module::{clif_text, ENTRY_SYMBOL};
 
 /// Why a program could not be compiled.

@@ -14,7 +14,7 @@ use kiln_loops::Program;
 
 use crate::jit::KernelStats;
 use crate::kernel::{loops_to_split, outlined_signature, translate_kernel, translate_outlined};
-use crate::CodegenError;
+use crate::{CodegenError, CodegenOptions};
 
 /// The exported symbol of the function that runs every kernel in order.
 pub const ENTRY_SYMBOL: &str = "kiln_entry";
@@ -63,7 +63,7 @@ pub(crate) struct Translated {
 pub(crate) type Sink<'s> = dyn FnMut(&mut dyn Module, FuncId, &str, &mut Context) -> Result<(), CodegenError> + 's;
 
 /// Translates every kernel and the entry function, handing each to `sink`.
-pub(crate) fn translate(module: &mut dyn Module, program: &Program, sink: &mut Sink<'_>) -> Result<Translated, CodegenError> {
+pub(crate) fn translate(module: &mut dyn Module, program: &Program, options: &CodegenOptions, sink: &mut Sink<'_>) -> Result<Translated, CodegenError> {
     let cl_err = |kernel: &str, e: &dyn std::fmt::Display| CodegenError::Cranelift { kernel: kernel.to_string(), message: e.to_string() };
     let sig = kernel_signature(module);
     let mut ctx = module.make_context();
@@ -81,7 +81,8 @@ pub(crate) fn translate(module: &mut dyn Module, program: &Program, sink: &mut S
         // Loops split over the thread pool first: the kernel takes their addresses.
         let mut outlined = Vec::new();
         let mut insts = 0;
-        for lp in loops_to_split(program, kernel) {
+        let split = if options.parallel_loops { loops_to_split(program, kernel) } else { Vec::new() };
+        for lp in split {
             let name = format!("{symbol}_s{}", lp.stmt);
             let id = module.declare_function(&name, Linkage::Local, &outlined_sig).map_err(|e| cl_err(&kernel.name, &e))?;
             module.clear_context(&mut ctx);
@@ -144,7 +145,7 @@ pub(crate) fn translate(module: &mut dyn Module, program: &Program, sink: &mut S
 pub fn clif_text(program: &Program) -> Result<String, CodegenError> {
     let mut module = crate::jit::new_module()?;
     let mut out = String::new();
-    translate(&mut module, program, &mut |_, _, label, ctx| {
+    translate(&mut module, program, &CodegenOptions::default(), &mut |_, _, label, ctx| {
         out.push_str(&format!("; {label}\n{}\n", ctx.func.display()));
         Ok(())
     })?;

@@ -167,6 +167,7 @@ impl CompiledModel {
                 values,
                 self.optimizer.as_ref(),
                 self.prepack,
+                self.pool.threads(),
             )
         })?);
         specs.insert(key, spec.clone());
@@ -309,6 +310,7 @@ impl Specialization {
         values: &[(usize, Tensor)],
         optimizer: Option<&kiln_passes::Limits>,
         prepack: bool,
+        threads: usize,
     ) -> Result<Specialization> {
         let mut g = bind_shapes(graph, shapes)?;
         if !values.is_empty() {
@@ -332,7 +334,9 @@ impl Specialization {
             kiln_loops::prepack::prepack(&mut program, kiln_loops::prepack::PackedLayout::detected());
         }
         let plan = kiln_loops::plan::plan(&program);
-        let jit = kiln_codegen::compile_jit(&program)?;
+        // Loops split over threads only pay with more than one.
+        let codegen = kiln_codegen::CodegenOptions { parallel_loops: threads > 1 };
+        let jit = kiln_codegen::compile_jit_with(&program, &codegen)?;
         let outputs = g
             .outputs()
             .iter()

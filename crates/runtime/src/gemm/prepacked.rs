@@ -54,26 +54,40 @@ impl PackedLayout {
         let cols = if trans_b == Transpose::Yes { k } else { n };
         assert!(rows == 0 || cols == 0 || b.len() >= 4 * ((rows - 1) * ldb + cols), "B is shorter than {rows} rows of stride {ldb}");
         let panels = n.div_ceil(nr);
+        // Loops run along B's rows as stored, so the source (often a model file's pages, read
+        // for the first time) streams in order; the panels' rows are written in cache-sized
+        // blocks instead.
         for p0 in (0..k).step_by(kc) {
             let depth = kc.min(k - p0);
             let block = p0 * panels * nr;
-            for t in 0..panels {
-                let (j0, width) = (t * nr, nr.min(n - t * nr));
+            // Float offset of packed row `s` of panel `t` in this block.
+            let at = |t: usize, s: usize| 4 * (block + (t * depth + s) * nr);
+            if trans_b == Transpose::No {
+                // Row p of B is packed row s of every panel.
                 for s in 0..depth {
-                    let at = 4 * (block + (t * depth + s) * nr);
-                    let row = &mut dst[at..at + 4 * nr];
-                    let p = p0 + s;
-                    if trans_b == Transpose::No {
-                        // A panel row is a run of B's row p.
-                        let from = 4 * (p * ldb + j0);
-                        row[..4 * width].copy_from_slice(&b[from..from + 4 * width]);
-                    } else {
-                        for j in 0..width {
-                            let from = 4 * ((j0 + j) * ldb + p);
-                            row[4 * j..4 * j + 4].copy_from_slice(&b[from..from + 4]);
+                    let from = 4 * ((p0 + s) * ldb);
+                    for t in 0..panels {
+                        let (j0, width) = (t * nr, nr.min(n - t * nr));
+                        let row = &mut dst[at(t, s)..at(t, s) + 4 * nr];
+                        row[..4 * width].copy_from_slice(&b[from + 4 * j0..from + 4 * (j0 + width)]);
+                        row[4 * width..].fill(0);
+                    }
+                }
+            } else {
+                // Row j of B (column j of op(B)) is column j mod nr of panel j / nr.
+                for t in 0..panels {
+                    let (j0, width) = (t * nr, nr.min(n - t * nr));
+                    for j in 0..width {
+                        let from = 4 * ((j0 + j) * ldb + p0);
+                        let src = &b[from..from + 4 * depth];
+                        for (s, x) in src.chunks_exact(4).enumerate() {
+                            let to = at(t, s) + 4 * j;
+                            dst[to..to + 4].copy_from_slice(x);
                         }
                     }
-                    row[4 * width..].fill(0);
+                    for s in 0..depth {
+                        dst[at(t, s) + 4 * width..at(t, s) + 4 * nr].fill(0);
+                    }
                 }
             }
         }
