@@ -400,6 +400,26 @@ pub enum Expr {
 }
 
 impl Expr {
+    /// Calls `f` on each direct operand of this expression (a load's index, an operation's
+    /// arguments), in order.
+    pub fn for_each_operand<'e>(&'e self, mut f: impl FnMut(&'e Expr)) {
+        match self {
+            Expr::Const(_) | Expr::Var(_) => {}
+            Expr::Load { index, .. } => f(index),
+            Expr::Unary(_, a) | Expr::Cast(_, _, a) | Expr::Bitcast(_, a) => f(a),
+            Expr::Binary(_, a, b) | Expr::Cmp(_, a, b) => {
+                f(a);
+                f(b);
+            }
+            Expr::Select(c, a, b) => {
+                f(c);
+                f(a);
+                f(b);
+            }
+            Expr::Math(_, args) => args.iter().for_each(f),
+        }
+    }
+
     /// Whether the expression reads variable `v`.
     pub fn mentions(&self, v: Var) -> bool {
         match self {

@@ -102,14 +102,9 @@ fn parallel_loop(p: &Program, stmt: usize, s: &Stmt) -> Result<ParallelLoop, Str
 
 /// The loads in `e`.
 fn loads(e: &Expr) -> u64 {
-    match e {
-        Expr::Const(_) | Expr::Var(_) => 0,
-        Expr::Load { index, .. } => 1 + loads(index),
-        Expr::Unary(_, a) | Expr::Cast(_, _, a) | Expr::Bitcast(_, a) => loads(a),
-        Expr::Binary(_, a, b) | Expr::Cmp(_, a, b) => loads(a) + loads(b),
-        Expr::Select(c, a, b) => loads(c) + loads(a) + loads(b),
-        Expr::Math(_, args) => args.iter().map(loads).sum(),
-    }
+    let mut n = u64::from(matches!(e, Expr::Load { .. }));
+    e.for_each_operand(|a| n += loads(a));
+    n
 }
 
 /// `Σ coeffs[v]·v + constant` over loop variables.
@@ -244,17 +239,7 @@ impl Walk {
                 let a = self.affine(index);
                 self.accesses.push((*buf, a, 1, false));
             }
-            Expr::Unary(_, a) | Expr::Cast(_, _, a) | Expr::Bitcast(_, a) => self.expr(a),
-            Expr::Binary(_, a, b) | Expr::Cmp(_, a, b) => {
-                self.expr(a);
-                self.expr(b);
-            }
-            Expr::Select(c, a, b) => {
-                self.expr(c);
-                self.expr(a);
-                self.expr(b);
-            }
-            Expr::Math(_, args) => args.iter().for_each(|a| self.expr(a)),
+            _ => e.for_each_operand(|a| self.expr(a)),
         }
     }
 

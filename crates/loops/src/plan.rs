@@ -164,17 +164,7 @@ impl<'a> Uses<'a> {
                 self.loads.entry(*buf).or_default().push((index, single));
                 self.expr(index);
             }
-            Expr::Unary(_, a) | Expr::Cast(_, _, a) | Expr::Bitcast(_, a) => self.expr(a),
-            Expr::Binary(_, a, b) | Expr::Cmp(_, a, b) => {
-                self.expr(a);
-                self.expr(b);
-            }
-            Expr::Select(c, a, b) => {
-                self.expr(c);
-                self.expr(a);
-                self.expr(b);
-            }
-            Expr::Math(_, args) => args.iter().for_each(|a| self.expr(a)),
+            _ => e.for_each_operand(|a| self.expr(a)),
         }
     }
 
