@@ -6,7 +6,7 @@
 //! kiln would disagree with. `merge` checks that the two sides of every union agree; a
 //! disagreement is a wrong rule, recorded in [`Tir::conflicts`] and reported as an error.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use egg::{Analysis, DidMerge, EGraph, Id};
 use kiln_tir::infer::{InferInput, infer_op};
@@ -81,17 +81,17 @@ impl Tir {
         Tir {
             ops: Ops::default(),
             leaves: Vec::new(),
-            created: HashMap::new(),
+            created: HashMap::default(),
             conflicts: Vec::new(),
             fold_limit,
-            applied: HashSet::new(),
-            folded: HashMap::new(),
+            applied: HashSet::default(),
+            folded: HashMap::default(),
         }
     }
 
     /// [`Tir::created`] with keys canonicalized in `eg` (run after the e-graph is rebuilt).
     pub fn created_canonical(eg: &Egraph) -> HashMap<ENode, Created> {
-        let mut out: HashMap<ENode, Created> = HashMap::new();
+        let mut out: HashMap<ENode, Created> = HashMap::default();
         for (node, c) in &eg.analysis.created {
             let key = ENode {
                 head: node.head,

@@ -7,7 +7,7 @@
 //! reusing an original node when the choice is that node unchanged, so values keep their ids
 //! and names where nothing happened.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use egg::Id;
 use kiln_tir::{Graph, NodeId, Region, ValueDef, ValueId};
@@ -43,7 +43,7 @@ fn is_transparent(g: &Graph, n: NodeId) -> bool {
 /// Loads the top region of `g` into a fresh e-graph.
 pub fn to_egraph(g: &Graph, fold_limit: u64) -> Converted {
     let mut eg = Egraph::new(Tir::new(fold_limit));
-    let mut class_of = HashMap::new();
+    let mut class_of = HashMap::default();
     let mut transparent = Vec::new();
     let leaf = |eg: &mut Egraph, v: ValueId, value| {
         let i = eg.analysis.leaves.len() as u32;
@@ -107,7 +107,7 @@ pub fn to_egraph(g: &Graph, fold_limit: u64) -> Converted {
 /// Values of the top region that node `n`'s regions read (free variables).
 pub(crate) fn free_values(g: &Graph, n: NodeId, top: &HashMap<ValueId, Id>) -> Vec<ValueId> {
     let mut out = Vec::new();
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     fn walk(
         g: &Graph,
         r: &Region,
@@ -189,13 +189,13 @@ pub fn rebuild(
         nodes: Vec::new(),
         results: Vec::new(),
     };
-    let mut memo: HashMap<Id, ValueId> = HashMap::new();
+    let mut memo: HashMap<Id, ValueId> = HashMap::default();
     let mut used_consts: Vec<ValueId> = Vec::new();
-    let mut originals: HashMap<Id, Vec<NodeId>> = HashMap::new();
+    let mut originals: HashMap<Id, Vec<NodeId>> = HashMap::default();
     for &(n, c) in &conv.transparent {
         originals.entry(eg.find(c)).or_default().push(n);
     }
-    let mut class_of_node = HashMap::new();
+    let mut class_of_node = HashMap::default();
 
     // Post-order without recursion: a class is emitted once all its argument classes are.
     let mut materialize = |out: &mut Graph,
@@ -298,7 +298,7 @@ pub fn rebuild(
             continue;
         }
         // An opaque node: its inputs and free values first, then the node itself.
-        let mut renames = HashMap::new();
+        let mut renames = HashMap::default();
         let inputs = g.node(n).inputs.clone();
         let mut new_inputs = Vec::with_capacity(inputs.len());
         for i in inputs {
@@ -394,8 +394,8 @@ pub fn rebuild(
 /// Returns the new graph and the new id of every node kept.
 pub fn compact(g: &Graph) -> (Graph, HashMap<NodeId, NodeId>) {
     let mut out = Graph::default();
-    let mut values: HashMap<ValueId, ValueId> = HashMap::new();
-    let mut nodes: HashMap<NodeId, NodeId> = HashMap::new();
+    let mut values: HashMap<ValueId, ValueId> = HashMap::default();
+    let mut nodes: HashMap<NodeId, NodeId> = HashMap::default();
     out.body = compact_region(g, &g.body, &mut out, &mut values, &mut nodes);
     (out, nodes)
 }

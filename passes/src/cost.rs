@@ -22,6 +22,7 @@
 //! chosen class once.
 
 use egg::{CostFunction, Id, Language};
+use rustc_hash::FxHashMap;
 use kiln_tir::OpKind;
 
 use crate::analysis::Egraph;
@@ -37,12 +38,15 @@ const UNKNOWN_BYTES: f64 = 16384.0;
 /// The cost model over an e-graph.
 pub struct CostModel<'a> {
     eg: &'a Egraph,
+    /// [`own`](Self::own) of each node asked so far: extraction asks for every node's cost on
+    /// each of its passes until the costs settle.
+    own: FxHashMap<ENode, f64>,
 }
 
 impl<'a> CostModel<'a> {
     /// The model for `eg` (which must be clean: rebuilt after the last union).
     pub fn new(eg: &'a Egraph) -> Self {
-        CostModel { eg }
+        CostModel { eg, own: FxHashMap::default() }
     }
 
     fn bytes(&self, id: Id) -> f64 {
@@ -123,6 +127,14 @@ impl CostFunction<ENode> for CostModel<'_> {
     where
         C: FnMut(Id) -> f64,
     {
-        node.fold(self.own(node), |acc, a| acc + costs(a))
+        let own = match self.own.get(node) {
+            Some(&c) => c,
+            None => {
+                let c = self.own(node);
+                self.own.insert(node.clone(), c);
+                c
+            }
+        };
+        node.fold(own, |acc, a| acc + costs(a))
     }
 }
