@@ -329,14 +329,29 @@ impl Specialization {
             opt_stats = Some(opt.stats);
         }
         let mut program = kiln_loops::lower::lower(&g)?;
-        if prepack {
-            // The code runs in this process: its kernel's panel layout is known.
-            kiln_loops::prepack::prepack(&mut program, kiln_loops::prepack::PackedLayout::detected());
-        }
+        // The code runs in this process: its kernel's panel layout is known. The calls are
+        // rewritten first; the matrices are packed while the code compiles when there is a
+        // second thread (the two are independent).
+        let deferred = if prepack { kiln_loops::prepack::prepack_deferred(&mut program, kiln_loops::prepack::PackedLayout::detected()) } else { None };
         let plan = kiln_loops::plan::plan(&program);
         // Loops split over threads only pay with more than one.
         let codegen = kiln_codegen::CodegenOptions { parallel_loops: threads > 1 };
-        let jit = kiln_codegen::compile_jit_with(&program, &codegen)?;
+        let (jit, packed) = match &deferred {
+            Some(d) if threads > 1 => std::thread::scope(|s| {
+                let packing = s.spawn(|| d.pack());
+                let jit = kiln_codegen::compile_jit_with(&program, &codegen);
+                (jit, packing.join().ok().flatten())
+            }),
+            Some(d) => (kiln_codegen::compile_jit_with(&program, &codegen), d.pack()),
+            None => (kiln_codegen::compile_jit_with(&program, &codegen), None),
+        };
+        let jit = jit?;
+        match (deferred, packed) {
+            (Some(d), Some(data)) => d.install(&mut program, data),
+            // No memory for the packed copies: the program as it was, compiled again.
+            (Some(_), None) => return Specialization::compile(graph, shapes, values, optimizer, false, threads),
+            (None, _) => {}
+        }
         let outputs = g
             .outputs()
             .iter()

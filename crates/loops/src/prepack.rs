@@ -33,8 +33,36 @@ use crate::ir::*;
 
 /// Rewrites the qualifying `sgemm` calls of every kernel of `p` and returns how many.
 pub fn prepack(p: &mut Program, layout: PackedLayout) -> usize {
+    let Some(deferred) = prepack_deferred(p, layout) else { return 0 };
+    let rewritten = deferred.rewritten;
+    match deferred.pack() {
+        Some(data) => deferred.install(p, data),
+        None => deferred.undo(p),
+    }
+    rewritten
+}
+
+/// Packing planned by [`prepack_deferred`]: the calls already read packed buffers whose bytes
+/// are still to come. [`pack`](Deferred::pack) computes them (it reads only the source
+/// constants, so it can run while the program is compiled) and [`install`](Deferred::install)
+/// puts them in place; [`undo`](Deferred::undo) restores the program when they cannot be had.
+pub struct Deferred {
+    found: Found,
+    /// Each matrix's source bytes, in packing order.
+    sources: Vec<Bytes>,
+    /// The first packed buffer's id (the others follow in order).
+    first: usize,
+    /// The program's kernels before the rewrite.
+    original: Vec<Kernel>,
+    /// Calls rewritten.
+    pub rewritten: usize,
+}
+
+/// Rewrites the qualifying calls of `p` to read packed matrices, appended as constant buffers
+/// without bytes yet; `None` (and `p` unchanged) when no call qualifies.
+pub fn prepack_deferred(p: &mut Program, layout: PackedLayout) -> Option<Deferred> {
     if layout.nr == 0 || layout.kc == 0 {
-        return 0;
+        return None;
     }
     // The matrices to pack, each once, in order of first use.
     let mut found = Found { layout, index: HashMap::new(), order: Vec::new() };
@@ -43,12 +71,24 @@ pub fn prepack(p: &mut Program, layout: PackedLayout) -> usize {
             found.add(f, args, &p.buffers);
         });
     }
+    let sources = found
+        .order
+        .iter()
+        .map(|((b, ..), bytes)| match &p.buffers[b.0 as usize].kind {
+            BufferKind::Const(Tensor { data: TensorData::Raw(raw), .. }) => raw.get(bytes.clone()).map(|_| raw.slice(bytes.clone())),
+            _ => None,
+        })
+        .collect::<Option<Vec<Bytes>>>()?;
     if found.order.is_empty() {
-        return 0;
+        return None;
     }
-    let Some(buffers) = found.pack(&p.buffers) else { return 0 };
     let first = p.buffers.len();
-    p.buffers.extend(buffers);
+    let original = p.kernels.clone();
+    for ((b, _, k, n, ..), _) in &found.order {
+        let len = layout.len(*k, *n) as u64;
+        let name = format!("{}.packed", p.buffers[b.0 as usize].name);
+        p.buffers.push(Buffer { name, elem: ElemType::Scalar(ScalarType::F32), len, kind: BufferKind::Const(packed_tensor(len, Bytes::new())) });
+    }
     let mut rewritten = 0;
     for k in &mut p.kernels {
         rewrite(&mut k.body, &mut |f, args| {
@@ -66,7 +106,35 @@ pub fn prepack(p: &mut Program, layout: PackedLayout) -> usize {
             rewritten += 1;
         });
     }
-    rewritten
+    Some(Deferred { found, sources, first, original, rewritten })
+}
+
+impl Deferred {
+    /// The packed matrices' bytes, in buffer order; `None` when the memory for them cannot be
+    /// mapped. They are packed in parallel on the entered thread pool, if any.
+    pub fn pack(&self) -> Option<Vec<Bytes>> {
+        self.found.pack(&self.sources)
+    }
+
+    /// Gives the packed buffers of `p` (the program [`prepack_deferred`] rewrote) their bytes.
+    pub fn install(self, p: &mut Program, data: Vec<Bytes>) {
+        for (i, bytes) in data.into_iter().enumerate() {
+            if let Some(buf) = p.buffers.get_mut(self.first + i) {
+                buf.kind = BufferKind::Const(packed_tensor(buf.len, bytes));
+            }
+        }
+    }
+
+    /// Restores `p` as it was before [`prepack_deferred`].
+    pub fn undo(self, p: &mut Program) {
+        p.kernels = self.original;
+        p.buffers.truncate(self.first);
+    }
+}
+
+/// A packed matrix of `len` floats as a constant.
+fn packed_tensor(len: u64, data: Bytes) -> Tensor {
+    Tensor { dtype: DType::F32, shape: vec![len], data: TensorData::Raw(data) }
 }
 
 /// A matrix as one product reads it: buffer, element offset, `k`, `n`, `ldb`, transposed.
@@ -177,9 +245,9 @@ impl Found {
         Some(())
     }
 
-    /// The packed buffers, in order; `None` when the memory for them cannot be mapped. The
-    /// matrices are packed in parallel on the entered thread pool, if any.
-    fn pack(&self, buffers: &[Buffer]) -> Option<Vec<Buffer>> {
+    /// The packed matrices from their `sources`, in order; `None` when the memory for them
+    /// cannot be mapped. The matrices are packed in parallel on the entered thread pool, if any.
+    fn pack(&self, sources: &[Bytes]) -> Option<Vec<Bytes>> {
         let sizes: Vec<usize> = self.order.iter().map(|((_, _, k, n, _, _), _)| 4 * self.layout.len(*k, *n)).collect();
         let total = sizes.iter().try_fold(0usize, |t, s| t.checked_add(s.next_multiple_of(64)))?;
         let parts = pool::threads().min(sizes.len());
@@ -198,27 +266,19 @@ impl Found {
             rest = tail;
         }
         pool::for_each(parts, &|part| {
-            for (i, ((b, _, k, n, ldb, trans), bytes)) in self.order.iter().enumerate().skip(part).step_by(parts) {
-                let BufferKind::Const(t) = &buffers[b.0 as usize].kind else { unreachable!("add() checked it") };
-                let source = &t.raw().unwrap_or_default()[bytes.clone()];
+            for (i, ((_, _, k, n, ldb, trans), _)) in self.order.iter().enumerate().skip(part).step_by(parts) {
                 let transpose = if *trans { Transpose::Yes } else { Transpose::No };
                 let mut dst = slots[i].lock().unwrap_or_else(|e| e.into_inner());
-                self.layout.pack(source, *k, *n, *ldb, transpose, &mut dst);
+                self.layout.pack(&sources[i], *k, *n, *ldb, transpose, &mut dst);
             }
         });
         drop(slots);
         let shared = Bytes::from_owner(region.make_read_only().ok()?);
         let mut at = 0;
-        let packed = self.order.iter().zip(&sizes).map(|(((b, ..), _), &size)| {
+        let packed = sizes.iter().map(|&size| {
             let data = shared.slice(at..at + size);
             at += size.next_multiple_of(64);
-            let len = (size / 4) as u64;
-            Buffer {
-                name: format!("{}.packed", buffers[b.0 as usize].name),
-                elem: ElemType::Scalar(ScalarType::F32),
-                len,
-                kind: BufferKind::Const(Tensor { dtype: DType::F32, shape: vec![len], data: TensorData::Raw(data) }),
-            }
+            data
         });
         Some(packed.collect())
     }
