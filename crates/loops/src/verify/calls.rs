@@ -150,13 +150,7 @@ impl<'a> Cx<'a> {
                 };
                 let span_c = (m - 1) * ldc + n - 1;
                 // As for `epilogue`: an operand counts as read unless a constant flag says not.
-                let bias = match (mode, period) {
-                    (Some(0), _) => -1,
-                    (Some(1), Some(period)) => i128::from(period).min(m) - 1,
-                    (Some(1), None) => m - 1,
-                    (Some(2), _) => n - 1,
-                    _ => m.max(n) - 1,
-                };
+                let bias = bias_span(mode, period, m, n);
                 let z = if residual == Some(0) { -1 } else { span_c };
                 vec![(span_a, "sgemm_fused reads A"), (span_b, "sgemm_fused reads B"), (span_c, "sgemm_fused writes C"), (bias, "sgemm_fused reads the bias"), (z, "sgemm_fused reads Z")]
             }
@@ -204,16 +198,8 @@ impl<'a> Cx<'a> {
                     return;
                 }
                 let (rows, cols) = (i128::from(rows), i128::from(cols));
-                // An operand counts as read unless its flag is a constant that says it is not;
-                // a bias per row of unknown period spans every row's, and one of unknown mode
-                // the most either mode reads.
-                let bias = match (mode, period) {
-                    (Some(0), _) => -1,
-                    (Some(1), Some(period)) => i128::from(period).min(rows) - 1,
-                    (Some(1), None) => rows - 1,
-                    (Some(2), _) => cols - 1,
-                    _ => rows.max(cols) - 1,
-                };
+                // An operand counts as read unless its flag is a constant that says it is not.
+                let bias = bias_span(mode, period, rows, cols);
                 let z = if residual == Some(0) { -1 } else { rows * cols - 1 };
                 vec![(rows * cols - 1, "epilogue writes Y"), (bias, "epilogue reads the bias"), (z, "epilogue reads Z")]
             }
@@ -269,5 +255,18 @@ impl<'a> Cx<'a> {
             let widened = if r.known() { Range::make(r.lo, r.hi + span, r.exact, r.vars.clone()) } else { Range::TOP };
             self.bounds(what, *id, buf, &widened);
         }
+    }
+}
+
+/// The last element an epilogue's bias reaches (−1: not read) over a `rows × cols` matrix, by
+/// its mode (0 none, 1 per row of `period`, 2 per column) when constant: a bias per row of
+/// unknown period spans every row's, and one of unknown mode the most either mode reads.
+fn bias_span(mode: Option<i64>, period: Option<i64>, rows: i128, cols: i128) -> i128 {
+    match (mode, period) {
+        (Some(0), _) => -1,
+        (Some(1), Some(period)) => i128::from(period).min(rows) - 1,
+        (Some(1), None) => rows - 1,
+        (Some(2), _) => cols - 1,
+        _ => rows.max(cols) - 1,
     }
 }
