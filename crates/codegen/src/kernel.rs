@@ -1,4 +1,6 @@
-//! Statements: one kernel becomes one Cranelift function `(table) -> status`.
+//! Statements: one kernel becomes one Cranelift function `(table) -> status`, and each of its
+//! top-level loops split over threads one more, `(table, lo, hi) -> status`, which the kernel
+//! hands to the runtime's `kiln_rt_parallel_for` in the loop's place.
 //!
 //! Loop-IR variables are `cranelift_frontend` variables, so lets, mutable locals and loop
 //! indices all become SSA values and block parameters without a stack slot. A `For` is a
