@@ -62,6 +62,13 @@ pub(crate) struct Translated {
 /// defines it in the module (compiling it) or prints it.
 pub(crate) type Sink<'s> = dyn FnMut(&mut dyn Module, FuncId, &str, &mut Context) -> Result<(), CodegenError> + 's;
 
+/// Readies `ctx` for a new function with signature `sig`, named `name`.
+fn begin(module: &dyn Module, ctx: &mut Context, sig: &Signature, name: &str) {
+    module.clear_context(ctx);
+    ctx.func.signature = sig.clone();
+    ctx.func.name = UserFuncName::testcase(name);
+}
+
 /// Translates every kernel and the entry function, handing each to `sink`.
 pub(crate) fn translate(module: &mut dyn Module, program: &Program, options: &CodegenOptions, sink: &mut Sink<'_>) -> Result<Translated, CodegenError> {
     let cl_err = |kernel: &str, e: &dyn std::fmt::Display| CodegenError::Cranelift { kernel: kernel.to_string(), message: e.to_string() };
@@ -85,18 +92,14 @@ pub(crate) fn translate(module: &mut dyn Module, program: &Program, options: &Co
         for lp in split {
             let name = format!("{symbol}_s{}", lp.stmt);
             let id = module.declare_function(&name, Linkage::Local, &outlined_sig).map_err(|e| cl_err(&kernel.name, &e))?;
-            module.clear_context(&mut ctx);
-            ctx.func.signature = outlined_sig.clone();
-            ctx.func.name = UserFuncName::testcase(&name);
+            begin(module, &mut ctx, &outlined_sig, &name);
             translate_outlined(module, &mut ctx.func, &mut fctx, program, kernel, &lp)?;
             insts += ctx.func.dfg.num_insts();
             sink(module, id, &format!("{}, statement {} in parallel", kernel.name, lp.stmt), &mut ctx).map_err(in_kernel)?;
             outlined.push((id, lp));
         }
         let id = module.declare_function(&symbol, Linkage::Local, &sig).map_err(|e| cl_err(&kernel.name, &e))?;
-        module.clear_context(&mut ctx);
-        ctx.func.signature = sig.clone();
-        ctx.func.name = UserFuncName::testcase(&symbol);
+        begin(module, &mut ctx, &sig, &symbol);
         translate_kernel(module, &mut ctx.func, &mut fctx, program, kernel, &outlined)?;
         insts += ctx.func.dfg.num_insts();
         sink(module, id, &kernel.name, &mut ctx).map_err(in_kernel)?;
@@ -105,9 +108,7 @@ pub(crate) fn translate(module: &mut dyn Module, program: &Program, options: &Co
     }
 
     let entry = module.declare_function(ENTRY_SYMBOL, Linkage::Export, &sig).map_err(|e| cl_err(ENTRY_SYMBOL, &e))?;
-    module.clear_context(&mut ctx);
-    ctx.func.signature = sig.clone();
-    ctx.func.name = UserFuncName::testcase(ENTRY_SYMBOL);
+    begin(module, &mut ctx, &sig, ENTRY_SYMBOL);
     let refs: Vec<_> = kernels.iter().map(|&k| module.declare_func_in_func(k, &mut ctx.func)).collect();
     let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
     let start = b.create_block();

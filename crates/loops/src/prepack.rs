@@ -33,27 +33,33 @@ use crate::ir::*;
 
 /// Rewrites the qualifying `sgemm` calls of every kernel of `p` and returns how many.
 pub fn prepack(p: &mut Program, layout: PackedLayout) -> usize {
+    let kernels = p.kernels.clone();
     let Some(deferred) = prepack_deferred(p, layout) else { return 0 };
     let rewritten = deferred.rewritten;
     match deferred.pack() {
-        Some(data) => deferred.install(p, data),
-        None => deferred.undo(p),
+        Some(data) => {
+            deferred.install(p, data);
+            rewritten
+        }
+        // No memory for the packed copies: the program as it was.
+        None => {
+            p.kernels = kernels;
+            p.buffers.truncate(deferred.first);
+            0
+        }
     }
-    rewritten
 }
 
 /// Packing planned by [`prepack_deferred`]: the calls already read packed buffers whose bytes
 /// are still to come. [`pack`](Deferred::pack) computes them (it reads only the source
 /// constants, so it can run while the program is compiled) and [`install`](Deferred::install)
-/// puts them in place; [`undo`](Deferred::undo) restores the program when they cannot be had.
+/// puts them in place.
 pub struct Deferred {
     found: Found,
     /// Each matrix's source bytes, in packing order.
     sources: Vec<Bytes>,
     /// The first packed buffer's id (the others follow in order).
     first: usize,
-    /// The program's kernels before the rewrite.
-    original: Vec<Kernel>,
     /// Calls rewritten.
     pub rewritten: usize,
 }
@@ -83,7 +89,6 @@ pub fn prepack_deferred(p: &mut Program, layout: PackedLayout) -> Option<Deferre
         return None;
     }
     let first = p.buffers.len();
-    let original = p.kernels.clone();
     for ((b, _, k, n, ..), _) in &found.order {
         let len = layout.len(*k, *n) as u64;
         let name = format!("{}.packed", p.buffers[b.0 as usize].name);
@@ -106,7 +111,7 @@ pub fn prepack_deferred(p: &mut Program, layout: PackedLayout) -> Option<Deferre
             rewritten += 1;
         });
     }
-    Some(Deferred { found, sources, first, original, rewritten })
+    Some(Deferred { found, sources, first, rewritten })
 }
 
 impl Deferred {
@@ -123,12 +128,6 @@ impl Deferred {
                 buf.kind = BufferKind::Const(packed_tensor(buf.len, bytes));
             }
         }
-    }
-
-    /// Restores `p` as it was before [`prepack_deferred`].
-    pub fn undo(self, p: &mut Program) {
-        p.kernels = self.original;
-        p.buffers.truncate(self.first);
     }
 }
 
