@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command as Process, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
@@ -34,9 +34,18 @@ pub struct Settings {
     pub ort_dylib: Option<PathBuf>,
 }
 
-/// Pause before each turn, so an engine's spinning pool threads have gone idle before the next
-/// engine starts its batch.
+/// Pause before each turn, once the previous engine's process is idle: the time a service
+/// idles between requests, when a pool's threads may fall asleep.
 const TURN_GAP: Duration = Duration::from_millis(20);
+
+/// An engine's process counts as idle once its threads have run for less than [`QUIET_SLACK`]
+/// over this long. onnxruntime's pool threads spin for ~50 ms after each run (measured: a
+/// 2-thread session used 45–52 ms of CPU in a 100–500 ms sleep after a run), longer than
+/// [`TURN_GAP`]; without waiting, they took one of two cores from the next engine's turn.
+const QUIET: Duration = Duration::from_millis(5);
+const QUIET_SLACK: Duration = Duration::from_micros(200);
+/// Give up waiting for quiet after this long (a process that never idles still gets measured).
+const QUIET_MAX: Duration = Duration::from_secs(2);
 
 /// A running worker.
 struct Worker {
@@ -75,6 +84,30 @@ impl Worker {
                 Ok(Reply::Error(msg)) => bail!("{msg}"),
                 Ok(r) => return Ok(r),
                 Err(_) => eprint!("[{}] {line}", self.label),
+            }
+        }
+    }
+
+    /// Waits until the worker's threads have been idle for [`QUIET`] (see there).
+    fn wait_until_idle(&self) {
+        let start = Instant::now();
+        let mut last = cpu_time(self.child.id());
+        let mut since = Instant::now();
+        while start.elapsed() < QUIET_MAX {
+            std::thread::sleep(Duration::from_millis(1));
+            let now = cpu_time(self.child.id());
+            match (last, now) {
+                (Some(a), Some(b)) if b.saturating_sub(a) < QUIET_SLACK => {
+                    if since.elapsed() >= QUIET {
+                        return;
+                    }
+                }
+                (Some(_), Some(_)) => {
+                    last = now;
+                    since = Instant::now();
+                }
+                // No per-thread accounting (not Linux): the fixed gap alone.
+                _ => return,
             }
         }
     }
@@ -128,13 +161,22 @@ pub fn bench_model(settings: &Settings, model: &Path, scratch: &Path) -> Result<
         }
     }
     let rounds = settings.rounds.clamp(1, settings.iters.max(1));
+    // The worker whose turn came last.
+    let mut last: Option<usize> = None;
     for round in 0..rounds {
         let batch = settings.iters / rounds + usize::from(round < settings.iters % rounds);
         let n = workers.len();
         // Rotate who goes first, so no engine always runs right after the same one.
         for i in (0..n).map(|i| (i + round) % n) {
+            if workers[i].is_none() {
+                continue;
+            }
+            if let Some(prev) = last.and_then(|p| workers[p].as_ref()) {
+                prev.wait_until_idle();
+            }
             let Some(w) = workers[i].as_mut() else { continue };
             std::thread::sleep(TURN_GAP);
+            last = Some(i);
             let turn = w.send(Command::Run { timed: batch, untimed: settings.turn_warmup }).and_then(|_| w.recv());
             match turn {
                 Ok(Reply::Times(ts)) => results[i].times.extend(ts),
@@ -159,6 +201,18 @@ pub fn bench_model(settings: &Settings, model: &Path, scratch: &Path) -> Result<
         }
     }
     Ok(ModelResult { model: name, engines: results })
+}
+
+/// The CPU time all of process `pid`'s threads have run (`/proc/PID/task/*/schedstat`, in
+/// nanoseconds), or `None` where that is not available.
+fn cpu_time(pid: u32) -> Option<Duration> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+        // A thread that exits between listing and reading no longer runs: skip it.
+        let Ok(stat) = std::fs::read_to_string(task.path().join("schedstat")) else { continue };
+        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(Duration::from_nanos(total))
 }
 
 /// `<repo>/build/venv-ort/.../onnxruntime/capi/libonnxruntime.so.<version>`, if installed.

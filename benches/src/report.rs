@@ -112,6 +112,7 @@ pub fn table(results: &[ModelResult], threads: usize) -> String {
         out.push('\n');
     }
     out.push_str("\nkiln ÷ engine: kiln's median latency over that engine's (above 1: kiln is slower).\n");
+    out.push_str("latency: engines take turns; each turn starts once the previous engine's process has been idle 5 ms, then 20 ms later, with the untimed turn warm-up runs first.\n");
     out.push_str("compile/load: kiln import + compile; onnxruntime session creation (library loaded before); tract load + optimize + plan.\n");
     out.push_str("peak RSS: VmHWM of each engine's own worker process (model, weights, inputs and the engine's runtime).\n");
     out.push_str("max abs diff: first output against onnxruntime's on the same inputs; relative is over its largest |value|.\n");

@@ -1,14 +1,14 @@
 //! `kiln bench`: compile time and run latency on one line.
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use kiln::{CompileOptions, Model};
 
 use crate::run::gather_inputs;
 
-pub fn bench(model_path: &Path, threads: Option<usize>, callers: usize, iters: usize, kernels: Option<usize>) -> Result<()> {
+pub fn bench(model_path: &Path, threads: Option<usize>, callers: usize, iters: usize, idle_ms: u64, kernels: Option<usize>) -> Result<()> {
     let start = Instant::now();
     let model = Model::load(model_path).with_context(|| format!("cannot import {}", model_path.display()))?;
     let mut options = CompileOptions::default();
@@ -26,6 +26,7 @@ pub fn bench(model_path: &Path, threads: Option<usize>, callers: usize, iters: u
                 s.spawn(|| {
                     (0..iters)
                         .map(|_| {
+                            std::thread::sleep(Duration::from_millis(idle_ms));
                             let t = Instant::now();
                             compiled.run(&inputs).map(|_| t.elapsed().as_secs_f64() * 1e3)
                         })
@@ -43,7 +44,7 @@ pub fn bench(model_path: &Path, threads: Option<usize>, callers: usize, iters: u
     if let Some(top) = kernels {
         print_kernels(&compiled, &inputs, iters.max(1), top)?;
     }
-    println!("compile_ms={compile_ms:.1} median_ms={:.3} p90_ms={:.3} threads={} callers={callers} iters={iters}", pick(0.5), pick(0.9), compiled.threads());
+    println!("compile_ms={compile_ms:.1} median_ms={:.3} p90_ms={:.3} threads={} callers={callers} iters={iters} idle_ms={idle_ms}", pick(0.5), pick(0.9), compiled.threads());
     Ok(())
 }
 

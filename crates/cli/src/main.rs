@@ -81,6 +81,10 @@ enum Command {
         /// Timed runs per caller (after one warm-up run).
         #[arg(long, default_value_t = 100)]
         iters: usize,
+        /// Sleep this long before each timed run, as a service between requests (the pool's
+        /// workers fall asleep after 1 ms).
+        #[arg(long, default_value_t = 0, value_name = "MS")]
+        idle_ms: u64,
         /// Also time each kernel alone over the runs and print the N slowest, with their share.
         #[arg(long, value_name = "N")]
         kernels: Option<usize>,
@@ -160,8 +164,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             threads,
             callers,
             iters,
+            idle_ms,
             kernels,
-        } => bench::bench(&model, threads, callers, iters, kernels).map(|()| ExitCode::SUCCESS),
+        } => bench::bench(&model, threads, callers, iters, idle_ms, kernels).map(|()| ExitCode::SUCCESS),
         Command::Conformance {
             dir,
             report,

@@ -1,6 +1,7 @@
 //! The pool's fork–join overhead: `for_each` over one task per thread, each task a few
 //! microseconds of arithmetic, against the same work on one thread; then the same split after
-//! the caller has worked alone for a while (the workers polling, or asleep).
+//! the caller has worked alone for a while (the workers polling, or asleep), and after the
+//! caller has slept (the whole process idle, as a service between requests).
 //!
 //! ```text
 //! cargo run --release -p kiln-runtime --example pool_bench
@@ -66,5 +67,26 @@ fn main() {
         }).collect());
         times.sort_by(f64::total_cmp);
         println!("| {gap} | {:.2} | {:.2} |", times[times.len() / 2], times[times.len() * 9 / 10]);
+    }
+    println!();
+    println!("| after the caller slept 20 ms: two tasks of | one thread µs | two threads µs (median) | p90 |");
+    println!("|---|---|---|---|");
+    for n in [16_000usize, 64_000] {
+        let serial = median((0..200).map(|_| {
+            let t = Instant::now();
+            black_box(work(n));
+            black_box(work(n));
+            t.elapsed().as_secs_f64() * 1e6
+        }).collect());
+        let mut times: Vec<f64> = pool.enter(|| (0..100).map(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            let t = Instant::now();
+            pool::for_each(2, &|_| {
+                black_box(work(n));
+            });
+            t.elapsed().as_secs_f64() * 1e6
+        }).collect());
+        times.sort_by(f64::total_cmp);
+        println!("| {n} madds | {serial:.1} | {:.1} | {:.1} |", times[times.len() / 2], times[times.len() * 9 / 10]);
     }
 }

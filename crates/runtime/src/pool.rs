@@ -18,7 +18,8 @@
 //! kernels of one inference follow each other within microseconds, and waking a sleeping
 //! thread costs tens of them, ~30 µs on this project's virtual machine), then blocks on a
 //! condition variable. Posting a job and waiting for the workers to leave it are atomics only; the
-//! caller makes a system call just to wake sleeping workers. A pool busy with one caller's job
+//! caller makes system calls just to wake sleeping workers, which it first steers off its
+//! own CPU (`pool/steer.rs`: Linux may queue a woken thread behind its waker). A pool busy with one caller's job
 //! runs a second caller's job on that caller alone, so concurrent requests never queue behind
 //! each other.
 
@@ -28,6 +29,9 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+mod steer;
+use steer::Steer;
 
 /// How long a worker polls for the next job before it sleeps: longer than most single-thread
 /// stretches of an inference (a sleeping worker costs the next split ~30 µs to wake on this
@@ -67,6 +71,8 @@ struct Shared {
     lock: Mutex<()>,
     /// Signalled when a job is posted to sleeping workers or the pool shuts down.
     posted: Condvar,
+    /// Where sleeping workers are woken (see [`steer`]).
+    steer: Option<Steer>,
 }
 
 struct Job<'a> {
@@ -117,11 +123,12 @@ impl Pool {
             shutdown: AtomicBool::new(false),
             lock: Mutex::new(()),
             posted: Condvar::new(),
+            steer: Steer::new(threads.max(1) - 1),
         });
         let mut pool = Pool { shared: shared.clone(), workers: Vec::new(), busy: Mutex::new(()) };
         for i in 1..threads.max(1) {
             let shared = shared.clone();
-            let handle = std::thread::Builder::new().name(format!("kiln-worker-{i}")).spawn(move || worker(&shared))?;
+            let handle = std::thread::Builder::new().name(format!("kiln-worker-{i}")).spawn(move || worker(&shared, i - 1))?;
             pool.workers.push(handle);
         }
         Ok(pool)
@@ -169,6 +176,9 @@ impl Pool {
         sh.job.store(ptr.cast_mut(), Ordering::SeqCst);
         sh.epoch.fetch_add(1, Ordering::SeqCst);
         if sh.sleepers.load(Ordering::SeqCst) > 0 {
+            if let Some(steer) = &sh.steer {
+                steer.away_from_caller();
+            }
             // Taking the lock waits for a worker between counting itself asleep and waiting.
             drop(sh.lock());
             sh.posted.notify_all();
@@ -209,7 +219,11 @@ impl Shared {
     }
 }
 
-fn worker(sh: &Shared) {
+/// Worker `index`'s loop.
+fn worker(sh: &Shared, index: usize) {
+    if let Some(steer) = &sh.steer {
+        steer.register(index);
+    }
     let mut seen = 0;
     loop {
         let start = Instant::now();
@@ -224,6 +238,9 @@ fn worker(sh: &Shared) {
                     guard = sh.posted.wait(guard).unwrap_or_else(|e| e.into_inner());
                 }
                 sh.sleepers.fetch_sub(1, Ordering::SeqCst);
+                if let Some(steer) = &sh.steer {
+                    steer.release(index);
+                }
                 break;
             }
         }
