@@ -109,6 +109,46 @@ fn mobilenet_shapes_match_the_definition() {
 }
 
 #[test]
+fn stride_two_rows_read_in_place_match_the_definition() {
+    // The 3×3 stride-2 layers that AVX-512 computes from the input rows (`direct.rs`): every
+    // row width from 15 to 50 (output rows of 8 to 25 columns, so the masked vectors at a row's
+    // end take every length), odd and even heights, the padding at the end present or not.
+    let mut rng = Rng(11);
+    for w in 15..=50 {
+        for h in [1, 2, 5] {
+            for pads in [[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 0, 1]] {
+                check(&conv(2, 2, (h, w), (3, 3), (2, 2), (1, 1), pads, rng.below(2) == 1), &mut rng);
+            }
+        }
+    }
+}
+
+/// The padded planes and the rows read in place (`direct.rs`) on data whose sums round: the
+/// same bits.
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn stride_two_rows_read_in_place_round_as_the_padded_planes() {
+    if !Isa::Avx512.available() {
+        return;
+    }
+    let mut rng = Rng(5);
+    let d = conv(4, 4, (23, 37), (3, 3), (2, 2), (1, 1), [1; 4], true);
+    let data = |n: usize, rng: &mut Rng| (0..n).map(|_| (rng.next() % 2001) as f32 / 997.0 - 1.0).collect::<Vec<f32>>();
+    let (x, w, y0) = (data(d.x_len(), &mut rng), data(d.w_len(), &mut rng), data(d.y_len(), &mut rng));
+    let g = Plan::new(&d);
+    assert!(direct::applies(&g));
+    let mut in_place = y0.clone();
+    d.run_with(Isa::Avx512, &x, &w, &mut in_place);
+    let mut padded = y0.clone();
+    with_scratch(g.scratch_len(), |s| {
+        s[..g.phases_len()].fill(0.0);
+        // SAFETY: the plan's operands are the vectors above; AVX-512 runs here.
+        unsafe { planes::<Avx512>(&g, x.as_ptr(), w.as_ptr(), padded.as_mut_ptr(), s.as_mut_ptr(), false) };
+    });
+    assert!(in_place.iter().zip(&padded).all(|(a, b)| a.to_bits() == b.to_bits()));
+}
+
+#[test]
 fn kernels_strides_dilations_and_paddings_match_the_definition() {
     let mut rng = Rng(1);
     let kernels = [(1, 1), (3, 3), (2, 3), (3, 1), (1, 7), (5, 5), (4, 5)];

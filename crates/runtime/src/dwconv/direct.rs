@@ -1,0 +1,144 @@
+//! 3×3 depthwise planes of stride 2 read in place with AVX-512 (padding 1, no dilation: every
+//! stride-2 depthwise layer of MobileNet-V2 and most others).
+//!
+//! The padded-plane path (the module doc) copies each input plane into the scratch first, and
+//! for stride 2 de-interleaves it into four phases, which cost about as much as the taps. Here
+//! an output row is computed a vector of 16 columns at a time straight from its three input
+//! rows: the 16 inputs of a tap are the even or odd elements of two loads, gathered by one
+//! two-source permute. Masks leave out the columns outside the input row, and the whole row
+//! when it is outside the plane: a masked-off lane loads zero and is never accessed, so a tap
+//! in the padding adds `w·0` exactly as it does from the padded plane's zeros. Each output is
+//! its start plus the nine taps in ascending `(ky, kx)` order with fused multiply-adds, as on
+//! that path: the two agree bit for bit.
+//!
+//! The same reading of rows for stride 1 (one masked load per tap) was slower than the padded
+//! path, which for stride 1 copies without de-interleaving (measured with `dwconv_bench`,
+//! alternating builds: 32 × 112² 199–221 against 178–194 µs, 192 × 28² 102–107 against
+//! 93–120 µs), so it was not kept. Stride 2, same runs, µs: 96 × 112²
+//! 192–226 against 307–382; 144 × 56² 84–90 against 149–191; 192 × 28² 49–54 against 76–117;
+//! and 576 × 14², whose 7 output columns fill under half a vector, 79–89 against 118–169.
+
+use std::arch::x86_64::*;
+
+use super::Plan;
+
+/// Whether `g`'s planes take this path (see the module doc).
+pub(super) fn applies(g: &Plan) -> bool {
+    g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1 && g.ph == 1 && g.pw == 1 && g.sh == 2 && g.sw == 2
+}
+
+/// The lanes `i` of a vector with `0 <= start + i < len`.
+#[inline(always)]
+fn span(start: isize, len: isize) -> __mmask16 {
+    let lo = (-start).clamp(0, 16);
+    let hi = (len - start).clamp(0, 16);
+    if hi <= lo { 0 } else { ((1u32 << hi) - (1u32 << lo)) as __mmask16 }
+}
+
+/// One plane: `x` (`h × w`), its finite kernel `k` (9 taps), the output `y` (`oh × ow`), which
+/// is the start of each sum when accumulating.
+///
+/// # Safety
+///
+/// `g` is the plan of valid sizes that [`applies`]; `x` readable for `h·w` floats, `k` for 9,
+/// `y` readable and writable for `oh·ow`, not overlapping them; the CPU has AVX-512F.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn plane(g: &Plan, x: *const f32, k: *const f32, y: *mut f32) {
+    // SAFETY: by the caller's contract.
+    unsafe {
+        match (g.ow as usize).div_ceil(16) {
+            1 => rows::<1>(g, x, k, y),
+            2 => rows::<2>(g, x, k, y),
+            3 => rows::<3>(g, x, k, y),
+            _ => rows::<4>(g, x, k, y),
+        }
+    }
+}
+
+/// [`plane`], a block of `V` vectors of each row at a time, block by block: their sums are
+/// independent, so the nine dependent multiply-adds of one vector overlap with the others'.
+/// A block's masks are the same in every row, and in most blocks and rows all lanes are
+/// inside: those take plain loads.
+///
+/// # Safety
+///
+/// As [`plane`].
+#[inline(always)]
+unsafe fn rows<const V: usize>(g: &Plan, x: *const f32, k: *const f32, y: *mut f32) {
+    let w: [__m512; 9] = std::array::from_fn(|t| {
+        // SAFETY: by the caller's contract, `k` holds 9 floats.
+        unsafe { _mm512_set1_ps(*k.add(t)) }
+    });
+    let mut ox0 = 0;
+    while ox0 < g.ow {
+        let col = |v: usize| ox0 + 16 * v as isize;
+        let keep: [__mmask16; V] = std::array::from_fn(|v| span(col(v), g.ow));
+        // The lanes of each load inside its input row: tap kx of output column ox reads column
+        // 2·ox − 1 + kx, taken from the 32 columns from 2·ox − 1 (taps 0 and 1) and those from
+        // 2·ox + 1 (tap 2).
+        let masks: [[__mmask16; 4]; V] = std::array::from_fn(|v| {
+            let b = 2 * col(v);
+            [span(b - 1, g.w), span(b + 15, g.w), span(b + 1, g.w), span(b + 17, g.w)]
+        });
+        let full = keep.iter().chain(masks.iter().flatten()).all(|&m| m == u16::MAX);
+        for oy in 0..g.oh {
+            let iy = 2 * oy - 1;
+            let inside: [bool; 3] = std::array::from_fn(|ky| (0..g.h).contains(&(iy + ky as isize)));
+            // SAFETY: as `row` requires: `oy` is an output row, `iy..iy + 3` its input rows.
+            unsafe {
+                let (xr, yr) = (x.wrapping_offset(iy * g.w), y.offset(oy * g.ow).offset(ox0));
+                if full && inside.iter().all(|&i| i) {
+                    row::<V, false>(g, xr, yr, &w, ox0, &keep, &masks, inside);
+                } else {
+                    row::<V, true>(g, xr, yr, &w, ox0, &keep, &masks, inside);
+                }
+            }
+        }
+        ox0 += 16 * V as isize;
+    }
+}
+
+/// Output row `yr` (from column `ox0`), `V` vectors, from the three input rows from `xr` (whose
+/// `inside` flags say which lie in the plane); loads and stores masked by `keep` and `masks`
+/// when `MASKED`, and otherwise all of whose lanes are inside.
+///
+/// # Safety
+///
+/// `xr` is the first input row of output row `yr` (it and the next two are readable for
+/// their lanes that `masks` select where `inside`); `yr` holds the block's lanes that `keep`
+/// selects; when not `MASKED` every lane is selected and every row inside; the CPU has
+/// AVX-512F.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn row<const V: usize, const MASKED: bool>(g: &Plan, xr: *const f32, yr: *mut f32, w: &[__m512; 9], ox0: isize, keep: &[__mmask16; V], masks: &[[__mmask16; 4]; V], inside: [bool; 3]) {
+    // SAFETY (the function): masked-off lanes are not accessed, so addresses before or past a
+    // row are only formed (`wrapping_offset`), never dereferenced.
+    unsafe {
+        let load = |m: __mmask16, p: *const f32| if MASKED { _mm512_maskz_loadu_ps(m, p) } else { _mm512_loadu_ps(p) };
+        let at = |v: usize| 16 * v as isize;
+        let mut acc: [__m512; V] = std::array::from_fn(|v| if g.accumulate { load(keep[v], yr.wrapping_offset(at(v))) } else { _mm512_setzero_ps() });
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        for ky in 0..3 {
+            let r = xr.wrapping_offset(ky as isize * g.w);
+            for (v, (acc, masks)) in acc.iter_mut().zip(masks).enumerate() {
+                let m = |i: usize| if inside[ky] { masks[i] } else { 0 };
+                let b = 2 * (ox0 + at(v));
+                let lo = load(m(0), r.wrapping_offset(b - 1));
+                let hi = load(m(1), r.wrapping_offset(b + 15));
+                let lo2 = load(m(2), r.wrapping_offset(b + 1));
+                let hi2 = load(m(3), r.wrapping_offset(b + 17));
+                *acc = _mm512_fmadd_ps(w[ky * 3], _mm512_permutex2var_ps(lo, even, hi), *acc);
+                *acc = _mm512_fmadd_ps(w[ky * 3 + 1], _mm512_permutex2var_ps(lo, odd, hi), *acc);
+                *acc = _mm512_fmadd_ps(w[ky * 3 + 2], _mm512_permutex2var_ps(lo2, even, hi2), *acc);
+            }
+        }
+        for (v, a) in acc.into_iter().enumerate() {
+            if MASKED {
+                _mm512_mask_storeu_ps(yr.wrapping_offset(at(v)), keep[v], a);
+            } else {
+                _mm512_storeu_ps(yr.wrapping_offset(at(v)), a);
+            }
+        }
+    }
+}
