@@ -21,9 +21,9 @@
 //! routine, it hands finished planes to the epilogue in runs of at least 4096 elements, while
 //! they are in cache.
 //!
-//! With AVX-512, 3×3 planes of stride 2 and padding 1 skip the padded plane: `dwconv/direct.rs` reads
-//! their input rows in place, even and odd columns gathered by permutes (1.5–1.8× faster on
-//! MobileNet-V2's stride-2 layers; the table below is the padded path's).
+//! With AVX-512, 3×3 planes of padding 1 skip the padded plane when they are of stride 2 or
+//! small: `dwconv/direct.rs` reads them in place with masked loads (1.5–1.8× faster on
+//! MobileNet-V2's layers of those kinds; the table below is the padded path's).
 //!
 //! An earlier version split each output row into border columns (a bounds-checked scalar sum)
 //! and an interior read from the input in place: 4.7 ms on the layers below, its per-row work
@@ -222,7 +222,7 @@ impl DwConv2d {
                         Isa::Avx512 => planes_avx512(&g, x, w, y, s),
                         #[cfg(target_arch = "x86_64")]
                         Isa::Avx2 => planes_avx2(&g, x, w, y, s),
-                        _ => planes::<Portable>(&g, x, w, y, s, false),
+                        _ => planes::<Portable>(&g, x, w, y, s, None),
                     }
                 }
             });
@@ -416,7 +416,7 @@ unsafe fn plane_exact(g: &Plan, x: *const f32, k: *const f32, y: *mut f32) {
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn planes_avx512(g: &Plan, x: *const f32, w: *const f32, y: *mut f32, scratch: *mut f32) {
     // SAFETY: by the caller's contract.
-    unsafe { planes::<Avx512>(g, x, w, y, scratch, direct::applies(g)) }
+    unsafe { planes::<Avx512>(g, x, w, y, scratch, direct::choose(g).as_ref()) }
 }
 
 /// Every plane with the AVX2 vector operations.
@@ -428,10 +428,10 @@ unsafe fn planes_avx512(g: &Plan, x: *const f32, w: *const f32, y: *mut f32, scr
 #[target_feature(enable = "avx2,fma")]
 unsafe fn planes_avx2(g: &Plan, x: *const f32, w: *const f32, y: *mut f32, scratch: *mut f32) {
     // SAFETY: by the caller's contract.
-    unsafe { planes::<Avx2>(g, x, w, y, scratch, false) }
+    unsafe { planes::<Avx2>(g, x, w, y, scratch, None) }
 }
 
-/// Every plane through the padded planes, or read in place when `direct` ([`direct::plane`]);
+/// Every plane through the padded planes, or read in place as `direct` says ([`direct::plane`]);
 /// a plane whose kernel is not finite by the definition ([`plane_exact`]), where a tap in the
 /// padding must add nothing rather than `w·0`.
 ///
@@ -440,9 +440,9 @@ unsafe fn planes_avx2(g: &Plan, x: *const f32, w: *const f32, y: *mut f32, scrat
 /// `g` is the plan of valid sizes with `padded` set; `x`, `w`, `y` hold their planes as in
 /// [`DwConv2d::run_raw`]; `scratch` is writable for [`Plan::scratch_len`] floats, zero in its
 /// first [`Plan::phases_len`] floats, and overlaps none of them; the CPU runs `S`, and when
-/// `direct`, the plan [`direct::applies`] and the CPU has AVX-512F.
+/// `direct` is given, [`direct::choose`] gave it for `g` and the CPU has AVX-512F.
 #[inline(always)]
-unsafe fn planes<S: Simd>(g: &Plan, x: *const f32, w: *const f32, y: *mut f32, scratch: *mut f32, direct: bool) {
+unsafe fn planes<S: Simd>(g: &Plan, x: *const f32, w: *const f32, y: *mut f32, scratch: *mut f32, direct: Option<&direct::Direct>) {
     let (xs, ks, ys) = (g.h * g.w, g.kh * g.kw, g.oh * g.ow);
     // Each plane's kernel is read into an aligned copy first: weights are often slices of a
     // memory-mapped model at any byte offset.
@@ -458,13 +458,16 @@ unsafe fn planes<S: Simd>(g: &Plan, x: *const f32, w: *const f32, y: *mut f32, s
             }
             if kernel[..ks as usize].iter().all(|v| v.is_finite()) {
                 #[cfg(target_arch = "x86_64")]
-                if direct {
-                    direct::plane(g, xp, kernel.as_ptr(), yp);
+                if let Some(d) = direct {
+                    direct::plane(d, g, xp, kernel.as_ptr(), yp);
                 } else {
                     plane::<S>(g, xp, kernel.as_ptr(), yp, scratch);
                 }
                 #[cfg(not(target_arch = "x86_64"))]
-                plane::<S>(g, xp, kernel.as_ptr(), yp, scratch);
+                {
+                    let _ = direct;
+                    plane::<S>(g, xp, kernel.as_ptr(), yp, scratch);
+                }
             } else {
                 plane_exact(g, xp, k, yp);
             }
@@ -747,5 +750,10 @@ pub unsafe extern "C" fn kiln_rt_dwconv2d(
 
 #[cfg(target_arch = "x86_64")]
 mod direct;
+#[cfg(not(target_arch = "x86_64"))]
+mod direct {
+    /// Planes are read in place only with AVX-512.
+    pub(super) enum Direct {}
+}
 #[cfg(test)]
 mod tests;

@@ -1,30 +1,86 @@
-//! 3×3 depthwise planes of stride 2 read in place with AVX-512 (padding 1, no dilation: every
-//! stride-2 depthwise layer of MobileNet-V2 and most others).
+//! 3×3 depthwise planes with padding 1 and no dilation read in place with AVX-512: of stride 2
+//! a row at a time, and small ones of stride 1 as one flat run — every depthwise layer of
+//! MobileNet-V2 but the three with 28- to 112-column rows.
 //!
 //! The padded-plane path (the module doc) copies each input plane into the scratch first, and
 //! for stride 2 de-interleaves it into four phases, which cost about as much as the taps. Here
-//! an output row is computed a vector of 16 columns at a time straight from its three input
-//! rows: the 16 inputs of a tap are the even or odd elements of two loads, gathered by one
-//! two-source permute. Masks leave out the columns outside the input row, and the whole row
-//! when it is outside the plane: a masked-off lane loads zero and is never accessed, so a tap
-//! in the padding adds `w·0` exactly as it does from the padded plane's zeros. Each output is
-//! its start plus the nine taps in ascending `(ky, kx)` order with fused multiply-adds, as on
-//! that path: the two agree bit for bit.
+//! a stride-2 output row is computed a vector of 16 columns at a time straight from its three
+//! input rows: the 16 inputs of a tap are the even or odd elements of two loads, gathered by
+//! one two-source permute. A stride-1 plane of at most 16 vectors whose output has its input's
+//! shape is one run of vectors, output `o` reading input `o + (ky − 1)·w + kx − 1` ([`Flat`]).
+//! Masks leave out the inputs outside the plane: a masked-off lane loads zero and is never
+//! accessed, so a tap in the padding adds `w·0` exactly as it does from the padded plane's
+//! zeros. Each output is its start plus the nine taps in ascending `(ky, kx)` order with fused
+//! multiply-adds, as on that path: the paths agree bit for bit.
 //!
-//! The same reading of rows for stride 1 (one masked load per tap) was slower than the padded
-//! path, which for stride 1 copies without de-interleaving (measured with `dwconv_bench`,
-//! alternating builds: 32 × 112² 199–221 against 178–194 µs, 192 × 28² 102–107 against
-//! 93–120 µs), so it was not kept. Stride 2, same runs, µs: 96 × 112²
-//! 192–226 against 307–382; 144 × 56² 84–90 against 149–191; 192 × 28² 49–54 against 76–117;
-//! and 576 × 14², whose 7 output columns fill under half a vector, 79–89 against 118–169.
+//! Measured with `dwconv_bench`, alternating builds, µs per call. Stride 2: 96 × 112² 192–226
+//! against 307–382; 144 × 56² 84–90 against 149–191; 192 × 28² 49–54 against 76–117; 576 × 14²
+//! 79–89 against 118–169. Stride 1, flat: 384 × 14² 54–59 against 97–102; 576 × 14² 81–90
+//! against 146–152; 960 × 7² 54–59 against 96–129. Larger stride-1 planes stay padded: reading
+//! their rows in place (one masked load per tap) was slower (32 × 112² 199–221 against 178–194,
+//! 192 × 28² 102–107 against 93–120), as was the flat run on 28 × 28 planes (131–168 against
+//! 102–110).
 
 use std::arch::x86_64::*;
 
 use super::Plan;
 
-/// Whether `g`'s planes take this path (see the module doc).
-pub(super) fn applies(g: &Plan) -> bool {
-    g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1 && g.ph == 1 && g.pw == 1 && g.sh == 2 && g.sw == 2
+/// How a call's planes are read in place.
+// Made once per call, on the stack: boxing the masks would allocate on every call.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Direct {
+    /// Stride 2, a row at a time.
+    Stride2,
+    /// Stride 1 on a small plane, the whole plane as one flat run of vectors.
+    Flat(Flat),
+}
+
+/// The planes of `g` that take a path of this file (see the module doc), if they do.
+pub(super) fn choose(g: &Plan) -> Option<Direct> {
+    if !(g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1 && g.ph == 1 && g.pw == 1) {
+        return None;
+    }
+    if g.sh == 2 && g.sw == 2 {
+        return Some(Direct::Stride2);
+    }
+    if g.sh == 1 && g.sw == 1 && g.oh == g.h && g.ow == g.w && g.ow < super::FLAT_BELOW as isize && g.oh * g.ow <= (16 * FLAT_VECTORS) as isize {
+        return Some(Direct::Flat(Flat::new(g)));
+    }
+    None
+}
+
+/// Vectors of the largest plane [`Flat`] takes: 14 × 14 planes (13 vectors) and smaller.
+const FLAT_VECTORS: usize = 16;
+
+/// A small plane of stride 1 and padding 1 on every side, whose output has the input's shape:
+/// output `o` (row-major) reads input `o + (ky − 1)·w + kx − 1` for tap `(ky, kx)`, so the plane
+/// is one run of vectors whatever its width, and a tap's 16 inputs are one load, masked to the
+/// lanes whose input row and column exist. The masks are the same for every plane of a call.
+pub(super) struct Flat {
+    /// Vectors of a plane.
+    vectors: usize,
+    /// Per vector: the lanes inside the plane, then for each tap those whose input exists.
+    masks: [[__mmask16; 10]; FLAT_VECTORS],
+}
+
+impl Flat {
+    fn new(g: &Plan) -> Flat {
+        let (h, w) = (g.h as usize, g.w as usize);
+        let n = h * w;
+        let mut masks = [[0; 10]; FLAT_VECTORS];
+        for o in 0..n {
+            let (oy, ox) = (o / w, o % w);
+            let (rows, cols) = ([oy > 0, true, oy + 1 < h], [ox > 0, true, ox + 1 < w]);
+            let m = &mut masks[o / 16];
+            m[0] |= 1 << (o % 16);
+            for t in 0..9 {
+                if rows[t / 3] && cols[t % 3] {
+                    m[1 + t] |= 1 << (o % 16);
+                }
+            }
+        }
+        Flat { vectors: n.div_ceil(16), masks }
+    }
 }
 
 /// The lanes `i` of a vector with `0 <= start + i < len`.
@@ -40,17 +96,75 @@ fn span(start: isize, len: isize) -> __mmask16 {
 ///
 /// # Safety
 ///
-/// `g` is the plan of valid sizes that [`applies`]; `x` readable for `h·w` floats, `k` for 9,
+/// `g` is the plan of valid sizes for which [`choose`] gave `d`; `x` readable for `h·w` floats, `k` for 9,
 /// `y` readable and writable for `oh·ow`, not overlapping them; the CPU has AVX-512F.
 #[target_feature(enable = "avx512f")]
-pub(super) unsafe fn plane(g: &Plan, x: *const f32, k: *const f32, y: *mut f32) {
+pub(super) unsafe fn plane(d: &Direct, g: &Plan, x: *const f32, k: *const f32, y: *mut f32) {
     // SAFETY: by the caller's contract.
     unsafe {
+        if let Direct::Flat(f) = d {
+            return flat(f, g, x, k, y);
+        }
         match (g.ow as usize).div_ceil(16) {
             1 => rows::<1>(g, x, k, y),
             2 => rows::<2>(g, x, k, y),
             3 => rows::<3>(g, x, k, y),
             _ => rows::<4>(g, x, k, y),
+        }
+    }
+}
+
+/// [`plane`] for [`Direct::Flat`]: blocks of up to four vectors.
+///
+/// # Safety
+///
+/// As [`plane`].
+#[inline(always)]
+unsafe fn flat(f: &Flat, g: &Plan, x: *const f32, k: *const f32, y: *mut f32) {
+    let w: [__m512; 9] = std::array::from_fn(|t| {
+        // SAFETY: by the caller's contract, `k` holds 9 floats.
+        unsafe { _mm512_set1_ps(*k.add(t)) }
+    });
+    let mut v = 0;
+    while v < f.vectors {
+        // SAFETY: by the caller's contract; the block's vectors are below `f.vectors`.
+        unsafe {
+            match f.vectors - v {
+                1 => flat_block::<1>(f, g, x, &w, y, v),
+                2 => flat_block::<2>(f, g, x, &w, y, v),
+                3 => flat_block::<3>(f, g, x, &w, y, v),
+                _ => flat_block::<4>(f, g, x, &w, y, v),
+            }
+        }
+        v += 4;
+    }
+}
+
+/// Vectors `v0..v0 + V` of a [`Flat`] plane.
+///
+/// # Safety
+///
+/// As [`plane`]; `v0 + V <= f.vectors`.
+#[inline(always)]
+unsafe fn flat_block<const V: usize>(f: &Flat, g: &Plan, x: *const f32, w: &[__m512; 9], y: *mut f32, v0: usize) {
+    // SAFETY (the function): every load and store is masked to lanes whose output and input
+    // exist (`Flat::masks`); masked-off lanes are not accessed, so addresses before or past the
+    // plane are only formed (`wrapping_offset`), never dereferenced.
+    unsafe {
+        let masks: [[__mmask16; 10]; V] = std::array::from_fn(|i| f.masks[v0 + i]);
+        let at = |i: usize| 16 * (v0 + i) as isize;
+        let mut acc: [__m512; V] = std::array::from_fn(|i| if g.accumulate { _mm512_maskz_loadu_ps(masks[i][0], y.wrapping_offset(at(i))) } else { _mm512_setzero_ps() });
+        for ky in 0..3 {
+            for kx in 0..3 {
+                let off = (ky as isize - 1) * g.w + kx as isize - 1;
+                for (i, (acc, m)) in acc.iter_mut().zip(&masks).enumerate() {
+                    let t = _mm512_maskz_loadu_ps(m[1 + ky * 3 + kx], x.wrapping_offset(at(i) + off));
+                    *acc = _mm512_fmadd_ps(w[ky * 3 + kx], t, *acc);
+                }
+            }
+        }
+        for (i, (a, m)) in acc.into_iter().zip(&masks).enumerate() {
+            _mm512_mask_storeu_ps(y.wrapping_offset(at(i)), m[0], a);
         }
     }
 }

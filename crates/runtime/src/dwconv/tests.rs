@@ -123,29 +123,50 @@ fn stride_two_rows_read_in_place_match_the_definition() {
     }
 }
 
-/// The padded planes and the rows read in place (`direct.rs`) on data whose sums round: the
-/// same bits.
+#[test]
+fn small_stride_one_planes_read_in_place_match_the_definition() {
+    // The 3×3 stride-1 planes of up to 16 vectors that AVX-512 computes as one flat run
+    // (`direct.rs`): every shape up to 16 × 16 that fits, so the masks meet every row and column
+    // border inside a vector.
+    let mut rng = Rng(13);
+    for h in 1..=16 {
+        for w in 1..=16 {
+            if h * w <= 256 {
+                check(&conv(3, 3, (h, w), (3, 3), (1, 1), (1, 1), [1; 4], rng.below(2) == 1), &mut rng);
+            }
+        }
+    }
+    // Too large for one run, or not padded by 1 all round: the padded planes.
+    for (h, w, pads) in [(17, 16, [1; 4]), (14, 14, [1, 1, 0, 0]), (14, 14, [0; 4])] {
+        check(&conv(3, 3, (h, w), (3, 3), (1, 1), (1, 1), pads, true), &mut rng);
+    }
+}
+
+/// The padded planes and the planes read in place (`direct.rs`), stride 2 and flat, on data
+/// whose sums round: the same bits.
 #[test]
 #[cfg(target_arch = "x86_64")]
-fn stride_two_rows_read_in_place_round_as_the_padded_planes() {
+fn planes_read_in_place_round_as_the_padded_planes() {
     if !Isa::Avx512.available() {
         return;
     }
     let mut rng = Rng(5);
-    let d = conv(4, 4, (23, 37), (3, 3), (2, 2), (1, 1), [1; 4], true);
-    let data = |n: usize, rng: &mut Rng| (0..n).map(|_| (rng.next() % 2001) as f32 / 997.0 - 1.0).collect::<Vec<f32>>();
-    let (x, w, y0) = (data(d.x_len(), &mut rng), data(d.w_len(), &mut rng), data(d.y_len(), &mut rng));
-    let g = Plan::new(&d);
-    assert!(direct::applies(&g));
-    let mut in_place = y0.clone();
-    d.run_with(Isa::Avx512, &x, &w, &mut in_place);
-    let mut padded = y0.clone();
-    with_scratch(g.scratch_len(), |s| {
-        s[..g.phases_len()].fill(0.0);
-        // SAFETY: the plan's operands are the vectors above; AVX-512 runs here.
-        unsafe { planes::<Avx512>(&g, x.as_ptr(), w.as_ptr(), padded.as_mut_ptr(), s.as_mut_ptr(), false) };
-    });
-    assert!(in_place.iter().zip(&padded).all(|(a, b)| a.to_bits() == b.to_bits()));
+    for (d, flat) in [(conv(4, 4, (23, 37), (3, 3), (2, 2), (1, 1), [1; 4], true), false), (conv(4, 4, (13, 15), (3, 3), (1, 1), (1, 1), [1; 4], true), true)] {
+        let data = |n: usize, rng: &mut Rng| (0..n).map(|_| (rng.next() % 2001) as f32 / 997.0 - 1.0).collect::<Vec<f32>>();
+        let (x, w, y0) = (data(d.x_len(), &mut rng), data(d.w_len(), &mut rng), data(d.y_len(), &mut rng));
+        let g = Plan::new(&d);
+        assert_eq!(matches!(direct::choose(&g), Some(direct::Direct::Flat(_))), flat);
+        assert!(direct::choose(&g).is_some());
+        let mut in_place = y0.clone();
+        d.run_with(Isa::Avx512, &x, &w, &mut in_place);
+        let mut padded = y0.clone();
+        with_scratch(g.scratch_len(), |s| {
+            s[..g.phases_len()].fill(0.0);
+            // SAFETY: the plan's operands are the vectors above; AVX-512 runs here.
+            unsafe { planes::<Avx512>(&g, x.as_ptr(), w.as_ptr(), padded.as_mut_ptr(), s.as_mut_ptr(), None) };
+        });
+        assert!(in_place.iter().zip(&padded).all(|(a, b)| a.to_bits() == b.to_bits()), "{d:?}");
+    }
 }
 
 #[test]
