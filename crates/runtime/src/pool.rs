@@ -238,9 +238,6 @@ fn worker(sh: &Shared, index: usize) {
                     guard = sh.posted.wait(guard).unwrap_or_else(|e| e.into_inner());
                 }
                 sh.sleepers.fetch_sub(1, Ordering::SeqCst);
-                if let Some(steer) = &sh.steer {
-                    steer.release(index);
-                }
                 break;
             }
         }
@@ -248,6 +245,11 @@ fn worker(sh: &Shared, index: usize) {
             return;
         }
         seen = sh.epoch.load(Ordering::SeqCst);
+        // A pin lasts until the worker runs: also when the caller pinned it just as it saw the
+        // job without sleeping.
+        if let Some(steer) = &sh.steer {
+            steer.release(index);
+        }
         sh.inside.fetch_add(1, Ordering::SeqCst);
         let job = sh.job.load(Ordering::SeqCst);
         // SAFETY: a non-null job is alive until `inside` drops back to zero (`Shared::job`).

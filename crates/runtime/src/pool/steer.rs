@@ -12,8 +12,8 @@
 //!
 //! So before waking sleeping workers the caller pins each to one CPU of the pool's set other
 //! than its own (one system call each; waking from sleep already costs tens of microseconds),
-//! and a worker that wakes restores its whole set, so a pin lasts one wake-up. Elsewhere than
-//! Linux this does nothing.
+//! and a worker restores its whole set when it next takes a job, so a pin lasts one wake-up.
+//! Elsewhere than Linux this does nothing.
 
 #[cfg(target_os = "linux")]
 mod imp {
@@ -82,9 +82,10 @@ mod imp {
             }
         }
 
-        /// Worker `i`, just woken: gives it back the whole set if the caller pinned it.
+        /// Worker `i`, running: gives it back the whole set if the caller pinned it (a load
+        /// of a flag when it did not).
         pub fn release(&self, i: usize) {
-            if self.pinned[i].swap(false, Ordering::SeqCst) {
+            if self.pinned[i].load(Ordering::Relaxed) && self.pinned[i].swap(false, Ordering::SeqCst) {
                 // SAFETY: `allowed` is a valid set; thread 0 is the calling thread.
                 unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &self.allowed) };
             }
