@@ -1,13 +1,14 @@
 //! 3×3 depthwise planes with padding 1 and no dilation read in place with AVX-512: of stride 2
 //! a row at a time, and small ones of stride 1 as one flat run — every depthwise layer of
-//! MobileNet-V2 but the three with 28- to 112-column rows.
+//! MobileNet-V2 but the two of stride 1 on 56- and 112-column rows.
 //!
 //! The padded-plane path (the module doc) copies each input plane into the scratch first, and
 //! for stride 2 de-interleaves it into four phases, which cost about as much as the taps. Here
 //! a stride-2 output row is computed a vector of 16 columns at a time straight from its three
 //! input rows: the 16 inputs of a tap are the even or odd elements of two loads, gathered by
-//! one two-source permute. A stride-1 plane of at most 16 vectors whose output has its input's
-//! shape is one run of vectors, output `o` reading input `o + (ky − 1)·w + kx − 1` ([`Flat`]).
+//! one two-source permute. A stride-1 plane of at most 64 vectors in rows under 32 columns
+//! whose output has its input's shape is one run of vectors, output `o` reading input
+//! `o + (ky − 1)·w + kx − 1` ([`Flat`]).
 //! Masks leave out the inputs outside the plane: a masked-off lane loads zero and is never
 //! accessed, so a tap in the padding adds `w·0` exactly as it does from the padded plane's
 //! zeros. Each output is its start plus the nine taps in ascending `(ky, kx)` order with fused
@@ -16,10 +17,10 @@
 //! Measured with `dwconv_bench`, alternating builds, µs per call. Stride 2: 96 × 112² 192–226
 //! against 307–382; 144 × 56² 84–90 against 149–191; 192 × 28² 49–54 against 76–117; 576 × 14²
 //! 79–89 against 118–169. Stride 1, flat: 384 × 14² 54–59 against 97–102; 576 × 14² 81–90
-//! against 146–152; 960 × 7² 54–59 against 96–129. Larger stride-1 planes stay padded: reading
-//! their rows in place (one masked load per tap) was slower (32 × 112² 199–221 against 178–194,
-//! 192 × 28² 102–107 against 93–120), as was the flat run on 28 × 28 planes (131–168 against
-//! 102–110).
+//! against 146–152; 960 × 7² 54–59 against 96–129; 192 × 28² 81–94 against 96–117 (with the
+//! masks of every tap precomputed; combining row and column masks per load was slower there).
+//! Larger stride-1 planes stay padded: reading their rows in place (one masked load per tap)
+//! was slower (32 × 112² 199–221 against 178–194).
 
 use std::arch::x86_64::*;
 
@@ -49,8 +50,8 @@ pub(super) fn choose(g: &Plan) -> Option<Direct> {
     None
 }
 
-/// Vectors of the largest plane [`Flat`] takes: 14 × 14 planes (13 vectors) and smaller.
-const FLAT_VECTORS: usize = 16;
+/// Vectors of the largest plane [`Flat`] takes: 28 × 28 planes (49 vectors) and smaller.
+const FLAT_VECTORS: usize = 64;
 
 /// A small plane of stride 1 and padding 1 on every side, whose output has the input's shape:
 /// output `o` (row-major) reads input `o + (ky − 1)·w + kx − 1` for tap `(ky, kx)`, so the plane

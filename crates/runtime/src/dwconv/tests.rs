@@ -125,19 +125,19 @@ fn stride_two_rows_read_in_place_match_the_definition() {
 
 #[test]
 fn small_stride_one_planes_read_in_place_match_the_definition() {
-    // The 3×3 stride-1 planes of up to 16 vectors that AVX-512 computes as one flat run
-    // (`direct.rs`): every shape up to 16 × 16 that fits, so the masks meet every row and column
-    // border inside a vector.
+    // The 3×3 stride-1 planes of up to 64 vectors and rows under 32 columns that AVX-512
+    // computes as one flat run (`direct.rs`): every such shape, so the masks meet every row and
+    // column border inside a vector.
     let mut rng = Rng(13);
-    for h in 1..=16 {
-        for w in 1..=16 {
-            if h * w <= 256 {
-                check(&conv(3, 3, (h, w), (3, 3), (1, 1), (1, 1), [1; 4], rng.below(2) == 1), &mut rng);
+    for h in 1..=64 {
+        for w in 1..32 {
+            if h * w <= 1024 {
+                check(&conv(2, 2, (h, w), (3, 3), (1, 1), (1, 1), [1; 4], rng.below(2) == 1), &mut rng);
             }
         }
     }
-    // Too large for one run, or not padded by 1 all round: the padded planes.
-    for (h, w, pads) in [(17, 16, [1; 4]), (14, 14, [1, 1, 0, 0]), (14, 14, [0; 4])] {
+    // Too large for one run, rows too wide, or not padded by 1 all round: the padded planes.
+    for (h, w, pads) in [(33, 32, [1; 4]), (2, 32, [1; 4]), (14, 14, [1, 1, 0, 0]), (14, 14, [0; 4])] {
         check(&conv(3, 3, (h, w), (3, 3), (1, 1), (1, 1), pads, true), &mut rng);
     }
 }
