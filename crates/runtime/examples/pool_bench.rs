@@ -26,6 +26,16 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The median µs of `runs` times two tasks' work on this thread alone.
+fn serial_us(n: usize, runs: usize) -> f64 {
+    median((0..runs).map(|_| {
+        let t = Instant::now();
+        black_box(work(n));
+        black_box(work(n));
+        t.elapsed().as_secs_f64() * 1e6
+    }).collect())
+}
+
 fn spin(d: Duration) {
     let t = Instant::now();
     while t.elapsed() < d {
@@ -38,12 +48,7 @@ fn main() {
     println!("| work per task | one thread µs | two threads µs | speed-up |");
     println!("|---|---|---|---|");
     for n in [1_000usize, 4_000, 16_000, 64_000] {
-        let serial = median((0..2000).map(|_| {
-            let t = Instant::now();
-            black_box(work(n));
-            black_box(work(n));
-            t.elapsed().as_secs_f64() * 1e6
-        }).collect());
+        let serial = serial_us(n, 2000);
         let split = pool.enter(|| median((0..2000).map(|_| {
             let t = Instant::now();
             pool::for_each(2, &|_| {
@@ -72,12 +77,7 @@ fn main() {
     println!("| after the caller slept 20 ms: two tasks of | one thread µs | two threads µs (median) | p90 |");
     println!("|---|---|---|---|");
     for n in [16_000usize, 64_000] {
-        let serial = median((0..200).map(|_| {
-            let t = Instant::now();
-            black_box(work(n));
-            black_box(work(n));
-            t.elapsed().as_secs_f64() * 1e6
-        }).collect());
+        let serial = serial_us(n, 200);
         let mut times: Vec<f64> = pool.enter(|| (0..100).map(|_| {
             std::thread::sleep(Duration::from_millis(20));
             let t = Instant::now();

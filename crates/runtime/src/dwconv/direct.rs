@@ -103,38 +103,36 @@ fn span(start: isize, len: isize) -> __mmask16 {
 pub(super) unsafe fn plane(d: &Direct, g: &Plan, x: *const f32, k: *const f32, y: *mut f32) {
     // SAFETY: by the caller's contract.
     unsafe {
+        let w: [__m512; 9] = std::array::from_fn(|t| _mm512_set1_ps(*k.add(t)));
         if let Direct::Flat(f) = d {
-            return flat(f, g, x, k, y);
+            return flat(f, g, x, &w, y);
         }
         match (g.ow as usize).div_ceil(16) {
-            1 => rows::<1>(g, x, k, y),
-            2 => rows::<2>(g, x, k, y),
-            3 => rows::<3>(g, x, k, y),
-            _ => rows::<4>(g, x, k, y),
+            1 => rows::<1>(g, x, &w, y),
+            2 => rows::<2>(g, x, &w, y),
+            3 => rows::<3>(g, x, &w, y),
+            _ => rows::<4>(g, x, &w, y),
         }
     }
 }
 
-/// [`plane`] for [`Direct::Flat`]: blocks of up to four vectors.
+/// [`plane`] for [`Direct::Flat`], with the kernel's taps broadcast in `w`: blocks of up to
+/// four vectors.
 ///
 /// # Safety
 ///
 /// As [`plane`].
 #[inline(always)]
-unsafe fn flat(f: &Flat, g: &Plan, x: *const f32, k: *const f32, y: *mut f32) {
-    let w: [__m512; 9] = std::array::from_fn(|t| {
-        // SAFETY: by the caller's contract, `k` holds 9 floats.
-        unsafe { _mm512_set1_ps(*k.add(t)) }
-    });
+unsafe fn flat(f: &Flat, g: &Plan, x: *const f32, w: &[__m512; 9], y: *mut f32) {
     let mut v = 0;
     while v < f.vectors {
         // SAFETY: by the caller's contract; the block's vectors are below `f.vectors`.
         unsafe {
             match f.vectors - v {
-                1 => flat_block::<1>(f, g, x, &w, y, v),
-                2 => flat_block::<2>(f, g, x, &w, y, v),
-                3 => flat_block::<3>(f, g, x, &w, y, v),
-                _ => flat_block::<4>(f, g, x, &w, y, v),
+                1 => flat_block::<1>(f, g, x, w, y, v),
+                2 => flat_block::<2>(f, g, x, w, y, v),
+                3 => flat_block::<3>(f, g, x, w, y, v),
+                _ => flat_block::<4>(f, g, x, w, y, v),
             }
         }
         v += 4;
@@ -170,7 +168,8 @@ unsafe fn flat_block<const V: usize>(f: &Flat, g: &Plan, x: *const f32, w: &[__m
     }
 }
 
-/// [`plane`], a block of `V` vectors of each row at a time, block by block: their sums are
+/// [`plane`] for stride 2, with the kernel's taps broadcast in `w`, a block of `V` vectors of
+/// each row at a time, block by block: their sums are
 /// independent, so the nine dependent multiply-adds of one vector overlap with the others'.
 /// A block's masks are the same in every row, and in most blocks and rows all lanes are
 /// inside: those take plain loads.
@@ -179,11 +178,7 @@ unsafe fn flat_block<const V: usize>(f: &Flat, g: &Plan, x: *const f32, w: &[__m
 ///
 /// As [`plane`].
 #[inline(always)]
-unsafe fn rows<const V: usize>(g: &Plan, x: *const f32, k: *const f32, y: *mut f32) {
-    let w: [__m512; 9] = std::array::from_fn(|t| {
-        // SAFETY: by the caller's contract, `k` holds 9 floats.
-        unsafe { _mm512_set1_ps(*k.add(t)) }
-    });
+unsafe fn rows<const V: usize>(g: &Plan, x: *const f32, w: &[__m512; 9], y: *mut f32) {
     let mut ox0 = 0;
     while ox0 < g.ow {
         let col = |v: usize| ox0 + 16 * v as isize;
@@ -203,9 +198,9 @@ unsafe fn rows<const V: usize>(g: &Plan, x: *const f32, k: *const f32, y: *mut f
             unsafe {
                 let (xr, yr) = (x.wrapping_offset(iy * g.w), y.offset(oy * g.ow).offset(ox0));
                 if full && inside.iter().all(|&i| i) {
-                    row::<V, false>(g, xr, yr, &w, ox0, &keep, &masks, inside);
+                    row::<V, false>(g, xr, yr, w, ox0, &keep, &masks, inside);
                 } else {
-                    row::<V, true>(g, xr, yr, &w, ox0, &keep, &masks, inside);
+                    row::<V, true>(g, xr, yr, w, ox0, &keep, &masks, inside);
                 }
             }
         }
