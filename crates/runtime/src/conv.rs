@@ -9,7 +9,10 @@
 //! column matrix is never written out: the driver asks its `B` source for one `KC × NC` block at
 //! a time, and [`Image`] builds those packed panels straight from the input planes (each panel
 //! row is a run of zeros, a copy and zeros per output row it spans, as `im2col` builds its
-//! rows). A 1×1 convolution without stride or padding multiplies the planes themselves. When the
+//! rows). A 1×1 convolution without stride or padding multiplies the planes themselves. A
+//! stride-1 window of several taps over planes wide enough reads its columns where they lie
+//! instead (`conv/flat.rs`, `gemm/direct.rs`): the planes laid out flat, padded into a copy when
+//! needed, with one offset per step and nothing packed. When the
 //! last k block of a block of rows is summed, the epilogue (bias per output channel, residual
 //! addend, activation) runs on those rows while they are in cache, rather than as a pass over
 //! the whole output afterwards. Large products split over the thread pool as `sgemm`'s do.
@@ -17,7 +20,8 @@
 //! **Numerics.** The panels hold exactly the values `im2col` writes, the kernel and blocking are
 //! `sgemm`'s, and the epilogue is [`Epilogue`]'s row code: the result is bit for bit that of
 //! `im2col`, `sgemm` (`beta = 0`) and `epilogue` run one after another (for a depthwise
-//! convolution, `dwconv2d` and `epilogue`), on any thread count (`conv/tests.rs` checks
+//! convolution, `dwconv2d` and `epilogue`; for flat planes read in place, `im2col`, one chain
+//! of multiply-adds over all of `k` per element, and `epilogue`), on any thread count (`conv/tests.rs` checks
 //! exactly that).
 //!
 //! **Measured** (2026-11-22, this project's AMD EPYC machine with AVX-512, one thread, release
@@ -31,8 +35,17 @@
 //! `kiln bench`, alternating with the previous build, MobileNet-V2 on two threads went from
 //! 7.1 to 6.4 ms (one call per convolution instead of three split calls); one thread and
 //! ResNet-50 were within the noise. Without column matrices, the arena no longer holds them.
+//!
+//! On 2026-11-25's machine (AVX-512 FMAs at full rate: 252–260 GFLOP/s in a register-only
+//! loop), with the flat planes read in place (`conv/flat.rs`), the same bench, µs, three steps
+//! against fused: the 7×7 stem 1716 / 1315; 3×3 stride 1 on 56² 4457 / 3234 (×3), on 28² 3678 /
+//! 3227 (×3), on 14² 6584 / 5757 (×5); 3×3 stride 2 from 56² 1454 / 1285, from 28² 1416 /
+//! 1321. Before the flat path the fused routine took 4258, 4013, 6144, 1499, 1657 and 1412 µs
+//! there. In `kiln bench ../shared/models/resnet50.onnx --threads 1 --kernels 60`: the 56² 3×3
+//! layers 1.34 → 1.02–1.08 ms each, 28² 1.24 → 1.05, 14² 1.21 → 1.10, the stem 1.51 → 1.35.
 
 use crate::dwconv::DwConv2d;
+use flat::Flat;
 use crate::epilogue::{Activation, Bias, Epilogue};
 use crate::gemm::pack::View;
 use crate::gemm::{self, Finish, Isa, Kernel, Problem, Sgemm, Source, Transpose};
@@ -204,6 +217,10 @@ impl Conv2d {
                         fin.rows(0, mg, 0, p);
                         continue;
                     }
+                    if let Some(flat) = Flat::of(&g.win, cg) {
+                        flat.product(isa, &g.win, cg, x, w, mg, y, (!epilogue.is_identity()).then_some(&fin));
+                        continue;
+                    }
                     let a = View { ptr: w, lane_stride: k as isize, step_stride: 1 };
                     let b = if pointwise { Panels::Matrix(View { ptr: x, lane_stride: 1, step_stride: p as isize }) } else { Panels::Image(Image { g, x, col: 0 }) };
                     let pr = Problem { m: mg, n: p, k, a, b, c: gemm::Out { ptr: y, rs: p as isize }, up: gemm::Update { alpha: 1.0, beta: 0.0 } };
@@ -225,21 +242,9 @@ thread_local! {
     static COL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Runs `f` on `len` floats of this thread's column scratch (a fresh vector if it is in use
-/// or gone).
+/// Runs `f` on `len` floats of this thread's column scratch.
 fn with_col(len: usize, f: impl FnOnce(&mut [f32])) {
-    let mut f = Some(f);
-    let _ = COL.try_with(|cell| {
-        if let (Ok(mut v), Some(f)) = (cell.try_borrow_mut(), f.take()) {
-            if v.len() < len {
-                v.resize(len, 0.0);
-            }
-            f(&mut v[..len]);
-        }
-    });
-    if let Some(f) = f {
-        f(&mut vec![0.0; len]);
-    }
+    crate::scratch::with(&COL, len, f)
 }
 
 /// The convolution's `B`: the planes themselves (1×1, unstrided, unpadded), or their implicit
@@ -480,5 +485,6 @@ pub unsafe extern "C" fn kiln_rt_conv2d(
     unsafe { c.run_raw(Isa::detected(), x, w, b, z, y) }
 }
 
+mod flat;
 #[cfg(test)]
 mod tests;

@@ -30,6 +30,14 @@ fn shapes() -> Vec<Conv2d> {
         conv((1, 50, 9, 1), 4, 3, 1, 1, 1, relu),
         conv((1, 5, 7, 1), 6, 5, 3, 0, 1, Activation::LeakyRelu { alpha: 0.1 }),
     ];
+    // Flat planes read in place (the 7×7 stride-2 window above too): the input itself (no
+    // padding), a padded copy with dilation and groups, a 5×5 window; strides 2 (with a
+    // dilation that leaves phases unused) and 3.
+    v.push(conv((1, 16, 24, 1), 20, 3, 1, 0, 1, relu));
+    v.push(conv((1, 10, 20, 2), 24, 3, 1, 2, 2, Activation::None));
+    v.push(conv((2, 6, 10, 1), 30, 5, 1, 2, 1, relu));
+    v.push(conv((1, 8, 16, 1), 31, 3, 2, 2, 2, relu));
+    v.push(conv((1, 4, 12, 1), 40, 5, 3, 2, 1, Activation::None));
     // A residual addend, and no bias.
     v.push(Conv2d { residual: true, ..conv((1, 32, 17, 1), 13, 3, 1, 1, 1, relu) });
     v.push(Conv2d { bias: false, residual: true, ..conv((1, 9, 11, 1), 10, 1, 1, 0, 1, Activation::None) });
@@ -39,6 +47,13 @@ fn shapes() -> Vec<Conv2d> {
     v.push(Conv2d { residual: true, ..conv((2, 7, 7, 7), 40, 5, 1, 4, 2, Activation::Relu) });
     v.push(Conv2d { bias: false, ..conv((1, 5, 5, 5), 3, 3, 1, 1, 1, Activation::None) });
     v
+}
+
+/// Whether `c` takes the flat path: a stride-1 window over planes read in place, whose
+/// products are not `sgemm`'s.
+fn reads_planes_in_place(c: &Conv2d) -> bool {
+    let (cg, mg) = (c.channels / c.groups, c.out_channels / c.groups);
+    cg * c.win.kh * c.win.kw > 0 && mg > 1 && c.win.oh * c.win.ow > 1 && flat::Flat::of(&c.win, cg).is_some()
 }
 
 /// `im2col`, `sgemm` and `epilogue` one after another with `isa` (`dwconv2d` and `epilogue` for
@@ -57,8 +72,20 @@ fn three_steps(c: &Conv2d, isa: Isa, x: &[f32], w: &[f32], b: &[f32], z: &[f32])
         for gi in 0..c.groups {
             let x0 = (n * c.channels + gi * cg) * c.win.h * c.win.w;
             g.run(&x[x0..], &mut col);
-            let s = Sgemm { m: mg, n: p, k, lda: k, ldb: p, ldc: p, trans_a: Transpose::No, trans_b: Transpose::No, alpha: 1.0, beta: 0.0 };
             let y0 = (n * c.out_channels + gi * mg) * p;
+            if reads_planes_in_place(c) {
+                // One chain of multiply-adds over k per element (`flat.rs`), fused where the
+                // kernel's instruction set fuses them.
+                let mul_add = |a: f32, b: f32, c: f32| if isa == Isa::Portable { a * b + c } else { a.mul_add(b, c) };
+                for (i, row) in y[y0..][..mg * p].chunks_mut(p).enumerate() {
+                    let w = &w[(gi * mg + i) * k..][..k];
+                    for (j, out) in row.iter_mut().enumerate() {
+                        *out = w.iter().enumerate().fold(0.0f32, |acc, (q, &wq)| mul_add(wq, col[q * p + j], acc));
+                    }
+                }
+                continue;
+            }
+            let s = Sgemm { m: mg, n: p, k, lda: k, ldb: p, ldc: p, trans_a: Transpose::No, trans_b: Transpose::No, alpha: 1.0, beta: 0.0 };
             s.run_with(isa, isa.blocking(), &w[gi * mg * k..], &col, &mut y[y0..]);
         }
     }
@@ -112,6 +139,8 @@ fn isas() -> impl Iterator<Item = Isa> {
 
 #[test]
 fn matches_im2col_sgemm_epilogue_bit_for_bit() {
+    let flat = shapes().iter().filter(|c| reads_planes_in_place(c)).count();
+    assert!(flat >= 6, "only {flat} shapes read flat planes");
     for c in shapes() {
         let [x, w, b, z] = operands(&c);
         for isa in isas() {

@@ -4,8 +4,9 @@
 use std::arch::x86_64::*;
 
 use super::blocked::{self, Blocking, Finish, Kernel, Problem, Source};
+use super::direct;
 use super::gemv;
-use super::kernel::{self, Out, Update};
+use super::kernel::{self, Out, Steps, Update};
 use super::pack::{self, View};
 use super::simd::Simd;
 
@@ -124,22 +125,22 @@ impl Kernel for Tile6x16 {
     }
 
     #[inline(always)]
-    unsafe fn tile(kc: usize, a: View, b: *const f32, c: Out, up: Update, mr: usize, nr: usize) {
+    unsafe fn tile<B: Steps>(kc: usize, a: View, b: B, c: Out, up: Update, mr: usize, nr: usize) {
         // SAFETY: by the caller's contract; an edge tile runs the smallest kernel covering it.
         unsafe {
             match (mr, nr.div_ceil(8)) {
-                (1, 1) => one::<1, 1>(kc, a, b, c, up, mr, nr),
-                (2, 1) => one::<2, 1>(kc, a, b, c, up, mr, nr),
-                (3, 1) => one::<3, 1>(kc, a, b, c, up, mr, nr),
-                (4, 1) => one::<4, 1>(kc, a, b, c, up, mr, nr),
-                (5, 1) => one::<5, 1>(kc, a, b, c, up, mr, nr),
-                (_, 1) => one::<MR, 1>(kc, a, b, c, up, mr, nr),
-                (1, _) => one::<1, NV>(kc, a, b, c, up, mr, nr),
-                (2, _) => one::<2, NV>(kc, a, b, c, up, mr, nr),
-                (3, _) => one::<3, NV>(kc, a, b, c, up, mr, nr),
-                (4, _) => one::<4, NV>(kc, a, b, c, up, mr, nr),
-                (5, _) => one::<5, NV>(kc, a, b, c, up, mr, nr),
-                _ => one::<MR, NV>(kc, a, b, c, up, mr, nr),
+                (1, 1) => one::<B, 1, 1>(kc, a, b, c, up, mr, nr),
+                (2, 1) => one::<B, 2, 1>(kc, a, b, c, up, mr, nr),
+                (3, 1) => one::<B, 3, 1>(kc, a, b, c, up, mr, nr),
+                (4, 1) => one::<B, 4, 1>(kc, a, b, c, up, mr, nr),
+                (5, 1) => one::<B, 5, 1>(kc, a, b, c, up, mr, nr),
+                (_, 1) => one::<B, MR, 1>(kc, a, b, c, up, mr, nr),
+                (1, _) => one::<B, 1, NV>(kc, a, b, c, up, mr, nr),
+                (2, _) => one::<B, 2, NV>(kc, a, b, c, up, mr, nr),
+                (3, _) => one::<B, 3, NV>(kc, a, b, c, up, mr, nr),
+                (4, _) => one::<B, 4, NV>(kc, a, b, c, up, mr, nr),
+                (5, _) => one::<B, 5, NV>(kc, a, b, c, up, mr, nr),
+                _ => one::<B, MR, NV>(kc, a, b, c, up, mr, nr),
             }
         }
     }
@@ -147,15 +148,15 @@ impl Kernel for Tile6x16 {
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn one<const M: usize, const V: usize>(kc: usize, a: View, b: *const f32, c: Out, up: Update, mr: usize, nr: usize) {
+unsafe fn one<B: Steps, const M: usize, const V: usize>(kc: usize, a: View, b: B, c: Out, up: Update, mr: usize, nr: usize) {
     // SAFETY: by the caller's contract.
     unsafe {
         let packed = View { ptr: a.ptr, lane_stride: 1, step_stride: MR as isize };
         let acc = if a.lane_stride == packed.lane_stride && a.step_stride == packed.step_stride {
             // The packed layout, with constant strides.
-            kernel::accumulate::<Avx2, M, V>(kc, packed, b, NV * 8)
+            kernel::accumulate::<Avx2, B, M, V>(kc, packed, b)
         } else {
-            kernel::accumulate::<Avx2, M, V>(kc, a, b, NV * 8)
+            kernel::accumulate::<Avx2, B, M, V>(kc, a, b)
         };
         kernel::store::<Avx2, M, V>(&acc, c, up, mr, nr);
     }
@@ -181,4 +182,15 @@ pub(crate) unsafe fn gemm<B: Source, F: Finish>(pr: &Problem<B>, bl: Blocking, s
 pub(crate) unsafe fn gemv(g: &gemv::Gemv, scratch: &mut [f32]) {
     // SAFETY: by the caller's contract.
     unsafe { gemv::run::<Avx2>(g, scratch) }
+}
+
+/// The product of a convolution's planes read in place, with the 6x16 kernel.
+///
+/// # Safety
+///
+/// As [`direct::run`]; the CPU has AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn direct<F: Finish>(d: &direct::Direct, rows: std::ops::Range<usize>, cols: std::ops::Range<usize>, bl: Blocking, scratch: &mut [f32], fin: &F) {
+    // SAFETY: by the caller's contract.
+    unsafe { direct::run::<Tile6x16, F>(d, rows, cols, bl, scratch, fin) }
 }

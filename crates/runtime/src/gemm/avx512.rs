@@ -4,7 +4,8 @@
 use std::arch::x86_64::*;
 
 use super::blocked::{self, Blocking, Finish, Kernel, Problem, Source};
-use super::kernel::{self, Out, Update};
+use super::direct;
+use super::kernel::{self, Out, Steps, Update};
 use super::pack::{self, View};
 use super::simd::Simd;
 use super::gemv;
@@ -118,13 +119,13 @@ impl Kernel for Tile8x48 {
     }
 
     #[inline(always)]
-    unsafe fn tile(kc: usize, a: View, b: *const f32, c: Out, up: Update, mr: usize, nr: usize) {
+    unsafe fn tile<B: Steps>(kc: usize, a: View, b: B, c: Out, up: Update, mr: usize, nr: usize) {
         // SAFETY: by the caller's contract; an edge tile runs the smallest kernel covering it.
         unsafe {
             match nr.div_ceil(16) {
-                1 => rows::<1>(kc, a, b, c, up, mr, nr),
-                2 => rows::<2>(kc, a, b, c, up, mr, nr),
-                _ => rows::<NV>(kc, a, b, c, up, mr, nr),
+                1 => rows::<B, 1>(kc, a, b, c, up, mr, nr),
+                2 => rows::<B, 2>(kc, a, b, c, up, mr, nr),
+                _ => rows::<B, NV>(kc, a, b, c, up, mr, nr),
             }
         }
     }
@@ -132,33 +133,33 @@ impl Kernel for Tile8x48 {
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn rows<const V: usize>(kc: usize, a: View, b: *const f32, c: Out, up: Update, mr: usize, nr: usize) {
+unsafe fn rows<B: Steps, const V: usize>(kc: usize, a: View, b: B, c: Out, up: Update, mr: usize, nr: usize) {
     // SAFETY: by the caller's contract.
     unsafe {
         match mr {
-            1 => one::<1, V>(kc, a, b, c, up, mr, nr),
-            2 => one::<2, V>(kc, a, b, c, up, mr, nr),
-            3 => one::<3, V>(kc, a, b, c, up, mr, nr),
-            4 => one::<4, V>(kc, a, b, c, up, mr, nr),
-            5 => one::<5, V>(kc, a, b, c, up, mr, nr),
-            6 => one::<6, V>(kc, a, b, c, up, mr, nr),
-            7 => one::<7, V>(kc, a, b, c, up, mr, nr),
-            _ => one::<MR, V>(kc, a, b, c, up, mr, nr),
+            1 => one::<B, 1, V>(kc, a, b, c, up, mr, nr),
+            2 => one::<B, 2, V>(kc, a, b, c, up, mr, nr),
+            3 => one::<B, 3, V>(kc, a, b, c, up, mr, nr),
+            4 => one::<B, 4, V>(kc, a, b, c, up, mr, nr),
+            5 => one::<B, 5, V>(kc, a, b, c, up, mr, nr),
+            6 => one::<B, 6, V>(kc, a, b, c, up, mr, nr),
+            7 => one::<B, 7, V>(kc, a, b, c, up, mr, nr),
+            _ => one::<B, MR, V>(kc, a, b, c, up, mr, nr),
         }
     }
 }
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn one<const M: usize, const V: usize>(kc: usize, a: View, b: *const f32, c: Out, up: Update, mr: usize, nr: usize) {
+unsafe fn one<B: Steps, const M: usize, const V: usize>(kc: usize, a: View, b: B, c: Out, up: Update, mr: usize, nr: usize) {
     // SAFETY: by the caller's contract.
     unsafe {
         let packed = View { ptr: a.ptr, lane_stride: 1, step_stride: MR as isize };
         let acc = if a.lane_stride == packed.lane_stride && a.step_stride == packed.step_stride {
             // The packed layout, with constant strides.
-            kernel::accumulate::<Avx512, M, V>(kc, packed, b, NV * 16)
+            kernel::accumulate::<Avx512, B, M, V>(kc, packed, b)
         } else {
-            kernel::accumulate::<Avx512, M, V>(kc, a, b, NV * 16)
+            kernel::accumulate::<Avx512, B, M, V>(kc, a, b)
         };
         kernel::store::<Avx512, M, V>(&acc, c, up, mr, nr);
     }
@@ -184,4 +185,15 @@ pub(crate) unsafe fn gemm<B: Source, F: Finish>(pr: &Problem<B>, bl: Blocking, s
 pub(crate) unsafe fn gemv(g: &gemv::Gemv, scratch: &mut [f32]) {
     // SAFETY: by the caller's contract.
     unsafe { gemv::run::<Avx512>(g, scratch) }
+}
+
+/// The product of a convolution's planes read in place, with the 8x48 kernel.
+///
+/// # Safety
+///
+/// As [`direct::run`]; the CPU has AVX-512F.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(crate) unsafe fn direct<F: Finish>(d: &direct::Direct, rows: std::ops::Range<usize>, cols: std::ops::Range<usize>, bl: Blocking, scratch: &mut [f32], fin: &F) {
+    // SAFETY: by the caller's contract.
+    unsafe { direct::run::<Tile8x48, F>(d, rows, cols, bl, scratch, fin) }
 }

@@ -22,7 +22,7 @@
 //! block of `C`'s rows as soon as its last k block is summed, while it is still in cache (a
 //! convolution's bias, residual addend and activation).
 
-use super::kernel::{self, Out, Update};
+use super::kernel::{self, Out, Panel, Steps, Update};
 use super::pack::View;
 use super::simd::Simd;
 
@@ -51,10 +51,11 @@ pub(crate) trait Kernel {
     /// Whether [`tile`](Self::tile) takes `A` rows in place (step stride 1, exactly `mr` rows
     /// read) besides packed panels.
     const A_IN_PLACE: bool;
-    /// `C[0..mr, 0..nr] = alpha·A·Bp + beta·C` from `mr` rows of `A` (a packed panel, or rows in
-    /// place) and one `B` panel, both of depth `kc`.
+    /// `C[0..mr, 0..nr] = alpha·A·B + beta·C` from `mr` rows of `A` (a packed panel, or rows in
+    /// place) and `nr` columns of `B` (a packed panel, or columns read in place), both of depth
+    /// `kc`.
     #[allow(clippy::too_many_arguments)]
-    unsafe fn tile(kc: usize, a: View, b: *const f32, c: Out, up: Update, mr: usize, nr: usize);
+    unsafe fn tile<B: Steps>(kc: usize, a: View, b: B, c: Out, up: Update, mr: usize, nr: usize);
 }
 
 /// Where a product's `op(B)` comes from.
@@ -216,7 +217,7 @@ pub(crate) unsafe fn run<K: Kernel, B: Source, F: Finish>(pr: &Problem<B>, bl: B
                         if dot_edge && lanes == edge {
                             kernel::edge_dot::<K::S>(kc, a, ap, c, up, mr, lanes);
                         } else {
-                            K::tile(kc, a, panels.add(tb * kc * K::NR), c, up, mr, lanes);
+                            K::tile(kc, a, Panel { ptr: panels.add(tb * kc * K::NR), step: K::NR }, c, up, mr, lanes);
                         }
                     }
                     if pc + kc == pr.k {

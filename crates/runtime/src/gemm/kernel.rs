@@ -6,25 +6,79 @@ use super::simd::Simd;
 /// The most floats a tile can have (the edge path spills a tile to the stack).
 pub(crate) const MAX_TILE: usize = 512;
 
-/// `Σ_p A[·, p]·Bp[p]` over `kc` steps. `A` is a view of `MR` rows (lanes) × `kc` steps: a
+/// Where a tile's `B` comes from, step by step.
+pub(crate) trait Steps: Copy {
+    /// Vector `v` of step `p`: the tile's columns `v·LANES..`, zero in lanes past the last
+    /// column when the source cannot read them.
+    ///
+    /// # Safety
+    ///
+    /// Step `p` exists; the caller enables the instruction set of `S`.
+    unsafe fn load<S: Simd>(self, p: usize, v: usize) -> S::V;
+}
+
+/// A packed panel: step `p` is the `step` floats at `ptr + p·step`, zero-padded past the last
+/// column, so every vector is read whole.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Panel {
+    pub ptr: *const f32,
+    pub step: usize,
+}
+
+impl Steps for Panel {
+    #[inline(always)]
+    unsafe fn load<S: Simd>(self, p: usize, v: usize) -> S::V {
+        // SAFETY: by the caller's contract, the panel holds step `p` whole.
+        unsafe { S::load(self.ptr.add(p * self.step + v * S::LANES)) }
+    }
+}
+
+/// Columns read where they lie: step `p` is the `lanes` floats at `base + offsets[p]` (a
+/// convolution's input planes, `direct.rs`). A vector reaching past `lanes` is loaded masked,
+/// and one wholly past them is zero, so nothing past the last column is touched.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Gathered {
+    pub base: *const f32,
+    pub offsets: *const u32,
+    pub lanes: usize,
+}
+
+impl Steps for Gathered {
+    #[inline(always)]
+    unsafe fn load<S: Simd>(self, p: usize, v: usize) -> S::V {
+        // SAFETY: by the caller's contract, `offsets` holds step `p` and the `lanes` floats at
+        // its offset are readable; a masked load touches only the lanes below `lanes`.
+        unsafe {
+            let at = self.base.add(*self.offsets.add(p) as usize + v * S::LANES);
+            match self.lanes.checked_sub(v * S::LANES) {
+                Some(n) if n >= S::LANES => S::load(at),
+                Some(n) if n > 0 => S::load_first(at, n),
+                // A vector wholly past the columns (the portable kernel's edge tiles are whole).
+                _ => S::zero(),
+            }
+        }
+    }
+}
+
+/// `Σ_p A[·, p]·B[p]` over `kc` steps. `A` is a view of `MR` rows (lanes) × `kc` steps: a
 /// packed panel (`lane_stride` 1, `step_stride` the panel's width; the strides are then
 /// constants after inlining) or rows of the caller's matrix read in place (`step_stride` 1).
-/// `Bp` holds `b_step` floats per step (the first `NV·LANES` are used). The sum runs over `p` in
-/// ascending order, one multiply-add per step and element.
+/// `B` gives `NV` vectors per step. The sum runs over `p` in ascending order, one multiply-add
+/// per step and element.
 ///
 /// # Safety
 ///
-/// `A` and the panel hold `kc` steps. The caller enables the instruction set of `S`.
+/// `A` and `B` hold `kc` steps. The caller enables the instruction set of `S`.
 #[inline(always)]
-pub(crate) unsafe fn accumulate<S: Simd, const MR: usize, const NV: usize>(kc: usize, a: View, b: *const f32, b_step: usize) -> [[S::V; NV]; MR] {
+pub(crate) unsafe fn accumulate<S: Simd, B: Steps, const MR: usize, const NV: usize>(kc: usize, a: View, b: B) -> [[S::V; NV]; MR] {
     // SAFETY: the caller's contract covers every address below.
     unsafe {
         let mut acc = [[S::zero(); NV]; MR];
-        let (mut ap, mut b) = (a.ptr, b);
-        for _ in 0..kc {
+        let mut ap = a.ptr;
+        for p in 0..kc {
             let mut bv = [S::zero(); NV];
             for (v, x) in bv.iter_mut().enumerate() {
-                *x = S::load(b.add(v * S::LANES));
+                *x = b.load::<S>(p, v);
             }
             for (r, row) in acc.iter_mut().enumerate() {
                 // Unaligned: rows read in place may be slices of a mapped file.
@@ -34,7 +88,6 @@ pub(crate) unsafe fn accumulate<S: Simd, const MR: usize, const NV: usize>(kc: u
                 }
             }
             ap = ap.offset(a.step_stride);
-            b = b.add(b_step);
         }
         acc
     }

@@ -20,7 +20,9 @@
 //! `prepacked.rs`, whose panels it reads in place: [`Sgemm::run_packed`],
 //! `kiln_rt_sgemm_packed`) and runs a `Finish` on each block of `C`'s rows once it is summed
 //! (the convolution's epilogue; a fused MatMul's bias, residual addend and activation,
-//! `fused.rs`: [`SgemmFused`], `kiln_rt_sgemm_fused`).
+//! `fused.rs`: [`SgemmFused`], `kiln_rt_sgemm_fused`). The kernels take `B` step by step
+//! (`kernel::Steps`): from a packed panel, or gathered where it lies at one offset per step,
+//! which `direct.rs` uses to multiply a convolution's input planes without packing them.
 //!
 //! Edge tiles run the smallest kernel instance that covers them (`mr` rows × `⌈nr/16⌉`
 //! vectors), so a 49-column product wastes 15 lanes, not a whole 48-column tile. Products with
@@ -75,6 +77,7 @@
 //! they let the interpreter share the exact arithmetic.
 
 mod blocked;
+mod direct;
 mod fused;
 mod gemv;
 mod kernel;
@@ -98,6 +101,7 @@ pub use blocked::Blocking;
 pub use fused::{kiln_rt_sgemm_fused, SgemmFused};
 pub(crate) use blocked::{Finish, Kernel, Problem, Source};
 pub(crate) use blocked::Done;
+pub(crate) use direct::{Direct, Planes};
 use blocked::Shifted;
 use gemv::Gemv;
 pub(crate) use kernel::{Out, Update};
@@ -429,7 +433,7 @@ impl Sgemm {
 /// `pr` addresses only live memory (`m, n, k > 0`) and `fin` only `pr`'s `C` block it is
 /// given; the CPU runs `isa`; block sizes are positive.
 pub(crate) unsafe fn product<B: Source, F: Finish>(isa: Isa, bl: Blocking, pr: &Problem<B>, fin: &F) {
-    let (rows, parts) = split(pr, isa, pool::threads());
+    let (rows, parts) = split(pr.m, pr.n, pr.k, isa, pool::threads());
     if parts <= 1 {
         // SAFETY: by the caller's contract.
         return unsafe { run_blocked(isa, bl, pr, fin) };
@@ -455,6 +459,50 @@ pub(crate) unsafe fn product<B: Source, F: Finish>(isa: Isa, bl: Blocking, pr: &
     });
 }
 
+/// A product of a convolution's planes read in place ([`Direct`]), split over the thread pool
+/// when it is large, with `fin` run on each block of rows once it is summed.
+///
+/// # Safety
+///
+/// As [`direct::run`] for all of `d`'s rows and columns; `fin` touches only the block of `C`
+/// it is given; the CPU runs `isa`; block sizes are positive.
+pub(crate) unsafe fn product_direct<F: Finish>(isa: Isa, bl: Blocking, d: &Direct, fin: &F) {
+    let (rows, parts) = split(d.m, d.b.cols, d.k, isa, pool::threads());
+    if parts <= 1 {
+        // SAFETY: by the caller's contract.
+        return unsafe { run_direct(isa, bl, d, 0..d.m, 0..d.b.cols, fin) };
+    }
+    let (mr, nr) = isa.tile();
+    let shared = SharedPtr((*d, fin as *const F));
+    pool::for_each(parts, &|i| {
+        let (d, fin) = shared.get();
+        let (r, c) = if rows { (pool::part(d.m, parts, mr, i), 0..d.b.cols) } else { (0..d.m, pool::part(d.b.cols, parts, nr, i)) };
+        if !r.is_empty() && !c.is_empty() {
+            // SAFETY: a block of rows or columns of the product, disjoint from every other
+            // part's; `fin` is alive for the call; `isa` runs here.
+            unsafe { run_direct(isa, bl, &d, r, c, &*fin) };
+        }
+    });
+}
+
+/// [`direct::run`] with `isa`'s kernel, on this thread.
+///
+/// # Safety
+///
+/// As [`direct::run`]; the CPU runs `isa`.
+unsafe fn run_direct<F: Finish>(isa: Isa, bl: Blocking, d: &Direct, rows: std::ops::Range<usize>, cols: std::ops::Range<usize>, fin: &F) {
+    // SAFETY: by the caller's contract.
+    unsafe {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => with_scratch(direct::scratch_len::<avx512::Tile8x48>(bl, d.k), |s| avx512::direct(d, rows, cols, bl, s, fin)),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => with_scratch(direct::scratch_len::<avx2::Tile6x16>(bl, d.k), |s| avx2::direct(d, rows, cols, bl, s, fin)),
+            _ => with_scratch(direct::scratch_len::<portable::Tile4x16>(bl, d.k), |s| portable::direct(d, rows, cols, bl, s, fin)),
+        }
+    }
+}
+
 /// Products with fewer multiply-adds than this run on one thread: splitting costs a few
 /// microseconds, about what 2^18 multiply-adds take.
 const SPLIT_MIN_FMAS: usize = 1 << 18;
@@ -463,8 +511,8 @@ const SPLIT_MIN_FMAS: usize = 1 << 18;
 /// when that balances about as well as rows, since each part then packs only its own columns
 /// of `B`; a split by rows packs all of `B` in every part. Parts are whole tiles, so each
 /// element is computed exactly as without the split.
-fn split<B>(pr: &Problem<B>, isa: Isa, ways: usize) -> (bool, usize) {
-    if ways <= 1 || pr.m.saturating_mul(pr.n).saturating_mul(pr.k) < SPLIT_MIN_FMAS {
+fn split(m: usize, n: usize, k: usize, isa: Isa, ways: usize) -> (bool, usize) {
+    if ways <= 1 || m.saturating_mul(n).saturating_mul(k) < SPLIT_MIN_FMAS {
         return (false, 1);
     }
     let (mr, nr) = isa.tile();
@@ -473,7 +521,7 @@ fn split<B>(pr: &Problem<B>, isa: Isa, ways: usize) -> (bool, usize) {
         let largest = (0..ways).map(|i| pool::part(len, ways, grain, i).len()).max().unwrap_or(len);
         len as f64 / (largest * ways) as f64
     };
-    let (by_cols, by_rows) = (balance(pr.n, nr), balance(pr.m, mr));
+    let (by_cols, by_rows) = (balance(n, nr), balance(m, mr));
     if by_cols >= by_rows - 0.1 { (false, ways) } else { (true, ways) }
 }
 
@@ -519,23 +567,10 @@ thread_local! {
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Runs `f` on `len` floats of this thread's scratch (a fresh vector if it is in use or gone);
-/// the depthwise convolution shares it.
+/// Runs `f` on `len` floats of this thread's packing space ([`crate::scratch::with`]); the
+/// depthwise convolution shares it.
 pub(crate) fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
-    let mut f = Some(f);
-    let reused = SCRATCH.try_with(|cell| {
-        let mut v = cell.try_borrow_mut().ok()?;
-        if v.len() < len {
-            v.resize(len, 0.0);
-        }
-        let f = f.take()?;
-        Some(f(&mut v[..len]))
-    });
-    match (reused, f) {
-        (Ok(Some(r)), _) => r,
-        (_, Some(f)) => f(&mut vec![0.0; len]),
-        (_, None) => unreachable!("the closure ran and returned"),
-    }
+    crate::scratch::with(&SCRATCH, len, f)
 }
 
 /// `C[m×n] = alpha·op(A)·op(B) + beta·C` on row-major `f32` matrices with leading dimensions

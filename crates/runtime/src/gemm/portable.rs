@@ -2,8 +2,9 @@
 //! baseline (SSE2 on x86-64, NEON on AArch64).
 
 use super::blocked::{self, Blocking, Finish, Kernel, Problem, Source};
+use super::direct;
 use super::gemv;
-use super::kernel::{self, Out, Update};
+use super::kernel::{self, Out, Steps, Update};
 use super::pack::{self, View};
 use super::simd::Portable;
 
@@ -35,10 +36,10 @@ impl Kernel for Tile4x16 {
     }
 
     #[inline(always)]
-    unsafe fn tile(kc: usize, a: View, b: *const f32, c: Out, up: Update, mr: usize, nr: usize) {
+    unsafe fn tile<B: Steps>(kc: usize, a: View, b: B, c: Out, up: Update, mr: usize, nr: usize) {
         // SAFETY: by the caller's contract. Edge tiles run the full kernel on zero padding.
         unsafe {
-            let acc = kernel::accumulate::<Portable, MR, NV>(kc, a, b, NV * 8);
+            let acc = kernel::accumulate::<Portable, B, MR, NV>(kc, a, b);
             kernel::store::<Portable, MR, NV>(&acc, c, up, mr, nr);
         }
     }
@@ -62,4 +63,14 @@ pub(crate) unsafe fn gemm<B: Source, F: Finish>(pr: &Problem<B>, bl: Blocking, s
 pub(crate) unsafe fn gemv(g: &gemv::Gemv, scratch: &mut [f32]) {
     // SAFETY: by the caller's contract.
     unsafe { gemv::run::<Portable>(g, scratch) }
+}
+
+/// The product of a convolution's planes read in place, with the 4x16 kernel.
+///
+/// # Safety
+///
+/// As [`direct::run`].
+pub(crate) unsafe fn direct<F: Finish>(d: &direct::Direct, rows: std::ops::Range<usize>, cols: std::ops::Range<usize>, bl: Blocking, scratch: &mut [f32], fin: &F) {
+    // SAFETY: by the caller's contract.
+    unsafe { direct::run::<Tile4x16, F>(d, rows, cols, bl, scratch, fin) }
 }

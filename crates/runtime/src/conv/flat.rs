@@ -1,0 +1,175 @@
+//! Convolutions as products of flat planes read in place ([`gemm::Direct`]): no column matrix
+//! and no packed panels, only one pass over the input to lay it out.
+//!
+//! Tap `(ky, kx)` of output pixel `(oy, ox)` reads the padded input at `(oy·sh + ky·dh, ox·sw +
+//! kx·dw)`. Split the padded input into `sh·sw` phases, phase `(ry, rx)` holding the pixels at
+//! `(i·sh + ry, j·sw + rx)`: the tap then reads phase `(ky·dh mod sh, kx·dw mod sw)` at `(oy +
+//! ky·dh / sh, ox + kx·dw / sw)`, a stride-1 read. Each phase is laid out flat with rows of
+//! `width = ow + (kw − 1)·dw / sw` floats and `height = oh + (kh − 1)·dh / sh` rows, so a tap is
+//! one offset into the flat planes and a run of output pixels is a run of floats. Without
+//! stride or padding, and with that width, the input itself is read; otherwise it is copied
+//! into its phases with the padding as zeros (one pass over the input, against `kh·kw` copies
+//! into a column matrix). Flat columns past `ow` in each row are computed and dropped, so the
+//! layout is used only where the flat columns, in whole vectors, are at most 1.2 times the
+//! output's pixels (`3×3` on `14 × 14` planes: 224 columns for 196 pixels; on `7 × 7`: 64 for
+//! 49, which the packed path computes), and for windows of more than one tap (a `1×1` product
+//! streams its packed panels faster).
+
+use std::cell::RefCell;
+
+use crate::gemm::{self, Direct, Finish, Isa, Out, Planes, Update};
+use crate::gemm::pack::View;
+use crate::window::Window;
+
+thread_local! {
+    /// Padded copies of input planes, grown to the largest asked for and kept.
+    static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// Each step's offset into the flat planes.
+    static OFFSETS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// How a group's input planes are laid out flat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Flat {
+    /// Floats per flat row.
+    width: usize,
+    /// Flat rows per plane.
+    height: usize,
+    /// Whether the planes are a copy, split into `sh·sw` phases with the padding written out
+    /// (otherwise the input itself).
+    copied: bool,
+}
+
+impl Flat {
+    /// The layout for `win` over `channels` planes, or `None` where the convolution is not
+    /// computed this way: one tap, too many flat columns dropped, or offsets past `u32`.
+    pub(super) fn of(win: &Window, channels: usize) -> Option<Flat> {
+        if win.kh * win.kw <= 1 || win.oh == 0 || win.ow == 0 || win.sh == 0 || win.sw == 0 {
+            return None;
+        }
+        let width = win.ow.checked_add((win.kw - 1).checked_mul(win.dw)? / win.sw)?;
+        let height = win.oh.checked_add((win.kh - 1).checked_mul(win.dh)? / win.sh)?;
+        // Flat columns in whole vectors of 16 against the output's pixels: 20 % more at most.
+        let cols = (win.oh - 1).checked_mul(width)?.checked_add(win.ow)?;
+        if cols.div_ceil(16).saturating_mul(16 * 5) > win.oh.saturating_mul(win.ow).saturating_mul(6) {
+            return None;
+        }
+        let copied = !(win.sh == 1 && win.sw == 1 && win.ph == 0 && win.pw == 0 && width == win.w && height <= win.h);
+        let flat = Flat { width, height, copied };
+        (channels.checked_mul(flat.channel_stride(win)?)? <= u32::MAX as usize).then_some(flat)
+    }
+
+    /// Floats from one flat plane (a phase, when copied) to the next.
+    fn plane(&self, win: &Window) -> usize {
+        if self.copied { self.width * self.height } else { win.h * win.w }
+    }
+
+    /// Floats from one channel's planes to the next.
+    fn channel_stride(&self, win: &Window) -> Option<usize> {
+        if self.copied { (win.sh * win.sw).checked_mul(self.plane(win)) } else { Some(self.plane(win)) }
+    }
+
+    /// The offset of tap `(ky, kx)` of channel `c` into the flat planes.
+    fn offset(&self, win: &Window, c: usize, ky: usize, kx: usize) -> usize {
+        let (y, x) = (ky * win.dh, kx * win.dw);
+        let phase = if self.copied { (y % win.sh) * win.sw + x % win.sw } else { 0 };
+        let channel = if self.copied { win.sh * win.sw * self.plane(win) } else { self.plane(win) };
+        c * channel + phase * self.plane(win) + (y / win.sh) * self.width + x / win.sw
+    }
+
+    /// `y[mg × oh·ow] = w[mg × k] · col(x)` for one group's `channels` planes at `x`, with `fin`
+    /// on each finished block of rows (none when `fin` is `None`). Values are those of the
+    /// product summed in `isa`'s k blocks (see `gemm/direct.rs`), on any thread count.
+    ///
+    /// # Safety
+    ///
+    /// `x` holds the group's planes, `w` its `mg` kernels of `k = channels·kh·kw` floats, `y`
+    /// its `mg` output planes, not overlapping them; `fin` touches only the block it is given;
+    /// the CPU runs `isa`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn product<F: Finish>(&self, isa: Isa, win: &Window, channels: usize, x: *const f32, w: *const f32, mg: usize, y: *mut f32, fin: Option<&F>) {
+        let k = channels * win.kh * win.kw;
+        let taps = win.kh * win.kw;
+        let run = |base: *const f32| {
+            crate::scratch::with(&OFFSETS, k, |offsets| {
+                for (p, o) in offsets.iter_mut().enumerate() {
+                    let t = p % taps;
+                    // Inside the planes, whose size `of` checked fits.
+                    *o = self.offset(win, p / taps, t / win.kw, t % win.kw) as u32;
+                }
+                let d = Direct {
+                    m: mg,
+                    k,
+                    a: View { ptr: w, lane_stride: k as isize, step_stride: 1 },
+                    b: Planes { base, offsets: offsets.as_ptr(), width: self.width, ow: win.ow, cols: (win.oh - 1) * self.width + win.ow },
+                    c: Out { ptr: y, rs: (win.oh * win.ow) as isize },
+                    up: Update { alpha: 1.0, beta: 0.0 },
+                };
+                // SAFETY: by the caller's contract and `of`'s layout, every column of every
+                // step is inside the planes at `base` (the last one read is the last float of
+                // the last plane), and `C` is the group's output.
+                // One k block: each element is one chain of multiply-adds over `k`. Column
+                // blocks of 480 read their planes from L2 when all of them fit in 768 KiB;
+                // larger ones go in blocks of 192 (a stride-2 128-channel layer on 56 × 56:
+                // 1.34 → 1.24 ms, `conv_bench`).
+                let fits = channels * self.channel_stride(win).unwrap_or(usize::MAX) <= 192 * 1024;
+                let bl = gemm::Blocking { kc: k, nc: if fits { 480 } else { 192 } };
+                unsafe {
+                    match fin {
+                        Some(fin) => gemm::product_direct(isa, bl, &d, fin),
+                        None => gemm::product_direct(isa, bl, &d, &gemm::Done),
+                    }
+                }
+            })
+        };
+        if !self.copied {
+            return run(x);
+        }
+        crate::scratch::with(&PADDED, channels * win.sh * win.sw * self.plane(win), |padded| {
+            // SAFETY: by the caller's contract, `x` holds the `channels` planes.
+            unsafe { self.pad(win, channels, x, padded) };
+            run(padded.as_ptr());
+        })
+    }
+
+    /// Writes the `channels` planes at `x` into `dst` as flat planes: per channel, its `sh·sw`
+    /// phases, the padding as zeros.
+    ///
+    /// # Safety
+    ///
+    /// `x` holds `channels` planes of `h × w`; `dst` holds `channels·sh·sw·width·height` floats.
+    unsafe fn pad(&self, win: &Window, channels: usize, x: *const f32, dst: &mut [f32]) {
+        let (width, plane) = (self.width, self.width * self.height);
+        let (sw, pw, w) = (win.sw as isize, win.pw as isize, win.w as isize);
+        for (c, planes) in dst.chunks_exact_mut(win.sh * win.sw * plane).take(channels).enumerate() {
+            for (phase, dst) in planes.chunks_exact_mut(plane).enumerate() {
+                let (ry, rx) = ((phase / win.sw) as isize, (phase % win.sw) as isize);
+                // Flat columns `lo..hi` hold input columns `j·sw + rx − pw` inside `0..w`.
+                let first = |at: isize| if at <= 0 { 0 } else { (at + sw - 1) / sw };
+                let (lo, hi) = (first(pw - rx).min(width as isize) as usize, first(w + pw - rx).min(width as isize) as usize);
+                for (i, row) in dst.chunks_exact_mut(width).enumerate() {
+                    let iy = i as isize * win.sh as isize + ry - win.ph as isize;
+                    if iy < 0 || iy >= win.h as isize || lo >= hi {
+                        row.fill(0.0);
+                        continue;
+                    }
+                    row[..lo].fill(0.0);
+                    row[hi..].fill(0.0);
+                    let x0 = lo as isize * sw + rx - pw;
+                    // SAFETY: row `iy` of plane `c` is inside `x`, and so are its columns
+                    // `x0 + t·sw` for `t < hi − lo` (they lie in `0..w` by `lo` and `hi`).
+                    unsafe {
+                        let src = x.add((c * win.h + iy as usize) * win.w).offset(x0);
+                        if sw == 1 {
+                            row[lo..hi].copy_from_slice(std::slice::from_raw_parts(src, hi - lo));
+                        } else {
+                            for (t, out) in row[lo..hi].iter_mut().enumerate() {
+                                *out = *src.offset(t as isize * sw);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
