@@ -65,6 +65,11 @@
 //! | MLP GEMV: 1 × 1024 × 784 | 35 | 4 | 35 |
 //! | all 53 ResNet-50 convolutions (8.17 GFLOP) | 106 (77.3 ms) | 80 (101.8 ms) | 99 (82.5 ms) |
 //!
+//! On 2026-11-25's machine, whose 512-bit FMAs issue at full rate (252–260 GFLOP/s in a
+//! register-only loop), the same bench gave kiln 235 at n = 1024 (`gemm` 246, `matrixmultiply`
+//! 203), 216 on 64 × 3136 × 576, and 232 over all 53 ResNet-50 convolutions (35.2 ms; `gemm`
+//! 219, `matrixmultiply` 175); the harness's 1024³ line 243–248.
+//!
 //! A last panel of at most 4 columns (`n` = 49 = 48 + 1, 196 = 4·48 + 4) is computed by dot
 //! products along `k` instead of a register tile (`kernel::edge_dot`), its columns transposed
 //! first: the tile spent a whole vector of multiply-adds per row and step on one column, and
