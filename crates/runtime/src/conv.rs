@@ -12,7 +12,8 @@
 //! rows). A 1×1 convolution without stride or padding multiplies the planes themselves. A
 //! stride-1 window of several taps over planes wide enough reads its columns where they lie
 //! instead (`conv/flat.rs`, `gemm/direct.rs`): the planes laid out flat, padded into a copy when
-//! needed, with one offset per step and nothing packed. When the
+//! needed, with one offset per step and nothing packed. A strided 1×1 convolution multiplies
+//! its planes subsampled into one copy (`conv/phases.rs`). When the
 //! last k block of a block of rows is summed, the epilogue (bias per output channel, residual
 //! addend, activation) runs on those rows while they are in cache, rather than as a pass over
 //! the whole output afterwards. Large products split over the thread pool as `sgemm`'s do.
@@ -43,9 +44,13 @@
 //! 1321. Before the flat path the fused routine took 4258, 4013, 6144, 1499, 1657 and 1412 µs
 //! there. In `kiln bench ../shared/models/resnet50.onnx --threads 1 --kernels 60`: the 56² 3×3
 //! layers 1.34 → 1.02–1.08 ms each, 28² 1.24 → 1.05, 14² 1.21 → 1.10, the stem 1.51 → 1.35.
+//! The strided 1×1 projections on their subsampled planes (`conv/phases.rs`), same bench, before
+//! and after, µs: 256 → 512 from 56² 1592–1644 / 1241–1330, 512 → 1024 from 28² 1314–1388 /
+//! 1081, 1024 → 2048 from 14² 1176–1321 / 1052–1053.
 
 use crate::dwconv::DwConv2d;
 use flat::Flat;
+use phases::{PhaseCopy, Phases};
 use crate::epilogue::{Activation, Bias, Epilogue};
 use crate::gemm::pack::View;
 use crate::gemm::{self, Finish, Isa, Kernel, Problem, Sgemm, Source, Transpose};
@@ -175,6 +180,9 @@ impl Conv2d {
         let (k, p) = (cg * g.win.kh * g.win.kw, g.win.oh * g.win.ow);
         let epilogue = Epilogue { rows: 1, cols: 0, bias: if self.bias { Bias::PerRow { period: 1 } } else { Bias::None }, residual: self.residual, act: self.act };
         let pointwise = g.win.kh == 1 && g.win.kw == 1 && g.win.sh == 1 && g.win.sw == 1 && g.win.ph == 0 && g.win.pw == 0 && g.win.oh == g.win.h && g.win.ow == g.win.w;
+        // A 1×1 window without padding that skips inputs: its column matrix is the planes
+        // subsampled by the strides.
+        let subsampled = g.win.kh == 1 && g.win.kw == 1 && g.win.ph == 0 && g.win.pw == 0 && !pointwise;
         if cg == 1 && mg == 1 {
             // Depthwise: every plane with its own kernel, the epilogue on each finished plane.
             let d = DwConv2d { planes: self.batch * self.channels, channels: self.channels, win: g.win, accumulate: false };
@@ -221,14 +229,26 @@ impl Conv2d {
                         flat.product(isa, &g.win, cg, x, w, mg, y, (!epilogue.is_identity()).then_some(&fin));
                         continue;
                     }
-                    let a = View { ptr: w, lane_stride: k as isize, step_stride: 1 };
-                    let b = if pointwise { Panels::Matrix(View { ptr: x, lane_stride: 1, step_stride: p as isize }) } else { Panels::Image(Image { g, x, col: 0 }) };
-                    let pr = Problem { m: mg, n: p, k, a, b, c: gemm::Out { ptr: y, rs: p as isize }, up: gemm::Update { alpha: 1.0, beta: 0.0 } };
-                    // `sgemm`'s blocking: each element is summed in the same k blocks as there.
-                    if epilogue.is_identity() {
-                        gemm::product(isa, isa.blocking(), &pr, &gemm::Done);
+                    let packed = |b: Panels| {
+                        let a = View { ptr: w, lane_stride: k as isize, step_stride: 1 };
+                        let pr = Problem { m: mg, n: p, k, a, b, c: gemm::Out { ptr: y, rs: p as isize }, up: gemm::Update { alpha: 1.0, beta: 0.0 } };
+                        // `sgemm`'s blocking: each element is summed in the same k blocks as there.
+                        if epilogue.is_identity() {
+                            gemm::product(isa, isa.blocking(), &pr, &gemm::Done);
+                        } else {
+                            gemm::product(isa, isa.blocking(), &pr, &fin);
+                        }
+                    };
+                    let matrix = |x: *const f32| Panels::Matrix(View { ptr: x, lane_stride: 1, step_stride: p as isize });
+                    if pointwise {
+                        packed(matrix(x));
+                    } else if subsampled {
+                        // The planes subsampled once (the column matrix itself), instead of
+                        // panels packed in runs of one output row.
+                        let copy = PhaseCopy { win: g.win, width: g.win.ow, height: g.win.oh, phases: Phases::First };
+                        copy.with(isa, cg, x, |planes| packed(matrix(planes)));
                     } else {
-                        gemm::product(isa, isa.blocking(), &pr, &fin);
+                        packed(Panels::Image(Image { g, x, col: 0 }));
                     }
                 }
             }
@@ -486,5 +506,6 @@ pub unsafe extern "C" fn kiln_rt_conv2d(
 }
 
 mod flat;
+mod phases;
 #[cfg(test)]
 mod tests;

@@ -21,9 +21,9 @@ use crate::gemm::{self, Direct, Finish, Isa, Out, Planes, Update};
 use crate::gemm::pack::View;
 use crate::window::Window;
 
+use super::phases::{PhaseCopy, Phases};
+
 thread_local! {
-    /// Padded copies of input planes, grown to the largest asked for and kept.
-    static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     /// Each step's offset into the flat planes.
     static OFFSETS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
 }
@@ -111,15 +111,15 @@ impl Flat {
                     c: Out { ptr: y, rs: (win.oh * win.ow) as isize },
                     up: Update { alpha: 1.0, beta: 0.0 },
                 };
-                // SAFETY: by the caller's contract and `of`'s layout, every column of every
-                // step is inside the planes at `base` (the last one read is the last float of
-                // the last plane), and `C` is the group's output.
                 // One k block: each element is one chain of multiply-adds over `k`. Column
                 // blocks of 480 read their planes from L2 when all of them fit in 768 KiB;
                 // larger ones go in blocks of 192 (a stride-2 128-channel layer on 56 × 56:
                 // 1.34 → 1.24 ms, `conv_bench`).
                 let fits = channels * self.channel_stride(win).unwrap_or(usize::MAX) <= 192 * 1024;
                 let bl = gemm::Blocking { kc: k, nc: if fits { 480 } else { 192 } };
+                // SAFETY: by the caller's contract and `of`'s layout, every column of every
+                // step is inside the planes at `base` (the last one read is the last float of
+                // the last plane), and `C` is the group's output.
                 unsafe {
                     match fin {
                         Some(fin) => gemm::product_direct(isa, bl, &d, fin),
@@ -131,51 +131,8 @@ impl Flat {
         if !self.copied {
             return run(x);
         }
-        crate::scratch::with(&PADDED, channels * win.sh * win.sw * self.plane(win), |padded| {
-            // SAFETY: by the caller's contract, `x` holds the `channels` planes.
-            unsafe { self.pad(win, channels, x, padded) };
-            run(padded.as_ptr());
-        })
-    }
-
-    /// Writes the `channels` planes at `x` into `dst` as flat planes: per channel, its `sh·sw`
-    /// phases, the padding as zeros.
-    ///
-    /// # Safety
-    ///
-    /// `x` holds `channels` planes of `h × w`; `dst` holds `channels·sh·sw·width·height` floats.
-    unsafe fn pad(&self, win: &Window, channels: usize, x: *const f32, dst: &mut [f32]) {
-        let (width, plane) = (self.width, self.width * self.height);
-        let (sw, pw, w) = (win.sw as isize, win.pw as isize, win.w as isize);
-        for (c, planes) in dst.chunks_exact_mut(win.sh * win.sw * plane).take(channels).enumerate() {
-            for (phase, dst) in planes.chunks_exact_mut(plane).enumerate() {
-                let (ry, rx) = ((phase / win.sw) as isize, (phase % win.sw) as isize);
-                // Flat columns `lo..hi` hold input columns `j·sw + rx − pw` inside `0..w`.
-                let first = |at: isize| if at <= 0 { 0 } else { (at + sw - 1) / sw };
-                let (lo, hi) = (first(pw - rx).min(width as isize) as usize, first(w + pw - rx).min(width as isize) as usize);
-                for (i, row) in dst.chunks_exact_mut(width).enumerate() {
-                    let iy = i as isize * win.sh as isize + ry - win.ph as isize;
-                    if iy < 0 || iy >= win.h as isize || lo >= hi {
-                        row.fill(0.0);
-                        continue;
-                    }
-                    row[..lo].fill(0.0);
-                    row[hi..].fill(0.0);
-                    let x0 = lo as isize * sw + rx - pw;
-                    // SAFETY: row `iy` of plane `c` is inside `x`, and so are its columns
-                    // `x0 + t·sw` for `t < hi − lo` (they lie in `0..w` by `lo` and `hi`).
-                    unsafe {
-                        let src = x.add((c * win.h + iy as usize) * win.w).offset(x0);
-                        if sw == 1 {
-                            row[lo..hi].copy_from_slice(std::slice::from_raw_parts(src, hi - lo));
-                        } else {
-                            for (t, out) in row[lo..hi].iter_mut().enumerate() {
-                                *out = *src.offset(t as isize * sw);
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        let copy = PhaseCopy { win: *win, width: self.width, height: self.height, phases: Phases::All };
+        // SAFETY: by the caller's contract, `x` holds the `channels` planes.
+        unsafe { copy.with(isa, channels, x, run) }
     }
 }
