@@ -225,7 +225,7 @@ impl Conv2d {
                         fin.rows(0, mg, 0, p);
                         continue;
                     }
-                    if let Some(flat) = Flat::of(&g.win, cg) {
+                    if let Some(flat) = Flat::of(&g.win, cg, isa) {
                         flat.product(isa, &g.win, cg, x, w, mg, y, (!epilogue.is_identity()).then_some(&fin));
                         continue;
                     }

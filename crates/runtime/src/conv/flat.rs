@@ -13,7 +13,8 @@
 //! layout is used only where the flat columns, in whole vectors, are at most 1.2 times the
 //! output's pixels (`3×3` on `14 × 14` planes: 224 columns for 196 pixels; on `7 × 7`: 64 for
 //! 49, which the packed path computes), for windows of more than one tap (a `1×1` product
-//! streams its packed panels faster), and for sums of at least 64 steps.
+//! streams its packed panels faster), and for sums of at least 64 steps (and at most 640
+//! without AVX-512, [`NARROW_MAX_STEPS`]).
 
 use std::cell::RefCell;
 
@@ -31,6 +32,15 @@ thread_local! {
 /// Fewer steps (`channels·kh·kw`) than this take the packed path.
 const MIN_STEPS: usize = 64;
 
+/// More steps than this take the packed path with kernels narrower than AVX-512's. Their
+/// one `k` block then leaves the `A` rows of a tile (6 × `k` floats with AVX2) and its gathered
+/// `B` columns out of L1, and `sgemm`'s packed panels with `k` blocks of 256 were faster:
+/// `conv_bench` on an AVX2 machine without AVX-512 (2026-11-25, ms, packed → flat) gave 6.03 →
+/// 6.71 on 3×3 128-channel 28 × 28 layers (1152 steps), 5.90 → 7.40 on 256-channel 14 × 14
+/// ones (2304), 6.53 → 8.33 and 6.12 → 9.23 on the stride-2 ones, while 576 steps (3×3,
+/// 64 channels on 56 × 56) gained, 6.82 → 6.59, and so did the 147-step stem, 7.49 → 7.15.
+const NARROW_MAX_STEPS: usize = 640;
+
 /// How a group's input planes are laid out flat.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Flat {
@@ -47,10 +57,14 @@ impl Flat {
     /// The layout for `win` over `channels` planes, or `None` where the convolution is not
     /// computed this way: one tap, few steps, too many flat columns dropped, or offsets past
     /// `u32`.
-    pub(super) fn of(win: &Window, channels: usize) -> Option<Flat> {
+    pub(super) fn of(win: &Window, channels: usize, isa: Isa) -> Option<Flat> {
         // Few steps per tile: the scratch tile's merge outweighs the packing saved (MobileNet-V2's
         // stem, 27 steps: 0.20 → 0.23 ms; ResNet-50's, 147: 1.51 → 1.35).
-        if win.kh * win.kw <= 1 || channels.saturating_mul(win.kh * win.kw) < MIN_STEPS || win.oh == 0 || win.ow == 0 || win.sh == 0 || win.sw == 0 {
+        let steps = channels.saturating_mul(win.kh * win.kw);
+        if win.kh * win.kw <= 1 || steps < MIN_STEPS || win.oh == 0 || win.ow == 0 || win.sh == 0 || win.sw == 0 {
+            return None;
+        }
+        if isa != Isa::Avx512 && steps > NARROW_MAX_STEPS {
             return None;
         }
         let width = win.ow.checked_add((win.kw - 1).checked_mul(win.dw)? / win.sw)?;

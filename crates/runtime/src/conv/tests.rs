@@ -51,9 +51,9 @@ fn shapes() -> Vec<Conv2d> {
 
 /// Whether `c` takes the flat path: a stride-1 window over planes read in place, whose
 /// products are not `sgemm`'s.
-fn reads_planes_in_place(c: &Conv2d) -> bool {
+fn reads_planes_in_place(c: &Conv2d, isa: Isa) -> bool {
     let (cg, mg) = (c.channels / c.groups, c.out_channels / c.groups);
-    cg * c.win.kh * c.win.kw > 0 && mg > 1 && c.win.oh * c.win.ow > 1 && flat::Flat::of(&c.win, cg).is_some()
+    cg * c.win.kh * c.win.kw > 0 && mg > 1 && c.win.oh * c.win.ow > 1 && flat::Flat::of(&c.win, cg, isa).is_some()
 }
 
 /// `im2col`, `sgemm` and `epilogue` one after another with `isa` (`dwconv2d` and `epilogue` for
@@ -73,7 +73,7 @@ fn three_steps(c: &Conv2d, isa: Isa, x: &[f32], w: &[f32], b: &[f32], z: &[f32])
             let x0 = (n * c.channels + gi * cg) * c.win.h * c.win.w;
             g.run(&x[x0..], &mut col);
             let y0 = (n * c.out_channels + gi * mg) * p;
-            if reads_planes_in_place(c) {
+            if reads_planes_in_place(c, isa) {
                 // One chain of multiply-adds over k per element (`flat.rs`), fused where the
                 // kernel's instruction set fuses them.
                 let mul_add = |a: f32, b: f32, c: f32| if isa == Isa::Portable { a * b + c } else { a.mul_add(b, c) };
@@ -139,8 +139,10 @@ fn isas() -> impl Iterator<Item = Isa> {
 
 #[test]
 fn matches_im2col_sgemm_epilogue_bit_for_bit() {
-    let flat = shapes().iter().filter(|c| reads_planes_in_place(c)).count();
-    assert!(flat >= 7, "only {flat} shapes read flat planes");
+    for isa in isas() {
+        let flat = shapes().iter().filter(|c| reads_planes_in_place(c, isa)).count();
+        assert!(flat >= 7, "{isa:?}: only {flat} shapes read flat planes");
+    }
     for c in shapes() {
         let [x, w, b, z] = operands(&c);
         for isa in isas() {

@@ -319,3 +319,42 @@ fn unaligned_operands_give_the_same_result() {
         assert_eq!(got, want, "{isa:?}");
     }
 }
+
+/// Small planes a vector of planes at a time (`lanes.rs`) against the padded planes, on data
+/// whose sums round: the same bits, with planes left over past the last whole group, stride 2,
+/// dilation, accumulation, and a channel whose kernel is infinite.
+#[test]
+fn planes_in_vector_lanes_round_as_the_padded_planes() {
+    let mut rng = Rng(9);
+    let data = |n: usize, rng: &mut Rng| (0..n).map(|_| (rng.next() % 2001) as f32 / 997.0 - 1.0).collect::<Vec<f32>>();
+    let shapes = [
+        conv(19, 5, (7, 7), (3, 3), (1, 1), (1, 1), [1; 4], false),
+        conv(40, 20, (14, 13), (3, 3), (2, 2), (1, 1), [1, 1, 0, 1], true),
+        conv(9, 9, (11, 6), (5, 3), (1, 2), (2, 1), [2, 0, 3, 1], false),
+        conv(33, 11, (28, 28), (3, 3), (2, 2), (1, 1), [1; 4], true),
+    ];
+    for isa in isas().into_iter().filter(|&isa| isa != Isa::Avx512) {
+        for d in &shapes {
+            let (x, mut w, y0) = (data(d.x_len(), &mut rng), data(d.w_len(), &mut rng), data(d.y_len(), &mut rng));
+            w[4] = f32::INFINITY;
+            let g = Plan::new(d);
+            assert!(lanes::applies(&g, isa), "{d:?}");
+            let mut in_lanes = y0.clone();
+            d.run_with(isa, &x, &w, &mut in_lanes);
+            let mut padded = y0.clone();
+            with_scratch(g.scratch_len(), |s| {
+                s[..g.phases_len()].fill(0.0);
+                // SAFETY: the plan's operands are the vectors above; `isa` runs here.
+                unsafe {
+                    match isa {
+                        #[cfg(target_arch = "x86_64")]
+                        Isa::Avx2 => planes::<crate::gemm::avx2::Avx2>(&g, x.as_ptr(), w.as_ptr(), padded.as_mut_ptr(), s.as_mut_ptr(), None),
+                        _ => planes::<crate::gemm::simd::Portable>(&g, x.as_ptr(), w.as_ptr(), padded.as_mut_ptr(), s.as_mut_ptr(), None),
+                    }
+                }
+            });
+            let differ = in_lanes.iter().zip(&padded).position(|(a, b)| a.to_bits() != b.to_bits());
+            assert_eq!(differ, None, "{isa:?} {d:?}");
+        }
+    }
+}

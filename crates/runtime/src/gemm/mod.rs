@@ -156,6 +156,17 @@ impl Isa {
         }
     }
 
+    /// Floats per vector.
+    pub(crate) fn lanes(self) -> usize {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => <avx512::Avx512 as simd::Simd>::LANES,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => <avx2::Avx2 as simd::Simd>::LANES,
+            _ => <simd::Portable as simd::Simd>::LANES,
+        }
+    }
+
     /// The kernel's tile, `(MR, NR)`.
     pub fn tile(self) -> (usize, usize) {
         match self {

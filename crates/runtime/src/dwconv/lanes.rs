@@ -1,0 +1,197 @@
+//! Depthwise planes `LANES` at a time, one plane per vector lane: the layout onnxruntime's
+//! NCHWc kernels use, built per call instead of per model.
+//!
+//! The path of the module doc works on one plane at a time, so on small planes its per-plane
+//! work (filling the padded plane, masked vectors at the end of each row) outweighs the taps,
+//! and stride 2 de-interleaves every row. Here the planes of a group are interleaved into one
+//! padded plane whose elements are vectors, lane `l` holding plane `p0 + l`: element `(r, c)`
+//! is padded row `r`, column `c` of every plane in the group, zero in the padding. An output
+//! is then `kh·kw` whole-vector multiply-adds at offsets fixed by the tap, with no masks and
+//! no strided reads, whatever the stride or dilation; `BLOCK` outputs are summed together, so
+//! their chains of multiply-adds overlap. The sums go to an interleaved output, copied out
+//! plane by plane. Lanes past the last plane repeat it and are dropped.
+//!
+//! The sums are the padded path's exactly: each output is its start (zero, or `y` when
+//! accumulating) plus the taps in ascending `(ky, kx)` order, one multiply-add each, a tap in
+//! the padding adding `w·0`. A plane whose kernel is not finite is computed by the scalar
+//! definition instead, as there.
+//!
+//! Measured with `dwconv_bench` on an AVX2 machine without AVX-512 (2026-11-25, µs per call,
+//! padded path → this one, interleaving element by element): 960 × 7² 357 → 133; 576 × 14² 413
+//! → 233; 384 × 14² 275 → 156; 576 × 14² stride 2 289 → 117; 192 × 28² stride 2 209 → 148;
+//! 192 × 28² 339 → 342. Larger planes lost (144 × 56² 455 → 1096, 32 × 112² 387 → 1068): the
+//! interleaving costs more than the taps there, and they stay on the padded path.
+
+use super::{Plan, plane_exact, MAX_TAPS};
+use crate::gemm::Isa;
+use crate::gemm::simd::Simd;
+
+/// Outputs summed together: independent accumulators hide the multiply-add latency.
+const BLOCK: usize = 8;
+
+/// The most lanes a vector has.
+const MAX_LANES: usize = 16;
+
+/// The interleaved padded plane of a call: `rows × cols` vectors, the rows and columns that
+/// the taps of some output reach.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Lanes {
+    rows: isize,
+    cols: isize,
+}
+
+impl Lanes {
+    /// The layout for `g`, whose sizes are valid with at least one output.
+    pub(super) fn new(g: &Plan) -> Lanes {
+        Lanes { rows: (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1, cols: (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1 }
+    }
+
+    /// Floats of the interleaved padded plane with `lanes` lanes.
+    pub(super) fn input_len(&self, lanes: usize) -> usize {
+        (self.rows * self.cols) as usize * lanes
+    }
+
+    /// Scratch floats with `lanes` lanes: the interleaved padded plane, then the interleaved
+    /// output.
+    pub(super) fn scratch_len(&self, g: &Plan, lanes: usize) -> usize {
+        self.input_len(lanes) + (g.oh * g.ow) as usize * lanes
+    }
+}
+
+/// Every plane of `g.from..g.to`, `S::LANES` at a time.
+///
+/// # Safety
+///
+/// As the module's `planes`, with `scratch` writable for [`Lanes::scratch_len`] floats, zero in
+/// its first [`Lanes::input_len`], overlapping no operand; `shape` is `Lanes::new(g)`; the
+/// kernel has at most `MAX_TAPS` taps; the CPU runs `S`.
+#[inline(always)]
+pub(super) unsafe fn planes<S: Simd>(g: &Plan, shape: Lanes, x: *const f32, w: *const f32, y: *mut f32, scratch: *mut f32) {
+    let ln = S::LANES;
+    debug_assert!(ln <= MAX_LANES);
+    let (xs, ks, ys) = (g.h * g.w, (g.kh * g.kw) as usize, g.oh * g.ow);
+    // The weights, tap-major: tap `t`'s vector is `wv[t·ln..]`, lane `l` of plane `p0 + l`.
+    let mut wv = [0.0f32; MAX_TAPS * MAX_LANES];
+    // The interior of the padded plane: the rows and columns that hold input.
+    let (r_lo, r_hi) = (g.ph.min(shape.rows), (g.ph + g.h).min(shape.rows));
+    let (c_lo, c_hi) = (g.pw.min(shape.cols), (g.pw + g.w).min(shape.cols));
+    let (inp, row) = (scratch, shape.cols * ln as isize);
+    // SAFETY: the interleaved output follows the input in the scratch.
+    let out = unsafe { scratch.add(shape.input_len(ln)) };
+    let mut pending = g.from;
+    let mut p0 = g.from;
+    while p0 < g.to {
+        let n = (g.to - p0).min(ln as isize) as usize;
+        let plane = |l: usize| p0 + l.min(n - 1) as isize;
+        let mut finite = [true; MAX_LANES];
+        // SAFETY (the loop body): the planes `plane(l)` exist; the interleaved planes hold
+        // `rows × cols` and `oh × ow` vectors, which every index below stays inside (the taps
+        // of output `(oy, ox)` reach padded row `(oy·sh + ky·dh) < rows`, column likewise).
+        unsafe {
+            for l in 0..ln {
+                let k = w.offset(plane(l) % g.channels * ks as isize);
+                for t in 0..ks {
+                    let v = k.add(t).read_unaligned();
+                    wv[t * ln + l] = v;
+                    finite[l] &= v.is_finite();
+                }
+                let xp = x.offset(plane(l) * xs);
+                for r in r_lo..r_hi {
+                    let (src, dst) = (xp.offset((r - g.ph) * g.w - g.pw), inp.offset(r * row + l as isize));
+                    for c in c_lo..c_hi {
+                        *dst.offset(c * ln as isize) = *src.wrapping_offset(c);
+                    }
+                }
+                if g.accumulate {
+                    let yp = y.offset(plane(l) * ys);
+                    for o in 0..ys {
+                        *out.offset(o * ln as isize + l as isize) = *yp.offset(o);
+                    }
+                }
+            }
+            sums::<S>(g, row, wv.as_ptr(), inp, out);
+            for l in 0..n {
+                let p = p0 + l as isize;
+                if finite[l] {
+                    let yp = y.offset(p * ys);
+                    for o in 0..ys {
+                        *yp.offset(o) = *out.offset(o * ln as isize + l as isize);
+                    }
+                } else {
+                    plane_exact(g, x.offset(p * xs), w.offset(p % g.channels * ks as isize), y.offset(p * ys));
+                }
+            }
+            if let Some(post) = g.post {
+                for l in 0..n {
+                    post.after(p0 + l as isize, g.to, g.channels, &mut pending, y);
+                }
+            }
+        }
+        p0 += n as isize;
+    }
+}
+
+/// Every output of a group: `out[o] = (out[o] if accumulating) + Σ_t wv[t]·inp[base(o) + tap(t)]`,
+/// in vectors, `BLOCK` outputs at a time (the last block repeats its last output and keeps only
+/// the real ones).
+///
+/// # Safety
+///
+/// As [`planes`]: `inp` the interleaved padded plane with rows of `row` floats, `out` the
+/// interleaved output, `wv` one vector per tap.
+#[inline(always)]
+unsafe fn sums<S: Simd>(g: &Plan, row: isize, wv: *const f32, inp: *const f32, out: *mut f32) {
+    let ln = S::LANES as isize;
+    let count = (g.oh * g.ow) as usize;
+    let (mut oy, mut ox) = (0isize, 0isize);
+    let mut o0 = 0;
+    while o0 < count {
+        let kept = BLOCK.min(count - o0);
+        // Each output's offset into the padded plane; the row and column advance without
+        // divisions, and stay on the last output past it.
+        let mut base = [0isize; BLOCK];
+        for (i, b) in base.iter_mut().enumerate() {
+            *b = oy * g.sh * row + ox * g.sw * ln;
+            if i + 1 < kept {
+                ox += 1;
+                if ox == g.ow {
+                    (oy, ox) = (oy + 1, 0);
+                }
+            }
+        }
+        let at = |i: usize| (o0 + i.min(kept - 1)) as isize * ln;
+        // SAFETY: by the caller's contract (see `planes`).
+        unsafe {
+            let mut acc: [S::V; BLOCK] = std::array::from_fn(|i| if g.accumulate { S::load(out.offset(at(i))) } else { S::zero() });
+            let mut t = 0;
+            for ky in 0..g.kh {
+                for kx in 0..g.kw {
+                    let tap = inp.offset(ky * g.dh * row + kx * g.dw * ln);
+                    let wt = S::load(wv.offset(t * ln));
+                    for (a, &b) in acc.iter_mut().zip(&base) {
+                        *a = S::mul_add(wt, S::load(tap.offset(b)), *a);
+                    }
+                    t += 1;
+                }
+            }
+            for (i, a) in acc.into_iter().enumerate().take(kept) {
+                S::store(out.offset(at(i)), a);
+            }
+        }
+        o0 += kept;
+        ox += 1;
+        if ox == g.ow {
+            (oy, ox) = (oy + 1, 0);
+        }
+    }
+}
+
+/// Input planes of at most this many elements take this path (32 × 32).
+const MAX_PLANE: isize = 1024;
+
+/// Whether `g`'s planes take this path with `isa`: small planes, without AVX-512 (whose
+/// masked loads read them in place, `direct.rs`). Larger planes spend more on interleaving
+/// (element by element) than they save.
+pub(super) fn applies(g: &Plan, isa: Isa) -> bool {
+    isa != Isa::Avx512 && g.h * g.w <= MAX_PLANE
+}
