@@ -25,9 +25,9 @@
 //! small: `dwconv/direct.rs` reads them in place with masked loads (1.5–1.8× faster on
 //! MobileNet-V2's layers of those kinds; the table below is the padded path's).
 //!
-//! Without AVX-512, planes of at most 32 × 32 are computed a vector of planes at a time, one
-//! plane per lane (`dwconv/lanes.rs`): 2–2.7× faster on MobileNet-V2's 7², 14² and stride-2
-//! 28² layers with AVX2, where this path's per-plane work dominated.
+//! Without AVX-512, outputs of at most 32 × 32 are computed a vector of planes at a time, one
+//! plane per lane (`dwconv/lanes.rs`): 1.6–2.9× faster on MobileNet-V2's layers of that size
+//! with AVX2 (all 17: 6.07 → 3.81 ms), where this path's per-plane work dominated.
 //!
 //! An earlier version split each output row into border columns (a bounds-checked scalar sum)
 //! and an interior read from the input in place: 4.7 ms on the layers below, its per-row work

@@ -17,10 +17,12 @@
 //! definition instead, as there.
 //!
 //! Measured with `dwconv_bench` on an AVX2 machine without AVX-512 (2026-11-25, µs per call,
-//! padded path → this one, interleaving element by element): 960 × 7² 357 → 133; 576 × 14² 413
-//! → 233; 384 × 14² 275 → 156; 576 × 14² stride 2 289 → 117; 192 × 28² stride 2 209 → 148;
-//! 192 × 28² 339 → 342. Larger planes lost (144 × 56² 455 → 1096, 32 × 112² 387 → 1068): the
-//! interleaving costs more than the taps there, and they stay on the padded path.
+//! padded path → this one): 960 × 7² 357 → 122; 576 × 14² 413 → 196; 384 × 14² 275 → 130;
+//! 576 × 14² stride 2 289 → 101; 192 × 28² 339 → 217; 192 × 28² stride 2 209 → 92; 144 × 56²
+//! stride 2 429 → 264. Larger outputs lost (144 × 56² 454 → 711, 32 × 112² 387 → 636, 96 ×
+//! 112² stride 2 632 → 710): the padded path's rows of whole vectors need no interleaving.
+//! Rows and outputs move between the layouts in `LANES × LANES` transposes (`Simd::transpose`);
+//! moving them element by element, 7² took 133 and 28² 342.
 
 use super::{Plan, plane_exact, MAX_TAPS};
 use crate::gemm::Isa;
@@ -84,9 +86,14 @@ pub(super) unsafe fn planes<S: Simd>(g: &Plan, shape: Lanes, x: *const f32, w: *
         let n = (g.to - p0).min(ln as isize) as usize;
         let plane = |l: usize| p0 + l.min(n - 1) as isize;
         let mut finite = [true; MAX_LANES];
-        // SAFETY (the loop body): the planes `plane(l)` exist; the interleaved planes hold
-        // `rows × cols` and `oh × ow` vectors, which every index below stays inside (the taps
-        // of output `(oy, ox)` reach padded row `(oy·sh + ky·dh) < rows`, column likewise).
+        // A whole group of planes moves in `LANES × LANES` transposes, a part group (the last
+        // one) element by element.
+        let whole = n == ln;
+        let l_ = ln as isize;
+        // SAFETY (the block): the planes `plane(l)` exist (and with `whole`, `p0..p0 + ln`); the
+        // interleaved planes hold `rows × cols` and `oh × ow` vectors, which every index below
+        // stays inside (the taps of output `(oy, ox)` reach padded row `oy·sh + ky·dh < rows`,
+        // column likewise); input columns `c − pw` for `c` in `c_lo..c_hi` exist.
         unsafe {
             for l in 0..ln {
                 let k = w.offset(plane(l) % g.channels * ks as isize);
@@ -95,27 +102,47 @@ pub(super) unsafe fn planes<S: Simd>(g: &Plan, shape: Lanes, x: *const f32, w: *
                     wv[t * ln + l] = v;
                     finite[l] &= v.is_finite();
                 }
-                let xp = x.offset(plane(l) * xs);
-                for r in r_lo..r_hi {
-                    let (src, dst) = (xp.offset((r - g.ph) * g.w - g.pw), inp.offset(r * row + l as isize));
-                    for c in c_lo..c_hi {
-                        *dst.offset(c * ln as isize) = *src.wrapping_offset(c);
+            }
+            for r in r_lo..r_hi {
+                let (src, dst) = (x.offset(p0 * xs + (r - g.ph) * g.w - g.pw), inp.offset(r * row));
+                let mut c = c_lo;
+                while whole && c + l_ <= c_hi {
+                    S::transpose(src.offset(c), xs, dst.offset(c * l_), l_);
+                    c += l_;
+                }
+                for l in 0..ln {
+                    let src = x.offset(plane(l) * xs + (r - g.ph) * g.w - g.pw);
+                    for c in c..c_hi {
+                        *dst.offset(c * l_ + l as isize) = *src.offset(c);
                     }
                 }
-                if g.accumulate {
+            }
+            if g.accumulate {
+                let mut o = 0;
+                while whole && o + l_ <= ys {
+                    S::transpose(y.offset(p0 * ys + o), ys, out.offset(o * l_), l_);
+                    o += l_;
+                }
+                for l in 0..ln {
                     let yp = y.offset(plane(l) * ys);
-                    for o in 0..ys {
-                        *out.offset(o * ln as isize + l as isize) = *yp.offset(o);
+                    for o in o..ys {
+                        *out.offset(o * l_ + l as isize) = *yp.offset(o);
                     }
                 }
             }
             sums::<S>(g, row, wv.as_ptr(), inp, out);
+            let all_finite = finite.iter().all(|&f| f);
+            let mut o = 0;
+            while whole && all_finite && o + l_ <= ys {
+                S::transpose(out.offset(o * l_), l_, y.offset(p0 * ys + o), ys);
+                o += l_;
+            }
             for l in 0..n {
                 let p = p0 + l as isize;
                 if finite[l] {
                     let yp = y.offset(p * ys);
-                    for o in 0..ys {
-                        *yp.offset(o) = *out.offset(o * ln as isize + l as isize);
+                    for o in o..ys {
+                        *yp.offset(o) = *out.offset(o * l_ + l as isize);
                     }
                 } else {
                     plane_exact(g, x.offset(p * xs), w.offset(p % g.channels * ks as isize), y.offset(p * ys));
@@ -186,12 +213,12 @@ unsafe fn sums<S: Simd>(g: &Plan, row: isize, wv: *const f32, inp: *const f32, o
     }
 }
 
-/// Input planes of at most this many elements take this path (32 × 32).
+/// Output planes of at most this many elements take this path (32 × 32).
 const MAX_PLANE: isize = 1024;
 
-/// Whether `g`'s planes take this path with `isa`: small planes, without AVX-512 (whose
-/// masked loads read them in place, `direct.rs`). Larger planes spend more on interleaving
-/// (element by element) than they save.
+/// Whether `g`'s planes take this path with `isa`: small output planes, without AVX-512 (whose
+/// masked loads read small planes in place, `direct.rs`). On larger ones the padded path's
+/// rows of whole vectors were faster than interleaving (see the module doc).
 pub(super) fn applies(g: &Plan, isa: Isa) -> bool {
-    isa != Isa::Avx512 && g.h * g.w <= MAX_PLANE
+    isa != Isa::Avx512 && g.oh * g.ow <= MAX_PLANE
 }

@@ -81,6 +81,17 @@ impl Simd for Avx2 {
     }
 
     #[inline(always)]
+    unsafe fn transpose(src: *const f32, ss: isize, dst: *mut f32, ds: isize) {
+        // SAFETY: as above; the block's rows and the result's rows are readable and writable.
+        unsafe {
+            let r = transpose8(std::array::from_fn(|i| _mm256_loadu_ps(src.offset(i as isize * ss))));
+            for (j, v) in r.into_iter().enumerate() {
+                _mm256_storeu_ps(dst.offset(j as isize * ds), v);
+            }
+        }
+    }
+
+    #[inline(always)]
     unsafe fn sum(v: __m256) -> f32 {
         // SAFETY: as above.
         unsafe {
@@ -96,6 +107,45 @@ impl Simd for Avx2 {
 unsafe fn first_lanes(n: usize) -> __m256i {
     // SAFETY: the caller enables avx2.
     unsafe { _mm256_cmpgt_epi32(_mm256_set1_epi32(n.min(8) as i32), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)) }
+}
+
+/// The transpose of the 8 × 8 block whose rows are `r`: row `j` of the result is lane `j` of
+/// every row.
+///
+/// # Safety
+///
+/// The caller enables AVX.
+#[inline(always)]
+pub(crate) unsafe fn transpose8(r: [__m256; 8]) -> [__m256; 8] {
+    // SAFETY: by the caller's contract.
+    unsafe {
+        let t0 = _mm256_unpacklo_ps(r[0], r[1]);
+        let t1 = _mm256_unpackhi_ps(r[0], r[1]);
+        let t2 = _mm256_unpacklo_ps(r[2], r[3]);
+        let t3 = _mm256_unpackhi_ps(r[2], r[3]);
+        let t4 = _mm256_unpacklo_ps(r[4], r[5]);
+        let t5 = _mm256_unpackhi_ps(r[4], r[5]);
+        let t6 = _mm256_unpacklo_ps(r[6], r[7]);
+        let t7 = _mm256_unpackhi_ps(r[6], r[7]);
+        let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
+        let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
+        let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
+        let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
+        let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
+        let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
+        let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
+        let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+        [
+            _mm256_permute2f128_ps::<0x20>(u0, u4),
+            _mm256_permute2f128_ps::<0x20>(u1, u5),
+            _mm256_permute2f128_ps::<0x20>(u2, u6),
+            _mm256_permute2f128_ps::<0x20>(u3, u7),
+            _mm256_permute2f128_ps::<0x31>(u0, u4),
+            _mm256_permute2f128_ps::<0x31>(u1, u5),
+            _mm256_permute2f128_ps::<0x31>(u2, u6),
+            _mm256_permute2f128_ps::<0x31>(u3, u7),
+        ]
+    }
 }
 
 /// Rows of the tile.

@@ -32,6 +32,19 @@ pub(crate) trait Simd {
     unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
     /// The sum of the lanes (in an order fixed by the implementation).
     unsafe fn sum(v: Self::V) -> f32;
+    /// The `LANES × LANES` block whose row `i` is the `LANES` floats at `src + i·ss`, written
+    /// transposed: row `j` of the result (the block's column `j`) to `dst + j·ds`. The block and
+    /// the result do not overlap.
+    #[inline(always)]
+    unsafe fn transpose(src: *const f32, ss: isize, dst: *mut f32, ds: isize) {
+        let n = Self::LANES as isize;
+        for i in 0..n {
+            for j in 0..n {
+                // SAFETY: by the caller's contract.
+                unsafe { *dst.offset(j * ds + i) = *src.offset(i * ss + j) };
+            }
+        }
+    }
 }
 
 /// Plain Rust on 8-lane arrays; the compiler vectorizes it for whatever the build targets.
