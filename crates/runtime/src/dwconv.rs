@@ -220,15 +220,7 @@ impl DwConv2d {
                     let s = s.as_mut_ptr();
                     // SAFETY: as below, with the scratch `lanes::planes` needs, zero in the
                     // interleaved plane's padding.
-                    unsafe {
-                        match isa {
-                            #[cfg(target_arch = "x86_64")]
-                            Isa::Avx512 => lanes_avx512(&g, shape, x, w, y, s),
-                            #[cfg(target_arch = "x86_64")]
-                            Isa::Avx2 => lanes_avx2(&g, shape, x, w, y, s),
-                            _ => lanes::planes::<Portable>(&g, shape, x, w, y, s),
-                        }
-                    }
+                    unsafe { lanes::run(isa, &g, shape, x, w, y, s) }
                 });
             }
             with_scratch(g.scratch_len(), |s| {
@@ -439,30 +431,6 @@ unsafe fn plane_exact(g: &Plan, x: *const f32, k: *const f32, y: *mut f32) {
 unsafe fn planes_avx512(g: &Plan, x: *const f32, w: *const f32, y: *mut f32, scratch: *mut f32) {
     // SAFETY: by the caller's contract.
     unsafe { planes::<Avx512>(g, x, w, y, scratch, direct::choose(g).as_ref()) }
-}
-
-/// [`lanes::planes`] with the AVX-512 vector operations.
-///
-/// # Safety
-///
-/// As [`lanes::planes`]; the CPU has AVX-512F, AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn lanes_avx512(g: &Plan, shape: lanes::Lanes, x: *const f32, w: *const f32, y: *mut f32, scratch: *mut f32) {
-    // SAFETY: by the caller's contract.
-    unsafe { lanes::planes::<Avx512>(g, shape, x, w, y, scratch) }
-}
-
-/// [`lanes::planes`] with the AVX2 vector operations.
-///
-/// # Safety
-///
-/// As [`lanes::planes`]; the CPU has AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn lanes_avx2(g: &Plan, shape: lanes::Lanes, x: *const f32, w: *const f32, y: *mut f32, scratch: *mut f32) {
-    // SAFETY: by the caller's contract.
-    unsafe { lanes::planes::<Avx2>(g, shape, x, w, y, scratch) }
 }
 
 /// Every plane with the AVX2 vector operations.

@@ -26,7 +26,7 @@
 
 use super::{Plan, plane_exact, MAX_TAPS};
 use crate::gemm::Isa;
-use crate::gemm::simd::Simd;
+use crate::gemm::simd::{Portable, Simd};
 
 /// Outputs summed together: independent accumulators hide the multiply-add latency.
 const BLOCK: usize = 8;
@@ -58,6 +58,35 @@ impl Lanes {
     pub(super) fn scratch_len(&self, g: &Plan, lanes: usize) -> usize {
         self.input_len(lanes) + (g.oh * g.ow) as usize * lanes
     }
+}
+
+/// [`planes`] with `isa`'s vector operations ([`applies`] never takes AVX-512).
+///
+/// # Safety
+///
+/// As [`planes`]; the CPU runs `isa`.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn run(isa: Isa, g: &Plan, shape: Lanes, x: *const f32, w: *const f32, y: *mut f32, scratch: *mut f32) {
+    // SAFETY: by the caller's contract.
+    unsafe {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => planes_avx2(g, shape, x, w, y, scratch),
+            _ => planes::<Portable>(g, shape, x, w, y, scratch),
+        }
+    }
+}
+
+/// [`planes`] with the AVX2 vector operations.
+///
+/// # Safety
+///
+/// As [`planes`]; the CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn planes_avx2(g: &Plan, shape: Lanes, x: *const f32, w: *const f32, y: *mut f32, scratch: *mut f32) {
+    // SAFETY: by the caller's contract.
+    unsafe { planes::<crate::gemm::avx2::Avx2>(g, shape, x, w, y, scratch) }
 }
 
 /// Every plane of `g.from..g.to`, `S::LANES` at a time.
