@@ -10,9 +10,10 @@
 //! a time, and [`Image`] builds those packed panels straight from the input planes (each panel
 //! row is a run of zeros, a copy and zeros per output row it spans, as `im2col` builds its
 //! rows). A 1×1 convolution without stride or padding multiplies the planes themselves. A
-//! stride-1 window of several taps over planes wide enough reads its columns where they lie
-//! instead (`conv/flat.rs`, `gemm/direct.rs`): the planes laid out flat, padded into a copy when
-//! needed, with one offset per step and nothing packed. A strided 1×1 convolution multiplies
+//! window of several taps over planes wide enough reads its columns where they lie instead
+//! (`conv/flat.rs`): the planes laid out flat, split into stride phases and padded into a copy
+//! when needed, with one offset per step and no input packed; with AVX2 output channels go in
+//! vector lanes (`conv/channels.rs`), otherwise flat columns (`gemm/direct.rs`). A strided 1×1 convolution multiplies
 //! its planes subsampled into one copy (`conv/phases.rs`). When the
 //! last k block of a block of rows is summed, the epilogue (bias per output channel, residual
 //! addend, activation) runs on those rows while they are in cache, rather than as a pass over
@@ -505,6 +506,7 @@ pub unsafe extern "C" fn kiln_rt_conv2d(
     unsafe { c.run_raw(Isa::detected(), x, w, b, z, y) }
 }
 
+mod channels;
 mod flat;
 mod phases;
 #[cfg(test)]

@@ -574,9 +574,9 @@ impl Act for Relu {
 }
 
 /// Clip to `[lo, hi]` (not NaN). `ZERO` when the bounds hold a zero whose sign [`max`] and
-/// [`min`] must check (`lo = −0` or `hi = +0`); otherwise a cheaper form is exact: `x > lo ? x :
-/// lo` then `v < hi ? v : hi` order `±0` correctly against a `+0` lower or `−0` upper bound, and
-/// NaN is restored at the end.
+/// [`min`] must check (`lo = −0` or `hi = +0`); otherwise a cheaper form is exact: `x ≤ lo ? lo :
+/// x` then `v ≥ hi ? hi : v` order `±0` correctly against a `+0` lower or `−0` upper bound, and
+/// a NaN `x` fails both compares, so it comes out unchanged.
 #[derive(Clone, Copy)]
 struct Clip<const ZERO: bool> {
     lo: f32,
@@ -590,9 +590,11 @@ impl<const ZERO: bool> Act for Clip<ZERO> {
             let neg_zero = self.lo.to_bits() == (-0.0f32).to_bits();
             min(max(x, self.lo, neg_zero), self.hi, self.hi.to_bits() == 0)
         } else {
-            let v = if x > self.lo { x } else { self.lo };
-            let v = if v < self.hi { v } else { self.hi };
-            if x.is_nan() { x } else { v }
+            // Unordered compares: a NaN `x` passes both selects, so no select keeps `x` by
+            // itself, which the compiler turned into masked stores (tens of cycles each on
+            // AMD's Zen 1) in rows without a bias.
+            let v = if !(x <= self.lo) { x } else { self.lo };
+            if !(v >= self.hi) { v } else { self.hi }
         }
     }
 }

@@ -1,5 +1,5 @@
-//! Convolutions as products of flat planes read in place ([`gemm::Direct`]): no column matrix
-//! and no packed panels, only one pass over the input to lay it out.
+//! Convolutions as products of flat planes read in place: no column matrix and no packed
+//! input panels, only one pass over the input to lay it out.
 //!
 //! Tap `(ky, kx)` of output pixel `(oy, ox)` reads the padded input at `(oy·sh + ky·dh, ox·sw +
 //! kx·dw)`. Split the padded input into `sh·sw` phases, phase `(ry, rx)` holding the pixels at
@@ -9,12 +9,18 @@
 //! one offset into the flat planes and a run of output pixels is a run of floats. Without
 //! stride or padding, and with that width, the input itself is read; otherwise it is copied
 //! into its phases with the padding as zeros (one pass over the input, against `kh·kw` copies
-//! into a column matrix). Flat columns past `ow` in each row are computed and dropped, so the
-//! layout is used only where the flat columns, in whole vectors, are at most 1.2 times the
-//! output's pixels (`3×3` on `14 × 14` planes: 224 columns for 196 pixels; on `7 × 7`: 64 for
-//! 49, which the packed path computes), for windows of more than one tap (a `1×1` product
-//! streams its packed panels faster), and for sums of at least 64 steps (and at most 640
-//! without AVX-512, [`NARROW_MAX_STEPS`]).
+//! into a column matrix).
+//!
+//! Two kernels read the layout. With AVX2, `channels.rs` puts output channels in vector lanes
+//! and broadcasts one input float per pixel and step, for windows of more than one tap, at
+//! least [`CHANNELS_MIN_STEPS`] steps and [`CHANNELS_MIN_PIXELS`] output pixels. Otherwise
+//! [`gemm::Direct`] puts flat columns in vector lanes: columns past `ow` in each row are then
+//! computed and dropped, so the layout is used only where the flat columns, in whole vectors,
+//! are at most 1.2 times the output's pixels (`3×3` on `14 × 14` planes: 224 columns for 196
+//! pixels; on `7 × 7`: 64 for 49, which the packed path computes), for windows of more than one
+//! tap (a `1×1` product streams its packed panels faster), and for sums of at least 64 steps
+//! (and at most 640 with the portable kernel, [`NARROW_MAX_STEPS`]). Both sum each output in one
+//! chain of multiply-adds over all steps in order.
 
 use std::cell::RefCell;
 
@@ -22,6 +28,7 @@ use crate::gemm::{self, Direct, Finish, Isa, Out, Planes, Update};
 use crate::gemm::pack::View;
 use crate::window::Window;
 
+use super::channels;
 use super::phases::{PhaseCopy, Phases};
 
 thread_local! {
@@ -32,13 +39,21 @@ thread_local! {
 /// Fewer steps (`channels·kh·kw`) than this take the packed path.
 const MIN_STEPS: usize = 64;
 
-/// More steps than this take the packed path with kernels narrower than AVX-512's. Their
-/// one `k` block then leaves the `A` rows of a tile (6 × `k` floats with AVX2) and its gathered
-/// `B` columns out of L1, and `sgemm`'s packed panels with `k` blocks of 256 were faster:
-/// `conv_bench` on an AVX2 machine without AVX-512 (2026-11-25, ms, packed → flat) gave 6.03 →
-/// 6.71 on 3×3 128-channel 28 × 28 layers (1152 steps), 5.90 → 7.40 on 256-channel 14 × 14
-/// ones (2304), 6.53 → 8.33 and 6.12 → 9.23 on the stride-2 ones, while 576 steps (3×3,
-/// 64 channels on 56 × 56) gained, 6.82 → 6.59, and so did the 147-step stem, 7.49 → 7.15.
+/// Fewer steps than this take the packed path with AVX2: a 3×3 window over 3 channels
+/// (MobileNet-V2's stride-2 stem) gained, 1.62 → 1.42 ms in `kiln bench`.
+const CHANNELS_MIN_STEPS: usize = 27;
+
+/// Fewer output pixels than this take the packed path with AVX2: packing the weights on every
+/// call is then a large share of the work (ResNet-50's 512-channel 3×3 layers with 7 × 7
+/// outputs lost 1.07 → 1.25 and 1.08 → 1.28 against the three steps in `conv_bench`).
+const CHANNELS_MIN_PIXELS: usize = 64;
+
+/// More steps than this take the packed path with the portable kernel. One `k` block of a
+/// `Direct` product then leaves a tile's `A` rows and gathered `B` columns out of L1; with
+/// AVX2's 6 × 16 tile, before AVX2 had `channels.rs`, `conv_bench` (2026-11-25, ms, packed →
+/// flat) gave 6.03 → 6.71 on 3×3 128-channel 28 × 28 layers (1152 steps), 5.90 → 7.40 on
+/// 256-channel 14 × 14 ones (2304), while 576 steps (3×3, 64 channels on 56 × 56) gained,
+/// 6.82 → 6.59. The portable 4 × 16 tile is taken to behave alike.
 const NARROW_MAX_STEPS: usize = 640;
 
 /// How a group's input planes are laid out flat.
@@ -58,20 +73,26 @@ impl Flat {
     /// computed this way: one tap, few steps, too many flat columns dropped, or offsets past
     /// `u32`.
     pub(super) fn of(win: &Window, channels: usize, isa: Isa) -> Option<Flat> {
-        // Few steps per tile: the scratch tile's merge outweighs the packing saved (MobileNet-V2's
-        // stem, 27 steps: 0.20 → 0.23 ms; ResNet-50's, 147: 1.51 → 1.35).
         let steps = channels.saturating_mul(win.kh * win.kw);
-        if win.kh * win.kw <= 1 || steps < MIN_STEPS || win.oh == 0 || win.ow == 0 || win.sh == 0 || win.sw == 0 {
+        if win.kh * win.kw <= 1 || win.oh == 0 || win.ow == 0 || win.sh == 0 || win.sw == 0 {
             return None;
         }
-        if isa != Isa::Avx512 && steps > NARROW_MAX_STEPS {
-            return None;
+        let pixels = win.oh.saturating_mul(win.ow);
+        match isa {
+            Isa::Avx2 if steps < CHANNELS_MIN_STEPS || pixels < CHANNELS_MIN_PIXELS => return None,
+            Isa::Avx2 => {}
+            // Few steps per tile: the scratch tile's merge outweighs the packing saved
+            // (MobileNet-V2's stem, 27 steps: 0.20 → 0.23 ms; ResNet-50's, 147: 1.51 → 1.35).
+            _ if steps < MIN_STEPS => return None,
+            Isa::Portable if steps > NARROW_MAX_STEPS => return None,
+            _ => {}
         }
         let width = win.ow.checked_add((win.kw - 1).checked_mul(win.dw)? / win.sw)?;
         let height = win.oh.checked_add((win.kh - 1).checked_mul(win.dh)? / win.sh)?;
-        // Flat columns in whole vectors of 16 against the output's pixels: 20 % more at most.
+        // Flat columns in whole vectors of 16 against the output's pixels: 20 % more at most
+        // (AVX2's kernel computes pixels, not flat columns).
         let cols = (win.oh - 1).checked_mul(width)?.checked_add(win.ow)?;
-        if cols.div_ceil(16).saturating_mul(16 * 5) > win.oh.saturating_mul(win.ow).saturating_mul(6) {
+        if isa != Isa::Avx2 && cols.div_ceil(16).saturating_mul(16 * 5) > pixels.saturating_mul(6) {
             return None;
         }
         let copied = !(win.sh == 1 && win.sw == 1 && win.ph == 0 && win.pw == 0 && width == win.w && height <= win.h);
@@ -116,6 +137,18 @@ impl Flat {
                     let t = p % taps;
                     // Inside the planes, whose size `of` checked fits.
                     *o = self.offset(win, p / taps, t / win.kw, t % win.kw) as u32;
+                }
+                #[cfg(target_arch = "x86_64")]
+                if isa == Isa::Avx2 {
+                    let pr = channels::Product { x: base, offsets: offsets.as_ptr(), w, m: mg, k, width: self.width, ow: win.ow, pixels: win.oh * win.ow, y };
+                    // SAFETY: as for the direct product below.
+                    unsafe {
+                        match fin {
+                            Some(fin) => pr.run::<crate::gemm::avx2::Avx2, F>(fin, channels::Kernels { pack: channels::pack_avx2, part: channels::part_avx2::<F> }),
+                            None => pr.run::<crate::gemm::avx2::Avx2, gemm::Done>(&gemm::Done, channels::Kernels { pack: channels::pack_avx2, part: channels::part_avx2::<gemm::Done> }),
+                        }
+                    }
+                    return;
                 }
                 let d = Direct {
                     m: mg,

@@ -38,6 +38,8 @@ fn shapes() -> Vec<Conv2d> {
     v.push(conv((2, 6, 10, 1), 30, 5, 1, 2, 1, relu));
     v.push(conv((1, 8, 16, 1), 31, 3, 2, 2, 2, relu));
     v.push(conv((1, 4, 12, 1), 40, 5, 3, 2, 1, Activation::None));
+    // More output channels than one group of AVX2 panels, the last panel part empty.
+    v.push(conv((1, 16, 72, 1), 12, 3, 1, 1, 1, relu));
     // A residual addend, and no bias.
     v.push(Conv2d { residual: true, ..conv((1, 32, 17, 1), 13, 3, 1, 1, 1, relu) });
     v.push(Conv2d { bias: false, residual: true, ..conv((1, 9, 11, 1), 10, 1, 1, 0, 1, Activation::None) });
