@@ -55,7 +55,8 @@ thread_local! {
 
 /// `y[m × pixels] = w[m × k] · col(x)`, the column matrix given as flat planes: step `p`'s
 /// flat column `q` is the float at `x + offsets[p] + q`, and output pixel `(oy, ox)` is flat
-/// column `oy·width + ox`.
+/// column `oy·width + ox`. `x`, `w` and `y` need no alignment (weights inside a model file
+/// may start at any byte).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Product {
     /// Column 0 of step 0's plane.
@@ -161,7 +162,7 @@ pub(super) unsafe fn pack<S: Simd>(w: *const f32, m: usize, k: usize, dst: *mut 
                 }
                 for p in p..k {
                     for j in 0..l {
-                        *panel.add(p * width + col + j) = if j < rows { *w.add((r0 + j) * k + p) } else { 0.0 };
+                        *panel.add(p * width + col + j) = if j < rows { w.add((r0 + j) * k + p).read_unaligned() } else { 0.0 };
                     }
                 }
             }
@@ -230,7 +231,7 @@ pub(super) unsafe fn part<S: Simd, F: Finish>(d: &Product, wp: *const f32, acc: 
                     }
                     for t in whole..t1 - t0 {
                         for r in 0..rows {
-                            *y.add(r * d.pixels + t) = *acc.add(t * width + r);
+                            y.add(r * d.pixels + t).write_unaligned(*acc.add(t * width + r));
                         }
                     }
                     fin.rows(m0, rows, t0, t1 - t0);
@@ -258,7 +259,7 @@ unsafe fn tile<S: Simd>(k: usize, w: *const f32, x: *const f32, cols: [usize; NP
             let wv: [S::V; NV] = std::array::from_fn(|v| S::load(w.add((p * NV + v) * l)));
             let o = *offsets.add(p) as usize;
             for (j, sums) in sums.iter_mut().enumerate() {
-                let b = S::splat(*xs[j].add(o));
+                let b = S::splat(xs[j].add(o).read_unaligned());
                 for v in 0..NV {
                     sums[v] = S::mul_add(wv[v], b, sums[v]);
                 }

@@ -165,7 +165,7 @@ unsafe fn strided_copy<S: Simd>(to: &mut [f32], from: *const f32, step: isize) {
             _ => {}
         }
         for (i, out) in to.iter_mut().enumerate().skip(t) {
-            *out = *from.offset(i as isize * step);
+            *out = from.offset(i as isize * step).read_unaligned();
         }
     }
 }

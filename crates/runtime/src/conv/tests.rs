@@ -206,3 +206,31 @@ fn empty_sums_and_invalid_sizes() {
     c.run(&[0.0; 48], &[0.0; 16], &[0.0; 4], &[], &mut y);
     assert!(y.iter().all(|&v| v == 7.0));
 }
+
+#[test]
+fn unaligned_operands_give_the_same_bits() {
+    // Weights mapped from a model file sit at any byte offset; inputs, addends and outputs come
+    // from callers. Every operand here starts one byte past an f32 boundary, on every shape but
+    // the depthwise ones (flat planes with each kernel, packed panels): unaligned depthwise
+    // planes take `dwconv`'s exact scalar path, which rounds each tap apart (`dwconv/tests.rs`
+    // checks it).
+    let bytes = |v: &[f32]| -> Vec<u8> { std::iter::once(0u8).chain(v.iter().flat_map(|f| f.to_le_bytes())).collect() };
+    for c in shapes().into_iter().filter(|c| c.channels != c.groups || c.out_channels != c.groups) {
+        let c = Conv2d { residual: true, ..c };
+        let [x, w, b, _] = operands(&c);
+        let z = data(c.z_len(), 5);
+        let (xb, wb, bb, zb) = (bytes(&x), bytes(&w), bytes(&b), bytes(&z));
+        for isa in isas() {
+            let mut want = vec![f32::NAN; c.y_len()];
+            c.run_with(isa, &x, &w, &b, &z, &mut want);
+            let mut yb = vec![0u8; 1 + 4 * c.y_len()];
+            // SAFETY: each pointer is one byte into a buffer holding the operand's floats
+            // after it; the output buffer is apart from the others.
+            unsafe { c.run_raw(isa, xb[1..].as_ptr().cast(), wb[1..].as_ptr().cast(), bb[1..].as_ptr().cast(), zb[1..].as_ptr().cast(), yb[1..].as_mut_ptr().cast()) };
+            let got = yb[1..].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+            let got: Vec<f32> = got.collect();
+            let differ = got.iter().zip(&want).position(|(a, b)| a.to_bits() != b.to_bits());
+            assert_eq!(differ, None, "{isa:?} {c:?}: {:?}", differ.map(|i| (got[i], want[i])));
+        }
+    }
+}

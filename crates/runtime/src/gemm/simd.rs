@@ -80,15 +80,16 @@ impl Simd for Portable {
     #[inline(always)]
     unsafe fn load_first(p: *const f32, n: usize) -> [f32; 8] {
         let mut v = [0.0; 8];
-        // SAFETY: the caller guarantees `n < 8` readable floats at `p`.
-        unsafe { std::ptr::copy_nonoverlapping(p, v.as_mut_ptr(), n.min(8)) };
+        // SAFETY: the caller guarantees `n < 8` readable floats at `p`, which need no alignment
+        // (bytes are copied).
+        unsafe { std::ptr::copy_nonoverlapping(p.cast::<u8>(), v.as_mut_ptr().cast::<u8>(), 4 * n.min(8)) };
         v
     }
 
     #[inline(always)]
     unsafe fn store_first(p: *mut f32, v: [f32; 8], n: usize) {
         // SAFETY: the caller guarantees `n < 8` writable floats at `p`.
-        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), p, n.min(8)) }
+        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr().cast::<u8>(), p.cast::<u8>(), 4 * n.min(8)) }
     }
 
     #[inline(always)]
