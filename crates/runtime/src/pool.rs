@@ -276,6 +276,14 @@ pub fn for_each(tasks: usize, task: &(dyn Fn(usize) + Sync)) {
     }
 }
 
+/// The share of a team's time spent on useful work when `len` elements split into `parts`
+/// [`part`]s of whole `grain`s and the largest part sets the pace (1 when perfectly even).
+pub fn balance(len: usize, parts: usize, grain: usize) -> f64 {
+    let parts = parts.max(1);
+    let largest = (0..parts).map(|i| part(len, parts, grain, i).len()).max().unwrap_or(len);
+    if largest == 0 { 1.0 } else { len as f64 / (largest * parts) as f64 }
+}
+
 /// Splits `0..len` into `parts` contiguous ranges of whole `grain`s, as equal as they can be;
 /// part `i` of them (empty when there are fewer grains than parts).
 pub fn part(len: usize, parts: usize, grain: usize, i: usize) -> std::ops::Range<usize> {

@@ -43,9 +43,6 @@ const KC: usize = 128;
 /// Panels whose runs share one pass over a block's input.
 const GROUP: usize = 4;
 
-/// Products with fewer multiply-adds than this run on one thread (as `sgemm`'s).
-const SPLIT_MIN_FMAS: usize = 1 << 18;
-
 thread_local! {
     /// The packed weight panels, grown to the largest asked for and kept for the thread's life.
     static PANELS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -108,7 +105,7 @@ impl Product {
             let wp = unsafe { base.add(base.align_offset(64)) };
             unsafe { (kernels.pack)(self.w, self.m, self.k, wp) };
             let fmas = self.m.saturating_mul(self.k).saturating_mul(self.pixels);
-            let ways = if fmas < SPLIT_MIN_FMAS { 1 } else { pool::threads() };
+            let ways = if fmas < crate::gemm::SPLIT_MIN_FMAS { 1 } else { pool::threads() };
             let acc_len = GROUP * BLOCK * width;
             if ways <= 1 {
                 // SAFETY: by the caller's contract, with the panels just packed.
@@ -116,11 +113,7 @@ impl Product {
             }
             // Whole panels to each thread when that balances as well as pixels do: each
             // thread then streams only its own weights.
-            let balance = |len: usize, grain: usize| {
-                let largest = (0..ways).map(|i| pool::part(len, ways, grain, i).len()).max().unwrap_or(len);
-                len as f64 / (largest * ways) as f64
-            };
-            let by_panels = balance(panels, 1) >= balance(self.pixels, NP) - 0.05;
+            let by_panels = pool::balance(panels, ways, 1) >= pool::balance(self.pixels, ways, NP) - 0.05;
             let shared = SharedPtr((*self, wp.cast_const(), fin as *const F, kernels.part));
             pool::for_each(ways, &|i| {
                 let (d, wp, fin, part) = shared.get();

@@ -521,7 +521,7 @@ unsafe fn run_direct<F: Finish>(isa: Isa, bl: Blocking, d: &Direct, rows: std::o
 
 /// Products with fewer multiply-adds than this run on one thread: splitting costs a few
 /// microseconds, about what 2^18 multiply-adds take.
-const SPLIT_MIN_FMAS: usize = 1 << 18;
+pub(crate) const SPLIT_MIN_FMAS: usize = 1 << 18;
 
 /// How to split a blocked product over `ways` threads: `(by rows, parts)`. Columns are split
 /// when that balances about as well as rows, since each part then packs only its own columns
@@ -532,12 +532,7 @@ fn split(m: usize, n: usize, k: usize, isa: Isa, ways: usize) -> (bool, usize) {
         return (false, 1);
     }
     let (mr, nr) = isa.tile();
-    // The share of the team's time spent on useful work when the largest part sets the pace.
-    let balance = |len: usize, grain: usize| {
-        let largest = (0..ways).map(|i| pool::part(len, ways, grain, i).len()).max().unwrap_or(len);
-        len as f64 / (largest * ways) as f64
-    };
-    let (by_cols, by_rows) = (balance(n, nr), balance(m, mr));
+    let (by_cols, by_rows) = (pool::balance(n, ways, nr), pool::balance(m, ways, mr));
     if by_cols >= by_rows - 0.1 { (false, ways) } else { (true, ways) }
 }
 
