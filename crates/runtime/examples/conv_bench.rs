@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p kiln-runtime --example conv_bench
+//! KILN_BENCH_ISA=avx2 cargo run --release -p kiln-runtime --example conv_bench
 //! ```
 //!
 //! Each pass runs every layer in network order on its own buffers (so caches hold what they
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use kiln_runtime::conv::Conv2d;
 use kiln_runtime::epilogue::{Activation, Bias, Epilogue};
-use kiln_runtime::gemm::{Sgemm, Transpose};
+use kiln_runtime::gemm::{Isa, Sgemm, Transpose};
 use kiln_runtime::im2col::Im2col;
 use kiln_runtime::window::Window;
 
@@ -59,8 +60,8 @@ struct Case {
 }
 
 impl Case {
-    fn fused(&mut self) {
-        self.c.run(&self.x, &self.w, &self.b, &self.z, &mut self.y);
+    fn fused(&mut self, isa: Isa) {
+        self.c.run_with(isa, &self.x, &self.w, &self.b, &self.z, &mut self.y);
     }
 
     fn three_steps(&mut self) {
@@ -79,6 +80,15 @@ impl Case {
 
 fn main() {
     let passes = 15;
+    // KILN_BENCH_ISA=avx2|portable runs the fused routine with that instruction set's kernels.
+    let isa = match std::env::var("KILN_BENCH_ISA").as_deref() {
+        Ok("avx512") => Isa::Avx512,
+        Ok("avx2") => Isa::Avx2,
+        Ok("portable") => Isa::Portable,
+        _ => Isa::detected(),
+    };
+    assert!(isa.available(), "this CPU cannot run {isa:?}");
+    println!("fused: {isa:?}");
     let mut cases: Vec<(Layer, Vec<Case>)> = RESNET50
         .iter()
         .map(|&l| {
@@ -99,7 +109,7 @@ fn main() {
                 let mut sum = Duration::ZERO;
                 for case in layer.iter_mut() {
                     let t = Instant::now();
-                    if fused { case.fused() } else { case.three_steps() }
+                    if fused { case.fused(isa) } else { case.three_steps() }
                     sum += t.elapsed();
                 }
                 let b = &mut best[usize::from(fused)];

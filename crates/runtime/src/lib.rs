@@ -37,6 +37,7 @@ pub mod minifloat;
 pub mod norm;
 pub mod parallel;
 pub mod pool;
+mod prefetch;
 mod scratch;
 pub mod softmax;
 mod vmath;

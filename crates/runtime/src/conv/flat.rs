@@ -11,9 +11,11 @@
 //! into its phases with the padding as zeros (one pass over the input, against `kh·kw` copies
 //! into a column matrix).
 //!
-//! Two kernels read the layout. With AVX2, `channels.rs` puts output channels in vector lanes
-//! and broadcasts one input float per pixel and step, for windows of more than one tap, at
-//! least [`CHANNELS_MIN_STEPS`] steps and [`CHANNELS_MIN_PIXELS`] output pixels. Otherwise
+//! Two kernels read the layout. With AVX2 or AVX-512, `channels.rs` puts output channels in
+//! vector lanes and broadcasts one input float per pixel and step, for windows of more than one
+//! tap and at least [`CHANNELS_MIN_PIXELS`] output pixels, with at least [`CHANNELS_MIN_STEPS`]
+//! steps (AVX2) or 64 steps and at most a quarter of the 64-channel panels' lanes idle
+//! (AVX-512: MobileNet-V2's 32-channel, 27-step stem took 0.39 ms packed, 0.82 ms there). Otherwise
 //! [`gemm::Direct`] puts flat columns in vector lanes: columns past `ow` in each row are then
 //! computed and dropped, so the layout is used only where the flat columns, in whole vectors,
 //! are at most 1.2 times the output's pixels (`3×3` on `14 × 14` planes: 224 columns for 196
@@ -66,37 +68,41 @@ pub(super) struct Flat {
     /// Whether the planes are a copy, split into `sh·sw` phases with the padding written out
     /// (otherwise the input itself).
     copied: bool,
+    /// Whether `channels.rs` computes the product (otherwise `gemm::Direct`).
+    channels: bool,
 }
 
 impl Flat {
-    /// The layout for `win` over `channels` planes, or `None` where the convolution is not
-    /// computed this way: one tap, few steps, too many flat columns dropped, or offsets past
-    /// `u32`.
-    pub(super) fn of(win: &Window, channels: usize, isa: Isa) -> Option<Flat> {
+    /// The layout for `win` over `channels` planes and `out_channels` kernels, or `None` where
+    /// the convolution is not computed this way: one tap, few steps, too many flat columns
+    /// dropped, or offsets past `u32`.
+    pub(super) fn of(win: &Window, channels: usize, out_channels: usize, isa: Isa) -> Option<Flat> {
         let steps = channels.saturating_mul(win.kh * win.kw);
         if win.kh * win.kw <= 1 || win.oh == 0 || win.ow == 0 || win.sh == 0 || win.sw == 0 {
             return None;
         }
         let pixels = win.oh.saturating_mul(win.ow);
-        match isa {
+        let channels_kernel = match isa {
             Isa::Avx2 if steps < CHANNELS_MIN_STEPS || pixels < CHANNELS_MIN_PIXELS => return None,
-            Isa::Avx2 => {}
+            Isa::Avx2 => true,
             // Few steps per tile: the scratch tile's merge outweighs the packing saved
             // (MobileNet-V2's stem, 27 steps: 0.20 → 0.23 ms; ResNet-50's, 147: 1.51 → 1.35).
             _ if steps < MIN_STEPS => return None,
             Isa::Portable if steps > NARROW_MAX_STEPS => return None,
-            _ => {}
-        }
+            // AVX-512's panels are 64 channels wide: at most a quarter of their lanes idle.
+            Isa::Avx512 => pixels >= CHANNELS_MIN_PIXELS && out_channels.next_multiple_of(64) * 4 <= out_channels.saturating_mul(5),
+            Isa::Portable => false,
+        };
         let width = win.ow.checked_add((win.kw - 1).checked_mul(win.dw)? / win.sw)?;
         let height = win.oh.checked_add((win.kh - 1).checked_mul(win.dh)? / win.sh)?;
         // Flat columns in whole vectors of 16 against the output's pixels: 20 % more at most
         // (AVX2's kernel computes pixels, not flat columns).
         let cols = (win.oh - 1).checked_mul(width)?.checked_add(win.ow)?;
-        if isa != Isa::Avx2 && cols.div_ceil(16).saturating_mul(16 * 5) > pixels.saturating_mul(6) {
+        if !channels_kernel && cols.div_ceil(16).saturating_mul(16 * 5) > pixels.saturating_mul(6) {
             return None;
         }
         let copied = !(win.sh == 1 && win.sw == 1 && win.ph == 0 && win.pw == 0 && width == win.w && height <= win.h);
-        let flat = Flat { width, height, copied };
+        let flat = Flat { width, height, copied, channels: channels_kernel };
         (channels.checked_mul(flat.channel_stride(win)?)? <= u32::MAX as usize).then_some(flat)
     }
 
@@ -139,13 +145,18 @@ impl Flat {
                     *o = self.offset(win, p / taps, t / win.kw, t % win.kw) as u32;
                 }
                 #[cfg(target_arch = "x86_64")]
-                if isa == Isa::Avx2 {
+                if self.channels {
                     let pr = channels::Product { x: base, offsets: offsets.as_ptr(), w, m: mg, k, width: self.width, ow: win.ow, pixels: win.oh * win.ow, y };
-                    // SAFETY: as for the direct product below.
+                    use crate::gemm::{avx2::Avx2, avx512::Avx512};
+                    use channels::{AVX2_NP, AVX2_NV, AVX512_NP, AVX512_NV, Kernels};
+                    // SAFETY: as for the direct product below; the kernels are those of `isa`,
+                    // which the CPU runs.
                     unsafe {
-                        match fin {
-                            Some(fin) => pr.run::<crate::gemm::avx2::Avx2, F>(fin, channels::Kernels { pack: channels::pack_avx2, part: channels::part_avx2::<F> }),
-                            None => pr.run::<crate::gemm::avx2::Avx2, gemm::Done>(&gemm::Done, channels::Kernels { pack: channels::pack_avx2, part: channels::part_avx2::<gemm::Done> }),
+                        match (isa, fin) {
+                            (Isa::Avx512, Some(fin)) => pr.run::<Avx512, F, AVX512_NP, AVX512_NV>(fin, Kernels { pack: channels::pack_avx512, part: channels::part_avx512::<F> }),
+                            (Isa::Avx512, None) => pr.run::<Avx512, gemm::Done, AVX512_NP, AVX512_NV>(&gemm::Done, Kernels { pack: channels::pack_avx512, part: channels::part_avx512::<gemm::Done> }),
+                            (_, Some(fin)) => pr.run::<Avx2, F, AVX2_NP, AVX2_NV>(fin, Kernels { pack: channels::pack_avx2, part: channels::part_avx2::<F> }),
+                            (_, None) => pr.run::<Avx2, gemm::Done, AVX2_NP, AVX2_NV>(&gemm::Done, Kernels { pack: channels::pack_avx2, part: channels::part_avx2::<gemm::Done> }),
                         }
                     }
                     return;

@@ -38,8 +38,11 @@ fn shapes() -> Vec<Conv2d> {
     v.push(conv((2, 6, 10, 1), 30, 5, 1, 2, 1, relu));
     v.push(conv((1, 8, 16, 1), 31, 3, 2, 2, 2, relu));
     v.push(conv((1, 4, 12, 1), 40, 5, 3, 2, 1, Activation::None));
-    // More output channels than one group of AVX2 panels, the last panel part empty.
+    // More output channels than one group of AVX2 panels (4 × 16 channels), the last panel part
+    // empty.
     v.push(conv((1, 16, 72, 1), 12, 3, 1, 1, 1, relu));
+    // More than one group of AVX-512 panels (4 × 64 channels), the last panel part empty.
+    v.push(conv((1, 8, 300, 1), 10, 3, 1, 1, 1, relu));
     // A residual addend, and no bias.
     v.push(Conv2d { residual: true, ..conv((1, 32, 17, 1), 13, 3, 1, 1, 1, relu) });
     v.push(Conv2d { bias: false, residual: true, ..conv((1, 9, 11, 1), 10, 1, 1, 0, 1, Activation::None) });
@@ -55,7 +58,7 @@ fn shapes() -> Vec<Conv2d> {
 /// products are not `sgemm`'s.
 fn reads_planes_in_place(c: &Conv2d, isa: Isa) -> bool {
     let (cg, mg) = (c.channels / c.groups, c.out_channels / c.groups);
-    cg * c.win.kh * c.win.kw > 0 && mg > 1 && c.win.oh * c.win.ow > 1 && flat::Flat::of(&c.win, cg, isa).is_some()
+    cg * c.win.kh * c.win.kw > 0 && mg > 1 && c.win.oh * c.win.ow > 1 && flat::Flat::of(&c.win, cg, mg, isa).is_some()
 }
 
 /// `im2col`, `sgemm` and `epilogue` one after another with `isa` (`dwconv2d` and `epilogue` for

@@ -74,6 +74,25 @@ impl Simd for Avx512 {
     }
 
     #[inline(always)]
+    unsafe fn transpose(src: *const f32, ss: isize, dst: *mut f32, ds: isize) {
+        // Four 8 × 8 quarters with AVX (which AVX-512F implies): quarter `(a, b)` of the block
+        // is quarter `(b, a)` of the result.
+        // SAFETY: as above; the block's rows and the result's rows are readable and writable.
+        unsafe {
+            for a in 0..2 {
+                for b in 0..2 {
+                    let from = src.offset(8 * a * ss + 8 * b);
+                    let r = super::avx2::transpose8(std::array::from_fn(|i| _mm256_loadu_ps(from.offset(i as isize * ss))));
+                    let to = dst.offset(8 * b * ds + 8 * a);
+                    for (j, v) in r.into_iter().enumerate() {
+                        _mm256_storeu_ps(to.offset(j as isize * ds), v);
+                    }
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
     unsafe fn mul(a: __m512, b: __m512) -> __m512 {
         // SAFETY: as above.
         unsafe { _mm512_mul_ps(a, b) }

@@ -110,6 +110,16 @@ pub(crate) trait Finish {
     ///
     /// The block lies inside the product's `C`.
     unsafe fn rows(&self, i: usize, mr: usize, j: usize, nc: usize);
+
+    /// Called before the tile of rows `i..i + mr`, columns `j..j + nc` is summed over its last
+    /// k block: a finisher that reads memory of its own (a residual addend) starts loading the
+    /// tile's part of it here, so the loads overlap the tile's arithmetic.
+    ///
+    /// # Safety
+    ///
+    /// As [`rows`](Self::rows).
+    #[inline(always)]
+    unsafe fn prefetch(&self, _i: usize, _mr: usize, _j: usize, _nc: usize) {}
 }
 
 /// No work: a plain product.
@@ -133,6 +143,12 @@ impl<F: Finish> Finish for Shifted<'_, F> {
     unsafe fn rows(&self, i: usize, mr: usize, j: usize, nc: usize) {
         // SAFETY: the part's block is inside the whole's `C`.
         unsafe { self.inner.rows(i + self.di, mr, j + self.dj, nc) }
+    }
+
+    #[inline(always)]
+    unsafe fn prefetch(&self, i: usize, mr: usize, j: usize, nc: usize) {
+        // SAFETY: as above.
+        unsafe { self.inner.prefetch(i + self.di, mr, j + self.dj, nc) }
     }
 }
 
@@ -214,6 +230,9 @@ pub(crate) unsafe fn run<K: Kernel, B: Source, F: Finish>(pr: &Problem<B>, bl: B
                     for (tb, jr) in (0..nc).step_by(K::NR).enumerate() {
                         let c = Out { ptr: pr.c.ptr.offset(ir as isize * pr.c.rs).add(jc + jr), ..pr.c };
                         let lanes = K::NR.min(nc - jr);
+                        if pc + kc == pr.k {
+                            fin.prefetch(ir, mr, jc + jr, lanes);
+                        }
                         if dot_edge && lanes == edge {
                             kernel::edge_dot::<K::S>(kc, a, ap, c, up, mr, lanes);
                         } else {

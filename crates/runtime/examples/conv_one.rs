@@ -1,0 +1,50 @@
+//! One convolution timed on its own, its operands rotated through 8 copies so that they come
+//! from L3 as in a model run rather than from L1: for tuning a kernel on one layer.
+//!
+//! ```text
+//! cargo run --release -p kiln-runtime --example conv_one -- CIN,COUT,SIDE,K,STRIDE,PAD,RESIDUAL [CALLS]
+//! cargo run --release -p kiln-runtime --example conv_one -- 64,64,56,3,1,1,0 200
+//! KILN_BENCH_ISA=avx2 cargo run --release -p kiln-runtime --example conv_one -- 256,64,56,1,1,0,0
+//! ```
+//!
+//! Prints the best call's wall-clock time and its rate (bias and ReLU fused; a residual addend
+//! when RESIDUAL is 1).
+
+use std::time::Instant;
+
+use kiln_runtime::conv::Conv2d;
+use kiln_runtime::epilogue::Activation;
+use kiln_runtime::gemm::Isa;
+use kiln_runtime::window::Window;
+
+fn main() {
+    let usage = "usage: conv_one CIN,COUT,SIDE,K,STRIDE,PAD,RESIDUAL [CALLS]";
+    let spec: Vec<usize> = std::env::args().nth(1).expect(usage).split(',').map(|s| s.parse().expect(usage)).collect();
+    let [ci, co, side, k, s, p, residual] = spec[..] else { panic!("{usage}") };
+    let calls: usize = std::env::args().nth(2).map_or(200, |s| s.parse().expect(usage));
+    let isa = match std::env::var("KILN_BENCH_ISA").as_deref() {
+        Ok("avx512") => Isa::Avx512,
+        Ok("avx2") => Isa::Avx2,
+        Ok("portable") => Isa::Portable,
+        _ => Isa::detected(),
+    };
+    assert!(isa.available(), "this CPU cannot run {isa:?}");
+    let o = (side + 2 * p - k) / s + 1;
+    let win = Window { h: side, w: side, oh: o, ow: o, kh: k, kw: k, sh: s, sw: s, ph: p, pw: p, dh: 1, dw: 1 };
+    let c = Conv2d { batch: 1, channels: ci, out_channels: co, groups: 1, win, bias: true, residual: residual != 0, act: Activation::Relu };
+    let fill = |n: usize, m: usize| (0..n).map(|i| ((i * m) % 17) as f32 / 17.0 - 0.5).collect::<Vec<f32>>();
+    let copies = 8;
+    let xs: Vec<_> = (0..copies).map(|_| fill(c.x_len(), 3)).collect();
+    let zs: Vec<_> = (0..copies).map(|_| fill(c.z_len(), 11)).collect();
+    let mut ys: Vec<_> = (0..copies).map(|_| vec![0.0f32; c.y_len()]).collect();
+    let (w, b) = (fill(c.w_len(), 5), fill(co, 7));
+    let mut best = f64::MAX;
+    for call in 0..calls {
+        let i = call % copies;
+        let t = Instant::now();
+        c.run_with(isa, &xs[i], &w, &b, &zs[i], &mut ys[i]);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    let flops = 2.0 * (co * ci * k * k * o * o) as f64;
+    println!("{isa:?} {spec:?}: best {:.1} µs, {:.1} GFLOP/s", best * 1e6, flops / best / 1e9);
+}
