@@ -96,7 +96,7 @@ pub(super) struct Product {
 /// One instruction set's routines, compiled with it enabled.
 pub(super) struct Kernels<F> {
     /// [`pack`] for the instruction set's vectors.
-    pub pack: unsafe fn(*const f32, usize, usize, *mut f32),
+    pub pack: unsafe fn(*const f32, usize, usize, *mut f32, Range<usize>),
     /// [`part`] for the instruction set's vectors.
     pub part: unsafe fn(&Product, *const f32, *mut f32, Range<usize>, Range<usize>, &F),
 }
@@ -120,42 +120,57 @@ impl Product {
             // SAFETY: 16 floats of room to align the panels to 64 bytes; `pack` writes the
             // panels inside `buf` and reads `w`'s `m·k` floats (the caller's contract).
             let wp = unsafe { base.add(base.align_offset(64)) };
-            unsafe { (kernels.pack)(self.w, self.m, self.k, wp) };
             let fmas = self.m.saturating_mul(self.k).saturating_mul(self.pixels);
             let ways = if fmas < crate::gemm::SPLIT_MIN_FMAS { 1 } else { pool::threads() };
             let acc_len = GROUP * BLOCK * width;
             if ways <= 1 {
-                // SAFETY: by the caller's contract, with the panels just packed.
-                return crate::scratch::with(&ACC, acc_len, |acc| unsafe { (kernels.part)(self, wp, acc.as_mut_ptr(), 0..panels, 0..self.pixels, fin) });
+                // SAFETY: by the caller's contract, the panels packed first.
+                return crate::scratch::with(&ACC, acc_len, |acc| unsafe {
+                    (kernels.pack)(self.w, self.m, self.k, wp, 0..panels);
+                    (kernels.part)(self, wp, acc.as_mut_ptr(), 0..panels, 0..self.pixels, fin)
+                });
             }
             // Whole panels to each thread when that balances as well as pixels do: each
-            // thread then streams only its own weights.
+            // thread then packs and streams only its own weights. Otherwise the threads pack
+            // a share of the panels each, then all read all of them.
             let by_panels = pool::balance(panels, ways, 1) >= pool::balance(self.pixels, ways, NP) - 0.05;
-            let shared = SharedPtr((*self, wp.cast_const(), fin as *const F, kernels.part));
+            let shared = SharedPtr((*self, wp, fin as *const F, kernels.pack, kernels.part));
+            if !by_panels {
+                pool::for_each(ways, &|i| {
+                    let (d, wp, _, pack, _) = shared.get();
+                    // SAFETY: disjoint panels for each task, inside `buf`.
+                    unsafe { pack(d.w, d.m, d.k, wp, pool::part(panels, ways, 1, i)) };
+                });
+            }
             pool::for_each(ways, &|i| {
-                let (d, wp, fin, part) = shared.get();
+                let (d, wp, fin, pack, part) = shared.get();
                 let (pr, cr) = if by_panels { (pool::part(panels, ways, 1, i), 0..d.pixels) } else { (0..panels, pool::part(d.pixels, ways, NP, i)) };
                 if !pr.is_empty() && !cr.is_empty() {
-                    // SAFETY: disjoint blocks of the output for each task; the panels and
-                    // `fin` outlive the call.
-                    crate::scratch::with(&ACC, acc_len, |acc| unsafe { part(&d, wp, acc.as_mut_ptr(), pr, cr, &*fin) });
+                    // SAFETY: disjoint blocks of the output (and, split by panels, of the
+                    // packed panels) for each task; the panels and `fin` outlive the call.
+                    crate::scratch::with(&ACC, acc_len, |acc| unsafe {
+                        if by_panels {
+                            pack(d.w, d.m, d.k, wp, pr.clone());
+                        }
+                        part(&d, wp, acc.as_mut_ptr(), pr, cr, &*fin)
+                    });
                 }
             });
         })
     }
 }
 
-/// Packs `w[m × k]` into panels of `NV·LANES` output channels, step-major: panel `i`'s step
-/// `p` holds `w[i·NV·LANES + j][p]` in lane `j`, zero past `m`.
+/// Packs panels `panels` of `w[m × k]`, `NV·LANES` output channels each, step-major: panel
+/// `i`'s step `p` holds `w[i·NV·LANES + j][p]` in lane `j`, zero past `m`.
 ///
 /// # Safety
 ///
 /// `w` holds `m·k` floats; `dst` has room for `m.div_ceil(NV·LANES)·NV·LANES·k`; the CPU runs
 /// `S`'s instruction set.
 #[inline(always)]
-pub(super) unsafe fn pack<S: Simd, const NV: usize>(w: *const f32, m: usize, k: usize, dst: *mut f32) {
+pub(super) unsafe fn pack<S: Simd, const NV: usize>(w: *const f32, m: usize, k: usize, dst: *mut f32, panels: Range<usize>) {
     let (l, width) = (S::LANES, NV * S::LANES);
-    for i in 0..m.div_ceil(width) {
+    for i in panels {
         // SAFETY: by the caller's contract.
         unsafe {
             let panel = dst.add(i * width * k);
@@ -290,9 +305,9 @@ unsafe fn tile<S: Simd, const NP: usize, const NV: usize>(k: usize, w: *const f3
 /// As [`pack`]; the CPU runs AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn pack_avx2(w: *const f32, m: usize, k: usize, dst: *mut f32) {
+pub(super) unsafe fn pack_avx2(w: *const f32, m: usize, k: usize, dst: *mut f32, panels: Range<usize>) {
     // SAFETY: by the caller's contract.
-    unsafe { pack::<crate::gemm::avx2::Avx2, AVX2_NV>(w, m, k, dst) }
+    unsafe { pack::<crate::gemm::avx2::Avx2, AVX2_NV>(w, m, k, dst, panels) }
 }
 
 /// [`part`] with AVX2 and FMA enabled.
@@ -314,9 +329,9 @@ pub(super) unsafe fn part_avx2<F: Finish>(d: &Product, wp: *const f32, acc: *mut
 /// As [`pack`]; the CPU runs AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
-pub(super) unsafe fn pack_avx512(w: *const f32, m: usize, k: usize, dst: *mut f32) {
+pub(super) unsafe fn pack_avx512(w: *const f32, m: usize, k: usize, dst: *mut f32, panels: Range<usize>) {
     // SAFETY: by the caller's contract.
-    unsafe { pack::<crate::gemm::avx512::Avx512, AVX512_NV>(w, m, k, dst) }
+    unsafe { pack::<crate::gemm::avx512::Avx512, AVX512_NV>(w, m, k, dst, panels) }
 }
 
 /// [`part`] with AVX-512F enabled.

@@ -179,7 +179,10 @@ fn splits_over_threads_bit_for_bit() {
     let wide = conv((1, 32, 64, 1), 40, 3, 1, 1, 1, Activation::Relu);
     let narrow = Conv2d { residual: true, ..conv((1, 256, 96, 1), 6, 3, 1, 1, 1, Activation::Relu) };
     let depthwise = Conv2d { residual: true, ..conv((1, 96, 96, 96), 56, 3, 2, 1, 1, Activation::Relu) };
-    for c in [wide, narrow, depthwise] {
+    // Many output channels over planes wide enough for `channels.rs`: split by panels (each
+    // thread packing its own) on two threads, by pixels on three.
+    let channels = Conv2d { residual: true, ..conv((1, 16, 256, 1), 10, 3, 1, 1, 1, Activation::Relu) };
+    for c in [wide, narrow, depthwise, channels] {
         let [x, w, b, z] = operands(&c);
         let run = || {
             let mut y = vec![f32::NAN; c.y_len()];
