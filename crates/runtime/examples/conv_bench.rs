@@ -81,12 +81,7 @@ impl Case {
 fn main() {
     let passes = 15;
     // KILN_BENCH_ISA=avx2|portable runs the fused routine with that instruction set's kernels.
-    let isa = match std::env::var("KILN_BENCH_ISA").as_deref() {
-        Ok("avx512") => Isa::Avx512,
-        Ok("avx2") => Isa::Avx2,
-        Ok("portable") => Isa::Portable,
-        _ => Isa::detected(),
-    };
+    let isa = Isa::from_env("KILN_BENCH_ISA");
     assert!(isa.available(), "this CPU cannot run {isa:?}");
     println!("fused: {isa:?}");
     let mut cases: Vec<(Layer, Vec<Case>)> = RESNET50

@@ -22,12 +22,7 @@ fn main() {
     let spec: Vec<usize> = std::env::args().nth(1).expect(usage).split(',').map(|s| s.parse().expect(usage)).collect();
     let [ci, co, side, k, s, p, residual] = spec[..] else { panic!("{usage}") };
     let calls: usize = std::env::args().nth(2).map_or(200, |s| s.parse().expect(usage));
-    let isa = match std::env::var("KILN_BENCH_ISA").as_deref() {
-        Ok("avx512") => Isa::Avx512,
-        Ok("avx2") => Isa::Avx2,
-        Ok("portable") => Isa::Portable,
-        _ => Isa::detected(),
-    };
+    let isa = Isa::from_env("KILN_BENCH_ISA");
     assert!(isa.available(), "this CPU cannot run {isa:?}");
     let o = (side + 2 * p - k) / s + 1;
     let win = Window { h: side, w: side, oh: o, ow: o, kh: k, kw: k, sh: s, sw: s, ph: p, pw: p, dh: 1, dw: 1 };

@@ -118,11 +118,7 @@ fn parse_shape(arg: &str) -> Shape {
 }
 
 fn main() {
-    let isa = match std::env::var("KILN_ISA").as_deref() {
-        Ok("avx2") => Isa::Avx2,
-        Ok("portable") => Isa::Portable,
-        _ => Isa::detected(),
-    };
+    let isa = Isa::from_env("KILN_ISA");
     let blocking = std::env::var("KILN_BLOCKING").ok().map_or(isa.blocking(), |v| {
         let v: Vec<usize> = v.split(',').map(|x| x.parse().expect("KC,NC")).collect();
         Blocking { kc: v[0], nc: v[1] }

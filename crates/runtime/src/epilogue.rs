@@ -585,6 +585,8 @@ struct Clip<const ZERO: bool> {
 
 impl<const ZERO: bool> Act for Clip<ZERO> {
     #[inline(always)]
+    // The negated compares are the point: true for a NaN operand (see below).
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
     fn f(self, x: f32) -> f32 {
         if ZERO {
             let neg_zero = self.lo.to_bits() == (-0.0f32).to_bits();

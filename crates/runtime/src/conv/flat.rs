@@ -96,7 +96,7 @@ impl Flat {
         let width = win.ow.checked_add((win.kw - 1).checked_mul(win.dw)? / win.sw)?;
         let height = win.oh.checked_add((win.kh - 1).checked_mul(win.dh)? / win.sh)?;
         // Flat columns in whole vectors of 16 against the output's pixels: 20 % more at most
-        // (AVX2's kernel computes pixels, not flat columns).
+        // (`channels.rs` computes pixels, not flat columns).
         let cols = (win.oh - 1).checked_mul(width)?.checked_add(win.ow)?;
         if !channels_kernel && cols.div_ceil(16).saturating_mul(16 * 5) > pixels.saturating_mul(6) {
             return None;

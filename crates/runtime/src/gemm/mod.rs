@@ -143,6 +143,17 @@ impl Isa {
         *DETECTED.get_or_init(|| [Isa::Avx512, Isa::Avx2].into_iter().find(|isa| isa.available()).unwrap_or(Isa::Portable))
     }
 
+    /// The instruction set named by the environment variable `var` (`avx512`, `avx2` or
+    /// `portable`; benches use it to compare kernels), else the [detected](Self::detected) one.
+    pub fn from_env(var: &str) -> Isa {
+        match std::env::var(var).as_deref() {
+            Ok("avx512") => Isa::Avx512,
+            Ok("avx2") => Isa::Avx2,
+            Ok("portable") => Isa::Portable,
+            _ => Isa::detected(),
+        }
+    }
+
     /// Whether this CPU can run the kernel.
     pub fn available(self) -> bool {
         match self {
