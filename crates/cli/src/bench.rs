@@ -48,23 +48,31 @@ pub fn bench(model_path: &Path, threads: Option<usize>, callers: usize, iters: u
     Ok(())
 }
 
-/// The `top` kernels by total time over `runs` kernel-by-kernel runs, as `//` lines.
+/// The `top` kernels by median time over `runs` kernel-by-kernel runs, as `//` lines (medians,
+/// as onnxruntime's per-node profiles are usually read, so one preempted call does not count).
 fn print_kernels(compiled: &kiln::CompiledModel, inputs: &[kiln::Tensor], runs: usize, top: usize) -> Result<()> {
-    let mut totals: Vec<(String, f64)> = Vec::new();
+    let mut samples: Vec<(String, Vec<f64>)> = Vec::new();
     for _ in 0..runs {
         for (i, (name, t)) in compiled.profile(inputs)?.into_iter().enumerate() {
-            match totals.get_mut(i) {
-                Some(slot) => slot.1 += t.as_secs_f64(),
-                None => totals.push((name, t.as_secs_f64())),
+            match samples.get_mut(i) {
+                Some(slot) => slot.1.push(t.as_secs_f64()),
+                None => samples.push((name, vec![t.as_secs_f64()])),
             }
         }
     }
-    let sum: f64 = totals.iter().map(|(_, t)| t).sum();
-    totals.sort_by(|a, b| b.1.total_cmp(&a.1));
-    println!("// kernel                              ms/run   share");
-    for (name, t) in totals.iter().take(top) {
-        println!("// {name:<34} {:>8.3} {:>6.1}%", t / runs as f64 * 1e3, 100.0 * t / sum.max(f64::MIN_POSITIVE));
+    let mut medians: Vec<(String, f64)> = samples
+        .into_iter()
+        .map(|(name, mut ts)| {
+            ts.sort_by(f64::total_cmp);
+            (name, ts[ts.len() / 2])
+        })
+        .collect();
+    let sum: f64 = medians.iter().map(|(_, t)| t).sum();
+    medians.sort_by(|a, b| b.1.total_cmp(&a.1));
+    println!("// kernel                              ms/run   share  (median over {runs} runs)");
+    for (name, t) in medians.iter().take(top) {
+        println!("// {name:<34} {:>8.3} {:>6.1}%", t * 1e3, 100.0 * t / sum.max(f64::MIN_POSITIVE));
     }
-    println!("// {} kernels, {:.3} ms/run timed one by one", totals.len(), sum / runs as f64 * 1e3);
+    println!("// {} kernels, {:.3} ms/run timed one by one (sum of medians)", medians.len(), sum * 1e3);
     Ok(())
 }

@@ -67,7 +67,7 @@ pub fn dump(
     let mut program = kiln_loops::lower::lower(&graph)?;
     if kiln::CompileOptions::default().prepack {
         // As compiling does: the dump shows the program that runs here.
-        kiln_loops::prepack::prepack(&mut program, kiln_loops::prepack::PackedLayout::detected());
+        kiln_loops::prepack::prepack(&mut program, kiln_loops::prepack::Layouts::detected());
     }
     match stage {
         Stage::Tir | Stage::Opt => unreachable!("printed above"),

@@ -112,6 +112,7 @@ impl Cx<'_, '_> {
             RuntimeFn::SgemmFused => self.scalars("sgemm_fused", "kiln_rt_sgemm_fused", args, 5, 14, 4),
             RuntimeFn::DwConv2d => self.scalars("dwconv2d", "kiln_rt_dwconv2d", args, 3, 15, 0),
             RuntimeFn::Conv2d => self.scalars("conv2d", "kiln_rt_conv2d", args, 5, 19, 2),
+            RuntimeFn::Conv2dPacked => self.scalars("conv2d_packed", "kiln_rt_conv2d_packed", args, 5, 20, 2),
             RuntimeFn::Epilogue => self.scalars("epilogue", "kiln_rt_epilogue", args, 3, 6, 2),
             RuntimeFn::Im2col => self.scalars("im2col", "kiln_rt_im2col", args, 2, 13, 0),
             RuntimeFn::MaxPool2d => self.scalars("maxpool2d", "kiln_rt_maxpool2d", args, 2, 13, 0),

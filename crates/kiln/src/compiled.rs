@@ -332,7 +332,7 @@ impl Specialization {
         // The code runs in this process: its kernel's panel layout is known. The calls are
         // rewritten first; the matrices are packed while the code compiles when there is a
         // second thread (the two are independent).
-        let deferred = if prepack { kiln_loops::prepack::prepack_deferred(&mut program, kiln_loops::prepack::PackedLayout::detected()) } else { None };
+        let deferred = if prepack { kiln_loops::prepack::prepack_deferred(&mut program, kiln_loops::prepack::Layouts::detected()) } else { None };
         let plan = kiln_loops::plan::plan(&program);
         // Loops split over threads only pay with more than one.
         let codegen = kiln_codegen::CodegenOptions { parallel_loops: threads > 1 };

@@ -476,6 +476,12 @@ pub enum RuntimeFn {
     /// `b`), residual (non-zero: add `z`, laid out as `y`), act (as for `Epilogue`) (i64), alpha,
     /// beta (f32). Unused operands are passed as `y`'s address and not read; `z` must not be `y`.
     Conv2d,
+    /// `Conv2d` with the weights packed ahead, when the model was compiled, into panels of
+    /// `width` output channels (`kiln_runtime::conv::Conv2d::pack_weights`): per group of `Mg`
+    /// output channels, `⌈Mg/width⌉` panels of the kernel's `K = Cg·kh·kw` steps × `width`
+    /// lanes, step-major, lanes past `Mg` zero; `groups·⌈Mg/width⌉·width·K` elements.
+    /// Arguments: `Conv2d`'s, with `width` (i64) after `act`.
+    Conv2dPacked,
     /// im2col of `f32` NCHW planes for a 2-D convolution: `col[(c·kh + ky)·kw + kx, oy·ow + ox]
     /// = x[c, oy·sh − ph + ky·dh, ox·sw − pw + kx·dw]`, zero where that position is outside the
     /// `h × w` input. Arguments: x, col (addresses), channels, h, w, oh, ow, kh, kw, sh, sw, ph,

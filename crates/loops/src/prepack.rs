@@ -1,4 +1,5 @@
-//! Constant right-hand matrices of `sgemm` calls packed ahead: `sgemm_packed`.
+//! Constant operands packed ahead: right-hand matrices of `sgemm` calls (`sgemm_packed`) and
+//! convolution weights (`conv2d_packed`).
 //!
 //! A product against a weight matrix (MatMul, Gemm: `[tokens, k] · [k, n]`) has the weights as
 //! `op(B)`, which the runtime copies into panels on every call. This pass packs each such
@@ -13,6 +14,12 @@
 //! matrix–vector product streams `B` without packing anyway). Calls sharing a matrix share its
 //! packed buffer.
 //!
+//! A `conv2d` call likewise, when its weights are a constant at a constant offset, its sizes
+//! are constants, and the running CPU's convolution kernel reads its weights in panels
+//! (`kiln_runtime::conv::Conv2d::packed_width`: output channels in vector lanes,
+//! `conv/channels.rs`); it becomes `conv2d_packed` with the panels' width. Other convolutions
+//! read their weights in place already.
+//!
 //! The packed copies share one anonymous mapping, each at a 64-byte boundary (as the kernel's
 //! own packing space is). Packing costs compile time: BERT-mini's 12.6 MB take 8–13 ms on one
 //! thread of this project's 2-core EPYC machine, 6–9 ms on two, half of it the kernel providing
@@ -24,15 +31,35 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 pub use kiln_runtime::gemm::PackedLayout;
-use kiln_runtime::gemm::Transpose;
+use kiln_runtime::conv::Conv2d;
+use kiln_runtime::epilogue::Activation;
+use kiln_runtime::gemm::{Isa, Transpose};
+use kiln_runtime::window::Window;
 use kiln_runtime::pool;
 use kiln_tir::{DType, Tensor, TensorData};
 use memmap2::MmapOptions;
 
 use crate::ir::*;
 
-/// Rewrites the qualifying `sgemm` calls of every kernel of `p` and returns how many.
-pub fn prepack(p: &mut Program, layout: PackedLayout) -> usize {
+/// The layouts operands are packed in: those the kernels of the CPU that runs the code read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layouts {
+    /// `sgemm`'s right-hand matrices.
+    pub gemm: PackedLayout,
+    /// Convolution weights: as this instruction set's kernels read them, when they read them
+    /// packed.
+    pub conv: Isa,
+}
+
+impl Layouts {
+    /// The layouts of this CPU's kernels.
+    pub fn detected() -> Layouts {
+        Layouts { gemm: PackedLayout::detected(), conv: Isa::detected() }
+    }
+}
+
+/// Rewrites the qualifying `sgemm` and `conv2d` calls of every kernel of `p` and returns how many.
+pub fn prepack(p: &mut Program, layout: Layouts) -> usize {
     let kernels = p.kernels.clone();
     let Some(deferred) = prepack_deferred(p, layout) else { return 0 };
     let rewritten = deferred.rewritten;
@@ -56,7 +83,7 @@ pub fn prepack(p: &mut Program, layout: PackedLayout) -> usize {
 /// puts them in place.
 pub struct Deferred {
     found: Found,
-    /// Each matrix's source bytes, in packing order.
+    /// Each operand's source bytes, in packing order.
     sources: Vec<Bytes>,
     /// The first packed buffer's id (the others follow in order).
     first: usize,
@@ -64,23 +91,22 @@ pub struct Deferred {
     pub rewritten: usize,
 }
 
-/// Rewrites the qualifying calls of `p` to read packed matrices, appended as constant buffers
+/// Rewrites the qualifying calls of `p` to read packed operands, appended as constant buffers
 /// without bytes yet; `None` (and `p` unchanged) when no call qualifies.
-pub fn prepack_deferred(p: &mut Program, layout: PackedLayout) -> Option<Deferred> {
-    if layout.nr == 0 || layout.kc == 0 {
-        return None;
-    }
-    // The matrices to pack, each once, in order of first use.
-    let mut found = Found { layout, index: HashMap::new(), order: Vec::new() };
+pub fn prepack_deferred(p: &mut Program, layout: Layouts) -> Option<Deferred> {
+    // The operands to pack, each once, in order of first use.
+    let mut found = Found { index: HashMap::new(), order: Vec::new() };
     for k in &p.kernels {
         visit(&k.body, &mut |f, args| {
-            found.add(f, args, &p.buffers);
+            if let Some((key, job)) = job(f, args, layout) {
+                found.add(key, job, &p.buffers);
+            }
         });
     }
     let sources = found
         .order
         .iter()
-        .map(|((b, ..), bytes)| match &p.buffers[b.0 as usize].kind {
+        .map(|(key, _, bytes)| match &p.buffers[key.0.0 as usize].kind {
             BufferKind::Const(Tensor { data: TensorData::Raw(raw), .. }) => raw.get(bytes.clone()).map(|_| raw.slice(bytes.clone())),
             _ => None,
         })
@@ -89,24 +115,30 @@ pub fn prepack_deferred(p: &mut Program, layout: PackedLayout) -> Option<Deferre
         return None;
     }
     let first = p.buffers.len();
-    for ((b, _, k, n, ..), _) in &found.order {
-        let len = layout.len(*k, *n) as u64;
+    for ((b, ..), job, _) in &found.order {
+        let len = job.len() as u64;
         let name = format!("{}.packed", p.buffers[b.0 as usize].name);
         p.buffers.push(Buffer { name, elem: ElemType::Scalar(ScalarType::F32), len, kind: BufferKind::Const(packed_tensor(len, Bytes::new())) });
     }
     let mut rewritten = 0;
     for k in &mut p.kernels {
         rewrite(&mut k.body, &mut |f, args| {
-            let Some(key) = key(*f, args) else { return };
+            let Some((key, job)) = job(*f, args, layout) else { return };
             let Some(&i) = found.index.get(&key) else { return };
             let packed = BufId((first + i) as u32);
-            if *f == RuntimeFn::SgemmFused {
-                set_packed_layout(args, packed, layout);
-            } else if let Some(new) = packed_args(args, packed, layout) {
-                *args = new;
-                *f = RuntimeFn::SgemmPacked;
-            } else {
-                return;
+            match job {
+                Job::Matrix { .. } if *f == RuntimeFn::SgemmFused => set_packed_layout(args, packed, layout.gemm),
+                Job::Matrix { .. } => {
+                    let Some(new) = packed_args(args, packed, layout.gemm) else { return };
+                    *args = new;
+                    *f = RuntimeFn::SgemmPacked;
+                }
+                Job::Conv { width, .. } => {
+                    // `conv2d_packed`: the packed weights, and the panel width after `act`.
+                    args[1] = Arg::Addr(packed, Expr::idx(0));
+                    args.insert(CONV2D_INTS_END, Arg::Value(Expr::idx(width as i64)));
+                    *f = RuntimeFn::Conv2dPacked;
+                }
             }
             rewritten += 1;
         });
@@ -115,7 +147,7 @@ pub fn prepack_deferred(p: &mut Program, layout: PackedLayout) -> Option<Deferre
 }
 
 impl Deferred {
-    /// The packed matrices' bytes, in buffer order; `None` when the memory for them cannot be
+    /// The packed operands' bytes, in buffer order; `None` when the memory for them cannot be
     /// mapped. They are packed in parallel on the entered thread pool, if any.
     pub fn pack(&self) -> Option<Vec<Bytes>> {
         self.found.pack(&self.sources)
@@ -131,35 +163,118 @@ impl Deferred {
     }
 }
 
-/// A packed matrix of `len` floats as a constant.
+/// A packed operand of `len` floats as a constant.
 fn packed_tensor(len: u64, data: Bytes) -> Tensor {
     Tensor { dtype: DType::F32, shape: vec![len], data: TensorData::Raw(data) }
 }
 
-/// A matrix as one product reads it: buffer, element offset, `k`, `n`, `ldb`, transposed.
-type Key = (BufId, usize, usize, usize, usize, bool);
+/// One operand to pack.
+#[derive(Clone, Copy, Debug)]
+enum Job {
+    /// `op(B)` of a product: `k × n`, row stride `ldb`, transposed or not, in `layout`.
+    Matrix { k: usize, n: usize, ldb: usize, trans: bool, layout: PackedLayout },
+    /// A convolution's weights in panels of `width` output channels.
+    Conv { conv: Conv2d, width: usize },
+}
 
-/// The matrix an `sgemm` or `sgemm_fused` call reads as `B`, when it is at a constant offset
-/// with constant sizes, not packed yet, and the call is a matrix product (`m, n > 1`).
-fn key(f: RuntimeFn, args: &[Arg]) -> Option<Key> {
-    let (b, m, n, k, ldb, tb) = match (f, args) {
-        (RuntimeFn::Sgemm, [_, b, _, m, n, k, _, ldb, _, _, tb, _, _]) => (b, m, n, k, ldb, tb),
-        // Not packed yet: `nr` is 0.
-        (RuntimeFn::SgemmFused, [_, b, _, _, _, m, n, k, _, ldb, _, _, tb, Arg::Value(Expr::Const(Scalar::Int(_, 0))), ..]) => (b, m, n, k, ldb, tb),
-        _ => return None,
-    };
-    let Arg::Addr(b, offset) = b else { return None };
+impl Job {
+    /// Floats of the packed operand (saturating).
+    fn len(&self) -> usize {
+        match *self {
+            Job::Matrix { k, n, layout, .. } => layout.len(k, n),
+            Job::Conv { conv, width } => conv.packed_len(width),
+        }
+    }
+
+    /// Bytes of the source operand (saturating).
+    fn source_len(&self) -> usize {
+        match *self {
+            Job::Matrix { k, n, ldb, trans, .. } => {
+                let (rows, cols) = if trans { (n, k) } else { (k, n) };
+                rows.saturating_sub(1).saturating_mul(ldb).saturating_add(cols).saturating_mul(4)
+            }
+            Job::Conv { conv, .. } => conv.w_len().saturating_mul(4),
+        }
+    }
+
+    /// Packs `src` into `dst`, [`len`](Self::len) floats' bytes at a 64-byte boundary.
+    fn pack(&self, src: &[u8], dst: &mut [u8]) {
+        match *self {
+            Job::Matrix { k, n, ldb, trans, layout } => {
+                let transpose = if trans { Transpose::Yes } else { Transpose::No };
+                layout.pack(src, k, n, ldb, transpose, dst);
+            }
+            Job::Conv { conv, width } => {
+                // SAFETY: any bytes are valid floats; the mapping's slots start at 64-byte
+                // boundaries, so nothing is left unaligned before the floats.
+                let (head, floats, _) = unsafe { dst.align_to_mut::<f32>() };
+                debug_assert!(head.is_empty());
+                conv.pack_weights(width, src, floats);
+            }
+        }
+    }
+}
+
+/// An operand as one call reads it: buffer, element offset, and the shape it is packed in.
+type Key = (BufId, usize, Shape);
+
+/// What identifies a packing besides the source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Shape {
+    /// A matrix's `k`, `n`, row stride and transposition.
+    Matrix([usize; 3], bool),
+    /// A convolution's groups, output channels per group, steps and panel width.
+    Conv([usize; 4]),
+}
+
+/// Index of the first argument past `conv2d`'s integers (5 addresses, 19 `i64`): where
+/// `conv2d_packed` has its panel width.
+const CONV2D_INTS_END: usize = 24;
+
+/// The operand a call reads that qualifies for packing under `layout`, with its key.
+fn job(f: RuntimeFn, args: &[Arg], layout: Layouts) -> Option<(Key, Job)> {
     let int = |e: &Expr| match e {
-        Expr::Const(Scalar::Int(ScalarType::I64, v)) => usize::try_from(*v).ok(),
+        Expr::Const(Scalar::Int(ScalarType::I64, v)) => Some(*v),
         _ => None,
     };
     let value = |a: &Arg| match a {
         Arg::Value(e) => int(e),
         Arg::Addr(..) => None,
     };
-    let (m, n, k) = (value(m)?, value(n)?, value(k)?);
-    (m > 1 && n > 1 && k > 0).then_some(())?;
-    Some((*b, int(offset)?, k, n, value(ldb)?, value(tb)? != 0))
+    let size = |a: &Arg| value(a).and_then(|v| usize::try_from(v).ok());
+    match (f, args) {
+        (RuntimeFn::Sgemm | RuntimeFn::SgemmFused, _) => {
+            let (b, m, n, k, ldb, tb) = match (f, args) {
+                (RuntimeFn::Sgemm, [_, b, _, m, n, k, _, ldb, _, _, tb, _, _]) => (b, m, n, k, ldb, tb),
+                // Not packed yet: `nr` is 0.
+                (RuntimeFn::SgemmFused, [_, b, _, _, _, m, n, k, _, ldb, _, _, tb, Arg::Value(Expr::Const(Scalar::Int(_, 0))), ..]) => (b, m, n, k, ldb, tb),
+                _ => return None,
+            };
+            let gemm = layout.gemm;
+            if gemm.nr == 0 || gemm.kc == 0 {
+                return None;
+            }
+            let Arg::Addr(b, offset) = b else { return None };
+            let (m, n, k, ldb, trans) = (size(m)?, size(n)?, size(k)?, size(ldb)?, value(tb)? != 0);
+            (m > 1 && n > 1 && k > 0).then_some(())?;
+            let key = (*b, usize::try_from(int(offset)?).ok()?, Shape::Matrix([k, n, ldb], trans));
+            Some((key, Job::Matrix { k, n, ldb, trans, layout: gemm }))
+        }
+        (RuntimeFn::Conv2d, [_, Arg::Addr(w, offset), _, _, _, ints @ ..]) if ints.len() == 21 => {
+            let ints: Vec<i64> = ints[..19].iter().map(value).collect::<Option<_>>()?;
+            let counts = [ints[0], ints[1], ints[2], ints[3]].map(usize::try_from);
+            let ([Ok(batch), Ok(channels), Ok(out_channels), Ok(groups)], Some(win)) = (counts, Window::from_args(ints[4..16].try_into().ok()?)) else {
+                return None;
+            };
+            // The activation and the epilogue's operands do not change how weights are read.
+            let conv = Conv2d { batch, channels, out_channels, groups, win, bias: false, residual: false, act: Activation::None };
+            let width = conv.packed_width(layout.conv)?;
+            let steps = channels / groups * win.kh * win.kw;
+            let key = (*w, usize::try_from(int(offset)?).ok()?, Shape::Conv([groups, out_channels / groups, steps, width]));
+            Some((key, Job::Conv { conv, width }))
+        }
+        _ => None,
+    }
 }
 
 /// The `sgemm_packed` arguments replacing an `sgemm` call's.
@@ -180,7 +295,7 @@ fn set_packed_layout(args: &mut [Arg], packed: BufId, layout: PackedLayout) {
     }
 }
 
-/// Runs `f` on every `sgemm` and `sgemm_fused` call in `stmts`.
+/// Runs `f` on every `sgemm`, `sgemm_fused` and `conv2d` call in `stmts`.
 fn visit(stmts: &[Stmt], f: &mut impl FnMut(RuntimeFn, &[Arg])) {
     for s in stmts {
         match s {
@@ -189,13 +304,13 @@ fn visit(stmts: &[Stmt], f: &mut impl FnMut(RuntimeFn, &[Arg])) {
                 visit(then, f);
                 visit(otherwise, f);
             }
-            Stmt::Call(func @ (RuntimeFn::Sgemm | RuntimeFn::SgemmFused), args) => f(*func, args),
+            Stmt::Call(func @ (RuntimeFn::Sgemm | RuntimeFn::SgemmFused | RuntimeFn::Conv2d), args) => f(*func, args),
             _ => {}
         }
     }
 }
 
-/// Runs `f` on every `sgemm` and `sgemm_fused` call in `stmts`, which it may rewrite.
+/// Runs `f` on every `sgemm`, `sgemm_fused` and `conv2d` call in `stmts`, which it may rewrite.
 fn rewrite(stmts: &mut [Stmt], f: &mut impl FnMut(&mut RuntimeFn, &mut Vec<Arg>)) {
     for s in stmts {
         match s {
@@ -204,50 +319,46 @@ fn rewrite(stmts: &mut [Stmt], f: &mut impl FnMut(&mut RuntimeFn, &mut Vec<Arg>)
                 rewrite(then, f);
                 rewrite(otherwise, f);
             }
-            Stmt::Call(func @ (RuntimeFn::Sgemm | RuntimeFn::SgemmFused), args) => f(func, args),
+            Stmt::Call(func @ (RuntimeFn::Sgemm | RuntimeFn::SgemmFused | RuntimeFn::Conv2d), args) => f(func, args),
             _ => {}
         }
     }
 }
 
-/// The matrices to pack.
+/// The operands to pack.
 struct Found {
-    layout: PackedLayout,
-    /// Each matrix's place in `order`.
+    /// Each operand's place in `order`.
     index: HashMap<Key, usize>,
-    /// The matrices, with their bytes' range in their constant.
-    order: Vec<(Key, std::ops::Range<usize>)>,
+    /// The operands, with their bytes' range in their constant.
+    order: Vec<(Key, Job, std::ops::Range<usize>)>,
 }
 
 impl Found {
-    /// Records the matrix of an `sgemm` call when it qualifies: `B` is an `f32` constant whose
-    /// bytes cover it.
-    fn add(&mut self, f: RuntimeFn, args: &[Arg], buffers: &[Buffer]) -> Option<()> {
-        let key @ (b, offset, k, n, ldb, trans) = key(f, args)?;
+    /// Records an operand when it qualifies: an `f32` constant whose bytes cover it.
+    fn add(&mut self, key: Key, job: Job, buffers: &[Buffer]) -> Option<()> {
         if self.index.contains_key(&key) {
             return Some(());
         }
+        let (b, offset, ..) = key;
         let buf = buffers.get(b.0 as usize)?;
         let BufferKind::Const(t) = &buf.kind else { return None };
         if buf.elem != ElemType::Scalar(ScalarType::F32) {
             return None;
         }
-        let (rows, cols) = if trans { (n, k) } else { (k, n) };
-        let span = (rows - 1).checked_mul(ldb)?.checked_add(cols)?;
         let start = offset.checked_mul(4)?;
-        let bytes = start..start.checked_add(span.checked_mul(4)?)?;
+        let bytes = start..start.checked_add(job.source_len())?;
         t.raw()?.get(bytes.clone())?;
         // Room for the bytes and their alignment in one mapping (`len` saturates).
-        (self.layout.len(k, n) <= isize::MAX as usize / 8).then_some(())?;
+        (job.len() <= isize::MAX as usize / 8).then_some(())?;
         self.index.insert(key, self.order.len());
-        self.order.push((key, bytes));
+        self.order.push((key, job, bytes));
         Some(())
     }
 
-    /// The packed matrices from their `sources`, in order; `None` when the memory for them
-    /// cannot be mapped. The matrices are packed in parallel on the entered thread pool, if any.
+    /// The packed operands from their `sources`, in order; `None` when the memory for them
+    /// cannot be mapped. The operands are packed in parallel on the entered thread pool, if any.
     fn pack(&self, sources: &[Bytes]) -> Option<Vec<Bytes>> {
-        let sizes: Vec<usize> = self.order.iter().map(|((_, _, k, n, _, _), _)| 4 * self.layout.len(*k, *n)).collect();
+        let sizes: Vec<usize> = self.order.iter().map(|(_, job, _)| 4 * job.len()).collect();
         let total = sizes.iter().try_fold(0usize, |t, s| t.checked_add(s.next_multiple_of(64)))?;
         let parts = pool::threads().min(sizes.len());
         // On one thread the mapping is populated up front: one call maps every page, where
@@ -265,10 +376,9 @@ impl Found {
             rest = tail;
         }
         pool::for_each(parts, &|part| {
-            for (i, ((_, _, k, n, ldb, trans), _)) in self.order.iter().enumerate().skip(part).step_by(parts) {
-                let transpose = if *trans { Transpose::Yes } else { Transpose::No };
+            for (i, (_, job, _)) in self.order.iter().enumerate().skip(part).step_by(parts) {
                 let mut dst = slots[i].lock().unwrap_or_else(|e| e.into_inner());
-                self.layout.pack(&sources[i], *k, *n, *ldb, transpose, &mut dst);
+                job.pack(&sources[i], &mut dst);
             }
         });
         drop(slots);

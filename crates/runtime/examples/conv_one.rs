@@ -28,18 +28,37 @@ fn main() {
     let win = Window { h: side, w: side, oh: o, ow: o, kh: k, kw: k, sh: s, sw: s, ph: p, pw: p, dh: 1, dw: 1 };
     let c = Conv2d { batch: 1, channels: ci, out_channels: co, groups: 1, win, bias: true, residual: residual != 0, act: Activation::Relu };
     let fill = |n: usize, m: usize| (0..n).map(|i| ((i * m) % 17) as f32 / 17.0 - 0.5).collect::<Vec<f32>>();
-    let copies = 8;
+    let copies: usize = std::env::var("KILN_COPIES").ok().map_or(8, |s| s.parse().expect("KILN_COPIES"));
     let xs: Vec<_> = (0..copies).map(|_| fill(c.x_len(), 3)).collect();
     let zs: Vec<_> = (0..copies).map(|_| fill(c.z_len(), 11)).collect();
     let mut ys: Vec<_> = (0..copies).map(|_| vec![0.0f32; c.y_len()]).collect();
-    let (w, b) = (fill(c.w_len(), 5), fill(co, 7));
-    let mut best = f64::MAX;
-    for call in 0..calls {
-        let i = call % copies;
-        let t = Instant::now();
-        c.run_with(isa, &xs[i], &w, &b, &zs[i], &mut ys[i]);
-        best = best.min(t.elapsed().as_secs_f64());
-    }
+    let ws: Vec<_> = (0..copies).map(|_| fill(c.w_len(), 5)).collect();
+    let b = fill(co, 7);
+    // KILN_BENCH_PACKED=1: the weights packed ahead, as a compiled model holds them.
+    let width = c.packed_width(isa).filter(|_| std::env::var_os("KILN_BENCH_PACKED").is_some());
+    let packed: Option<Vec<Vec<f32>>> = width.map(|width| {
+        ws.iter()
+            .map(|w| {
+                let mut wp = vec![0.0; c.packed_len(width)];
+                c.pack_weights(width, &w.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(), &mut wp);
+                wp
+            })
+            .collect()
+    });
+    let mut times: Vec<f64> = (0..calls)
+        .map(|call| {
+            let i = call % copies;
+            let t = Instant::now();
+            match (&packed, width) {
+                (Some(wps), Some(width)) => c.run_packed_with(isa, &xs[i], &wps[i], width, &b, &zs[i], &mut ys[i]),
+                _ => c.run_with(isa, &xs[i], &ws[i], &b, &zs[i], &mut ys[i]),
+            }
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    let (best, median) = (times[0], times[calls / 2]);
     let flops = 2.0 * (co * ci * k * k * o * o) as f64;
-    println!("{isa:?} {spec:?}: best {:.1} µs, {:.1} GFLOP/s", best * 1e6, flops / best / 1e9);
+    let packed = if width.is_some() { " packed" } else { "" };
+    println!("{isa:?}{packed} {spec:?}: best {:.1} µs ({:.1} GFLOP/s), median {:.1} µs ({:.1} GFLOP/s)", best * 1e6, flops / best / 1e9, median * 1e6, flops / median / 1e9);
 }

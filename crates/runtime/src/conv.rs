@@ -179,6 +179,18 @@ impl Conv2d {
     /// touched), `y` writable for [`y_len`](Self::y_len) and overlapping none of them; the CPU
     /// runs `isa`. No alignment is required.
     unsafe fn run_raw(&self, isa: Isa, x: *const f32, w: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
+        // SAFETY: by the caller's contract.
+        unsafe { self.run_weights(isa, x, w, false, bias, z, y) }
+    }
+
+    /// [`run_raw`](Self::run_raw) with the weights as they are (`packed` false) or in the
+    /// panels of [`packed_width(isa)`](Self::packed_width), which then is `Some`.
+    ///
+    /// # Safety
+    ///
+    /// As [`run_raw`](Self::run_raw); packed, `w` holds [`packed_len`](Self::packed_len) floats.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn run_weights(&self, isa: Isa, x: *const f32, w: *const f32, packed: bool, bias: *const f32, z: *const f32, y: *mut f32) {
         if !self.is_valid() || self.y_len() == 0 {
             return;
         }
@@ -215,8 +227,16 @@ impl Conv2d {
                         fin.rows(0, mg, 0, p);
                         continue;
                     }
-                    let w = w.add(gi * mg * k);
                     let fin = Rows { isa, e: epilogue, y, z, bias, ld: p };
+                    if packed {
+                        // `packed_width` chose the layout for this group's flat product.
+                        let Some(flat) = Flat::of(&g.win, cg, mg, isa) else { return };
+                        let Some(width) = flat.panel_width(isa) else { return };
+                        let w = w.add(gi * packed::group_len(mg, k, width));
+                        flat.product(isa, &g.win, cg, x, w, true, mg, y, (!epilogue.is_identity()).then_some(&fin));
+                        continue;
+                    }
+                    let w = w.add(gi * mg * k);
                     if mg == 1 || p == 1 {
                         // A matrix–vector product, which `sgemm` computes without packing (and
                         // in its own order): its column matrix, the product, then the epilogue.
@@ -233,10 +253,10 @@ impl Conv2d {
                         continue;
                     }
                     if let Some(flat) = Flat::of(&g.win, cg, mg, isa) {
-                        flat.product(isa, &g.win, cg, x, w, mg, y, (!epilogue.is_identity()).then_some(&fin));
+                        flat.product(isa, &g.win, cg, x, w, false, mg, y, (!epilogue.is_identity()).then_some(&fin));
                         continue;
                     }
-                    let packed = |b: Panels| {
+                    let blocked = |b: Panels| {
                         let a = View { ptr: w, lane_stride: k as isize, step_stride: 1 };
                         let pr = Problem { m: mg, n: p, k, a, b, c: gemm::Out { ptr: y, rs: p as isize }, up: gemm::Update { alpha: 1.0, beta: 0.0 } };
                         // `sgemm`'s blocking: each element is summed in the same k blocks as there.
@@ -248,14 +268,14 @@ impl Conv2d {
                     };
                     let matrix = |x: *const f32| Panels::Matrix(View { ptr: x, lane_stride: 1, step_stride: p as isize });
                     if pointwise {
-                        packed(matrix(x));
+                        blocked(matrix(x));
                     } else if subsampled {
                         // The planes subsampled once (the column matrix itself), instead of
                         // panels packed in runs of one output row.
                         let copy = PhaseCopy { win: g.win, width: g.win.ow, height: g.win.oh, phases: Phases::First };
-                        copy.with(isa, cg, x, |planes| packed(matrix(planes)));
+                        copy.with(isa, cg, x, |planes| blocked(matrix(planes)));
                     } else {
-                        packed(Panels::Image(Image { g, x, col: 0 }));
+                        blocked(Panels::Image(Image { g, x, col: 0 }));
                     }
                 }
             }
@@ -522,6 +542,8 @@ pub unsafe extern "C" fn kiln_rt_conv2d(
 
 mod channels;
 mod flat;
+mod packed;
+pub use packed::kiln_rt_conv2d_packed;
 mod phases;
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,7 @@
 //! **Semantics match the loop-IR interpreter** (`kiln_loops::interp`) bit for bit: the `f32`
 //! math functions compute in `f64` and round once, as the interpreter does, and
 //! the interpreter's `sgemm` calls [`gemm::Sgemm::run`], the same code as
-//! [`gemm::kiln_rt_sgemm`] (its `sgemm_fused` likewise [`gemm::SgemmFused::run`], `conv2d` [`conv::Conv2d::run`], `dwconv2d`
+//! [`gemm::kiln_rt_sgemm`] (its `sgemm_fused` likewise [`gemm::SgemmFused::run`], `conv2d` [`conv::Conv2d::run`] (`conv2d_packed` [`conv::Conv2d::run_packed_with`]), `dwconv2d`
 //! [`dwconv::DwConv2d::run`], `epilogue`
 //! [`epilogue::Epilogue::run`], `im2col` [`im2col::Im2col::run`], `maxpool2d`
 //! [`maxpool::MaxPool2d::run`], `softmax` [`softmax::Softmax::run`], `layernorm`
@@ -50,6 +50,7 @@ pub fn symbols() -> Vec<(&'static str, *const u8)> {
     table.push(("kiln_rt_sgemm_packed", gemm::kiln_rt_sgemm_packed as *const u8));
     table.push(("kiln_rt_sgemm_fused", gemm::kiln_rt_sgemm_fused as *const u8));
     table.push(("kiln_rt_conv2d", conv::kiln_rt_conv2d as *const u8));
+    table.push(("kiln_rt_conv2d_packed", conv::kiln_rt_conv2d_packed as *const u8));
     table.push(("kiln_rt_dwconv2d", dwconv::kiln_rt_dwconv2d as *const u8));
     table.push(("kiln_rt_epilogue", epilogue::kiln_rt_epilogue as *const u8));
     table.push(("kiln_rt_im2col", im2col::kiln_rt_im2col as *const u8));
@@ -88,8 +89,8 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), table.len());
         // 17 unary functions and pow and fmod, each in f32 and f64, sgemm, sgemm_packed, sgemm_fused,
-        // conv2d, dwconv2d, epilogue, im2col, maxpool2d, softmax, layernorm, copy, parallel_for, and five
-        // narrow-float encoders.
-        assert_eq!(table.len(), 2 * 19 + 12 + 5);
+        // conv2d, conv2d_packed, dwconv2d, epilogue, im2col, maxpool2d, softmax, layernorm, copy,
+        // parallel_for, and five narrow-float encoders.
+        assert_eq!(table.len(), 2 * 19 + 13 + 5);
     }
 }

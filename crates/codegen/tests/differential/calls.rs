@@ -1,4 +1,4 @@
-//! Runtime calls: `Sgemm`, `SgemmPacked`, `SgemmFused`, `DwConv2d`, `Conv2d`, `Epilogue`, `Im2col`, `MaxPool2d`, `LayerNorm`, every math function
+//! Runtime calls: `Sgemm`, `SgemmPacked`, `SgemmFused`, `DwConv2d`, `Conv2d`, `Conv2dPacked`, `Epilogue`, `Im2col`, `MaxPool2d`, `LayerNorm`, every math function
 //! in `f32` and `f64`, and float remainder.
 
 use kiln_loops::*;
@@ -158,18 +158,25 @@ fn conv2d_matches_the_interpreter() {
     // residual, act), padded after by one row and column, at element offsets into larger
     // buffers; absent operands are the output's own address, as lowering passes them.
     let cases = [
-        (1, 3, 4, 1, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 1),
+        (1i64, 3i64, 4i64, 1i64, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 1),
         (2, 4, 6, 2, 9, 20, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1, 2),
         (1, 6, 5, 1, 7, 33, 2, 5, 1, 3, 0, 2, 2, 1, 1, 1, 7),
         (1, 8, 9, 1, 6, 6, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0),
         (1, 2, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0),
+        // Wide enough for the channels kernel (AVX2 and AVX-512), whose weights can be packed.
+        (1, 8, 64, 1, 10, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1),
     ];
-    for (batch, channels, out_channels, groups, h, w, kh, kw, sh, sw, ph, pw, dh, dw, bias, residual, act) in cases {
+    // Plain, then `conv2d_packed` with panels of 64 (AVX-512's), 16 (AVX2's) and 5 (no
+    // kernel's): the same routine computes both sides from the same (arbitrary) panels.
+    let runs = cases.iter().flat_map(|&c| [(c, 0i64), (c, 64), (c, 16), (c, 5)]);
+    for ((batch, channels, out_channels, groups, h, w, kh, kw, sh, sw, ph, pw, dh, dw, bias, residual, act), width) in runs {
         // Pointwise when there is no window: no padding after either.
         let after = if kh == 1 && sh == 1 { 0 } else { 1 };
         let oh = (h + ph + after - ((kh - 1) * dh + 1)) / sh + 1;
         let ow = (w + pw + after - ((kw - 1) * dw + 1)) / sw + 1;
-        let (x_len, w_len, y_len) = (batch * channels * h * w, out_channels * channels / groups * kh * kw, batch * out_channels * oh * ow);
+        let mg = out_channels / groups;
+        let w_len = if width == 0 { out_channels * channels / groups * kh * kw } else { groups * ((mg + width - 1) / width) * width * channels / groups * kh * kw };
+        let (x_len, y_len) = (batch * channels * h * w, batch * out_channels * oh * ow);
         let mut hs = Harness::new();
         let x = hs.input_of(ScalarType::F32, &f32_data(x_len as usize + 3, 1));
         let k = hs.input_of(ScalarType::F32, &f32_data(w_len as usize + 5, 2));
@@ -183,8 +190,11 @@ fn conv2d_matches_the_interpreter() {
         // An i32 argument is extended to i64, as the interpreter allows.
         args.push(Arg::Value(Expr::int(ScalarType::I32, batch)));
         args.extend([channels, out_channels, groups, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, bias, residual, act].map(i));
+        if width > 0 {
+            args.push(i(width));
+        }
         args.extend([Arg::Value(Expr::f32(-0.5)), Arg::Value(Expr::f32(0.75))]);
-        kern.body = vec![Stmt::Call(RuntimeFn::Conv2d, args)];
+        kern.body = vec![Stmt::Call(if width == 0 { RuntimeFn::Conv2d } else { RuntimeFn::Conv2dPacked }, args)];
         hs.push(kern);
         hs.run().unwrap();
     }

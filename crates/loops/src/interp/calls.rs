@@ -157,32 +157,50 @@ impl Machine<'_> {
                 self.store_f32_span(*y, yi, &y_span)?;
                 Ok(())
             }
-            RuntimeFn::Conv2d => {
+            RuntimeFn::Conv2d | RuntimeFn::Conv2dPacked => {
+                let name = if f == RuntimeFn::Conv2d { "conv2d" } else { "conv2d_packed" };
                 let [Arg::Addr(x, xi), Arg::Addr(w, wi), Arg::Addr(b, bi), Arg::Addr(z, zi), Arg::Addr(y, yi), rest @ ..] = args else {
-                    return self.fault("conv2d takes five buffer addresses first");
+                    return self.fault(format!("{name} takes five buffer addresses first"));
                 };
-                let (ints, floats) = self.scalars(rest, "conv2d scalar arguments")?;
+                let (ints, floats) = self.scalars(rest, &format!("{name} scalar arguments"))?;
                 let &[alpha, beta] = &floats[..] else {
-                    return self.fault("conv2d takes alpha and beta last");
+                    return self.fault(format!("{name} takes alpha and beta last"));
                 };
-                let ([batch, channels, out_channels, groups], win, [bias, residual, code]) = self.windowed(&ints, "conv2d")?;
+                // The packed call's panel width follows the activation code.
+                let (ints, width) = match (f, ints.split_last()) {
+                    (RuntimeFn::Conv2dPacked, Some((&width, ints))) => (ints, Some(width)),
+                    _ => (&ints[..], None),
+                };
+                let ([batch, channels, out_channels, groups], win, [bias, residual, code]) = self.windowed(ints, name)?;
                 let Some(act) = Activation::from_code(code, alpha, beta) else {
-                    return self.fault(format!("conv2d with activation code {code}"));
+                    return self.fault(format!("{name} with activation code {code}"));
                 };
                 let c = Conv2d { batch, channels, out_channels, groups, win, bias: bias != 0, residual: residual != 0, act };
                 // Compiled code does nothing for such sizes; the interpreter, a test oracle, says so.
                 if !c.is_valid() {
-                    return self.fault(format!("conv2d with invalid sizes {c:?}"));
+                    return self.fault(format!("{name} with invalid sizes {c:?}"));
                 }
+                let width = match width.map(usize::try_from) {
+                    None => None,
+                    Some(Ok(width)) if width > 0 => Some(width),
+                    Some(_) => return self.fault(format!("{name} with panel width {}", width.unwrap_or(0))),
+                };
                 let (xi, wi, bi, zi, yi) = (self.index(xi)?, self.index(wi)?, self.index(bi)?, self.index(zi)?, self.index(yi)?);
                 // The runtime's routine computes the convolution, as for sgemm; unused operands
                 // are not read.
-                let x = self.f32_span("conv2d", *x, xi, c.x_len())?;
-                let w = self.f32_span("conv2d", *w, wi, c.w_len())?;
-                let b = self.f32_span("conv2d", *b, bi, c.bias_len())?;
-                let z = self.f32_span("conv2d", *z, zi, c.z_len())?;
-                let mut y_span = self.f32_span("conv2d", *y, yi, c.y_len())?;
-                c.run(&x, &w, &b, &z, &mut y_span);
+                let x = self.f32_span(name, *x, xi, c.x_len())?;
+                let w_len = match width {
+                    Some(width) if c.w_len() > 0 => c.packed_len(width),
+                    _ => c.w_len(),
+                };
+                let w = self.f32_span(name, *w, wi, w_len)?;
+                let b = self.f32_span(name, *b, bi, c.bias_len())?;
+                let z = self.f32_span(name, *z, zi, c.z_len())?;
+                let mut y_span = self.f32_span(name, *y, yi, c.y_len())?;
+                match width {
+                    Some(width) => c.run_packed_with(kiln_runtime::gemm::Isa::detected(), &x, &w, width, &b, &z, &mut y_span),
+                    None => c.run(&x, &w, &b, &z, &mut y_span),
+                }
                 self.store_f32_span(*y, yi, &y_span)?;
                 Ok(())
             }

@@ -15,7 +15,7 @@ fn dense(dims: &[u64], seed: u64) -> String {
 }
 
 /// The program of `src`, and how many calls the pass rewrote with layout `(nr, kc)`.
-fn lowered(src: &str, layout: PackedLayout) -> (Program, Program, usize) {
+fn lowered(src: &str, layout: Layouts) -> (Program, Program, usize) {
     let g = parse(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
     let plain = lower(&g).unwrap_or_else(|e| panic!("{e}\n{src}"));
     let mut packed = plain.clone();
@@ -74,7 +74,7 @@ fn weight_products_read_packed_matrices_with_the_same_results() {
         dense(&[30, 70], 2),
         dense(&[70, 40], 3)
     );
-    for layout in [PackedLayout::detected(), PackedLayout { nr: 16, kc: 8 }, PackedLayout { nr: 3, kc: 100 }] {
+    for layout in [Layouts::detected(), Layouts { gemm: PackedLayout { nr: 16, kc: 8 }, conv: Isa::Portable }, Layouts { gemm: PackedLayout { nr: 3, kc: 100 }, conv: Isa::detected() }] {
         let (plain, packed, n) = lowered(&src, layout);
         assert_eq!(n, 4, "every product has a constant B");
         assert_eq!(calls(&packed).iter().filter(|&&f| f == RuntimeFn::SgemmPacked).count(), 4);
@@ -92,7 +92,7 @@ fn vectors_inputs_and_moving_offsets_are_left_alone() {
         dense(&[40, 8], 4),
         dense(&[2, 8, 5], 5)
     );
-    let (_, packed, n) = lowered(&src, PackedLayout::detected());
+    let (_, packed, n) = lowered(&src, Layouts::detected());
     assert_eq!(n, 0);
     assert!(!calls(&packed).contains(&RuntimeFn::SgemmPacked));
 }
@@ -108,7 +108,7 @@ fn fused_products_keep_their_epilogue_and_read_the_packed_matrix() {
         dense(&[30, 70], 8),
         dense(&[30], 9)
     );
-    for layout in [PackedLayout::detected(), PackedLayout { nr: 16, kc: 8 }, PackedLayout { nr: 3, kc: 100 }] {
+    for layout in [Layouts::detected(), Layouts { gemm: PackedLayout { nr: 16, kc: 8 }, conv: Isa::Portable }, Layouts { gemm: PackedLayout { nr: 3, kc: 100 }, conv: Isa::detected() }] {
         let (plain, packed, n) = lowered(&src, layout);
         assert_eq!(calls(&plain), [RuntimeFn::Sgemm, RuntimeFn::SgemmFused, RuntimeFn::SgemmFused]);
         assert_eq!(n, 3);
@@ -119,5 +119,33 @@ fn fused_products_keep_their_epilogue_and_read_the_packed_matrix() {
         // Packed a second time, nothing changes: the fused calls carry their layout.
         let mut again = packed.clone();
         assert_eq!(prepack(&mut again, layout), 0);
+    }
+}
+
+#[test]
+fn convolution_weights_are_packed_for_the_channels_kernel_with_the_same_results() {
+    // Two 3×3 convolutions the channels kernel computes (one grouped, fused with an addend and
+    // ReLU), and a 1×1 one that reads its weights in place; W1 serves two calls.
+    let src = format!(
+        "graph @main(%0: f32[1, 8, 10, 10]) -> (f32[1, 128, 10, 10]) {{\n  %1 = const {}\n  %2 = const {}\n  %3 = const {}\n  %4 = const {}\n  %5 = const {}\n  %6 = tensor.conv(%0, %1, %2) {{kernel_shape = [3, 3], pads = [1, 1, 1, 1]}} : f32[1, 64, 10, 10]\n  %7 = tensor.conv(%0, %1) {{kernel_shape = [3, 3], pads = [1, 1, 1, 1]}} : f32[1, 64, 10, 10]\n  %8 = tensor.add(%6, %7) : f32[1, 64, 10, 10]\n  %9 = tensor.conv(%8, %5) {{kernel_shape = [1, 1]}} : f32[1, 128, 10, 10]\n  %10 = tensor.fused_conv(%8, %3, %4, %9) {{activation = \"relu\", group = 2, kernel_shape = [3, 3], pads = [1, 1, 1, 1]}} : f32[1, 128, 10, 10]\n  return %10\n}}",
+        dense(&[64, 8, 3, 3], 10),
+        dense(&[64], 11),
+        dense(&[128, 32, 3, 3], 12),
+        dense(&[128], 13),
+        dense(&[128, 64, 1, 1], 14)
+    );
+    let channels_kernel = matches!(Isa::detected(), Isa::Avx2 | Isa::Avx512);
+    for (layout, packs) in [(Layouts::detected(), channels_kernel), (Layouts { gemm: PackedLayout::detected(), conv: Isa::Portable }, false)] {
+        let (plain, packed, _) = lowered(&src, layout);
+        let count = |p: &Program, f: RuntimeFn| calls(p).iter().filter(|&&g| g == f).count();
+        assert_eq!(count(&plain, RuntimeFn::Conv2d), 4);
+        let want = if packs { 3 } else { 0 };
+        assert_eq!(count(&packed, RuntimeFn::Conv2dPacked), want, "{layout:?}");
+        assert_eq!(count(&packed, RuntimeFn::Conv2d), 4 - want, "{layout:?}");
+        assert_eq!(packed.buffers.len(), plain.buffers.len() + if packs { 2 } else { 0 }, "one packed copy per weight tensor");
+        let x = input(8 * 10 * 10);
+        assert_eq!(run(&plain, &x), run(&packed, &x), "{layout:?}");
+        let mut again = packed.clone();
+        assert_eq!(prepack(&mut again, layout), 0, "packed calls are not packed again");
     }
 }

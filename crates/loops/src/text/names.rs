@@ -79,6 +79,7 @@ pub(crate) fn runtime_fn_name(f: RuntimeFn) -> &'static str {
         RuntimeFn::SgemmFused => "sgemm_fused",
         RuntimeFn::DwConv2d => "dwconv2d",
         RuntimeFn::Conv2d => "conv2d",
+        RuntimeFn::Conv2dPacked => "conv2d_packed",
         RuntimeFn::LayerNorm => "layernorm",
         RuntimeFn::Epilogue => "epilogue",
         RuntimeFn::Im2col => "im2col",
@@ -130,7 +131,7 @@ const MATH_FNS: [MathFn; 18] = [
     MathFn::Rint,
 ];
 
-const RUNTIME_FNS: [RuntimeFn; 11] = [RuntimeFn::LayerNorm, RuntimeFn::Sgemm, RuntimeFn::SgemmPacked, RuntimeFn::SgemmFused, RuntimeFn::DwConv2d, RuntimeFn::Conv2d, RuntimeFn::Epilogue, RuntimeFn::Im2col, RuntimeFn::MaxPool2d, RuntimeFn::Softmax, RuntimeFn::Copy];
+const RUNTIME_FNS: [RuntimeFn; 12] = [RuntimeFn::LayerNorm, RuntimeFn::Sgemm, RuntimeFn::SgemmPacked, RuntimeFn::SgemmFused, RuntimeFn::DwConv2d, RuntimeFn::Conv2d, RuntimeFn::Conv2dPacked, RuntimeFn::Epilogue, RuntimeFn::Im2col, RuntimeFn::MaxPool2d, RuntimeFn::Softmax, RuntimeFn::Copy];
 
 /// The scalar type spelled `name`.
 pub(super) fn scalar_type(name: &str) -> Option<ScalarType> {

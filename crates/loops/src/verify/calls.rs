@@ -31,6 +31,12 @@ const CONV2D_SCALARS: [ScalarType; 21] = {
     [I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, F32, F32]
 };
 
+/// `conv2d_packed`'s scalars: `conv2d`'s 19 integers and the panel width, then alpha, beta.
+const CONV2D_PACKED_SCALARS: [ScalarType; 22] = {
+    use ScalarType::{F32, I64};
+    [I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, F32, F32]
+};
+
 /// `layernorm`'s scalars: rows, cols, bias, rms, epsilon.
 const LAYERNORM_SCALARS: [ScalarType; 5] = {
     use ScalarType::{F32, I64};
@@ -48,6 +54,7 @@ impl<'a> Cx<'a> {
             RuntimeFn::SgemmFused => (5, 2, &SGEMM_FUSED_SCALARS, "5 addresses, 14 i64, 4 f32"),
             RuntimeFn::DwConv2d => (3, 2, &[ScalarType::I64; 15], "3 addresses, 15 i64"),
             RuntimeFn::Conv2d => (5, 4, &CONV2D_SCALARS, "5 addresses, 19 i64, 2 f32"),
+            RuntimeFn::Conv2dPacked => (5, 4, &CONV2D_PACKED_SCALARS, "5 addresses, 20 i64, 2 f32"),
             RuntimeFn::Epilogue => (3, 0, &EPILOGUE_SCALARS, "3 addresses, 6 i64, 2 f32"),
             RuntimeFn::Im2col | RuntimeFn::MaxPool2d => (2, 1, &[ScalarType::I64; 13], "2 addresses, 13 i64"),
             RuntimeFn::Softmax => (1, 0, &[ScalarType::I64; 2], "1 address, 2 i64"),
@@ -167,9 +174,9 @@ impl<'a> Cx<'a> {
                     _ => return,
                 }
             }
-            (RuntimeFn::Conv2d, &[Some(batch), Some(channels), Some(out_channels), Some(groups), Some(h), Some(w), Some(oh), Some(ow), Some(kh), Some(kw), _, _, _, _, _, _, bias, residual, act]) => {
+            (RuntimeFn::Conv2d | RuntimeFn::Conv2dPacked, &[Some(batch), Some(channels), Some(out_channels), Some(groups), Some(h), Some(w), Some(oh), Some(ow), Some(kh), Some(kw), _, _, _, _, _, _, bias, residual, act, ref width @ ..]) => {
                 if let Some(act) = act.filter(|a| !(0..=8).contains(a)) {
-                    self.err(format!("conv2d activation code {act} does not exist"));
+                    self.err(format!("{name} activation code {act} does not exist"));
                 }
                 // Nothing is addressed when the output is empty or the groups do not divide the
                 // channels (which the runtime refuses).
@@ -177,12 +184,31 @@ impl<'a> Cx<'a> {
                 if groups <= 0 || channels % groups != 0 || out_channels % groups != 0 {
                     return;
                 }
-                let (Some(x), Some(wk), Some(y)) = (product(&[batch, channels, h, w]), product(&[out_channels, channels / groups, kh, kw]), product(&[batch, out_channels, oh, ow])) else { return };
+                let (Some(x), Some(mut wk), Some(y)) = (product(&[batch, channels, h, w]), product(&[out_channels, channels / groups, kh, kw]), product(&[batch, out_channels, oh, ow])) else { return };
                 if y == 0 {
                     return;
                 }
+                if f == RuntimeFn::Conv2dPacked {
+                    // Each group's kernels in whole panels of `width` output channels.
+                    let Some(&Some(width)) = width.first() else {
+                        return self.err(format!("{name} needs a constant panel width"));
+                    };
+                    if width <= 0 {
+                        return self.err(format!("{name} panel width {width} is not positive"));
+                    }
+                    let mg = out_channels / groups;
+                    let panels = (i128::from(mg) + i128::from(width) - 1) / i128::from(width);
+                    let Some(per_group) = product(&[channels / groups, kh, kw]) else { return };
+                    wk = i128::from(groups) * panels * i128::from(width) * per_group;
+                }
                 let flag = |f: Option<i64>, span: i128| if f == Some(0) { -1 } else { span };
-                vec![(x - 1, "conv2d reads X"), (wk - 1, "conv2d reads W"), (flag(bias, i128::from(out_channels) - 1), "conv2d reads the bias"), (flag(residual, y - 1), "conv2d reads Z"), (y - 1, "conv2d writes Y")]
+                let what = if f == RuntimeFn::Conv2d {
+                    ["conv2d reads X", "conv2d reads W", "conv2d reads the bias", "conv2d reads Z", "conv2d writes Y"]
+                } else {
+                    ["conv2d_packed reads X", "conv2d_packed reads the packed W", "conv2d_packed reads the bias", "conv2d_packed reads Z", "conv2d_packed writes Y"]
+                };
+                let spans = [x - 1, wk - 1, flag(bias, i128::from(out_channels) - 1), flag(residual, y - 1), y - 1];
+                spans.into_iter().zip(what).collect()
             }
             (RuntimeFn::Epilogue, &[Some(rows), Some(cols), mode, period, residual, act]) => {
                 if let Some(mode) = mode.filter(|m| !(0..=2).contains(m)) {

@@ -10,9 +10,10 @@
 //! offset that no vector boundary lines up with, and with AVX2's 6 × 16 tile that kept
 //! ResNet-50's 3×3 layers under the packed path's rate.
 //!
-//! The weights are packed on every call, `NV·LANES` output channels to a panel (the last one
-//! padded with zeros): a few microseconds for 64 channels, a pass over 9 MB for a 512-channel
-//! 3×3 layer, which the flat layout takes only for planes of at least 14 × 14 here.
+//! The weights go in panels of `NV·LANES` output channels (the last one padded with zeros):
+//! packed when the model was compiled (`conv/packed.rs`, `conv2d_packed`), or else on every
+//! call, a few microseconds for 64 channels, a pass over 9 MB for a 512-channel 3×3 layer,
+//! which the flat layout takes only for planes of at least 14 × 14 here.
 //!
 //! **Measured** (2026-11-25, AMD EPYC family 25 (Zen 4) whose AVX-512 and AVX2 FMAs both
 //! peak at 117 GFLOP/s per core in a register-only loop; `conv_one` example, best of 200 calls,
@@ -77,8 +78,12 @@ pub(super) struct Product {
     pub x: *const f32,
     /// One offset per step (`k` of them).
     pub offsets: *const u32,
-    /// The kernels: `m` rows of `k` floats.
+    /// The kernels: `m` rows of `k` floats, or (when `packed`) already in the panels [`pack`]
+    /// writes, as [`Conv2d::pack_weights`](crate::conv::Conv2d::pack_weights) lays them out
+    /// when the model is compiled.
     pub w: *const f32,
+    /// Whether `w` holds the packed panels.
+    pub packed: bool,
     /// Output channels.
     pub m: usize,
     /// Steps.
@@ -93,10 +98,13 @@ pub(super) struct Product {
     pub y: *mut f32,
 }
 
+/// [`pack`] for one instruction set: weights, `m`, `k`, panel space, the panels to pack.
+type PackFn = unsafe fn(*const f32, usize, usize, *mut f32, Range<usize>);
+
 /// One instruction set's routines, compiled with it enabled.
 pub(super) struct Kernels<F> {
     /// [`pack`] for the instruction set's vectors.
-    pub pack: unsafe fn(*const f32, usize, usize, *mut f32, Range<usize>),
+    pub pack: PackFn,
     /// [`part`] for the instruction set's vectors.
     pub part: unsafe fn(&Product, *const f32, *mut f32, Range<usize>, Range<usize>, &F),
 }
@@ -108,55 +116,86 @@ impl Product {
     /// # Safety
     ///
     /// Every offset plus the flat column of every pixel is readable from `x`; `w` holds `m·k`
-    /// floats; `y` holds the `m` output planes and overlaps neither; `fin` touches only the
+    /// floats (packed: the `⌈m / (NV·LANES)⌉` panels of `NV·LANES·k`); `y` holds the `m` output planes and overlaps neither; `fin` touches only the
     /// block it is given; `kernels` are [`pack`] and [`part`] for `S`, and the CPU runs `S`'s
     /// instruction set.
     #[inline(always)]
     pub(super) unsafe fn run<S: Simd, F: Finish, const NP: usize, const NV: usize>(&self, fin: &F, kernels: Kernels<F>) {
         let width = NV * S::LANES;
         let panels = self.m.div_ceil(width);
+        let fmas = self.m.saturating_mul(self.k).saturating_mul(self.pixels);
+        let ways = if fmas < crate::gemm::SPLIT_MIN_FMAS { 1 } else { pool::threads() };
+        let acc_len = GROUP * BLOCK * width;
+        if self.packed {
+            // SAFETY: by the caller's contract, `w` holds the panels.
+            return unsafe { self.split::<F, NP>(self.w, panels, ways, acc_len, None, fin, kernels.part) };
+        }
         crate::scratch::with(&PANELS, panels * width * self.k + 16, |buf| {
             let base = buf.as_mut_ptr();
             // SAFETY: 16 floats of room to align the panels to 64 bytes; `pack` writes the
             // panels inside `buf` and reads `w`'s `m·k` floats (the caller's contract).
             let wp = unsafe { base.add(base.align_offset(64)) };
-            let fmas = self.m.saturating_mul(self.k).saturating_mul(self.pixels);
-            let ways = if fmas < crate::gemm::SPLIT_MIN_FMAS { 1 } else { pool::threads() };
-            let acc_len = GROUP * BLOCK * width;
-            if ways <= 1 {
-                // SAFETY: by the caller's contract, the panels packed first.
-                return crate::scratch::with(&ACC, acc_len, |acc| unsafe {
-                    (kernels.pack)(self.w, self.m, self.k, wp, 0..panels);
-                    (kernels.part)(self, wp, acc.as_mut_ptr(), 0..panels, 0..self.pixels, fin)
-                });
-            }
-            // Whole panels to each thread when that balances as well as pixels do: each
-            // thread then packs and streams only its own weights. Otherwise the threads pack
-            // a share of the panels each, then all read all of them.
-            let by_panels = pool::balance(panels, ways, 1) >= pool::balance(self.pixels, ways, NP) - 0.05;
-            let shared = SharedPtr((*self, wp, fin as *const F, kernels.pack, kernels.part));
-            if !by_panels {
-                pool::for_each(ways, &|i| {
-                    let (d, wp, _, pack, _) = shared.get();
-                    // SAFETY: disjoint panels for each task, inside `buf`.
-                    unsafe { pack(d.w, d.m, d.k, wp, pool::part(panels, ways, 1, i)) };
-                });
-            }
+            // SAFETY: as above.
+            unsafe { self.split::<F, NP>(wp, panels, ways, acc_len, Some(kernels.pack), fin, kernels.part) }
+        })
+    }
+
+    /// The product over `ways` threads with the panels at `wp`, packed first by `pack` (each
+    /// thread its own panels, or a share of them) unless they are packed already (`None`).
+    ///
+    /// # Safety
+    ///
+    /// As [`run`](Self::run); `wp` holds (or has room for) the `panels` panels.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn split<F: Finish, const NP: usize>(
+        &self,
+        wp: *const f32,
+        panels: usize,
+        ways: usize,
+        acc_len: usize,
+        pack: Option<PackFn>,
+        fin: &F,
+        part: unsafe fn(&Product, *const f32, *mut f32, Range<usize>, Range<usize>, &F),
+    ) {
+        let wp_mut = wp.cast_mut();
+        if ways <= 1 {
+            // SAFETY: by the caller's contract, the panels packed first.
+            return crate::scratch::with(&ACC, acc_len, |acc| unsafe {
+                if let Some(pack) = pack {
+                    pack(self.w, self.m, self.k, wp_mut, 0..panels);
+                }
+                part(self, wp, acc.as_mut_ptr(), 0..panels, 0..self.pixels, fin)
+            });
+        }
+        // Whole panels to each thread when that balances as well as pixels do: each thread
+        // then packs and streams only its own weights. Otherwise the threads pack a share of
+        // the panels each, then all read all of them.
+        let by_panels = pool::balance(panels, ways, 1) >= pool::balance(self.pixels, ways, NP) - 0.05;
+        let shared = SharedPtr((*self, wp_mut, fin as *const F, pack, part));
+        if !by_panels && pack.is_some() {
             pool::for_each(ways, &|i| {
-                let (d, wp, fin, pack, part) = shared.get();
-                let (pr, cr) = if by_panels { (pool::part(panels, ways, 1, i), 0..d.pixels) } else { (0..panels, pool::part(d.pixels, ways, NP, i)) };
-                if !pr.is_empty() && !cr.is_empty() {
-                    // SAFETY: disjoint blocks of the output (and, split by panels, of the
-                    // packed panels) for each task; the panels and `fin` outlive the call.
-                    crate::scratch::with(&ACC, acc_len, |acc| unsafe {
-                        if by_panels {
-                            pack(d.w, d.m, d.k, wp, pr.clone());
-                        }
-                        part(&d, wp, acc.as_mut_ptr(), pr, cr, &*fin)
-                    });
+                let (d, wp, _, pack, _) = shared.get();
+                if let Some(pack) = pack {
+                    // SAFETY: disjoint panels for each task, inside the panel space.
+                    unsafe { pack(d.w, d.m, d.k, wp, pool::part(panels, ways, 1, i)) };
                 }
             });
-        })
+        }
+        pool::for_each(ways, &|i| {
+            let (d, wp, fin, pack, part) = shared.get();
+            let (pr, cr) = if by_panels { (pool::part(panels, ways, 1, i), 0..d.pixels) } else { (0..panels, pool::part(d.pixels, ways, NP, i)) };
+            if !pr.is_empty() && !cr.is_empty() {
+                // SAFETY: disjoint blocks of the output (and, split by panels, of the packed
+                // panels) for each task; the panels and `fin` outlive the call.
+                crate::scratch::with(&ACC, acc_len, |acc| unsafe {
+                    if let (true, Some(pack)) = (by_panels, pack) {
+                        pack(d.w, d.m, d.k, wp, pr.clone());
+                    }
+                    part(&d, wp, acc.as_mut_ptr(), pr, cr, &*fin)
+                });
+            }
+        });
     }
 }
 

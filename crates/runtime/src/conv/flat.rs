@@ -106,6 +106,17 @@ impl Flat {
         (channels.checked_mul(flat.channel_stride(win)?)? <= u32::MAX as usize).then_some(flat)
     }
 
+    /// The output channels per weight panel when `channels.rs` computes the product with `isa`
+    /// (its `NV·LANES`), else `None`.
+    pub(super) fn panel_width(&self, isa: Isa) -> Option<usize> {
+        match isa {
+            _ if !self.channels => None,
+            Isa::Avx512 => Some(channels::AVX512_NV * 16),
+            Isa::Avx2 => Some(channels::AVX2_NV * 8),
+            Isa::Portable => None,
+        }
+    }
+
     /// Floats from one flat plane (a phase, when copied) to the next.
     fn plane(&self, win: &Window) -> usize {
         if self.copied { self.width * self.height } else { win.h * win.w }
@@ -126,15 +137,18 @@ impl Flat {
 
     /// `y[mg × oh·ow] = w[mg × k] · col(x)` for one group's `channels` planes at `x`, with `fin`
     /// on each finished block of rows (none when `fin` is `None`). Values are those of the
-    /// product summed in `isa`'s k blocks (see `gemm/direct.rs`), on any thread count.
+    /// product summed in `isa`'s k blocks (see `gemm/direct.rs`), on any thread count. With
+    /// `packed`, `w` holds the weights as [`Flat::panel_width`]'s panels.
     ///
     /// # Safety
     ///
-    /// `x` holds the group's planes, `w` its `mg` kernels of `k = channels·kh·kw` floats, `y`
+    /// `x` holds the group's planes, `w` its `mg` kernels of `k = channels·kh·kw` floats (or,
+    /// `packed`, their panels, and then `self` takes `channels.rs`), `y`
     /// its `mg` output planes, not overlapping them; `fin` touches only the block it is given;
     /// the CPU runs `isa`.
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn product<F: Finish>(&self, isa: Isa, win: &Window, channels: usize, x: *const f32, w: *const f32, mg: usize, y: *mut f32, fin: Option<&F>) {
+    pub(super) unsafe fn product<F: Finish>(&self, isa: Isa, win: &Window, channels: usize, x: *const f32, w: *const f32, packed: bool, mg: usize, y: *mut f32, fin: Option<&F>) {
+        debug_assert!(!packed || self.channels);
         let k = channels * win.kh * win.kw;
         let taps = win.kh * win.kw;
         let run = |base: *const f32| {
@@ -146,7 +160,7 @@ impl Flat {
                 }
                 #[cfg(target_arch = "x86_64")]
                 if self.channels {
-                    let pr = channels::Product { x: base, offsets: offsets.as_ptr(), w, m: mg, k, width: self.width, ow: win.ow, pixels: win.oh * win.ow, y };
+                    let pr = channels::Product { x: base, offsets: offsets.as_ptr(), w, packed, m: mg, k, width: self.width, ow: win.ow, pixels: win.oh * win.ow, y };
                     use crate::gemm::{avx2::Avx2, avx512::Avx512};
                     use channels::{AVX2_NP, AVX2_NV, AVX512_NP, AVX512_NV, Kernels};
                     // SAFETY: as for the direct product below; the kernels are those of `isa`,

@@ -240,3 +240,54 @@ fn unaligned_operands_give_the_same_bits() {
         }
     }
 }
+
+/// The weights as little-endian bytes, as a model file holds them.
+fn bytes(w: &[f32]) -> Vec<u8> {
+    w.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+#[test]
+fn packed_weights_give_the_plain_results_bit_for_bit() {
+    let mut taken = 0;
+    for c in shapes() {
+        let [x, w, b, z] = operands(&c);
+        for isa in isas() {
+            let mut want = vec![f32::NAN; c.y_len()];
+            c.run_with(isa, &x, &w, &b, &z, &mut want);
+            // The width this CPU's kernel reads, and ones it does not (unpacked on the call).
+            let own = c.packed_width(isa);
+            taken += usize::from(own.is_some());
+            for width in own.into_iter().chain([1, 5, 16, 64]) {
+                let mut wp = vec![f32::NAN; c.packed_len(width)];
+                c.pack_weights(width, &bytes(&w), &mut wp);
+                let mut y = vec![f32::NAN; c.y_len()];
+                c.run_packed_with(isa, &x, &wp, width, &b, &z, &mut y);
+                let differ = want.iter().zip(&y).position(|(a, b)| a.to_bits() != b.to_bits());
+                assert_eq!(differ, None, "{isa:?} width {width} (own {own:?}) {c:?}");
+            }
+        }
+    }
+    if Isa::Avx2.available() {
+        assert!(taken >= 6, "only {taken} shape and instruction set pairs read packed weights");
+    }
+}
+
+#[test]
+fn packed_weights_split_over_threads_bit_for_bit() {
+    // Split by panels on two threads, by pixels on three (see `splits_over_threads_bit_for_bit`).
+    let c = Conv2d { residual: true, ..conv((1, 16, 256, 1), 10, 3, 1, 1, 1, Activation::Relu) };
+    let [x, w, b, z] = operands(&c);
+    let Some(width) = c.packed_width(Isa::detected()) else { return };
+    let mut wp = vec![0.0; c.packed_len(width)];
+    c.pack_weights(width, &bytes(&w), &mut wp);
+    let mut alone = vec![f32::NAN; c.y_len()];
+    c.run(&x, &w, &b, &z, &mut alone);
+    for threads in [2, 3] {
+        let split = Pool::new(threads).unwrap().enter(|| {
+            let mut y = vec![f32::NAN; c.y_len()];
+            c.run_packed_with(Isa::detected(), &x, &wp, width, &b, &z, &mut y);
+            y
+        });
+        assert!(alone.iter().zip(&split).all(|(a, b)| a.to_bits() == b.to_bits()), "{c:?} on {threads} threads");
+    }
+}
