@@ -101,6 +101,19 @@ pub struct Conv2d {
 }
 
 impl Conv2d {
+    /// The convolution of `kiln_rt_conv2d`'s integer arguments in their order (`batch, channels,
+    /// out_channels, groups`, the [`Window`]'s twelve, `bias, residual, act`) and the
+    /// activation's parameters, or `None` when a size is negative or the activation code
+    /// unknown. Validity of the sizes together is [`Conv2d::is_valid`]'s to check.
+    pub fn from_args(ints: [i64; 19], alpha: f32, beta: f32) -> Option<Conv2d> {
+        let [batch, channels, out_channels, groups, window @ .., bias, residual, act] = ints;
+        let counts = [batch, channels, out_channels, groups].map(usize::try_from);
+        let [Ok(batch), Ok(channels), Ok(out_channels), Ok(groups)] = counts else { return None };
+        let win = Window::from_args(window)?;
+        let act = Activation::from_code(act, alpha, beta)?;
+        Some(Conv2d { batch, channels, out_channels, groups, win, bias: bias != 0, residual: residual != 0, act })
+    }
+
     /// The im2col of one group of one image.
     fn im2col(&self) -> Im2col {
         let c = self;
@@ -530,12 +543,8 @@ pub unsafe extern "C" fn kiln_rt_conv2d(
     alpha: f32,
     beta: f32,
 ) {
-    let counts = [batch, channels, out_channels, groups].map(usize::try_from);
-    let ([Ok(batch), Ok(channels), Ok(out_channels), Ok(groups)], Some(win)) = (counts, Window::from_args([h, w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw])) else {
-        return;
-    };
-    let Some(act) = Activation::from_code(act, alpha, beta) else { return };
-    let c = Conv2d { batch, channels, out_channels, groups, win, bias: bias != 0, residual: residual != 0, act };
+    let ints = [batch, channels, out_channels, groups, h, w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, bias, residual, act];
+    let Some(c) = Conv2d::from_args(ints, alpha, beta) else { return };
     // SAFETY: by the caller's contract; the detected instruction set is what this CPU runs.
     unsafe { c.run_raw(Isa::detected(), x, w, b, z, y) }
 }

@@ -14,9 +14,7 @@ use std::cell::RefCell;
 
 use super::Conv2d;
 use super::flat::Flat;
-use crate::epilogue::Activation;
 use crate::gemm::Isa;
-use crate::window::Window;
 
 thread_local! {
     /// Weights unpacked from a layout this CPU's kernel does not read.
@@ -201,12 +199,8 @@ pub unsafe extern "C" fn kiln_rt_conv2d_packed(
     alpha: f32,
     beta: f32,
 ) {
-    let counts = [batch, channels, out_channels, groups, width].map(usize::try_from);
-    let ([Ok(batch), Ok(channels), Ok(out_channels), Ok(groups), Ok(width)], Some(win)) = (counts, Window::from_args([h, w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw])) else {
-        return;
-    };
-    let Some(act) = Activation::from_code(act, alpha, beta) else { return };
-    let c = Conv2d { batch, channels, out_channels, groups, win, bias: bias != 0, residual: residual != 0, act };
+    let ints = [batch, channels, out_channels, groups, h, w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, bias, residual, act];
+    let (Some(c), Ok(width)) = (Conv2d::from_args(ints, alpha, beta), usize::try_from(width)) else { return };
     // SAFETY: by the caller's contract; the detected instruction set is what this CPU runs.
     unsafe { c.run_packed_raw(Isa::detected(), x, wp, width, b, z, y) }
 }

@@ -214,6 +214,26 @@ fn empty_sums_and_invalid_sizes() {
 }
 
 #[test]
+fn runtime_call_arguments_in_their_order() {
+    // batch, channels, out_channels, groups; h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+    // bias, residual, act (2 = Clip with alpha and beta as its bounds).
+    let ints = [2, 6, 4, 2, 9, 8, 5, 4, 3, 2, 2, 2, 1, 0, 1, 1, 1, 0, 2];
+    let c = Conv2d::from_args(ints, -1.0, 6.0).unwrap();
+    let win = Window { h: 9, w: 8, oh: 5, ow: 4, kh: 3, kw: 2, sh: 2, sw: 2, ph: 1, pw: 0, dh: 1, dw: 1 };
+    let want = Conv2d { batch: 2, channels: 6, out_channels: 4, groups: 2, win, bias: true, residual: false, act: Activation::Clip { min: -1.0, max: 6.0 } };
+    assert_eq!(c, want);
+    // A negative size anywhere, or an unknown activation code, gives no convolution.
+    for i in 0..16 {
+        let mut bad = ints;
+        bad[i] = -1;
+        assert_eq!(Conv2d::from_args(bad, 0.0, 0.0), None, "argument {i}");
+    }
+    let mut bad = ints;
+    bad[18] = 99;
+    assert_eq!(Conv2d::from_args(bad, 0.0, 0.0), None);
+}
+
+#[test]
 fn unaligned_operands_give_the_same_bits() {
     // Weights mapped from a model file sit at any byte offset; inputs, addends and outputs come
     // from callers. Every operand here starts one byte past an f32 boundary, on every shape but
