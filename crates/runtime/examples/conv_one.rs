@@ -7,6 +7,9 @@
 //! KILN_BENCH_ISA=avx2 cargo run --release -p kiln-runtime --example conv_one -- 256,64,56,1,1,0,0
 //! ```
 //!
+//! `KILN_COPIES` sets the number of copies (40 sends the weights of a large layer to memory);
+//! `KILN_ROTATE` names the operands that rotate (`xwzy` by default), the others staying put.
+//!
 //! Prints the best call's wall-clock time and its rate (bias and ReLU fused; a residual addend
 //! when RESIDUAL is 1).
 
@@ -45,13 +48,17 @@ fn main() {
             })
             .collect()
     });
+    // KILN_ROTATE: which operands go round the copies (default all: x, w, z, y); the others
+    // stay in cache, to tell whose reads from memory cost the time.
+    let rotate = std::env::var("KILN_ROTATE").unwrap_or_else(|_| "xwzy".into());
     let mut times: Vec<f64> = (0..calls)
         .map(|call| {
-            let i = call % copies;
+            let at = |operand: char| if rotate.contains(operand) { call % copies } else { 0 };
+            let (x, w, z, y) = (&xs[at('x')], at('w'), &zs[at('z')], &mut ys[at('y')]);
             let t = Instant::now();
             match (&packed, width) {
-                (Some(wps), Some(width)) => c.run_packed_with(isa, &xs[i], &wps[i], width, &b, &zs[i], &mut ys[i]),
-                _ => c.run_with(isa, &xs[i], &ws[i], &b, &zs[i], &mut ys[i]),
+                (Some(wps), Some(width)) => c.run_packed_with(isa, x, &wps[w], width, &b, z, y),
+                _ => c.run_with(isa, x, &ws[w], &b, z, y),
             }
             t.elapsed().as_secs_f64()
         })

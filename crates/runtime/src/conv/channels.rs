@@ -52,14 +52,19 @@ pub(super) const AVX2_NP: usize = 6;
 pub(super) const AVX2_NV: usize = 2;
 /// See [`AVX2_NP`].
 pub(super) const AVX2_KC: usize = 128;
-/// AVX-512's tile: 6 pixels × 4 vectors (24 of the 32 registers accumulate); runs of 64 steps
-/// (16 KiB of weights). Twelve pixels × 2 vectors needs twelve input pointers, more than the
-/// general registers left: the spills made ResNet-50's 3×3 layers 1.7 times slower.
+/// AVX-512's tile: 6 pixels × 4 vectors (24 of the 32 registers accumulate); runs of 512 steps
+/// (128 KiB of weights, read from L2: longer runs save reloading and storing the sums more than
+/// L1-resident weights gain). `conv_one`, operands from memory, weights packed, lowest median
+/// of five alternating runs, µs, ResNet-50's 3×3 layers on 14², 28², 56² (2026-11-26): runs of
+/// 64 → 256 steps 2266 → 2214, 2182 → 2157, 2243 → 2225; in a second set 128 → 512 steps
+/// 2232 → 2204, 2187 → 2154, 2239 → 2206, and whole-k runs (2304 steps on 14²) 0.5 % more. Twelve pixels × 2
+/// vectors needs twelve input pointers, more than the general registers left: the spills made
+/// ResNet-50's 3×3 layers 1.7 times slower.
 pub(super) const AVX512_NP: usize = 6;
 /// See [`AVX512_NP`].
 pub(super) const AVX512_NV: usize = 4;
 /// See [`AVX512_NP`].
-pub(super) const AVX512_KC: usize = 64;
+pub(super) const AVX512_KC: usize = 512;
 
 thread_local! {
     /// The packed weight panels, grown to the largest asked for and kept for the thread's life.

@@ -43,6 +43,9 @@ fn shapes() -> Vec<Conv2d> {
     v.push(conv((1, 16, 72, 1), 12, 3, 1, 1, 1, relu));
     // More than one group of AVX-512 panels (4 × 64 channels), the last panel part empty.
     v.push(conv((1, 8, 300, 1), 10, 3, 1, 1, 1, relu));
+    // More steps (64 channels × 9 taps) than one AVX-512 run of `channels.rs`: the sums wait
+    // between runs.
+    v.push(conv((1, 64, 64, 1), 10, 3, 1, 1, 1, relu));
     // A residual addend, and no bias.
     v.push(Conv2d { residual: true, ..conv((1, 32, 17, 1), 13, 3, 1, 1, 1, relu) });
     v.push(Conv2d { bias: false, residual: true, ..conv((1, 9, 11, 1), 10, 1, 1, 0, 1, Activation::None) });
