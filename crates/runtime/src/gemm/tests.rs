@@ -222,9 +222,10 @@ fn results_do_not_depend_on_operand_addresses() {
 
 #[test]
 fn split_products_are_bit_identical_to_one_thread() {
-    // Shapes that split by columns, by rows (few columns), with narrow edge panels, and the
-    // matrix–vector forms; each with and without transposes, against the single-thread result.
-    let shapes = [(64, 3136, 76), (512, 49, 200), (130, 130, 70), (1, 1024, 784), (1000, 1, 300), (300, 97, 64)];
+    // Shapes that split by columns, by rows (few columns; the last with several k blocks), with
+    // narrow edge panels, and the matrix–vector forms; each with and without transposes,
+    // against the single-thread result.
+    let shapes = [(64, 3136, 76), (512, 49, 200), (130, 130, 70), (1, 1024, 784), (1000, 1, 300), (300, 97, 64), (256, 140, 900)];
     let mut rng = Rng(0x5eed);
     for isa in isas() {
         for (m, n, k) in shapes {
