@@ -135,8 +135,9 @@ impl PhaseCopy {
     }
 }
 
-/// `to[t] = from[t·step]`: whole vectors for steps 1 and 2 (two loads and a permutation), the
-/// rest element by element. No masked stores: on this project's AMD machine each costs as much
+/// `to[t] = from[t·step]`: whole vectors for steps 1 and 2 (two loads and a permutation; a row
+/// of at least one vector ends in a vector overlapping the one before), the rest element by
+/// element. No masked stores: on this project's AMD machine each costs as much
 /// as a dozen plain ones, and rows of 15 to 115 floats end in one.
 ///
 /// # Safety
@@ -163,6 +164,14 @@ unsafe fn strided_copy<S: Simd>(to: &mut [f32], from: *const f32, step: isize) {
                 }
             }
             _ => {}
+        }
+        // The last partial vector as a whole one ending at `n`, overlapping the one before
+        // (the same values written twice).
+        if (step == 1 || step == 2) && t < n && n >= l {
+            let at = n - l;
+            let v = if step == 1 { S::load(from.add(at)) } else { S::load_even(from.add(2 * at), l) };
+            S::store(to.as_mut_ptr().add(at), v);
+            t = n;
         }
         for (i, out) in to.iter_mut().enumerate().skip(t) {
             *out = from.offset(i as isize * step).read_unaligned();
