@@ -7,7 +7,8 @@
 //! KILN_BENCH_ISA=avx2 cargo run --release -p kiln-runtime --example conv_one -- 256,64,56,1,1,0,0
 //! ```
 //!
-//! `KILN_COPIES` sets the number of copies (40 sends the weights of a large layer to memory);
+//! `KILN_THREADS` splits each call over a pool of that many threads; GROUPS (default 1) makes
+//! grouped and depthwise convolutions. `KILN_COPIES` sets the number of copies (40 sends the weights of a large layer to memory);
 //! `KILN_ROTATE` names the operands that rotate (`xwzy` by default), the others staying put.
 //!
 //! Prints the best call's wall-clock time and its rate (bias and ReLU fused; a residual addend
@@ -18,18 +19,19 @@ use std::time::Instant;
 use kiln_runtime::conv::Conv2d;
 use kiln_runtime::epilogue::Activation;
 use kiln_runtime::gemm::Isa;
+use kiln_runtime::pool::Pool;
 use kiln_runtime::window::Window;
 
 fn main() {
-    let usage = "usage: conv_one CIN,COUT,SIDE,K,STRIDE,PAD,RESIDUAL [CALLS]";
+    let usage = "usage: conv_one CIN,COUT,SIDE,K,STRIDE,PAD,RESIDUAL[,GROUPS] [CALLS]";
     let spec: Vec<usize> = std::env::args().nth(1).expect(usage).split(',').map(|s| s.parse().expect(usage)).collect();
-    let [ci, co, side, k, s, p, residual] = spec[..] else { panic!("{usage}") };
+    let (&[ci, co, side, k, s, p, residual], groups) = (&spec[..7.min(spec.len())], spec.get(7).copied().unwrap_or(1)) else { panic!("{usage}") };
     let calls: usize = std::env::args().nth(2).map_or(200, |s| s.parse().expect(usage));
     let isa = Isa::from_env("KILN_BENCH_ISA");
     assert!(isa.available(), "this CPU cannot run {isa:?}");
     let o = (side + 2 * p - k) / s + 1;
     let win = Window { h: side, w: side, oh: o, ow: o, kh: k, kw: k, sh: s, sw: s, ph: p, pw: p, dh: 1, dw: 1 };
-    let c = Conv2d { batch: 1, channels: ci, out_channels: co, groups: 1, win, bias: true, residual: residual != 0, act: Activation::Relu };
+    let c = Conv2d { batch: 1, channels: ci, out_channels: co, groups, win, bias: true, residual: residual != 0, act: Activation::Relu };
     let fill = |n: usize, m: usize| (0..n).map(|i| ((i * m) % 17) as f32 / 17.0 - 0.5).collect::<Vec<f32>>();
     let copies: usize = std::env::var("KILN_COPIES").ok().map_or(8, |s| s.parse().expect("KILN_COPIES"));
     let xs: Vec<_> = (0..copies).map(|_| fill(c.x_len(), 3)).collect();
@@ -51,7 +53,10 @@ fn main() {
     // KILN_ROTATE: which operands go round the copies (default all: x, w, z, y); the others
     // stay in cache, to tell whose reads from memory cost the time.
     let rotate = std::env::var("KILN_ROTATE").unwrap_or_else(|_| "xwzy".into());
-    let mut times: Vec<f64> = (0..calls)
+    // KILN_THREADS: the calls split over a pool of that many threads (default: one thread).
+    let threads: usize = std::env::var("KILN_THREADS").ok().map_or(1, |s| s.parse().expect("KILN_THREADS"));
+    let pool = Pool::new(threads).expect("thread pool");
+    let mut times: Vec<f64> = pool.enter(|| (0..calls)
         .map(|call| {
             let at = |operand: char| if rotate.contains(operand) { call % copies } else { 0 };
             let (x, w, z, y) = (&xs[at('x')], at('w'), &zs[at('z')], &mut ys[at('y')]);
@@ -62,10 +67,10 @@ fn main() {
             }
             t.elapsed().as_secs_f64()
         })
-        .collect();
+        .collect());
     times.sort_by(f64::total_cmp);
     let (best, median) = (times[0], times[calls / 2]);
-    let flops = 2.0 * (co * ci * k * k * o * o) as f64;
+    let flops = 2.0 * (co * (ci / groups.max(1)) * k * k * o * o) as f64;
     let packed = if width.is_some() { " packed" } else { "" };
     println!("{isa:?}{packed} {spec:?}: best {:.1} µs ({:.1} GFLOP/s), median {:.1} µs ({:.1} GFLOP/s)", best * 1e6, flops / best / 1e9, median * 1e6, flops / median / 1e9);
 }
