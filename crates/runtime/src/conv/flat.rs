@@ -181,7 +181,7 @@ impl Flat {
                     a: View { ptr: w, lane_stride: k as isize, step_stride: 1 },
                     b: Planes { base, offsets: offsets.as_ptr(), width: self.width, ow: win.ow, cols: (win.oh - 1) * self.width + win.ow },
                     c: Out { ptr: y, rs: (win.oh * win.ow) as isize },
-                    up: Update { alpha: 1.0, beta: 0.0 },
+                    up: Update::new(1.0, 0.0),
                 };
                 // One k block: each element is one chain of multiply-adds over `k`. Column
                 // blocks of 480 read their planes from L2 when all of them fit in 768 KiB;

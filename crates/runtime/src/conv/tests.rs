@@ -217,6 +217,45 @@ fn empty_sums_and_invalid_sizes() {
 }
 
 #[test]
+fn epilogue_in_registers_matches_the_pass_on_special_values() {
+    // 1×1 convolutions whose full tiles take the epilogue in registers (`gemm::TileEpilogue`)
+    // and whose edge tiles take the pass, with NaN, infinities, zeros of both signs and values
+    // on the clip bounds in every operand the epilogue adds, against im2col, sgemm and the
+    // epilogue pass one after another.
+    let specials = [f32::NAN, 0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, 6.0, -1.0, 1.0];
+    let acts = [
+        Activation::None,
+        Activation::Relu,
+        Activation::Clip { min: 0.0, max: 6.0 },
+        Activation::Clip { min: -1.0, max: 1.0 },
+        // Bounds whose zero sign matters, and a transcendental activation: the pass alone.
+        Activation::Clip { min: -0.0, max: 6.0 },
+        Activation::Sigmoid,
+    ];
+    for act in acts {
+        for (bias, residual) in [(true, true), (false, true), (true, false), (false, false)] {
+            let c = Conv2d { bias, residual, ..conv((1, 8, 20, 1), 10, 1, 1, 0, 1, act) };
+            let [mut x, w, mut b, mut z] = operands(&c);
+            x[17] = f32::NAN;
+            x[300] = f32::INFINITY;
+            for (i, v) in z.iter_mut().enumerate().filter(|(i, _)| i % 3 == 0) {
+                *v = specials[i / 3 % specials.len()];
+            }
+            b[1] = -0.0;
+            b[2] = f32::NAN;
+            b[3] = 6.0;
+            for isa in isas() {
+                let want = three_steps(&c, isa, &x, &w, &b, &z);
+                let mut y = vec![f32::NAN; c.y_len()];
+                c.run_with(isa, &x, &w, &b, &z, &mut y);
+                let differ = want.iter().zip(&y).position(|(a, b)| a.to_bits() != b.to_bits() && !(a.is_nan() && b.is_nan()));
+                assert_eq!(differ, None, "{isa:?} {c:?}: {:?}", differ.map(|i| (want[i], y[i])));
+            }
+        }
+    }
+}
+
+#[test]
 fn runtime_call_arguments_in_their_order() {
     // batch, channels, out_channels, groups; h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
     // bias, residual, act (2 = Clip with alpha and beta as its bounds).

@@ -100,6 +100,29 @@ impl Simd for Avx2 {
             _mm_cvtss_f32(_mm_add_ss(x, _mm_shuffle_ps(x, x, 1)))
         }
     }
+
+    #[inline(always)]
+    unsafe fn add(a: __m256, b: __m256) -> __m256 {
+        // SAFETY: as above.
+        unsafe { _mm256_add_ps(a, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn relu(v: __m256) -> __m256 {
+        // SAFETY: as above. All-ones lanes where `!(x <= 0)` (unordered: NaN too) keep `x`; the
+        // others become the bits of `+0`.
+        unsafe { _mm256_and_ps(_mm256_cmp_ps::<_CMP_NLE_UQ>(v, _mm256_setzero_ps()), v) }
+    }
+
+    #[inline(always)]
+    unsafe fn clip(v: __m256, lo: f32, hi: f32) -> __m256 {
+        // SAFETY: as above; `blendv` takes its second operand where the mask is set.
+        unsafe {
+            let (lo, hi) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
+            let u = _mm256_blendv_ps(lo, v, _mm256_cmp_ps::<_CMP_NLE_UQ>(v, lo));
+            _mm256_blendv_ps(hi, u, _mm256_cmp_ps::<_CMP_NGE_UQ>(u, hi))
+        }
+    }
 }
 
 /// The mask selecting lanes `0..n` (all ones in each selected lane).

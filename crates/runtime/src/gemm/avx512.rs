@@ -103,6 +103,29 @@ impl Simd for Avx512 {
         // SAFETY: as above.
         unsafe { _mm512_reduce_add_ps(v) }
     }
+
+    #[inline(always)]
+    unsafe fn add(a: __m512, b: __m512) -> __m512 {
+        // SAFETY: as above.
+        unsafe { _mm512_add_ps(a, b) }
+    }
+
+    #[inline(always)]
+    unsafe fn relu(v: __m512) -> __m512 {
+        // SAFETY: as above. Lanes where `!(x <= 0)` (unordered: NaN too) keep `x`; the others
+        // become `+0`.
+        unsafe { _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_NLE_UQ>(v, _mm512_setzero_ps()), v) }
+    }
+
+    #[inline(always)]
+    unsafe fn clip(v: __m512, lo: f32, hi: f32) -> __m512 {
+        // SAFETY: as above; `mask_blend` takes its second operand where the mask is set.
+        unsafe {
+            let (lo, hi) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
+            let u = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_NLE_UQ>(v, lo), lo, v);
+            _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_NGE_UQ>(u, hi), hi, u)
+        }
+    }
 }
 
 /// The mask selecting lanes `0..n`.

@@ -22,7 +22,7 @@
 //! block of `C`'s rows as soon as its last k block is summed, while it is still in cache (a
 //! convolution's bias, residual addend and activation).
 
-use super::kernel::{self, Out, Panel, Steps, Update};
+use super::kernel::{self, Out, Panel, Steps, TileEpilogue, Update};
 use super::pack::View;
 use super::simd::Simd;
 
@@ -120,6 +120,14 @@ pub(crate) trait Finish {
     /// As [`rows`](Self::rows).
     #[inline(always)]
     unsafe fn prefetch(&self, _i: usize, _mr: usize, _j: usize, _nc: usize) {}
+
+    /// The same work as register work on each full tile of the last k block, when it can be
+    /// (positioned at row 0, column 0): the kernel applies it before storing the tile, and
+    /// [`rows`](Self::rows) then runs only on edge tiles.
+    #[inline(always)]
+    fn tile_epilogue(&self) -> Option<TileEpilogue> {
+        None
+    }
 }
 
 /// No work: a plain product.
@@ -149,6 +157,12 @@ impl<F: Finish> Finish for Shifted<'_, F> {
     unsafe fn prefetch(&self, i: usize, mr: usize, j: usize, nc: usize) {
         // SAFETY: as above.
         unsafe { self.inner.prefetch(i + self.di, mr, j + self.dj, nc) }
+    }
+
+    #[inline(always)]
+    fn tile_epilogue(&self) -> Option<TileEpilogue> {
+        // SAFETY: the part's first element is the whole's `(di, dj)`, inside it.
+        self.inner.tile_epilogue().map(|e| unsafe { e.at(self.di, self.dj) })
     }
 }
 
@@ -217,6 +231,8 @@ pub(crate) unsafe fn run<K: Kernel, B: Source, F: Finish>(pr: &Problem<B>, bl: B
                         }
                     }
                 }
+                let last = pc + kc == pr.k;
+                let fused = if last { fin.tile_epilogue() } else { None };
                 for ir in (0..pr.m).step_by(K::MR) {
                     let mr = K::MR.min(pr.m - ir);
                     let a = if in_place {
@@ -230,16 +246,27 @@ pub(crate) unsafe fn run<K: Kernel, B: Source, F: Finish>(pr: &Problem<B>, bl: B
                     for (tb, jr) in (0..nc).step_by(K::NR).enumerate() {
                         let c = Out { ptr: pr.c.ptr.offset(ir as isize * pr.c.rs).add(jc + jr), ..pr.c };
                         let lanes = K::NR.min(nc - jr);
-                        if pc + kc == pr.k {
+                        if last {
                             fin.prefetch(ir, mr, jc + jr, lanes);
                         }
-                        if dot_edge && lanes == edge {
+                        let dot = dot_edge && lanes == edge;
+                        // Full tiles take the epilogue in registers; the others run it as a
+                        // pass right after.
+                        let full = !dot && mr == K::MR && lanes == K::NR;
+                        let up = match fused {
+                            Some(e) if full => Update { epi: Some(e.at(ir, jc + jr)), ..up },
+                            _ => up,
+                        };
+                        if dot {
                             kernel::edge_dot::<K::S>(kc, a, ap, c, up, mr, lanes);
                         } else {
                             K::tile(kc, a, Panel { ptr: panels.add(tb * kc * K::NR), step: K::NR }, c, up, mr, lanes);
                         }
+                        if fused.is_some() && !full {
+                            fin.rows(ir, mr, jc + jr, lanes);
+                        }
                     }
-                    if pc + kc == pr.k {
+                    if last && fused.is_none() {
                         fin.rows(ir, mr, jc, nc);
                     }
                 }

@@ -137,7 +137,7 @@ unsafe fn tile_dropping<K: Kernel>(kc: usize, a: View, b: Gathered, planes: Plan
     // SAFETY: the scratch tile holds MR × NR floats plus a vector; the rest by the caller's
     // contract.
     unsafe {
-        K::tile(kc, a, b, Out { ptr: t, rs: K::NR as isize }, Update { alpha: up.alpha, beta: 0.0 }, mr, b.lanes);
+        K::tile(kc, a, b, Out { ptr: t, rs: K::NR as isize }, Update::new(up.alpha, 0.0), mr, b.lanes);
         let (w, ow) = (planes.width, planes.ow);
         let (mut q, end) = (jr, jr + b.lanes);
         while q < end {

@@ -100,6 +100,79 @@ pub(crate) struct Update {
     pub alpha: f32,
     /// `C`'s factor; zero means `C` is not read.
     pub beta: f32,
+    /// The epilogue applied to a full tile's values in registers before they are stored (the
+    /// driver passes it with the last k block only; an edge tile ignores it).
+    pub epi: Option<TileEpilogue>,
+}
+
+impl Update {
+    /// `alpha` and `beta` alone.
+    pub(crate) fn new(alpha: f32, beta: f32) -> Update {
+        Update { alpha, beta, epi: None }
+    }
+}
+
+/// A convolution's epilogue as register work on a tile: `v = (c + bias[r]) + z[r, j]`, then
+/// the activation, exactly as [`Epilogue`](crate::epilogue::Epilogue) computes it on the
+/// stored tile (the same `f32` additions in the same order, the same selects).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TileEpilogue {
+    /// One bias per row, from the tile's first row (null: none).
+    pub bias: *const f32,
+    /// The residual addend at the tile's first element, rows `ld` apart (null: none).
+    pub z: *const f32,
+    pub ld: usize,
+    pub act: TileAct,
+}
+
+/// The activations a tile applies in registers.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum TileAct {
+    None,
+    Relu,
+    /// Bounds that are not NaN, `lo` not `−0`, `hi` not `+0` ([`Simd::clip`]).
+    Clip { lo: f32, hi: f32 },
+}
+
+impl TileEpilogue {
+    /// The epilogue of the tile at row `i`, column `j` of this one.
+    ///
+    /// # Safety
+    ///
+    /// That element exists in `z` (and row `i` in the bias) when they are present.
+    #[inline(always)]
+    pub(crate) unsafe fn at(self, i: usize, j: usize) -> TileEpilogue {
+        // SAFETY: by the caller's contract.
+        unsafe {
+            TileEpilogue {
+                bias: if self.bias.is_null() { self.bias } else { self.bias.add(i) },
+                z: if self.z.is_null() { self.z } else { self.z.add(i * self.ld + j) },
+                ..self
+            }
+        }
+    }
+
+    /// The epilogue of vector `v` (columns `v·LANES..`) of row `r`, given the row's bias.
+    ///
+    /// # Safety
+    ///
+    /// `z` holds that vector when present; the caller enables `S`'s instruction set.
+    #[inline(always)]
+    unsafe fn apply<S: Simd>(&self, x: S::V, bias: Option<S::V>, r: usize, v: usize) -> S::V {
+        // SAFETY: by the caller's contract.
+        unsafe {
+            let x = match bias {
+                Some(b) => S::add(x, b),
+                None => x,
+            };
+            let x = if self.z.is_null() { x } else { S::add(x, S::load(self.z.add(r * self.ld + v * S::LANES))) };
+            match self.act {
+                TileAct::None => x,
+                TileAct::Relu => S::relu(x),
+                TileAct::Clip { lo, hi } => S::clip(x, lo, hi),
+            }
+        }
+    }
 }
 
 /// Where a tile of `C` lands: element `(r, j)` is at `ptr + r·rs + j`.
@@ -111,8 +184,9 @@ pub(crate) struct Out {
     pub rs: isize,
 }
 
-/// `C[0..mr, 0..nr] = alpha·acc + beta·C` (`C` is not read when `beta == 0`). A full tile goes
-/// through vectors; an edge tile through a stack copy and scalars.
+/// `C[0..mr, 0..nr] = alpha·acc + beta·C` (`C` is not read when `beta == 0`), then `up.epi` on
+/// a full tile. A full tile goes through vectors; an edge tile through a stack copy and scalars
+/// (without the epilogue, which the driver then runs on it).
 ///
 /// # Safety
 ///
@@ -127,9 +201,14 @@ pub(crate) unsafe fn store<S: Simd, const MR: usize, const NV: usize>(acc: &[[S:
             let beta = S::splat(up.beta);
             for (r, row) in acc.iter().enumerate() {
                 let c_row = c.ptr.offset(r as isize * c.rs);
+                let bias = up.epi.filter(|e| !e.bias.is_null()).map(|e| S::splat(e.bias.add(r).read_unaligned()));
                 for (v, &x) in row.iter().enumerate() {
                     let p = c_row.add(v * S::LANES);
                     let out = if up.beta == 0.0 { S::mul(x, alpha) } else { S::mul_add(S::load(p), beta, S::mul(x, alpha)) };
+                    let out = match &up.epi {
+                        Some(e) => e.apply::<S>(out, bias, r, v),
+                        None => out,
+                    };
                     S::store(p, out);
                 }
             }

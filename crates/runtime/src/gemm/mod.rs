@@ -109,7 +109,7 @@ pub(crate) use blocked::Done;
 pub(crate) use direct::{Direct, Planes};
 use blocked::Shifted;
 use gemv::Gemv;
-pub(crate) use kernel::{Out, Update};
+pub(crate) use kernel::{Out, TileAct, TileEpilogue, Update};
 use pack::View;
 pub use prepacked::PackedLayout;
 use prepacked::Packed;
@@ -316,7 +316,7 @@ impl Sgemm {
         if m == 0 || n == 0 {
             return;
         }
-        let up = Update { alpha: self.alpha, beta: self.beta };
+        let up = Update::new(self.alpha, self.beta);
         let ldc = self.ldc as isize;
         if k == 0 {
             // SAFETY: by the caller's contract.
@@ -427,7 +427,7 @@ impl Sgemm {
             a: prepacked::a_view(a, self.lda, self.trans_a),
             b: Packed { ptr: b, layout, k, n, j0: 0 },
             c: Out { ptr: c, rs: self.ldc as isize },
-            up: Update { alpha: self.alpha, beta: self.beta },
+            up: Update::new(self.alpha, self.beta),
         };
         let isa = Isa::detected();
         // SAFETY: by the caller's contract; `isa` is what this CPU runs.

@@ -32,6 +32,14 @@ pub(crate) trait Simd {
     unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
     /// The sum of the lanes (in an order fixed by the implementation).
     unsafe fn sum(v: Self::V) -> f32;
+    /// `a + b`.
+    unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
+    /// Each lane `x` as `!(x <= 0) ? x : +0`: Relu as the epilogue defines it (NaN stays, `−0`
+    /// becomes `+0`).
+    unsafe fn relu(v: Self::V) -> Self::V;
+    /// Each lane `x` as `u = !(x <= lo) ? x : lo`, then `!(u >= hi) ? u : hi`: Clip in the
+    /// epilogue's form for bounds that are not NaN, `lo` not `−0` and `hi` not `+0`.
+    unsafe fn clip(v: Self::V, lo: f32, hi: f32) -> Self::V;
     /// The `LANES × LANES` block whose row `i` is the `LANES` floats at `src + i·ss`, written
     /// transposed: row `j` of the result (the block's column `j`) to `dst + j·ds`. The block and
     /// the result do not overlap.
@@ -112,5 +120,26 @@ impl Simd for Portable {
     #[inline(always)]
     unsafe fn sum(v: [f32; 8]) -> f32 {
         ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]))
+    }
+
+    #[inline(always)]
+    unsafe fn add(a: [f32; 8], b: [f32; 8]) -> [f32; 8] {
+        std::array::from_fn(|i| a[i] + b[i])
+    }
+
+    #[inline(always)]
+    // The negated compares are the point: true for a NaN lane.
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
+    unsafe fn relu(v: [f32; 8]) -> [f32; 8] {
+        v.map(|x| if !(x <= 0.0) { x } else { 0.0 })
+    }
+
+    #[inline(always)]
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
+    unsafe fn clip(v: [f32; 8], lo: f32, hi: f32) -> [f32; 8] {
+        v.map(|x| {
+            let u = if !(x <= lo) { x } else { lo };
+            if !(u >= hi) { u } else { hi }
+        })
     }
 }
