@@ -450,12 +450,7 @@ impl Finish for Rows {
     }
 
     fn tile_epilogue(&self) -> Option<TileEpilogue> {
-        let act = match self.e.act {
-            Activation::None => TileAct::None,
-            Activation::Relu => TileAct::Relu,
-            Activation::Clip { min, max } if !min.is_nan() && !max.is_nan() && min.to_bits() != (-0.0f32).to_bits() && max.to_bits() != 0 => TileAct::Clip { lo: min, hi: max },
-            _ => return None,
-        };
+        let act = TileAct::of(self.e.act)?;
         let bias = if self.e.bias == Bias::None { std::ptr::null() } else { self.bias };
         let z = if self.e.residual { self.z } else { std::ptr::null() };
         Some(TileEpilogue { bias, z, ld: self.ld, act })
@@ -486,7 +481,7 @@ impl Post {
     ///
     /// The planes are inside `y` (`e.cols` elements each); the bias holds their elements and
     /// `z` their planes, apart from `y`; the CPU runs `isa`.
-    unsafe fn planes(&self, from: isize, to: isize, channels: isize, y: *mut f32) {
+    pub(crate) unsafe fn planes(&self, from: isize, to: isize, channels: isize, y: *mut f32) {
         let ys = self.e.cols;
         let rows = (to - from) as usize;
         let bias = if self.e.bias == Bias::None { Bias::None } else { Bias::PerRow { period: rows } };
@@ -497,6 +492,24 @@ impl Post {
             let z = if e.residual { self.z.offset(at) } else { self.z };
             let b = if e.bias == Bias::None { self.bias } else { self.bias.offset(from % channels) };
             e.run_strided(self.isa, y.offset(at), b, z, ys);
+        }
+    }
+
+    /// The epilogue of plane `p` as register work for `dwconv/direct.rs`, if its activation
+    /// is one it applies there.
+    ///
+    /// # Safety
+    ///
+    /// As [`planes`](Self::planes), for plane `p`.
+    #[cfg(target_arch = "x86_64")]
+    pub(crate) unsafe fn direct(&self, p: isize, channels: isize) -> Option<crate::dwconv::DirectEpi> {
+        let act = TileAct::of(self.e.act)?;
+        // SAFETY: by the caller's contract, the bias holds plane `p`'s element and `z` its
+        // plane.
+        unsafe {
+            let bias = (self.e.bias != Bias::None).then(|| self.bias.offset(p % channels).read_unaligned());
+            let z = if self.e.residual { self.z.offset(p * self.e.cols as isize) } else { std::ptr::null() };
+            Some(crate::dwconv::DirectEpi { bias, z, act })
         }
     }
 

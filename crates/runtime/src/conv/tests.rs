@@ -256,6 +256,40 @@ fn epilogue_in_registers_matches_the_pass_on_special_values() {
 }
 
 #[test]
+fn depthwise_epilogue_in_registers_matches_the_pass_on_special_values() {
+    // Depthwise 3×3 convolutions of padding 1 that `dwconv/direct.rs` reads in place (a small
+    // plane of stride 1 as one flat run, and stride 2 a row at a time), which apply the
+    // epilogue before storing, with special values in the input, the bias and the addend,
+    // against `dwconv2d` and the epilogue pass one after another. One channel's kernel holds
+    // an infinity, so its planes take the exact path and the pass between fused planes.
+    let specials = [f32::NAN, 0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, 6.0, -1.0, 1.0];
+    let acts = [Activation::None, Activation::Relu, Activation::Clip { min: 0.0, max: 6.0 }, Activation::Clip { min: -0.0, max: 6.0 }, Activation::Tanh];
+    for (side, stride) in [(7, 1), (13, 2), (40, 2)] {
+        for act in acts {
+            for (bias, residual) in [(true, true), (false, true), (true, false), (false, false)] {
+                let c = Conv2d { bias, residual, ..conv((2, 6, 6, 6), side, 3, stride, 1, 1, act) };
+                let [mut x, mut w, mut b, mut z] = operands(&c);
+                x[5] = f32::NAN;
+                x[side * side + 3] = f32::NEG_INFINITY;
+                w[9 * 4 + 2] = f32::INFINITY;
+                for (i, v) in z.iter_mut().enumerate().filter(|(i, _)| i % 3 == 0) {
+                    *v = specials[i / 3 % specials.len()];
+                }
+                b[1] = -0.0;
+                b[2] = f32::NAN;
+                for isa in isas() {
+                    let want = three_steps(&c, isa, &x, &w, &b, &z);
+                    let mut y = vec![f32::NAN; c.y_len()];
+                    c.run_with(isa, &x, &w, &b, &z, &mut y);
+                    let differ = want.iter().zip(&y).position(|(a, b)| a.to_bits() != b.to_bits() && !(a.is_nan() && b.is_nan()));
+                    assert_eq!(differ, None, "{isa:?} {c:?}: {:?}", differ.map(|i| (want[i], y[i])));
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn runtime_call_arguments_in_their_order() {
     // batch, channels, out_channels, groups; h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
     // bias, residual, act (2 = Clip with alpha and beta as its bounds).

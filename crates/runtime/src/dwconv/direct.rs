@@ -25,6 +25,9 @@
 use std::arch::x86_64::*;
 
 use super::Plan;
+use crate::gemm::avx512::Avx512;
+use crate::gemm::simd::Simd;
+use crate::gemm::TileAct;
 
 /// How a call's planes are read in place.
 // Made once per call, on the stack: boxing the masks would allocate on every call.
@@ -92,26 +95,66 @@ fn span(start: isize, len: isize) -> __mmask16 {
     if hi <= lo { 0 } else { ((1u32 << hi) - (1u32 << lo)) as __mmask16 }
 }
 
+/// A fused convolution's epilogue applied to a plane's vectors before they are stored:
+/// `v = (sum + bias) + z`, then the activation, the additions and selects of
+/// [`Epilogue`](crate::epilogue::Epilogue) (so the values are those of the pass over the
+/// finished plane).
+#[derive(Clone, Copy)]
+pub(crate) struct Epi {
+    /// The plane's bias, if the epilogue has one.
+    pub bias: Option<f32>,
+    /// The plane of the residual addend (`oh × ow`, like the output), or null.
+    pub z: *const f32,
+    pub act: TileAct,
+}
+
+impl Epi {
+    /// `a`, the sums at output offset `at`, through the epilogue; `keep` the lanes that exist
+    /// (the others of `z` are not read).
+    ///
+    /// # Safety
+    ///
+    /// `z`'s lanes `keep` at `at` are readable when `z` is not null; the CPU has AVX-512F.
+    #[inline(always)]
+    unsafe fn apply(&self, a: __m512, at: isize, keep: __mmask16) -> __m512 {
+        // SAFETY: by the caller's contract; masked-off lanes are not accessed.
+        unsafe {
+            let a = match self.bias {
+                Some(b) => Avx512::add(a, _mm512_set1_ps(b)),
+                None => a,
+            };
+            let a = if self.z.is_null() { a } else { Avx512::add(a, _mm512_maskz_loadu_ps(keep, self.z.wrapping_offset(at))) };
+            match self.act {
+                TileAct::None => a,
+                TileAct::Relu => Avx512::relu(a),
+                TileAct::Clip { lo, hi } => Avx512::clip(a, lo, hi),
+            }
+        }
+    }
+}
+
 /// One plane: `x` (`h × w`), its finite kernel `k` (9 taps), the output `y` (`oh × ow`), which
-/// is the start of each sum when accumulating.
+/// is the start of each sum when accumulating; with `epi`, the epilogue applied before the
+/// sums are stored.
 ///
 /// # Safety
 ///
 /// `g` is the plan of valid sizes for which [`choose`] gave `d`; `x` readable for `h·w` floats, `k` for 9,
-/// `y` readable and writable for `oh·ow`, not overlapping them; the CPU has AVX-512F.
+/// `y` readable and writable for `oh·ow`, not overlapping them; `epi`'s `z` readable for
+/// `oh·ow` when not null; the CPU has AVX-512F.
 #[target_feature(enable = "avx512f")]
-pub(super) unsafe fn plane(d: &Direct, g: &Plan, x: *const f32, k: *const f32, y: *mut f32) {
+pub(super) unsafe fn plane(d: &Direct, g: &Plan, x: *const f32, k: *const f32, y: *mut f32, epi: Option<Epi>) {
     // SAFETY: by the caller's contract.
     unsafe {
         let w: [__m512; 9] = std::array::from_fn(|t| _mm512_set1_ps(*k.add(t)));
         if let Direct::Flat(f) = d {
-            return flat(f, g, x, &w, y);
+            return flat(f, g, x, &w, y, epi);
         }
         match (g.ow as usize).div_ceil(16) {
-            1 => rows::<1>(g, x, &w, y),
-            2 => rows::<2>(g, x, &w, y),
-            3 => rows::<3>(g, x, &w, y),
-            _ => rows::<4>(g, x, &w, y),
+            1 => rows::<1>(g, x, &w, y, epi),
+            2 => rows::<2>(g, x, &w, y, epi),
+            3 => rows::<3>(g, x, &w, y, epi),
+            _ => rows::<4>(g, x, &w, y, epi),
         }
     }
 }
@@ -123,16 +166,16 @@ pub(super) unsafe fn plane(d: &Direct, g: &Plan, x: *const f32, k: *const f32, y
 ///
 /// As [`plane`].
 #[inline(always)]
-unsafe fn flat(f: &Flat, g: &Plan, x: *const f32, w: &[__m512; 9], y: *mut f32) {
+unsafe fn flat(f: &Flat, g: &Plan, x: *const f32, w: &[__m512; 9], y: *mut f32, epi: Option<Epi>) {
     let mut v = 0;
     while v < f.vectors {
         // SAFETY: by the caller's contract; the block's vectors are below `f.vectors`.
         unsafe {
             match f.vectors - v {
-                1 => flat_block::<1>(f, g, x, w, y, v),
-                2 => flat_block::<2>(f, g, x, w, y, v),
-                3 => flat_block::<3>(f, g, x, w, y, v),
-                _ => flat_block::<4>(f, g, x, w, y, v),
+                1 => flat_block::<1>(f, g, x, w, y, v, epi),
+                2 => flat_block::<2>(f, g, x, w, y, v, epi),
+                3 => flat_block::<3>(f, g, x, w, y, v, epi),
+                _ => flat_block::<4>(f, g, x, w, y, v, epi),
             }
         }
         v += 4;
@@ -145,7 +188,7 @@ unsafe fn flat(f: &Flat, g: &Plan, x: *const f32, w: &[__m512; 9], y: *mut f32) 
 ///
 /// As [`plane`]; `v0 + V <= f.vectors`.
 #[inline(always)]
-unsafe fn flat_block<const V: usize>(f: &Flat, g: &Plan, x: *const f32, w: &[__m512; 9], y: *mut f32, v0: usize) {
+unsafe fn flat_block<const V: usize>(f: &Flat, g: &Plan, x: *const f32, w: &[__m512; 9], y: *mut f32, v0: usize, epi: Option<Epi>) {
     // SAFETY (the function): every load and store is masked to lanes whose output and input
     // exist (`Flat::masks`); masked-off lanes are not accessed, so addresses before or past the
     // plane are only formed (`wrapping_offset`), never dereferenced.
@@ -163,6 +206,10 @@ unsafe fn flat_block<const V: usize>(f: &Flat, g: &Plan, x: *const f32, w: &[__m
             }
         }
         for (i, (a, m)) in acc.into_iter().zip(&masks).enumerate() {
+            let a = match &epi {
+                Some(e) => e.apply(a, at(i), m[0]),
+                None => a,
+            };
             _mm512_mask_storeu_ps(y.wrapping_offset(at(i)), m[0], a);
         }
     }
@@ -178,7 +225,7 @@ unsafe fn flat_block<const V: usize>(f: &Flat, g: &Plan, x: *const f32, w: &[__m
 ///
 /// As [`plane`].
 #[inline(always)]
-unsafe fn rows<const V: usize>(g: &Plan, x: *const f32, w: &[__m512; 9], y: *mut f32) {
+unsafe fn rows<const V: usize>(g: &Plan, x: *const f32, w: &[__m512; 9], y: *mut f32, epi: Option<Epi>) {
     let mut ox0 = 0;
     while ox0 < g.ow {
         let col = |v: usize| ox0 + 16 * v as isize;
@@ -197,10 +244,12 @@ unsafe fn rows<const V: usize>(g: &Plan, x: *const f32, w: &[__m512; 9], y: *mut
             // SAFETY: as `row` requires: `oy` is an output row, `iy..iy + 3` its input rows.
             unsafe {
                 let (xr, yr) = (x.wrapping_offset(iy * g.w), y.offset(oy * g.ow).offset(ox0));
+                // The epilogue's `z` at the row's first output (null stays null: no addend).
+                let epi = epi.map(|e| Epi { z: if e.z.is_null() { e.z } else { e.z.wrapping_offset(oy * g.ow + ox0) }, ..e });
                 if full && inside.iter().all(|&i| i) {
-                    row::<V, false>(g, xr, yr, w, ox0, &keep, &masks, inside);
+                    row::<V, false>(g, xr, yr, w, ox0, &keep, &masks, inside, epi);
                 } else {
-                    row::<V, true>(g, xr, yr, w, ox0, &keep, &masks, inside);
+                    row::<V, true>(g, xr, yr, w, ox0, &keep, &masks, inside, epi);
                 }
             }
         }
@@ -215,12 +264,12 @@ unsafe fn rows<const V: usize>(g: &Plan, x: *const f32, w: &[__m512; 9], y: *mut
 /// # Safety
 ///
 /// `xr` is the first input row of output row `yr` (it and the next two are readable for
-/// their lanes that `masks` select where `inside`); `yr` holds the block's lanes that `keep`
-/// selects; when not `MASKED` every lane is selected and every row inside; the CPU has
+/// their lanes that `masks` select where `inside`); `yr` (and `epi`'s `z`, when not null) holds
+/// the block's lanes that `keep` selects; when not `MASKED` every lane is selected and every row inside; the CPU has
 /// AVX-512F.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn row<const V: usize, const MASKED: bool>(g: &Plan, xr: *const f32, yr: *mut f32, w: &[__m512; 9], ox0: isize, keep: &[__mmask16; V], masks: &[[__mmask16; 4]; V], inside: [bool; 3]) {
+unsafe fn row<const V: usize, const MASKED: bool>(g: &Plan, xr: *const f32, yr: *mut f32, w: &[__m512; 9], ox0: isize, keep: &[__mmask16; V], masks: &[[__mmask16; 4]; V], inside: [bool; 3], epi: Option<Epi>) {
     // SAFETY (the function): masked-off lanes are not accessed, so addresses before or past a
     // row are only formed (`wrapping_offset`), never dereferenced.
     unsafe {
@@ -244,6 +293,10 @@ unsafe fn row<const V: usize, const MASKED: bool>(g: &Plan, xr: *const f32, yr: 
             }
         }
         for (v, a) in acc.into_iter().enumerate() {
+            let a = match &epi {
+                Some(e) => e.apply(a, at(v), if MASKED { keep[v] } else { u16::MAX }),
+                None => a,
+            };
             if MASKED {
                 _mm512_mask_storeu_ps(yr.wrapping_offset(at(v)), keep[v], a);
             } else {

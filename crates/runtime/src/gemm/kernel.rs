@@ -2,6 +2,7 @@
 
 use super::pack::View;
 use super::simd::Simd;
+use crate::epilogue::Activation;
 
 /// The most floats a tile can have (the edge path spills a tile to the stack).
 pub(crate) const MAX_TILE: usize = 512;
@@ -132,6 +133,19 @@ pub(crate) enum TileAct {
     Relu,
     /// Bounds that are not NaN, `lo` not `−0`, `hi` not `+0` ([`Simd::clip`]).
     Clip { lo: f32, hi: f32 },
+}
+
+impl TileAct {
+    /// The activation in registers, if it is one of these (a clip only with bounds for which
+    /// [`Simd::clip`] is exact).
+    pub(crate) fn of(act: Activation) -> Option<TileAct> {
+        match act {
+            Activation::None => Some(TileAct::None),
+            Activation::Relu => Some(TileAct::Relu),
+            Activation::Clip { min, max } if !min.is_nan() && !max.is_nan() && min.to_bits() != (-0.0f32).to_bits() && max.to_bits() != 0 => Some(TileAct::Clip { lo: min, hi: max }),
+            _ => None,
+        }
+    }
 }
 
 impl TileEpilogue {
