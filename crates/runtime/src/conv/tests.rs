@@ -216,13 +216,34 @@ fn empty_sums_and_invalid_sizes() {
     assert!(y.iter().all(|&v| v == 7.0));
 }
 
+/// Every third element of `z` a special value (NaN, zeros of both signs, infinities, values
+/// on the clip bounds) in turn; bias 1 is `−0`, bias 2 NaN.
+fn special_values(b: &mut [f32], z: &mut [f32]) {
+    let specials = [f32::NAN, 0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, 6.0, -1.0, 1.0];
+    for (i, v) in z.iter_mut().enumerate().filter(|(i, _)| i % 3 == 0) {
+        *v = specials[i / 3 % specials.len()];
+    }
+    b[1] = -0.0;
+    b[2] = f32::NAN;
+}
+
+/// `c` on every instruction set gives [`three_steps`]'s bits (any NaN for a NaN).
+fn matches_three_steps(c: &Conv2d, x: &[f32], w: &[f32], b: &[f32], z: &[f32]) {
+    for isa in isas() {
+        let want = three_steps(c, isa, x, w, b, z);
+        let mut y = vec![f32::NAN; c.y_len()];
+        c.run_with(isa, x, w, b, z, &mut y);
+        let differ = want.iter().zip(&y).position(|(a, b)| a.to_bits() != b.to_bits() && !(a.is_nan() && b.is_nan()));
+        assert_eq!(differ, None, "{isa:?} {c:?}: {:?}", differ.map(|i| (want[i], y[i])));
+    }
+}
+
 #[test]
 fn epilogue_in_registers_matches_the_pass_on_special_values() {
     // 1×1 convolutions whose full tiles take the epilogue in registers (`gemm::TileEpilogue`)
     // and whose edge tiles take the pass, with NaN, infinities, zeros of both signs and values
     // on the clip bounds in every operand the epilogue adds, against im2col, sgemm and the
     // epilogue pass one after another.
-    let specials = [f32::NAN, 0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, 6.0, -1.0, 1.0];
     let acts = [
         Activation::None,
         Activation::Relu,
@@ -238,19 +259,9 @@ fn epilogue_in_registers_matches_the_pass_on_special_values() {
             let [mut x, w, mut b, mut z] = operands(&c);
             x[17] = f32::NAN;
             x[300] = f32::INFINITY;
-            for (i, v) in z.iter_mut().enumerate().filter(|(i, _)| i % 3 == 0) {
-                *v = specials[i / 3 % specials.len()];
-            }
-            b[1] = -0.0;
-            b[2] = f32::NAN;
+            special_values(&mut b, &mut z);
             b[3] = 6.0;
-            for isa in isas() {
-                let want = three_steps(&c, isa, &x, &w, &b, &z);
-                let mut y = vec![f32::NAN; c.y_len()];
-                c.run_with(isa, &x, &w, &b, &z, &mut y);
-                let differ = want.iter().zip(&y).position(|(a, b)| a.to_bits() != b.to_bits() && !(a.is_nan() && b.is_nan()));
-                assert_eq!(differ, None, "{isa:?} {c:?}: {:?}", differ.map(|i| (want[i], y[i])));
-            }
+            matches_three_steps(&c, &x, &w, &b, &z);
         }
     }
 }
@@ -262,7 +273,6 @@ fn depthwise_epilogue_in_registers_matches_the_pass_on_special_values() {
     // epilogue before storing, with special values in the input, the bias and the addend,
     // against `dwconv2d` and the epilogue pass one after another. One channel's kernel holds
     // an infinity, so its planes take the exact path and the pass between fused planes.
-    let specials = [f32::NAN, 0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, 6.0, -1.0, 1.0];
     let acts = [Activation::None, Activation::Relu, Activation::Clip { min: 0.0, max: 6.0 }, Activation::Clip { min: -0.0, max: 6.0 }, Activation::Tanh];
     for (side, stride) in [(7, 1), (13, 2), (40, 2)] {
         for act in acts {
@@ -272,18 +282,8 @@ fn depthwise_epilogue_in_registers_matches_the_pass_on_special_values() {
                 x[5] = f32::NAN;
                 x[side * side + 3] = f32::NEG_INFINITY;
                 w[9 * 4 + 2] = f32::INFINITY;
-                for (i, v) in z.iter_mut().enumerate().filter(|(i, _)| i % 3 == 0) {
-                    *v = specials[i / 3 % specials.len()];
-                }
-                b[1] = -0.0;
-                b[2] = f32::NAN;
-                for isa in isas() {
-                    let want = three_steps(&c, isa, &x, &w, &b, &z);
-                    let mut y = vec![f32::NAN; c.y_len()];
-                    c.run_with(isa, &x, &w, &b, &z, &mut y);
-                    let differ = want.iter().zip(&y).position(|(a, b)| a.to_bits() != b.to_bits() && !(a.is_nan() && b.is_nan()));
-                    assert_eq!(differ, None, "{isa:?} {c:?}: {:?}", differ.map(|i| (want[i], y[i])));
-                }
+                special_values(&mut b, &mut z);
+                matches_three_steps(&c, &x, &w, &b, &z);
             }
         }
     }
