@@ -462,6 +462,14 @@ unsafe fn planes_avx2(g: &Plan, x: *const f32, w: *const f32, y: *mut f32, scrat
 /// `direct` is given, [`direct::choose`] gave it for `g` and the CPU has AVX-512F.
 #[inline(always)]
 unsafe fn planes<S: Simd>(g: &Plan, x: *const f32, w: *const f32, y: *mut f32, scratch: *mut f32, direct: Option<&direct::Direct>) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(direct::Direct::Flat(f)) = direct {
+        if g.post.is_none_or(|post| crate::gemm::TileAct::of(post.e.act).is_some()) {
+            // SAFETY: by the caller's contract, with `choose`'s layout and an epilogue that
+            // `Post::direct` takes.
+            return unsafe { direct::flat_planes(f, g, x, w, y) };
+        }
+    }
     let (xs, ks, ys) = (g.h * g.w, g.kh * g.kw, g.oh * g.ow);
     // Each plane's kernel is read into an aligned copy first: weights are often slices of a
     // memory-mapped model at any byte offset.
