@@ -495,24 +495,6 @@ impl Post {
         }
     }
 
-    /// The epilogue of plane `p` as register work for `dwconv/direct.rs`, if its activation
-    /// is one it applies there.
-    ///
-    /// # Safety
-    ///
-    /// As [`planes`](Self::planes), for plane `p`.
-    #[cfg(target_arch = "x86_64")]
-    pub(crate) unsafe fn direct(&self, p: isize, channels: isize) -> Option<crate::dwconv::DirectEpi> {
-        let act = TileAct::of(self.e.act)?;
-        // SAFETY: by the caller's contract, the bias holds plane `p`'s element and `z` its
-        // plane.
-        unsafe {
-            let bias = (self.e.bias != Bias::None).then(|| self.bias.offset(p % channels).read_unaligned());
-            let z = if self.e.residual { self.z.offset(p * self.e.cols as isize) } else { std::ptr::null() };
-            Some(crate::dwconv::DirectEpi { bias, z, act })
-        }
-    }
-
     /// Called after plane `p` of `from..to` is computed; `pending` is the first plane not yet
     /// handed to the epilogue.
     ///

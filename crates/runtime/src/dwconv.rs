@@ -69,8 +69,6 @@
 //! nests to 5.6 ms with this routine.
 
 use crate::conv::Post;
-#[cfg(target_arch = "x86_64")]
-pub(crate) use direct::Epi as DirectEpi;
 use crate::gemm::simd::{Portable, Simd};
 use crate::gemm::{Isa, with_scratch};
 use crate::pool::{self, SharedPtr};
@@ -450,7 +448,7 @@ unsafe fn planes_avx2(g: &Plan, x: *const f32, w: *const f32, y: *mut f32, scrat
     unsafe { planes::<Avx2>(g, x, w, y, scratch, None) }
 }
 
-/// Every plane through the padded planes, or read in place as `direct` says ([`direct::plane`]);
+/// Every plane through the padded planes, or read in place as `direct` says ([`direct::planes`]);
 /// a plane whose kernel is not finite by the definition ([`plane_exact`]), where a tap in the
 /// padding must add nothing rather than `w·0`.
 ///
@@ -463,13 +461,12 @@ unsafe fn planes_avx2(g: &Plan, x: *const f32, w: *const f32, y: *mut f32, scrat
 #[inline(always)]
 unsafe fn planes<S: Simd>(g: &Plan, x: *const f32, w: *const f32, y: *mut f32, scratch: *mut f32, direct: Option<&direct::Direct>) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(direct::Direct::Flat(f)) = direct {
-        if g.post.is_none_or(|post| crate::gemm::TileAct::of(post.e.act).is_some()) {
-            // SAFETY: by the caller's contract, with `choose`'s layout and an epilogue that
-            // `Post::direct` takes.
-            return unsafe { direct::flat_planes(f, g, x, w, y) };
-        }
+    if let Some(d) = direct {
+        // SAFETY: by the caller's contract, with `choose`'s layout.
+        return unsafe { direct::planes(d, g, x, w, y) };
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = direct;
     let (xs, ks, ys) = (g.h * g.w, g.kh * g.kw, g.oh * g.ow);
     // Each plane's kernel is read into an aligned copy first: weights are often slices of a
     // memory-mapped model at any byte offset.
@@ -484,28 +481,7 @@ unsafe fn planes<S: Simd>(g: &Plan, x: *const f32, w: *const f32, y: *mut f32, s
                 *slot = k.add(t).read_unaligned();
             }
             if kernel[..ks as usize].iter().all(|v| v.is_finite()) {
-                #[cfg(target_arch = "x86_64")]
-                if let Some(d) = direct {
-                    // The epilogue in registers where it can be: the planes before this one
-                    // get theirs first, so each plane has it exactly once.
-                    let epi = g.post.and_then(|post| post.direct(p, g.channels));
-                    direct::plane(d, g, xp, kernel.as_ptr(), yp, epi);
-                    if epi.is_some() {
-                        let post = g.post.expect("a register epilogue comes from the plan's");
-                        if pending < p {
-                            post.planes(pending, p, g.channels, y);
-                        }
-                        pending = p + 1;
-                        continue;
-                    }
-                } else {
-                    plane::<S>(g, xp, kernel.as_ptr(), yp, scratch);
-                }
-                #[cfg(not(target_arch = "x86_64"))]
-                {
-                    let _ = direct;
-                    plane::<S>(g, xp, kernel.as_ptr(), yp, scratch);
-                }
+                plane::<S>(g, xp, kernel.as_ptr(), yp, scratch);
             } else {
                 plane_exact(g, xp, k, yp);
             }

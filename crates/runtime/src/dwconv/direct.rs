@@ -101,12 +101,12 @@ fn span(start: isize, len: isize) -> __mmask16 {
 /// [`Epilogue`](crate::epilogue::Epilogue) (so the values are those of the pass over the
 /// finished plane).
 #[derive(Clone, Copy)]
-pub(crate) struct Epi {
+struct Epi {
     /// The plane's bias, if the epilogue has one.
-    pub bias: Option<f32>,
+    bias: Option<f32>,
     /// The plane of the residual addend (`oh × ow`, like the output), or null.
-    pub z: *const f32,
-    pub act: TileAct,
+    z: *const f32,
+    act: TileAct,
 }
 
 impl Epi {
@@ -134,88 +134,82 @@ impl Epi {
     }
 }
 
-/// One plane: `x` (`h × w`), its finite kernel `k` (9 taps), the output `y` (`oh × ow`), which
-/// is the start of each sum when accumulating; with `epi`, the epilogue applied before the
-/// sums are stored.
-///
-/// # Safety
-///
-/// `g` is the plan of valid sizes for which [`choose`] gave `d`; `x` readable for `h·w` floats, `k` for 9,
-/// `y` readable and writable for `oh·ow`, not overlapping them; `epi`'s `z` readable for
-/// `oh·ow` when not null; the CPU has AVX-512F.
-#[target_feature(enable = "avx512f")]
-pub(super) unsafe fn plane(d: &Direct, g: &Plan, x: *const f32, k: *const f32, y: *mut f32, epi: Option<Epi>) {
-    // SAFETY: by the caller's contract.
-    unsafe {
-        let w: [__m512; 9] = std::array::from_fn(|t| _mm512_set1_ps(*k.add(t)));
-        if let Direct::Flat(f) = d {
-            return flat(f, g, x, &w, y, epi);
-        }
-        match (g.ow as usize).div_ceil(16) {
-            1 => rows::<1>(g, x, &w, y, epi),
-            2 => rows::<2>(g, x, &w, y, epi),
-            3 => rows::<3>(g, x, &w, y, epi),
-            _ => rows::<4>(g, x, &w, y, epi),
-        }
-    }
-}
-
-/// Planes `g.from..g.to` of a [`Direct::Flat`] call, each with its epilogue in registers when
-/// the plan has one (whose activation [`Post::direct`](crate::conv::Post::direct) takes); a
-/// plane whose kernel is not finite goes through [`plane_exact`](super::plane_exact) and the
-/// epilogue's pass instead. One loop over the planes: a call per plane (its frame, the
-/// kernel's broadcasts spilled, the epilogue passed through memory and reloaded before the
-/// store that wrote it had finished) cost about as much as the taps of a 7 × 7 plane.
+/// Planes `g.from..g.to`, read in place as `d` says, each with its epilogue in registers when
+/// the plan has one whose activation [`TileAct`] takes, and otherwise with the epilogue's pass
+/// over runs of finished planes; a plane whose kernel is not finite goes through
+/// [`plane_exact`](super::plane_exact). One loop over the planes: a call per plane (its frame,
+/// the kernel's broadcasts spilled, the epilogue passed through memory and reloaded before
+/// the store that wrote it had finished) cost about as much as the taps of a 7 × 7 plane.
 /// `conv_one` (bias and Relu, operands from memory, best of 3000 calls, 2026-11-26), µs, a
 /// call per plane against this loop: 960 × 7² 48–51 → 34–37, 384 × 14² 48–50 → 42–44,
-/// 576 × 14² 75–76 → 63–67, 192 × 28² 85–86 → 75–79; in `kiln bench --kernels` MobileNet-V2's
+/// 576 × 14² 75–76 → 63–67, 192 × 28² 85–86 → 75–79; of stride 2, 576 × 14² 50–52 → 45,
+/// 192 × 28² 32–33 → 29–30, 144 × 56² 90 → 83–85; in `kiln bench --kernels` MobileNet-V2's
 /// three 960 × 7² layers 0.051 → 0.038 ms each, the sum of kernels 8.29 → 8.16 ms.
 ///
 /// # Safety
 ///
-/// `g` is the plan of valid sizes for which [`choose`] gave `f`, with the plan's epilogue, if
-/// any, one that `Post::direct` takes; `x`, `w`, `y` hold their planes as in
-/// [`DwConv2d::run_raw`](super::DwConv2d); the epilogue's bias and addend hold theirs; the
-/// CPU has AVX-512F.
+/// `g` is the plan of valid sizes for which [`choose`] gave `d`; `x`, `w`, `y` hold their
+/// planes as in [`DwConv2d::run_raw`](super::DwConv2d), `y` apart from the others; the
+/// epilogue's bias and addend hold theirs; the CPU has AVX-512F.
 #[target_feature(enable = "avx512f")]
-pub(super) unsafe fn flat_planes(f: &Flat, g: &Plan, x: *const f32, w: *const f32, y: *mut f32) {
+pub(super) unsafe fn planes(d: &Direct, g: &Plan, x: *const f32, w: *const f32, y: *mut f32) {
     let (xs, ys) = (g.h * g.w, g.oh * g.ow);
     // The epilogue's parts that do not change from plane to plane, taken apart here: an `Epi`
     // returned per plane went through memory and stalled its reload.
     let act = g.post.and_then(|post| TileAct::of(post.e.act));
+    let vectors = (g.ow as usize).div_ceil(16);
+    let mut pending = g.from;
     for p in g.from..g.to {
         // SAFETY: plane `p` of each operand is inside it (the caller's contract), and its
-        // kernel has 9 taps (`choose`).
+        // kernel has 9 taps (`choose`); the epilogue's bias holds the plane's element and its
+        // addend the plane.
         unsafe {
             let (xp, k, yp) = (x.offset(p * xs), w.offset(p % g.channels * 9), y.offset(p * ys));
             let kernel: [f32; 9] = std::array::from_fn(|t| k.add(t).read_unaligned());
-            if !kernel.iter().all(|v| v.is_finite()) {
-                super::plane_exact(g, xp, k, yp);
-                if let Some(post) = g.post {
-                    post.planes(p, p + 1, g.channels, y);
+            if kernel.iter().all(|v| v.is_finite()) {
+                let taps = kernel.map(|v| _mm512_set1_ps(v));
+                let epi = match (g.post, act) {
+                    (Some(post), Some(act)) => Some(Epi {
+                        bias: (post.e.bias != Bias::None).then(|| post.bias.offset(p % g.channels).read_unaligned()),
+                        z: if post.e.residual { post.z.offset(p * ys) } else { std::ptr::null() },
+                        act,
+                    }),
+                    _ => None,
+                };
+                match (d, vectors) {
+                    (Direct::Flat(f), _) => flat(f, g, xp, &taps, yp, epi),
+                    (Direct::Stride2, 1) => rows::<1>(g, xp, &taps, yp, epi),
+                    (Direct::Stride2, 2) => rows::<2>(g, xp, &taps, yp, epi),
+                    (Direct::Stride2, 3) => rows::<3>(g, xp, &taps, yp, epi),
+                    (Direct::Stride2, _) => rows::<4>(g, xp, &taps, yp, epi),
                 }
-                continue;
+                if let (Some(post), Some(_)) = (g.post, epi) {
+                    // Planes before this one (of the exact path) get their pass first, so
+                    // each plane has its epilogue exactly once.
+                    if pending < p {
+                        post.planes(pending, p, g.channels, y);
+                    }
+                    pending = p + 1;
+                    continue;
+                }
+            } else {
+                super::plane_exact(g, xp, k, yp);
             }
-            let taps = kernel.map(|v| _mm512_set1_ps(v));
-            let epi = match (g.post, act) {
-                (Some(post), Some(act)) => Some(Epi {
-                    bias: (post.e.bias != Bias::None).then(|| post.bias.offset(p % g.channels).read_unaligned()),
-                    z: if post.e.residual { post.z.offset(p * ys) } else { std::ptr::null() },
-                    act,
-                }),
-                _ => None,
-            };
-            flat(f, g, xp, &taps, yp, epi);
+            if let Some(post) = g.post {
+                post.after(p, g.to, g.channels, &mut pending, y);
+            }
         }
     }
 }
 
-/// [`plane`] for [`Direct::Flat`], with the kernel's taps broadcast in `w`: blocks of up to
-/// four vectors.
+/// One plane of a [`Direct::Flat`] call, `x` (`h × w`) into `y` (`oh × ow`, the start of each
+/// sum when accumulating), with the kernel's taps broadcast in `w`: blocks of up to four
+/// vectors; with `epi`, the epilogue applied before the sums are stored.
 ///
 /// # Safety
 ///
-/// As [`plane`].
+/// As [`planes`], for one plane of each operand; `epi`'s `z` readable for `oh·ow` when not
+/// null.
 #[inline(always)]
 unsafe fn flat(f: &Flat, g: &Plan, x: *const f32, w: &[__m512; 9], y: *mut f32, epi: Option<Epi>) {
     let mut v = 0;
@@ -237,7 +231,7 @@ unsafe fn flat(f: &Flat, g: &Plan, x: *const f32, w: &[__m512; 9], y: *mut f32, 
 ///
 /// # Safety
 ///
-/// As [`plane`]; `v0 + V <= f.vectors`.
+/// As [`flat`]; `v0 + V <= f.vectors`.
 #[inline(always)]
 unsafe fn flat_block<const V: usize>(f: &Flat, g: &Plan, x: *const f32, w: &[__m512; 9], y: *mut f32, v0: usize, epi: Option<Epi>) {
     // SAFETY (the function): every load and store is masked to lanes whose output and input
@@ -266,7 +260,7 @@ unsafe fn flat_block<const V: usize>(f: &Flat, g: &Plan, x: *const f32, w: &[__m
     }
 }
 
-/// [`plane`] for stride 2, with the kernel's taps broadcast in `w`, a block of `V` vectors of
+/// [`flat`] for stride 2, with the kernel's taps broadcast in `w`, a block of `V` vectors of
 /// each row at a time, block by block: their sums are
 /// independent, so the nine dependent multiply-adds of one vector overlap with the others'.
 /// A block's masks are the same in every row, and in most blocks and rows all lanes are
