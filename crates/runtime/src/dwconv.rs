@@ -24,9 +24,9 @@
 //! off MobileNet-V2's 384 × 14², 960 × 7² and 144 × 56² stride-2 layers in `conv_one`
 //! (2026-11-26).
 //!
-//! With AVX-512, 3×3 planes of padding 1 skip the padded plane when they are of stride 2 or
-//! small: `dwconv/direct.rs` reads them in place with masked loads (1.5–1.8× faster on
-//! MobileNet-V2's layers of those kinds; the table below is the padded path's).
+//! With AVX-512, 3×3 planes of padding 1 and stride 1 or 2 skip the padded plane:
+//! `dwconv/direct.rs` reads them in place with masked loads (1.3–1.8× faster on MobileNet-V2's
+//! layers; the table below is the padded path's).
 //!
 //! Without AVX-512, outputs of at most 32 × 32 are computed a vector of planes at a time, one
 //! plane per lane (`dwconv/lanes.rs`): 1.6–2.9× faster on MobileNet-V2's layers of that size

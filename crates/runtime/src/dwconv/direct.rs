@@ -1,26 +1,29 @@
 //! 3×3 depthwise planes with padding 1 and no dilation read in place with AVX-512: of stride 2
-//! a row at a time, and small ones of stride 1 as one flat run — every depthwise layer of
-//! MobileNet-V2 but the two of stride 1 on 56- and 112-column rows.
+//! or 1 a row at a time, and small ones of stride 1 as one flat run — every depthwise layer of
+//! MobileNet-V2.
 //!
 //! The padded-plane path (the module doc) copies each input plane into the scratch first, and
 //! for stride 2 de-interleaves it into four phases, which cost about as much as the taps. Here
-//! a stride-2 output row is computed a vector of 16 columns at a time straight from its three
-//! input rows: the 16 inputs of a tap are the even or odd elements of two loads, gathered by
-//! one two-source permute. A stride-1 plane of at most 64 vectors in rows under 32 columns
-//! whose output has its input's shape is one run of vectors, output `o` reading input
-//! `o + (ky − 1)·w + kx − 1` ([`Flat`]).
+//! an output row is computed a vector of 16 columns at a time straight from its three input
+//! rows: for stride 1 a tap's 16 inputs are one load; for stride 2 they are the even or odd
+//! elements of two loads, gathered by one two-source permute. A stride-1 plane of at most 64
+//! vectors in rows of at most 8 columns (half a vector) whose output has its input's shape is
+//! one run of vectors, output `o` reading input `o + (ky − 1)·w + kx − 1` ([`Flat`]).
 //! Masks leave out the inputs outside the plane: a masked-off lane loads zero and is never
 //! accessed, so a tap in the padding adds `w·0` exactly as it does from the padded plane's
-//! zeros. Each output is its start plus the nine taps in ascending `(ky, kx)` order with fused
-//! multiply-adds, as on that path: the paths agree bit for bit.
+//! zeros, and a row outside the plane adds zeros. Each output is its start plus the nine taps
+//! in ascending `(ky, kx)` order with fused multiply-adds, as on that path: the paths agree
+//! bit for bit. All planes of a call go through one loop ([`planes`]).
 //!
 //! Measured with `dwconv_bench`, alternating builds, µs per call. Stride 2: 96 × 112² 192–226
 //! against 307–382; 144 × 56² 84–90 against 149–191; 192 × 28² 49–54 against 76–117; 576 × 14²
-//! 79–89 against 118–169. Stride 1, flat: 384 × 14² 54–59 against 97–102; 576 × 14² 81–90
-//! against 146–152; 960 × 7² 54–59 against 96–129; 192 × 28² 81–94 against 96–117 (with the
-//! masks of every tap precomputed; combining row and column masks per load was slower there).
-//! Larger stride-1 planes stay padded: reading their rows in place (one masked load per tap)
-//! was slower (32 × 112² 199–221 against 178–194).
+//! 79–89 against 118–169. Stride 1, flat (then for planes up to 28 × 28): 384 × 14² 54–59
+//! against 97–102; 576 × 14² 81–90 against 146–152; 960 × 7² 54–59 against 96–129; 192 × 28²
+//! 81–94 against 96–117 (with the masks of every tap precomputed; combining row and column
+//! masks per load was slower there). Reading the rows of larger stride-1 planes in place was
+//! slower while each plane was a call of its own (32 × 112² 199–221 against 178–194); in one
+//! loop over the planes (`conv_one`, bias and Relu, operands from memory, 2026-11-26, µs)
+//! 144 × 56² 321–327 → 205, 32 × 112² 268–285 → 217.
 
 use std::arch::x86_64::*;
 
@@ -38,6 +41,8 @@ pub(super) enum Direct {
     Stride2,
     /// Stride 1 on a small plane, the whole plane as one flat run of vectors.
     Flat(Flat),
+    /// Stride 1 on a larger plane, a row at a time.
+    Stride1,
 }
 
 /// The planes of `g` that take a path of this file (see the module doc), if they do.
@@ -48,13 +53,21 @@ pub(super) fn choose(g: &Plan) -> Option<Direct> {
     if g.sh == 2 && g.sw == 2 {
         return Some(Direct::Stride2);
     }
-    if g.sh == 1 && g.sw == 1 && g.oh == g.h && g.ow == g.w && g.ow < super::FLAT_BELOW as isize && g.oh * g.ow <= (16 * FLAT_VECTORS) as isize {
+    if !(g.sh == 1 && g.sw == 1 && g.oh == g.h && g.ow == g.w) {
+        return None;
+    }
+    if g.ow <= FLAT_MAX_COLUMNS && g.oh * g.ow <= (16 * FLAT_VECTORS) as isize {
         return Some(Direct::Flat(Flat::new(g)));
     }
-    None
+    Some(Direct::Stride1)
 }
 
-/// Vectors of the largest plane [`Flat`] takes: 28 × 28 planes (49 vectors) and smaller.
+/// Rows of at most this many columns fill at most half a vector: [`Flat`] takes such planes
+/// whole; wider ones go a row at a time. `conv_one` (µs, best of 3000 calls, 2026-11-26), flat
+/// against rows: 960 × 7² 39 / 46–48, 384 × 14² 43 / 35, 192 × 28² 77–79 / 67–69.
+const FLAT_MAX_COLUMNS: isize = 8;
+
+/// Vectors of the largest plane [`Flat`] takes.
 const FLAT_VECTORS: usize = 64;
 
 /// A small plane of stride 1 and padding 1 on every side, whose output has the input's shape:
@@ -153,11 +166,36 @@ impl Epi {
 /// epilogue's bias and addend hold theirs; the CPU has AVX-512F.
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn planes(d: &Direct, g: &Plan, x: *const f32, w: *const f32, y: *mut f32) {
+    // One loop per kind of plane and width, each with its own registers: a loop that could
+    // take any of them spilled the flat planes' taps (960 × 7² 36 → 46 µs).
+    // SAFETY: by the caller's contract.
+    unsafe {
+        match (d, (g.ow as usize).div_ceil(16)) {
+            (Direct::Flat(f), _) => each(g, x, w, y, |xp, taps, yp, epi| flat(f, g, xp, taps, yp, epi)),
+            (Direct::Stride1, 1) => each(g, x, w, y, |xp, taps, yp, epi| rows1::<1>(g, xp, taps, yp, epi)),
+            (Direct::Stride1, 2) => each(g, x, w, y, |xp, taps, yp, epi| rows1::<2>(g, xp, taps, yp, epi)),
+            (Direct::Stride1, 3) => each(g, x, w, y, |xp, taps, yp, epi| rows1::<3>(g, xp, taps, yp, epi)),
+            (Direct::Stride1, _) => each(g, x, w, y, |xp, taps, yp, epi| rows1::<4>(g, xp, taps, yp, epi)),
+            (Direct::Stride2, 1) => each(g, x, w, y, |xp, taps, yp, epi| rows::<1>(g, xp, taps, yp, epi)),
+            (Direct::Stride2, 2) => each(g, x, w, y, |xp, taps, yp, epi| rows::<2>(g, xp, taps, yp, epi)),
+            (Direct::Stride2, 3) => each(g, x, w, y, |xp, taps, yp, epi| rows::<3>(g, xp, taps, yp, epi)),
+            (Direct::Stride2, _) => each(g, x, w, y, |xp, taps, yp, epi| rows::<4>(g, xp, taps, yp, epi)),
+        }
+    }
+}
+
+/// [`planes`]' loop, with `one` computing a plane from its input, its taps broadcast, its
+/// output and its epilogue.
+///
+/// # Safety
+///
+/// As [`planes`]; `one` computes the plane it is given, as [`flat`] does.
+#[inline(always)]
+unsafe fn each(g: &Plan, x: *const f32, w: *const f32, y: *mut f32, one: impl Fn(*const f32, &[__m512; 9], *mut f32, Option<Epi>)) {
     let (xs, ys) = (g.h * g.w, g.oh * g.ow);
     // The epilogue's parts that do not change from plane to plane, taken apart here: an `Epi`
     // returned per plane went through memory and stalled its reload.
     let act = g.post.and_then(|post| TileAct::of(post.e.act));
-    let vectors = (g.ow as usize).div_ceil(16);
     let mut pending = g.from;
     for p in g.from..g.to {
         // SAFETY: plane `p` of each operand is inside it (the caller's contract), and its
@@ -176,13 +214,7 @@ pub(super) unsafe fn planes(d: &Direct, g: &Plan, x: *const f32, w: *const f32, 
                     }),
                     _ => None,
                 };
-                match (d, vectors) {
-                    (Direct::Flat(f), _) => flat(f, g, xp, &taps, yp, epi),
-                    (Direct::Stride2, 1) => rows::<1>(g, xp, &taps, yp, epi),
-                    (Direct::Stride2, 2) => rows::<2>(g, xp, &taps, yp, epi),
-                    (Direct::Stride2, 3) => rows::<3>(g, xp, &taps, yp, epi),
-                    (Direct::Stride2, _) => rows::<4>(g, xp, &taps, yp, epi),
-                }
+                one(xp, &taps, yp, epi);
                 if let (Some(post), Some(_)) = (g.post, epi) {
                     // Planes before this one (of the exact path) get their pass first, so
                     // each plane has its epilogue exactly once.
@@ -348,5 +380,54 @@ unsafe fn row<const V: usize, const MASKED: bool>(g: &Plan, xr: *const f32, yr: 
                 _mm512_storeu_ps(yr.wrapping_offset(at(v)), a);
             }
         }
+    }
+}
+
+/// [`flat`] for a larger plane of stride 1, with the kernel's taps broadcast in `w`: a block of
+/// `V` vectors of each row at a time, each tap one load from its input row, masked to the
+/// columns inside it (a row outside the plane adds zeros, as the padded plane's would).
+///
+/// # Safety
+///
+/// As [`flat`].
+#[inline(always)]
+unsafe fn rows1<const V: usize>(g: &Plan, x: *const f32, w: &[__m512; 9], y: *mut f32, epi: Option<Epi>) {
+    let mut ox0 = 0;
+    while ox0 < g.ow {
+        let col = |v: usize| ox0 + 16 * v as isize;
+        let keep: [__mmask16; V] = std::array::from_fn(|v| span(col(v), g.ow));
+        // Tap kx of output column ox reads input column ox − 1 + kx.
+        let masks: [[__mmask16; 3]; V] = std::array::from_fn(|v| std::array::from_fn(|kx| span(col(v) - 1 + kx as isize, g.w)));
+        for oy in 0..g.oh {
+            let iy = oy - 1;
+            let inside: [bool; 3] = std::array::from_fn(|ky| (0..g.h).contains(&(iy + ky as isize)));
+            // SAFETY (the block): masked-off lanes are not accessed, so addresses before or
+            // past a row are only formed, never dereferenced; rows outside the plane are not
+            // read; the output row holds the block's lanes `keep` selects.
+            unsafe {
+                let (xr, yr) = (x.wrapping_offset(iy * g.w), y.offset(oy * g.ow).offset(ox0));
+                let epi = epi.map(|e| Epi { z: if e.z.is_null() { e.z } else { e.z.wrapping_offset(oy * g.ow + ox0) }, ..e });
+                let at = |v: usize| 16 * v as isize;
+                let mut acc: [__m512; V] = std::array::from_fn(|v| if g.accumulate { _mm512_maskz_loadu_ps(keep[v], yr.wrapping_offset(at(v))) } else { _mm512_setzero_ps() });
+                for ky in 0..3 {
+                    let r = xr.wrapping_offset(ky as isize * g.w);
+                    for (v, acc) in acc.iter_mut().enumerate() {
+                        for kx in 0..3 {
+                            let m = if inside[ky] { masks[v][kx] } else { 0 };
+                            let t = _mm512_maskz_loadu_ps(m, r.wrapping_offset(col(v) - 1 + kx as isize));
+                            *acc = _mm512_fmadd_ps(w[ky * 3 + kx], t, *acc);
+                        }
+                    }
+                }
+                for (v, a) in acc.into_iter().enumerate() {
+                    let a = match &epi {
+                        Some(e) => e.apply(a, at(v), keep[v]),
+                        None => a,
+                    };
+                    _mm512_mask_storeu_ps(yr.wrapping_offset(at(v)), keep[v], a);
+                }
+            }
+        }
+        ox0 += 16 * V as isize;
     }
 }

@@ -124,10 +124,11 @@ fn stride_two_rows_read_in_place_match_the_definition() {
 }
 
 #[test]
-fn small_stride_one_planes_read_in_place_match_the_definition() {
-    // The 3×3 stride-1 planes of up to 64 vectors and rows under 32 columns that AVX-512
-    // computes as one flat run (`direct.rs`): every such shape, so the masks meet every row and
-    // column border inside a vector.
+fn stride_one_planes_read_in_place_match_the_definition() {
+    // The 3×3 stride-1 planes that AVX-512 reads in place (`direct.rs`): as one flat run (rows
+    // of at most 8 columns, up to 64 vectors) or a row at a time, in blocks of up to four
+    // vectors. Every shape up to 64 × 31, so the masks meet every row and column border inside
+    // a vector, then rows of several blocks.
     let mut rng = Rng(13);
     for h in 1..=64 {
         for w in 1..32 {
@@ -136,14 +137,17 @@ fn small_stride_one_planes_read_in_place_match_the_definition() {
             }
         }
     }
-    // Too large for one run, rows too wide, or not padded by 1 all round: the padded planes.
+    for (h, w) in [(3, 64), (2, 65), (5, 112), (1, 129), (9, 200)] {
+        check(&conv(2, 2, (h, w), (3, 3), (1, 1), (1, 1), [1; 4], rng.below(2) == 1), &mut rng);
+    }
+    // Too large for one run, or not padded by 1 all round: rows, and the padded planes.
     for (h, w, pads) in [(33, 32, [1; 4]), (2, 32, [1; 4]), (14, 14, [1, 1, 0, 0]), (14, 14, [0; 4])] {
         check(&conv(3, 3, (h, w), (3, 3), (1, 1), (1, 1), pads, true), &mut rng);
     }
 }
 
-/// The padded planes and the planes read in place (`direct.rs`), stride 2 and flat, on data
-/// whose sums round: the same bits.
+/// The padded planes and the planes read in place (`direct.rs`), of stride 2, flat and of
+/// stride 1 by rows, on data whose sums round: the same bits.
 #[test]
 #[cfg(target_arch = "x86_64")]
 fn planes_read_in_place_round_as_the_padded_planes() {
@@ -151,12 +155,19 @@ fn planes_read_in_place_round_as_the_padded_planes() {
         return;
     }
     let mut rng = Rng(5);
-    for (d, flat) in [(conv(4, 4, (23, 37), (3, 3), (2, 2), (1, 1), [1; 4], true), false), (conv(4, 4, (13, 15), (3, 3), (1, 1), (1, 1), [1; 4], true), true)] {
+    let shapes = [((23, 37), 2, "stride 2"), ((13, 7), 1, "flat"), ((13, 15), 1, "stride 1"), ((9, 70), 1, "stride 1")];
+    for ((h, w), s, kind) in shapes {
+        let d = conv(4, 4, (h, w), (3, 3), (s, s), (1, 1), [1; 4], true);
         let data = |n: usize, rng: &mut Rng| (0..n).map(|_| (rng.next() % 2001) as f32 / 997.0 - 1.0).collect::<Vec<f32>>();
         let (x, w, y0) = (data(d.x_len(), &mut rng), data(d.w_len(), &mut rng), data(d.y_len(), &mut rng));
         let g = Plan::new(&d);
-        assert_eq!(matches!(direct::choose(&g), Some(direct::Direct::Flat(_))), flat);
-        assert!(direct::choose(&g).is_some());
+        let chosen = match direct::choose(&g) {
+            Some(direct::Direct::Stride2) => "stride 2",
+            Some(direct::Direct::Flat(_)) => "flat",
+            Some(direct::Direct::Stride1) => "stride 1",
+            None => "padded",
+        };
+        assert_eq!(chosen, kind, "{d:?}");
         let mut in_place = y0.clone();
         d.run_with(Isa::Avx512, &x, &w, &mut in_place);
         let mut padded = y0.clone();
