@@ -9,6 +9,25 @@ const LINE: usize = 64;
 #[inline(always)]
 pub(crate) fn rows(p: *const f32, rows: usize, cols: usize, ld: usize) {
     #[cfg(target_arch = "x86_64")]
+    lines::<{ std::arch::x86_64::_MM_HINT_T0 }>(p, rows, cols, ld);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, rows, cols, ld);
+}
+
+/// [`rows`] into L2 only: for a block that a kernel reads after the one it is on, which would
+/// push that one's operands out of L1.
+#[inline(always)]
+pub(crate) fn rows_to_l2(p: *const f32, rows: usize, cols: usize, ld: usize) {
+    #[cfg(target_arch = "x86_64")]
+    lines::<{ std::arch::x86_64::_MM_HINT_T1 }>(p, rows, cols, ld);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, rows, cols, ld);
+}
+
+/// The prefetches of [`rows`] with the hint `HINT`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn lines<const HINT: i32>(p: *const f32, rows: usize, cols: usize, ld: usize) {
     for r in 0..rows {
         let row = p.wrapping_add(r * ld) as usize;
         // Every line the row touches, from the one holding its first float.
@@ -16,10 +35,7 @@ pub(crate) fn rows(p: *const f32, rows: usize, cols: usize, ld: usize) {
         for line in (first..end).step_by(LINE) {
             // SAFETY: a prefetch of any address is a hint that cannot fault; SSE is part of
             // x86-64.
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line as *const i8) };
+            unsafe { std::arch::x86_64::_mm_prefetch::<HINT>(line as *const i8) };
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, rows, cols, ld);
 }
-
