@@ -300,7 +300,7 @@ unsafe fn flat_block<const V: usize>(f: &Flat, g: &Plan, x: *const f32, w: &[__m
 ///
 /// # Safety
 ///
-/// As [`plane`].
+/// As [`flat`].
 #[inline(always)]
 unsafe fn rows<const V: usize>(g: &Plan, x: *const f32, w: &[__m512; 9], y: *mut f32, epi: Option<Epi>) {
     let mut ox0 = 0;
