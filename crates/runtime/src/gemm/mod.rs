@@ -534,9 +534,28 @@ unsafe fn run_direct<F: Finish>(isa: Isa, bl: Blocking, d: &Direct, rows: std::o
 /// microseconds, about what 2^18 multiply-adds take.
 pub(crate) const SPLIT_MIN_FMAS: usize = 1 << 18;
 
+/// Column parts of at most this many tiles, when `B` is small and row parts would have at
+/// least [`ROWS_MIN_ROW_TILES`], make a split by rows instead.
+const ROWS_COLUMN_TILES: usize = 10;
+
+/// See [`ROWS_COLUMN_TILES`].
+const ROWS_MIN_ROW_TILES: usize = 8;
+
+/// The most elements of `B` (`k·n`) that every part of a split by rows packs.
+const ROWS_MAX_B: usize = 256 * 1024;
+
 /// How to split a blocked product over `ways` threads: `(by rows, parts)`. Columns are split
 /// when that balances about as well as rows, since each part then packs only its own columns
-/// of `B`; a split by rows packs all of `B` in every part. Sharing one copy of `B` between
+/// of `B`; a split by rows packs all of `B` in every part. Except when the column parts would
+/// be a few tiles each and `B` is small: then each part's edge tile and packing are a large
+/// share of its work, and rows (every part with all columns, as one thread has them) are
+/// faster. `conv_one` on two threads, operands from memory, median µs (2026-11-26), columns →
+/// rows: 32 → 192 on 28² 76–77 → 59–60, 64 → 384 on 14² 66–81 → 58–59, 96 → 576 on 14² 156
+/// → 146, 256 → 1024 on 14² 633–654 → 602–614, 1024 → 256 on 14² 561–562 → 549–552, 128 →
+/// 512 on 28² 570–578 → 557–563; with a larger `B`, 512 → 128 on 28² (401 k elements) went
+/// 557 → 572–575, and on 56² planes (3136 columns) rows were 3–10 % slower. With few rows
+/// per part the packing of all of `B` dominates: MobileNet-V2's 192 → 32 layers on 28² went
+/// 0.060 → 0.069 ms in `kiln bench --kernels`. Sharing one copy of `B` between
 /// row parts instead (all parts packing a share of it, then all reading it) was slower on
 /// 2026-11-26: ResNet-50's 512-channel 3×3 layers over 7 × 7 outputs went 1.36 → 1.45 ms on two
 /// threads, the whole packed `B` (1.7 MB) leaving L2 where each part's `KC × NC` blocks stay. Parts are whole tiles, so each
@@ -547,6 +566,10 @@ fn split(m: usize, n: usize, k: usize, isa: Isa, ways: usize) -> (bool, usize) {
     }
     let (mr, nr) = isa.tile();
     let (by_cols, by_rows) = (pool::balance(n, ways, nr), pool::balance(m, ways, mr));
+    let few_tiles = n <= ways * ROWS_COLUMN_TILES * nr && m >= ways * ROWS_MIN_ROW_TILES * mr && k.saturating_mul(n) <= ROWS_MAX_B;
+    if few_tiles && by_rows >= by_cols - 0.1 {
+        return (true, ways);
+    }
     if by_cols >= by_rows - 0.1 { (false, ways) } else { (true, ways) }
 }
 
