@@ -34,6 +34,7 @@ pub mod im2col;
 pub mod math;
 pub mod maxpool;
 pub mod minifloat;
+pub mod nchwc;
 pub mod norm;
 pub mod parallel;
 pub mod pool;

@@ -1,0 +1,58 @@
+//! The blocked channel layout NCHW16c: a tensor of `c` channels of `h × w` pixels is held as
+//! `⌈c/16⌉` blocks of `h·w` pixels of 16 channels, `[c/16][h][w][c mod 16]`. A pixel's 16
+//! channels are one 64-byte line, so a kernel that puts output channels in vector lanes loads
+//! and stores whole lines, and one that broadcasts input channels reads 16 consecutive floats
+//! per pixel. The lanes past the last channel of the last block are padding: [`to_blocked`]
+//! writes zeros there and no kernel reads them.
+//!
+//! Why: a 1×1 convolution of NCHW planes is `W · X` with `X`'s rows a plane apart and each
+//! output tile a few rows of a few lines each, a plane apart. In this layout it computes tiles
+//! of pixels × output channels whose every read and write is a run of whole lines
+//! ([`pointwise`]).
+
+pub mod pointwise;
+
+#[cfg(test)]
+mod tests;
+
+/// Channels per block: the lanes of an AVX-512 vector.
+pub const LANES: usize = 16;
+
+/// Floats of a blocked tensor of `channels` planes of `pixels` pixels.
+pub fn blocked_len(channels: usize, pixels: usize) -> usize {
+    channels.div_ceil(LANES) * LANES * pixels
+}
+
+/// Lays `channels` NCHW planes of `pixels` floats out blocked, the padding lanes zero.
+///
+/// # Panics
+///
+/// If `x` or `y` is shorter than the layouts need.
+pub fn to_blocked(x: &[f32], channels: usize, pixels: usize, y: &mut [f32]) {
+    let x = &x[..channels * pixels];
+    let y = &mut y[..blocked_len(channels, pixels)];
+    for (b, block) in y.chunks_exact_mut(LANES * pixels).enumerate() {
+        for (p, px) in block.chunks_exact_mut(LANES).enumerate() {
+            for (l, v) in px.iter_mut().enumerate() {
+                let c = b * LANES + l;
+                *v = if c < channels { x[c * pixels + p] } else { 0.0 };
+            }
+        }
+    }
+}
+
+/// The inverse of [`to_blocked`]: `channels` NCHW planes of `pixels` floats from a blocked
+/// tensor.
+///
+/// # Panics
+///
+/// If `x` or `y` is shorter than the layouts need.
+pub fn from_blocked(x: &[f32], channels: usize, pixels: usize, y: &mut [f32]) {
+    let x = &x[..blocked_len(channels, pixels)];
+    for (c, plane) in y[..channels * pixels].chunks_exact_mut(pixels).enumerate() {
+        let block = &x[c / LANES * LANES * pixels..];
+        for (p, v) in plane.iter_mut().enumerate() {
+            *v = block[p * LANES + c % LANES];
+        }
+    }
+}
