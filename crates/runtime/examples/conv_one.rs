@@ -10,7 +10,7 @@
 //! `KILN_THREADS` splits each call over a pool of that many threads; GROUPS (default 1) makes
 //! grouped and depthwise convolutions. `KILN_COPIES` sets the number of copies (40 sends the weights of a large layer to memory);
 //! `KILN_ROTATE` names the operands that rotate (`xwzy` by default), the others staying put.
-//! `KILN_NCHWC=1` runs a 1×1 convolution on NCHW16c tensors instead (`nchwc::pointwise`).
+//! `KILN_NCHWC=1` runs the convolution on NCHW16c tensors instead (`nchwc::conv`).
 //!
 //! Prints the best call's wall-clock time and its rate (bias and ReLU fused; a residual addend
 //! when RESIDUAL is 1).
@@ -20,7 +20,7 @@ use std::time::Instant;
 use kiln_runtime::conv::Conv2d;
 use kiln_runtime::epilogue::Activation;
 use kiln_runtime::gemm::Isa;
-use kiln_runtime::nchwc::{self, pointwise::Pointwise};
+use kiln_runtime::nchwc;
 use kiln_runtime::pool::Pool;
 use kiln_runtime::window::Window;
 
@@ -58,12 +58,11 @@ fn main() {
     // KILN_THREADS: the calls split over a pool of that many threads (default: one thread).
     let threads: usize = std::env::var("KILN_THREADS").ok().map_or(1, |s| s.parse().expect("KILN_THREADS"));
     let pool = Pool::new(threads).expect("thread pool");
-    // KILN_NCHWC=1: a 1×1 convolution on NCHW16c tensors (`nchwc::pointwise`), its operands
-    // laid out blocked beforehand; the first copy's output is checked against the NCHW
-    // routine's.
+    // KILN_NCHWC=1: the convolution on NCHW16c tensors (`nchwc::conv`), its operands laid
+    // out blocked beforehand and its weights packed; the first copy's output is checked
+    // against the NCHW routine's.
     if std::env::var_os("KILN_NCHWC").is_some() {
-        assert!(k == 1 && p == 0 && groups == 1, "KILN_NCHWC takes 1×1 convolutions without padding");
-        let pw = Pointwise { channels: ci, out_channels: co, h: side, w: side, stride: s, bias: true, residual: residual != 0, act: Activation::Relu };
+        assert!(nchwc::conv::supports(&c), "KILN_NCHWC takes convolutions of one group");
         let pixels = o * o;
         let blocked = |v: &Vec<f32>, channels: usize, pixels: usize| {
             let mut b = vec![0.0; nchwc::blocked_len(channels, pixels)];
@@ -72,15 +71,18 @@ fn main() {
         };
         let xbs: Vec<_> = xs.iter().map(|x| blocked(x, ci, side * side)).collect();
         let zbs: Vec<_> = zs.iter().map(|z| if residual != 0 { blocked(z, co, pixels) } else { Vec::new() }).collect();
-        let wps: Vec<_> = ws.iter().map(|w| { let mut wp = vec![0.0; pw.packed_len()]; pw.pack_weights(w, &mut wp); wp }).collect();
-        let mut ybs: Vec<_> = (0..copies).map(|_| vec![0.0f32; pw.y_len()]).collect();
+        let panel = nchwc::conv::PANEL;
+        let to_bytes = |w: &Vec<f32>| w.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>();
+        let wps: Vec<_> = ws.iter().map(|w| { let mut wp = vec![0.0; c.packed_len(panel)]; c.pack_weights(panel, &to_bytes(w), &mut wp); wp }).collect();
+        let mut ybs: Vec<_> = (0..copies).map(|_| vec![0.0f32; nchwc::conv::y_len(&c)]).collect();
         let mut times: Vec<f64> = pool.enter(|| (0..calls)
             .map(|call| {
                 let at = |operand: char| if rotate.contains(operand) { call % copies } else { 0 };
                 let (x, w, z) = (&xbs[at('x')], &wps[at('w')], &zbs[at('z')]);
                 let y = &mut ybs[at('y')];
                 let t = Instant::now();
-                pw.run(x, w, &b, z, y);
+                // SAFETY: the operands have the lengths the convolution reads and writes.
+                unsafe { nchwc::conv::run(&c, x.as_ptr(), w.as_ptr(), true, b.as_ptr(), z.as_ptr(), y.as_mut_ptr()) };
                 t.elapsed().as_secs_f64()
             })
             .collect());
@@ -90,7 +92,7 @@ fn main() {
         let diff = got.iter().zip(&ys[0]).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
         times.sort_by(f64::total_cmp);
         let (best, median) = (times[0], times[calls / 2]);
-        let flops = 2.0 * (co * ci * o * o) as f64;
+        let flops = 2.0 * (co * ci * k * k * o * o) as f64;
         println!("NCHW16c {spec:?}: best {:.1} µs ({:.1} GFLOP/s), median {:.1} µs ({:.1} GFLOP/s), largest difference from NCHW {diff:e}", best * 1e6, flops / best / 1e9, median * 1e6, flops / median / 1e9);
         return;
     }

@@ -59,6 +59,10 @@ pub fn symbols() -> Vec<(&'static str, *const u8)> {
     table.push(("kiln_rt_softmax", softmax::kiln_rt_softmax as *const u8));
     table.push(("kiln_rt_layernorm", norm::kiln_rt_layernorm as *const u8));
     table.push(("kiln_rt_copy", copy::kiln_rt_copy as *const u8));
+    table.push(("kiln_rt_conv2d_nchwc", nchwc::conv::kiln_rt_conv2d_nchwc as *const u8));
+    table.push(("kiln_rt_maxpool2d_nchwc", nchwc::pool::kiln_rt_maxpool2d_nchwc as *const u8));
+    table.push(("kiln_rt_to_nchwc", nchwc::kiln_rt_to_nchwc as *const u8));
+    table.push(("kiln_rt_from_nchwc", nchwc::kiln_rt_from_nchwc as *const u8));
     table.push(("kiln_rt_parallel_for", parallel::kiln_rt_parallel_for as *const u8));
     table.extend(minifloat::symbols());
     table
@@ -91,7 +95,8 @@ mod tests {
         assert_eq!(names.len(), table.len());
         // 17 unary functions and pow and fmod, each in f32 and f64, sgemm, sgemm_packed, sgemm_fused,
         // conv2d, conv2d_packed, dwconv2d, epilogue, im2col, maxpool2d, softmax, layernorm, copy,
-        // parallel_for, and five narrow-float encoders.
-        assert_eq!(table.len(), 2 * 19 + 13 + 5);
+        // parallel_for, conv2d_nchwc, maxpool2d_nchwc, to_nchwc, from_nchwc, and five
+        // narrow-float encoders.
+        assert_eq!(table.len(), 2 * 19 + 17 + 5);
     }
 }

@@ -8,9 +8,10 @@
 //! Why: a 1×1 convolution of NCHW planes is `W · X` with `X`'s rows a plane apart and each
 //! output tile a few rows of a few lines each, a plane apart. In this layout it computes tiles
 //! of pixels × output channels whose every read and write is a run of whole lines
-//! ([`pointwise`]).
+//! ([`conv`]).
 
-pub mod pointwise;
+pub mod conv;
+pub mod pool;
 
 #[cfg(test)]
 mod tests;
@@ -54,5 +55,39 @@ pub fn from_blocked(x: &[f32], channels: usize, pixels: usize, y: &mut [f32]) {
         for (p, v) in plane.iter_mut().enumerate() {
             *v = block[p * LANES + c % LANES];
         }
+    }
+}
+
+/// [`to_blocked`] for generated code: `batch` images of `channels` planes of `pixels` floats
+/// at `x` into `batch` blocked images at `y`. Nothing happens when a size is negative.
+///
+/// # Safety
+///
+/// `x` readable for `batch·channels·pixels` floats, `y` writable for `batch·`[`blocked_len`]
+/// floats, not overlapping. Alignment is not required.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kiln_rt_to_nchwc(x: *const f32, y: *mut f32, batch: i64, channels: i64, pixels: i64) {
+    let [Ok(batch), Ok(channels), Ok(pixels)] = [batch, channels, pixels].map(usize::try_from) else { return };
+    let (plain, blocked) = (channels * pixels, blocked_len(channels, pixels));
+    for n in 0..batch {
+        // SAFETY: image `n` of each operand, by the caller's contract.
+        unsafe { to_blocked(std::slice::from_raw_parts(x.add(n * plain), plain), channels, pixels, std::slice::from_raw_parts_mut(y.add(n * blocked), blocked)) }
+    }
+}
+
+/// [`from_blocked`] for generated code: `batch` blocked images at `x` into `batch` images of
+/// `channels` planes of `pixels` floats at `y`. Nothing happens when a size is negative.
+///
+/// # Safety
+///
+/// `x` readable for `batch·`[`blocked_len`] floats, `y` writable for `batch·channels·pixels`,
+/// not overlapping. Alignment is not required.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn kiln_rt_from_nchwc(x: *const f32, y: *mut f32, batch: i64, channels: i64, pixels: i64) {
+    let [Ok(batch), Ok(channels), Ok(pixels)] = [batch, channels, pixels].map(usize::try_from) else { return };
+    let (plain, blocked) = (channels * pixels, blocked_len(channels, pixels));
+    for n in 0..batch {
+        // SAFETY: image `n` of each operand, by the caller's contract.
+        unsafe { from_blocked(std::slice::from_raw_parts(x.add(n * blocked), blocked), channels, pixels, std::slice::from_raw_parts_mut(y.add(n * plain), plain)) }
     }
 }

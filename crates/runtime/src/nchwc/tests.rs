@@ -1,8 +1,10 @@
-use super::pointwise::Pointwise;
-use super::{LANES, blocked_len, from_blocked, to_blocked};
-use crate::epilogue::Activation;
+use super::conv::{PANEL, run_with, supports, x_len, y_len};
 use crate::gemm::Isa;
+use super::{LANES, blocked_len, from_blocked, to_blocked};
+use crate::conv::Conv2d;
+use crate::epilogue::Activation;
 use crate::test_data;
+use crate::window::Window;
 
 #[test]
 fn blocked_layout_round_trips_and_pads_with_zeros() {
@@ -22,26 +24,35 @@ fn blocked_layout_round_trips_and_pads_with_zeros() {
     }
 }
 
-/// The convolution on NCHW planes, one chain of fused multiply-adds per output as the
-/// blocked routine sums it.
-fn reference(p: &Pointwise, x: &[f32], w: &[f32], bias: &[f32], z: &[f32]) -> Vec<f32> {
-    let (oh, ow) = (p.oh(), p.ow());
-    let mut y = vec![0.0; p.out_channels * oh * ow];
-    for co in 0..p.out_channels {
-        for oy in 0..oh {
-            for ox in 0..ow {
-                let q = oy * ow + ox;
+/// The convolution on NCHW planes, one chain of fused multiply-adds per output over `(c, ky,
+/// kx)` as the blocked routine sums it (a tap in the padding multiplies a zero).
+fn reference(c: &Conv2d, x: &[f32], w: &[f32], bias: &[f32], z: &[f32]) -> Vec<f32> {
+    let win = c.win;
+    let (oh, ow) = (win.oh, win.ow);
+    let mut y = vec![0.0; c.batch * c.out_channels * oh * ow];
+    for n in 0..c.batch {
+        for co in 0..c.out_channels {
+            for q in 0..oh * ow {
+                let (oy, ox) = (q / ow, q % ow);
                 let mut s = 0.0f32;
-                for c in 0..p.channels {
-                    s = w[co * p.channels + c].mul_add(x[c * p.h * p.w + oy * p.stride * p.w + ox * p.stride], s);
+                for ch in 0..c.channels {
+                    for ky in 0..win.kh {
+                        for kx in 0..win.kw {
+                            let (iy, ix) = ((oy * win.sh + ky * win.dh) as isize - win.ph as isize, (ox * win.sw + kx * win.dw) as isize - win.pw as isize);
+                            let inside = iy >= 0 && ix >= 0 && (iy as usize) < win.h && (ix as usize) < win.w;
+                            let v = if inside { x[((n * c.channels + ch) * win.h + iy as usize) * win.w + ix as usize] } else { 0.0 };
+                            s = w[((co * c.channels + ch) * win.kh + ky) * win.kw + kx].mul_add(v, s);
+                        }
+                    }
                 }
-                if p.bias {
+                if c.bias {
                     s += bias[co];
                 }
-                if p.residual {
-                    s += z[co * oh * ow + q];
+                let at = (n * c.out_channels + co) * oh * ow + q;
+                if c.residual {
+                    s += z[at];
                 }
-                y[co * oh * ow + q] = match p.act {
+                y[at] = match c.act {
                     Activation::Relu => if s > 0.0 { s } else { 0.0 },
                     Activation::Clip { min, max } => s.max(min).min(max),
                     _ => s,
@@ -52,48 +63,93 @@ fn reference(p: &Pointwise, x: &[f32], w: &[f32], bias: &[f32], z: &[f32]) -> Ve
     y
 }
 
+/// `batch` images of `channels` NCHW planes laid out blocked, image by image.
+fn blocked(x: &[f32], batch: usize, channels: usize, pixels: usize) -> Vec<f32> {
+    let len = blocked_len(channels, pixels);
+    let mut b = vec![0.0; batch * len];
+    for n in 0..batch {
+        to_blocked(&x[n * channels * pixels..], channels, pixels, &mut b[n * len..]);
+    }
+    b
+}
+
 #[test]
-fn pointwise_matches_the_definition_bit_for_bit() {
+fn convolutions_match_the_definition_bit_for_bit() {
     let pool = crate::pool::Pool::new(2).unwrap();
-    let isas: Vec<Isa> = [Isa::Avx512, Isa::Portable].into_iter().filter(|i| i.available()).collect();
     let shapes = [
-        // channels, out_channels, h, w, stride
-        (3, 5, 2, 3, 1),
-        (16, 64, 7, 7, 1),
-        (24, 40, 5, 9, 1),
-        (64, 200, 14, 14, 1),
-        (33, 17, 6, 5, 2),
-        (256, 130, 9, 9, 2),
-        (520, 48, 4, 4, 1),
+        // batch, channels, out_channels, h, w, kernel, stride, pad, dilation
+        (1, 3, 5, 2, 3, 1, 1, 0, 1),
+        (1, 16, 64, 7, 7, 1, 1, 0, 1),
+        (2, 24, 40, 5, 9, 1, 1, 0, 1),
+        (1, 64, 200, 14, 14, 1, 1, 0, 1),
+        (1, 33, 17, 6, 5, 1, 2, 0, 1),
+        (1, 256, 130, 9, 9, 1, 2, 0, 1),
+        (1, 520, 48, 4, 4, 1, 1, 0, 1),
+        (1, 20, 70, 9, 8, 3, 1, 1, 1),
+        (2, 32, 64, 10, 10, 3, 2, 1, 1),
+        (1, 3, 64, 23, 23, 7, 2, 3, 1),
+        (1, 17, 33, 9, 9, 3, 1, 2, 2),
+        (1, 16, 16, 5, 5, 3, 1, 0, 1),
     ];
-    for (i, &(channels, out_channels, h, w, stride)) in shapes.iter().enumerate() {
+    for (i, &(batch, channels, out_channels, h, w, k, stride, pad, dil)) in shapes.iter().enumerate() {
+        let (oh, ow) = ((h + 2 * pad - dil * (k - 1) - 1) / stride + 1, (w + 2 * pad - dil * (k - 1) - 1) / stride + 1);
+        let win = Window { h, w, oh, ow, kh: k, kw: k, sh: stride, sw: stride, ph: pad, pw: pad, dh: dil, dw: dil };
         for (bias, residual, act) in [(false, false, Activation::None), (true, true, Activation::Relu), (true, false, Activation::Clip { min: -0.1, max: 0.3 })] {
-            let p = Pointwise { channels, out_channels, h, w, stride, bias, residual, act };
-            let pixels = p.oh() * p.ow();
-            let x = test_data(channels * h * w, 3 + i as u64);
-            let wt = test_data(out_channels * channels, 5 + i as u64);
+            let c = Conv2d { batch, channels, out_channels, groups: 1, win, bias, residual, act };
+            assert!(supports(&c));
+            let x = test_data(c.x_len(), 3 + i as u64);
+            let wt = test_data(c.w_len(), 5 + i as u64);
             let b = test_data(out_channels, 7);
-            let z = test_data(out_channels * pixels, 11);
-            let want = reference(&p, &x, &wt, &b, &z);
-            let (mut xb, mut zb) = (vec![0.0; p.x_len()], vec![0.0; p.y_len()]);
-            to_blocked(&x, channels, h * w, &mut xb);
-            to_blocked(&z, out_channels, pixels, &mut zb);
-            let mut wp = vec![0.0; p.packed_len()];
-            p.pack_weights(&wt, &mut wp);
-            for &isa in &isas {
-                for threads in [false, true] {
-                    let mut yb = vec![f32::NAN; p.y_len()];
-                    if threads {
-                        pool.enter(|| p.run_with(isa, &xb, &wp, &b, &zb, &mut yb));
-                    } else {
-                        p.run_with(isa, &xb, &wp, &b, &zb, &mut yb);
-                    }
+            let z = test_data(c.y_len(), 11);
+            let want = reference(&c, &x, &wt, &b, &z);
+            let (xb, zb) = (blocked(&x, batch, channels, h * w), blocked(&z, batch, out_channels, oh * ow));
+            assert_eq!((xb.len(), zb.len()), (x_len(&c), y_len(&c)));
+            let mut wp = vec![0.0; c.packed_len(PANEL)];
+            c.pack_weights(PANEL, &wt.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(), &mut wp);
+            let isas = [Isa::Avx512, Isa::Portable].into_iter().filter(|isa| isa.available());
+            for (isa, packed, threads) in isas.flat_map(|isa| [(isa, true, false), (isa, true, true), (isa, false, false)]) {
+                {
+                    let mut yb = vec![f32::NAN; y_len(&c)];
+                    let (w, yp) = (if packed { wp.as_ptr() } else { wt.as_ptr() }, yb.as_mut_ptr());
+                    // SAFETY: the operands have the lengths `run` reads and writes.
+                    let go = || unsafe { run_with(isa, &c, xb.as_ptr(), w, packed, b.as_ptr(), zb.as_ptr(), yp) };
+                    if threads { pool.enter(go) } else { go() }
+                    let pixels = oh * ow;
                     let mut got = vec![0.0; want.len()];
-                    from_blocked(&yb, out_channels, pixels, &mut got);
+                    for n in 0..batch {
+                        from_blocked(&yb[n * blocked_len(out_channels, pixels)..], out_channels, pixels, &mut got[n * out_channels * pixels..]);
+                    }
                     for (e, (g, r)) in got.iter().zip(&want).enumerate() {
-                        assert_eq!(g.to_bits(), r.to_bits(), "{p:?} {isa:?} threads {threads}: element {e}: {g} against {r}");
+                        assert_eq!(g.to_bits(), r.to_bits(), "{c:?} {isa:?} packed {packed} threads {threads}: element {e}: {g} against {r}");
                     }
                 }
+            }
+        }
+    }
+}
+
+#[test]
+fn max_pools_match_the_planar_routine_bit_for_bit() {
+    use crate::maxpool::MaxPool2d;
+    for (channels, h, w, k, s, p) in [(64, 12, 12, 3, 2, 1), (20, 7, 9, 3, 1, 1), (16, 5, 5, 2, 2, 0), (3, 6, 6, 3, 3, 2)] {
+        let (oh, ow) = ((h + 2 * p - k) / s + 1, (w + 2 * p - k) / s + 1);
+        let win = Window { h, w, oh, ow, kh: k, kw: k, sh: s, sw: s, ph: p, pw: p, dh: 1, dw: 1 };
+        let mut x = test_data(channels * h * w, 13);
+        // NaNs and signed zeros, whose order the semantics fix.
+        for (i, v) in x.iter_mut().enumerate().step_by(37) {
+            *v = [f32::NAN, -0.0, 0.0][i % 3];
+        }
+        let mut want = vec![0.0; channels * oh * ow];
+        MaxPool2d { planes: channels, win }.run(&x, &mut want);
+        let xb = blocked(&x, 1, channels, h * w);
+        for isa in [Isa::Avx512, Isa::Portable].into_iter().filter(|isa| isa.available()) {
+            let mut yb = vec![f32::NAN; blocked_len(channels, oh * ow)];
+            // SAFETY: the blocked operands hold every block.
+            unsafe { super::pool::run(isa, channels.div_ceil(LANES), &win, xb.as_ptr(), yb.as_mut_ptr()) };
+            let mut got = vec![0.0; want.len()];
+            from_blocked(&yb, channels, oh * ow, &mut got);
+            for (e, (g, r)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g.to_bits(), r.to_bits(), "{channels} × {win:?} {isa:?}: element {e}: {g} against {r}");
             }
         }
     }

@@ -1,0 +1,480 @@
+//! Convolutions of NCHW16c tensors ([`super`]) with one group: `y = act(W ⊛ x + bias + z)`,
+//! any window, stride, padding and dilation.
+//!
+//! A tile is [`NP`] output pixels × [`NV`] vectors of 16 output channels, summed in registers
+//! over every step `(c, ky, kx)` in order: each step loads the `NV` vectors of its weights
+//! (panels of 64 output channels, step-major, as [`Conv2d::pack_weights`] lays them out for
+//! `conv/channels.rs`) and broadcasts channel `c` of each pixel's tap `(ky, kx)`, which for 16
+//! consecutive channels lies in the same line. The bias, the addend (laid out as `y`) and the
+//! activation are applied in registers and each vector is stored whole: no tile writes part of
+//! a line, and no pass over `y` follows. With padding the input is first copied into a padded
+//! blocked image (zeros around it), so no tap is tested against the borders.
+//!
+//! **Numerics.** Each output is one chain of fused multiply-adds over the steps in ascending
+//! order from zero, then `+ bias`, `+ z` and the activation: the values of the NCHW routine's
+//! flat-plane paths (`conv/flat.rs`), on any thread count.
+
+use std::cell::RefCell;
+use std::ops::Range;
+
+use super::{LANES, blocked_len};
+use crate::conv::Conv2d;
+use crate::epilogue::Activation;
+use crate::gemm::Isa;
+use crate::pool::{self, SharedPtr};
+
+/// Pixels per tile.
+const NP: usize = 6;
+/// Vectors of 16 output channels per tile (24 of the 32 registers accumulate).
+const NV: usize = 4;
+/// Output channels per weight panel: the `width` of [`Conv2d::pack_weights`] this routine
+/// reads.
+pub const PANEL: usize = NV * LANES;
+
+/// Fewer multiply-adds than this run on one thread.
+const SPLIT_MIN_FMAS: usize = 1 << 18;
+
+thread_local! {
+    /// The padded input image, and weights packed on the call when they come plain.
+    static PADDED: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PANELS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Whether this routine computes `c`: valid sizes, one group, an activation it applies in
+/// registers (none, Relu, Clip), and an image (padded) whose offsets fit `u32`.
+pub fn supports(c: &Conv2d) -> bool {
+    let act = matches!(c.act, Activation::None | Activation::Relu | Activation::Clip { .. });
+    if !(act && c.groups == 1 && c.is_valid() && c.y_len() > 0 && c.channels > 0 && c.win.kh * c.win.kw > 0) {
+        return false;
+    }
+    let w = &c.win;
+    let rows = w.h.checked_add(w.ph).zip((w.oh - 1).checked_mul(w.sh).zip((w.kh - 1).checked_mul(w.dh)));
+    let cols = w.w.checked_add(w.pw).zip((w.ow - 1).checked_mul(w.sw).zip((w.kw - 1).checked_mul(w.dw)));
+    let (Some((r0, (r1, r2))), Some((c0, (c1, c2)))) = (rows, cols) else { return false };
+    let (rows, cols) = (r0.max(r1.saturating_add(r2).saturating_add(1)), c0.max(c1.saturating_add(c2).saturating_add(1)));
+    crate::window::elements(&[c.channels.div_ceil(LANES), LANES, rows, cols]).is_some_and(|n| n <= u32::MAX as usize)
+}
+
+/// Floats of `c`'s blocked input (`batch` images).
+pub fn x_len(c: &Conv2d) -> usize {
+    blocked_len(c.channels, c.win.h * c.win.w).saturating_mul(c.batch)
+}
+
+/// Floats of `c`'s blocked output, and of its addend when it has one.
+pub fn y_len(c: &Conv2d) -> usize {
+    blocked_len(c.out_channels, c.win.oh * c.win.ow).saturating_mul(c.batch)
+}
+
+/// The padded image a convolution reads: `rows × cols` pixels, the input at `(top, left)`.
+#[derive(Clone, Copy, Debug)]
+struct Padded {
+    rows: usize,
+    cols: usize,
+    top: usize,
+    left: usize,
+}
+
+impl Padded {
+    /// The image `c` reads, `None` when that is the input itself.
+    fn of(c: &Conv2d) -> Option<Padded> {
+        let w = &c.win;
+        let rows = (w.h + w.ph).max((w.oh - 1) * w.sh + (w.kh - 1) * w.dh + 1);
+        let cols = (w.w + w.pw).max((w.ow - 1) * w.sw + (w.kw - 1) * w.dw + 1);
+        let p = Padded { rows, cols, top: w.ph, left: w.pw };
+        (rows != w.h || cols != w.w || w.ph != 0 || w.pw != 0).then_some(p)
+    }
+}
+
+/// `c` on blocked tensors with weights `w`: `c`'s plain `out_channels × channels × kh × kw`
+/// floats (`packed` false) or the panels [`Conv2d::pack_weights`] writes with width [`PANEL`].
+/// Over the current thread pool; nothing when `c` is not [supported](supports).
+///
+/// # Safety
+///
+/// `x` readable for [`x_len`], `y` writable for [`y_len`] and overlapping no other operand,
+/// `z` readable for [`y_len`] when `c.residual`, `bias` for `out_channels` when `c.bias`, `w`
+/// for the weights; no alignment is required.
+pub unsafe fn run(c: &Conv2d, x: *const f32, w: *const f32, packed: bool, bias: *const f32, z: *const f32, y: *mut f32) {
+    // SAFETY: by the caller's contract.
+    unsafe { run_with(Isa::detected(), c, x, w, packed, bias, z, y) }
+}
+
+/// [`run`] with the kernel of `isa`: AVX-512 when it is that and the CPU has it, else the
+/// portable loop (the same values).
+///
+/// # Safety
+///
+/// As [`run`].
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn run_with(isa: Isa, c: &Conv2d, x: *const f32, w: *const f32, packed: bool, bias: *const f32, z: *const f32, y: *mut f32) {
+    let wide = isa == Isa::Avx512 && isa.available();
+    if !supports(c) {
+        return;
+    }
+    let bias = if c.bias { bias } else { std::ptr::null() };
+    let z = if c.residual { z } else { std::ptr::null() };
+    if packed {
+        // SAFETY: by the caller's contract.
+        return unsafe { run_packed(wide, c, x, w, bias, z, y) };
+    }
+    let len = c.packed_len(PANEL);
+    crate::scratch::with(&PANELS, len, |wp| {
+        // SAFETY: `w` holds the plain weights, whose bytes `pack_weights` reads.
+        let bytes = unsafe { std::slice::from_raw_parts(w.cast::<u8>(), 4 * c.w_len()) };
+        c.pack_weights(PANEL, bytes, wp);
+        // SAFETY: by the caller's contract, with the panels just packed.
+        unsafe { run_packed(wide, c, x, wp.as_ptr(), bias, z, y) }
+    })
+}
+
+/// [`run`] with packed weights and absent operands null, with AVX-512 when `wide`.
+///
+/// # Safety
+///
+/// As [`run`].
+unsafe fn run_packed(wide: bool, c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
+    let (xl, yl) = (blocked_len(c.channels, c.win.h * c.win.w), blocked_len(c.out_channels, c.win.oh * c.win.ow));
+    let image = |x: *const f32, n: usize| {
+        // SAFETY: image `n`'s operands are inside the caller's.
+        unsafe {
+            let z = if z.is_null() { z } else { z.add(n * yl) };
+            one_image(wide, c, x, wp, bias, z, y.add(n * yl))
+        }
+    };
+    let Some(pad) = Padded::of(c) else {
+        for n in 0..c.batch {
+            // SAFETY: as above.
+            image(unsafe { x.add(n * xl) }, n);
+        }
+        return;
+    };
+    let blocks = c.channels.div_ceil(LANES);
+    let plane = pad.rows * pad.cols * LANES;
+    crate::scratch::with(&PADDED, blocks * plane, |buf| {
+        for n in 0..c.batch {
+            let src = SharedPtr((x.wrapping_add(n * xl), buf.as_mut_ptr()));
+            let ways = if blocks * plane >= 1 << 16 { pool::threads().min(blocks) } else { 1 };
+            pool::for_each(ways, &|i| {
+                let (src, dst) = src.get();
+                for b in pool::part(blocks, ways, 1, i) {
+                    // SAFETY: block `b` of the image and of the padded copy, one task each.
+                    unsafe { pad_block(c, pad, src.add(b * c.win.h * c.win.w * LANES), dst.add(b * plane)) };
+                }
+            });
+            let win = crate::window::Window { h: pad.rows, w: pad.cols, ph: 0, pw: 0, ..c.win };
+            let padded = Conv2d { win, ..*c };
+            // SAFETY: the padded copy holds the image `padded` reads.
+            unsafe {
+                let z = if z.is_null() { z } else { z.add(n * yl) };
+                one_image(wide, &padded, buf.as_ptr(), wp, bias, z, y.add(n * yl));
+            }
+        }
+    });
+}
+
+/// Copies one block of `h × w` pixels into its padded `pad.rows × pad.cols` image, zeros
+/// around it.
+///
+/// # Safety
+///
+/// `src` holds the block, `dst` the padded one.
+unsafe fn pad_block(c: &Conv2d, pad: Padded, src: *const f32, dst: *mut f32) {
+    let (h, w) = (c.win.h, c.win.w);
+    // SAFETY: by the caller's contract, every row written is inside the padded block.
+    unsafe {
+        for r in 0..pad.rows {
+            let row = dst.add(r * pad.cols * LANES);
+            if r < pad.top || r >= pad.top + h {
+                std::ptr::write_bytes(row, 0, pad.cols * LANES);
+                continue;
+            }
+            std::ptr::write_bytes(row, 0, pad.left * LANES);
+            std::ptr::copy_nonoverlapping(src.add((r - pad.top) * w * LANES), row.add(pad.left * LANES), w * LANES);
+            std::ptr::write_bytes(row.add((pad.left + w) * LANES), 0, (pad.cols - pad.left - w) * LANES);
+        }
+    }
+}
+
+/// One image of `c`, whose input needs no padding (it has been copied padded when it did),
+/// with AVX-512 when `wide`.
+///
+/// # Safety
+///
+/// As [`run`], for one image; `c.win` has no padding.
+unsafe fn one_image(wide: bool, c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
+    let pixels = c.win.oh * c.win.ow;
+    let fmas = [c.channels, c.win.kh * c.win.kw, pixels].into_iter().fold(c.out_channels, usize::saturating_mul);
+    let ways = if fmas < SPLIT_MIN_FMAS { 1 } else { pool::threads() };
+    let args = SharedPtr((x, wp, bias, z, y));
+    let task = |i: usize| {
+        let (x, wp, bias, z, y) = args.get();
+        let part = pool::part(pixels, ways, NP, i);
+        // SAFETY: by the caller's contract; each task writes its own pixels of `y`.
+        unsafe {
+            #[cfg(target_arch = "x86_64")]
+            if wide {
+                return avx512(c, x, wp, bias, z, y, part);
+            }
+            portable(c, x, wp, bias, z, y, part)
+        }
+    };
+    if ways <= 1 {
+        task(0);
+    } else {
+        pool::for_each(ways, &task);
+    }
+}
+
+/// The input float of output pixel `q`'s tap `(0, 0)`, channel 0, from the image's start.
+fn input_at(c: &Conv2d, q: usize) -> usize {
+    let (oy, ox) = (q / c.win.ow, q % c.win.ow);
+    (oy * c.win.sh * c.win.w + ox * c.win.sw) * LANES
+}
+
+/// Each tap's offset from tap `(0, 0)`, in floats, in `(ky, kx)` order.
+fn taps(c: &Conv2d) -> Vec<usize> {
+    let w = &c.win;
+    (0..w.kh).flat_map(|ky| (0..w.kw).map(move |kx| (ky * w.dh * w.w + kx * w.dw) * LANES)).collect()
+}
+
+/// Each step's offset from a pixel's tap `(0, 0)`, channel 0, in floats: steps `(c, ky, kx)`
+/// in order, as the weights are.
+fn steps(c: &Conv2d) -> Vec<u32> {
+    let (taps, plane) = (taps(c), c.win.h * c.win.w * LANES);
+    (0..c.channels).flat_map(|ch| taps.iter().map(move |&t| (ch / LANES * plane + ch % LANES + t) as u32)).collect()
+}
+
+/// The sums of one tile: `V` vectors of output channels for each of the `NP` pixels whose
+/// tap `(0, 0)`, channel 0 is at `xs`, over the `steps` with the weights at `w`.
+///
+/// # Safety
+///
+/// `w` holds `steps.len()` steps of [`PANEL`] floats; every step's offset from every `xs` is
+/// readable; the CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn sums<const V: usize>(steps: &[u32], w: *const f32, xs: [*const f32; NP]) -> [[std::arch::x86_64::__m512; V]; NP] {
+    use std::arch::x86_64::*;
+    // SAFETY: by the caller's contract.
+    unsafe {
+        let mut acc = [[_mm512_setzero_ps(); V]; NP];
+        let mut ws = w;
+        for &o in steps {
+            let o = o as usize;
+            let wv: [__m512; V] = std::array::from_fn(|v| _mm512_loadu_ps(ws.add(v * LANES)));
+            for (j, acc) in acc.iter_mut().enumerate() {
+                let b = _mm512_set1_ps(*xs[j].add(o));
+                for v in 0..V {
+                    acc[v] = _mm512_fmadd_ps(wv[v], b, acc[v]);
+                }
+            }
+            ws = ws.add(PANEL);
+        }
+        acc
+    }
+}
+
+/// Pixels per block: the panels of a block run over the same input pixels, which stay in L2
+/// (at most 256 KiB of them).
+fn block_pixels(c: &Conv2d) -> usize {
+    (64 * 1024 / (c.channels * c.win.kh).max(1)).next_multiple_of(NP).max(NP)
+}
+
+// X_AHEAD: while the first panel of a block of pixels runs, each tile asks for the lines of
+// the next block's pixels (tap (0, 0), every channel block) to be loaded into L2. The blocks'
+// pixels are short runs a channel block apart, which the hardware prefetchers miss: `conv_one`,
+// operands from memory, best µs (2026-11-26), 512 → 128 on 28² 1127 → 980, 256 → 64 on 56²
+// 1063 → 1009, 1024 → 256 on 14² 1006 → 942.
+
+/// [`one_image`]'s pixels `part` with AVX-512.
+///
+/// # Safety
+///
+/// As [`one_image`]; the CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn avx512(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32, part: Range<usize>) {
+    let panels = c.out_channels.div_ceil(PANEL);
+    let bp = block_pixels(c);
+    let steps = steps(c);
+    for t0 in part.clone().step_by(bp) {
+        let t1 = (t0 + bp).min(part.end);
+        let next = t0 + bp..(t0 + 2 * bp).min(part.end);
+        for i in 0..panels {
+            let ahead = if i == 0 { next.clone() } else { 0..0 };
+            let k = Kernel { c, x, steps: &steps, wp, bias, z, y, panel: i };
+            // SAFETY: by the caller's contract.
+            unsafe {
+                match (c.out_channels - i * PANEL).div_ceil(LANES).min(NV) {
+                    1 => k.tiles::<1>(t0..t1, ahead),
+                    2 => k.tiles::<2>(t0..t1, ahead),
+                    3 => k.tiles::<3>(t0..t1, ahead),
+                    _ => k.tiles::<NV>(t0..t1, ahead),
+                }
+            }
+        }
+    }
+}
+
+/// One panel's work on one image: its operands.
+#[cfg(target_arch = "x86_64")]
+struct Kernel<'a> {
+    c: &'a Conv2d,
+    x: *const f32,
+    /// Each step's offset from a pixel's tap `(0, 0)`, channel 0: [`steps`].
+    steps: &'a [u32],
+    wp: *const f32,
+    bias: *const f32,
+    z: *const f32,
+    y: *mut f32,
+    panel: usize,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Kernel<'_> {
+    /// The panel's `V` vectors of output channels for the tiles of `pixels`; the tiles ask for
+    /// the input of the pixels `ahead` (as many as there are tiles' pixels) into L2.
+    ///
+    /// # Safety
+    ///
+    /// As [`avx512`].
+    #[inline(always)]
+    unsafe fn tiles<const V: usize>(&self, pixels: Range<usize>, ahead: Range<usize>) {
+        use std::arch::x86_64::*;
+        let c = self.c;
+        let (plane_in, plane_out) = (c.win.h * c.win.w * LANES, c.win.oh * c.win.ow * LANES);
+        let blocks = c.channels.div_ceil(LANES);
+        // SAFETY: by the caller's contract; every address below is inside its operand.
+        unsafe {
+            let w = self.wp.add(self.panel * PANEL * self.steps.len());
+            for t in pixels.clone().step_by(NP) {
+                let n = NP.min(pixels.end - t);
+                let q = ahead.start + (t - pixels.start);
+                for q in q..(q + NP).min(ahead.end) {
+                    crate::prefetch::rows_to_l2(self.x.wrapping_add(input_at(c, q)), blocks, LANES, plane_in);
+                }
+                // A short last tile repeats its last pixel: computed, not stored.
+                let xs: [*const f32; NP] = std::array::from_fn(|j| self.x.add(input_at(c, t + j.min(n - 1))));
+                let acc = sums::<V>(self.steps, w, xs);
+                for v in 0..V {
+                    let co = self.panel * PANEL + v * LANES;
+                    let lanes = LANES.min(c.out_channels - co);
+                    let mask = ((1u32 << lanes) - 1) as __mmask16;
+                    let b = if self.bias.is_null() { _mm512_setzero_ps() } else { _mm512_maskz_loadu_ps(mask, self.bias.add(co)) };
+                    let out = co / LANES * plane_out;
+                    for j in 0..n {
+                        let at = out + (t + j) * LANES;
+                        let mut s = _mm512_add_ps(acc[j][v], b);
+                        if !self.z.is_null() {
+                            s = _mm512_add_ps(s, _mm512_loadu_ps(self.z.add(at)));
+                        }
+                        s = match c.act {
+                            Activation::Relu => _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_NLE_UQ>(s, _mm512_setzero_ps()), s),
+                            Activation::Clip { min, max } => {
+                                let (lo, hi) = (_mm512_set1_ps(min), _mm512_set1_ps(max));
+                                let u = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_NLE_UQ>(s, lo), lo, s);
+                                _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_NGE_UQ>(u, hi), hi, u)
+                            }
+                            _ => s,
+                        };
+                        _mm512_mask_storeu_ps(self.y.add(at), mask, s);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`one_image`]'s pixels `part`, one float at a time (the same chains of fused
+/// multiply-adds).
+///
+/// # Safety
+///
+/// As [`one_image`].
+unsafe fn portable(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32, part: Range<usize>) {
+    let (k, plane_in, plane_out) = (c.channels, c.win.h * c.win.w * LANES, c.win.oh * c.win.ow * LANES);
+    let taps = taps(c);
+    let steps = k * taps.len();
+    for q in part {
+        let xq = input_at(c, q);
+        for co in 0..c.out_channels {
+            let (panel, lane) = (co / PANEL, co % PANEL);
+            // SAFETY: by the caller's contract.
+            unsafe {
+                let mut s = 0.0f32;
+                for ch in 0..k {
+                    for (t, &tap) in taps.iter().enumerate() {
+                        let wv = *wp.add((panel * steps + ch * taps.len() + t) * PANEL + lane);
+                        s = wv.mul_add(*x.add(ch / LANES * plane_in + xq + tap + ch % LANES), s);
+                    }
+                }
+                if !bias.is_null() {
+                    s += *bias.add(co);
+                }
+                let at = co / LANES * plane_out + q * LANES + co % LANES;
+                if !z.is_null() {
+                    s += *z.add(at);
+                }
+                *y.add(at) = match c.act {
+                    Activation::Relu => if s > 0.0 || s.is_nan() { s } else { 0.0 },
+                    Activation::Clip { min, max } => {
+                        let u = if s > min || s.is_nan() { s } else { min };
+                        if u < max || u.is_nan() { u } else { max }
+                    }
+                    _ => s,
+                };
+            }
+        }
+    }
+}
+
+/// [`run`] for generated code, with `kiln_rt_conv2d_packed`'s arguments: `width` 0 when `w`
+/// holds the plain weights, [`PANEL`] when it holds [`Conv2d::pack_weights`]'s panels of that
+/// width. `x`, `z` and `y` are NCHW16c tensors. Nothing happens when a size is negative, the
+/// activation code is unknown, `width` is another value or the convolution is not
+/// [supported](supports).
+///
+/// # Safety
+///
+/// As [`run`]: `x` readable for [`x_len`] floats, `y` writable for [`y_len`] and overlapping no
+/// other operand, `z` readable for [`y_len`] when `residual != 0`, `b` for `out_channels` when
+/// `bias != 0`, `w` for the weights. Alignment is not required.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn kiln_rt_conv2d_nchwc(
+    x: *const f32,
+    w: *const f32,
+    b: *const f32,
+    z: *const f32,
+    y: *mut f32,
+    batch: i64,
+    channels: i64,
+    out_channels: i64,
+    groups: i64,
+    h: i64,
+    w_: i64,
+    oh: i64,
+    ow: i64,
+    kh: i64,
+    kw: i64,
+    sh: i64,
+    sw: i64,
+    ph: i64,
+    pw: i64,
+    dh: i64,
+    dw: i64,
+    bias: i64,
+    residual: i64,
+    act: i64,
+    width: i64,
+    alpha: f32,
+    beta: f32,
+) {
+    let ints = [batch, channels, out_channels, groups, h, w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, bias, residual, act];
+    let Some(c) = Conv2d::from_args(ints, alpha, beta) else { return };
+    if width != 0 && width != PANEL as i64 {
+        return;
+    }
+    // SAFETY: by the caller's contract.
+    unsafe { run(&c, x, w, width != 0, b, z, y) }
+}

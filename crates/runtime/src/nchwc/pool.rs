@@ -1,0 +1,117 @@
+//! 2-D max pooling of NCHW16c tensors: every lane of a block is a plane of
+//! [`maxpool`](crate::maxpool), with its semantics exactly (the taps inside the input in
+//! `(ky, kx)` order, the first one taken, each later one when it is strictly greater; 0 when no
+//! tap is inside), 16 planes per vector.
+
+use std::ops::Range;
+
+use super::LANES;
+use crate::gemm::Isa;
+use crate::pool::{self, SharedPtr};
+use crate::window::Window;
+
+/// The max pool of `blocks` blocks of `win.h × win.w` pixels into blocks of `win.oh × win.ow`.
+///
+/// # Safety
+///
+/// `x` readable for `blocks·h·w·16` floats, `y` writable for `blocks·oh·ow·16` and not
+/// overlapping `x`; the window is valid (nonzero strides and dilations).
+pub unsafe fn run(isa: Isa, blocks: usize, win: &Window, x: *const f32, y: *mut f32) {
+    let ways = if blocks * win.oh * win.ow * win.kh * win.kw >= 1 << 16 { pool::threads().min(blocks) } else { 1 };
+    let wide = isa == Isa::Avx512 && isa.available();
+    let ptrs = SharedPtr((x, y));
+    pool::for_each(ways, &|i| {
+        let (x, y) = ptrs.get();
+        // SAFETY: by the caller's contract; each task writes its own blocks.
+        unsafe {
+            #[cfg(target_arch = "x86_64")]
+            if wide {
+                return avx512(win, x, y, pool::part(blocks, ways, 1, i));
+            }
+            portable(win, x, y, pool::part(blocks, ways, 1, i))
+        }
+    });
+}
+
+/// The taps of output coordinate `o` inside an input of `n`: `k` taps `d` apart from `o·s − p`.
+fn inside(o: usize, s: usize, p: usize, k: usize, d: usize, n: usize) -> impl Iterator<Item = usize> {
+    (0..k).filter_map(move |t| (o * s + t * d).checked_sub(p).filter(|&i| i < n))
+}
+
+/// [`run`] on `blocks` with AVX-512.
+///
+/// # Safety
+///
+/// As [`run`]; the CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn avx512(win: &Window, x: *const f32, y: *mut f32, blocks: Range<usize>) {
+    use std::arch::x86_64::*;
+    let (plane_in, plane_out) = (win.h * win.w * LANES, win.oh * win.ow * LANES);
+    for b in blocks {
+        for oy in 0..win.oh {
+            for ox in 0..win.ow {
+                let mut m: Option<__m512> = None;
+                for iy in inside(oy, win.sh, win.ph, win.kh, win.dh, win.h) {
+                    for ix in inside(ox, win.sw, win.pw, win.kw, win.dw, win.w) {
+                        // SAFETY: an input pixel of block `b`, by the caller's contract.
+                        let v = unsafe { _mm512_loadu_ps(x.add(b * plane_in + (iy * win.w + ix) * LANES)) };
+                        // `max(v, m)` is `v > m ? v : m`, lane by lane.
+                        m = Some(m.map_or(v, |m| _mm512_max_ps(v, m)));
+                    }
+                }
+                // SAFETY: an output pixel of block `b`, by the caller's contract.
+                unsafe { _mm512_storeu_ps(y.add(b * plane_out + (oy * win.ow + ox) * LANES), m.unwrap_or(_mm512_setzero_ps())) };
+            }
+        }
+    }
+}
+
+/// [`run`] on `blocks`, one float at a time.
+///
+/// # Safety
+///
+/// As [`run`].
+unsafe fn portable(win: &Window, x: *const f32, y: *mut f32, blocks: Range<usize>) {
+    let (plane_in, plane_out) = (win.h * win.w * LANES, win.oh * win.ow * LANES);
+    for b in blocks {
+        for oy in 0..win.oh {
+            for ox in 0..win.ow {
+                for l in 0..LANES {
+                    let mut m: Option<f32> = None;
+                    for iy in inside(oy, win.sh, win.ph, win.kh, win.dh, win.h) {
+                        for ix in inside(ox, win.sw, win.pw, win.kw, win.dw, win.w) {
+                            // SAFETY: as in `avx512`.
+                            let v = unsafe { *x.add(b * plane_in + (iy * win.w + ix) * LANES + l) };
+                            m = Some(m.map_or(v, |m| if v > m { v } else { m }));
+                        }
+                    }
+                    // SAFETY: as in `avx512`.
+                    unsafe { *y.add(b * plane_out + (oy * win.ow + ox) * LANES + l) = m.unwrap_or(0.0) };
+                }
+            }
+        }
+    }
+}
+
+/// [`run`] for generated code, with `kiln_rt_maxpool2d`'s arguments: `planes` (the blocked
+/// tensor's channels over all images, a multiple of 16, or rounded up to one) and the window.
+/// Nothing happens when a size is negative or the window is not valid.
+///
+/// # Safety
+///
+/// `x` readable for `⌈planes/16⌉·16·h·w` floats, `y` writable for `⌈planes/16⌉·16·oh·ow`
+/// and not overlapping `x`. Alignment is not required.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn kiln_rt_maxpool2d_nchwc(x: *const f32, y: *mut f32, planes: i64, h: i64, w: i64, oh: i64, ow: i64, kh: i64, kw: i64, sh: i64, sw: i64, ph: i64, pw: i64, dh: i64, dw: i64) {
+    let (Ok(planes), Some(win)) = (usize::try_from(planes), Window::from_args([h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw])) else {
+        return;
+    };
+    let blocks = planes.div_ceil(LANES);
+    if !(crate::maxpool::MaxPool2d { planes: blocks * LANES, win }).is_valid() {
+        return;
+    }
+    // SAFETY: by the caller's contract.
+    unsafe { run(Isa::detected(), blocks, &win, x, y) }
+}
