@@ -65,8 +65,12 @@ pub fn dump(
         graph = opt.graph;
     }
     let mut program = kiln_loops::lower::lower(&graph)?;
-    if kiln::CompileOptions::default().prepack {
+    let compile = kiln::CompileOptions::default();
+    if compile.prepack {
         // As compiling does: the dump shows the program that runs here.
+        if compile.nchwc && kiln_loops::nchwc::pays_here() {
+            kiln_loops::nchwc::blocked(&mut program);
+        }
         kiln_loops::prepack::prepack(&mut program, kiln_loops::prepack::Layouts::detected());
     }
     match stage {

@@ -23,6 +23,8 @@ pub struct CompiledModel {
     optimizer: Option<kiln_passes::Limits>,
     /// Whether constant matrices of products are packed at compile time.
     prepack: bool,
+    /// Whether convolution chains take the blocked layout (with `prepack`, on AVX-512).
+    nchwc: bool,
     /// The intra-op threads every run enters.
     pool: Pool,
 }
@@ -91,6 +93,7 @@ impl CompiledModel {
             value_inputs: Mutex::new(HashMap::new()),
             optimizer: options.optimizer.clone(),
             prepack: options.prepack,
+            nchwc: options.nchwc,
             pool: Pool::new(options.threads).map_err(|source| Error::Threads {
                 threads: options.threads,
                 source,
@@ -167,6 +170,7 @@ impl CompiledModel {
                 values,
                 self.optimizer.as_ref(),
                 self.prepack,
+                self.nchwc,
                 self.pool.threads(),
             )
         })?);
@@ -310,6 +314,7 @@ impl Specialization {
         values: &[(usize, Tensor)],
         optimizer: Option<&kiln_passes::Limits>,
         prepack: bool,
+        nchwc: bool,
         threads: usize,
     ) -> Result<Specialization> {
         let mut g = bind_shapes(graph, shapes)?;
@@ -332,6 +337,10 @@ impl Specialization {
         // The code runs in this process: its kernel's panel layout is known. The calls are
         // rewritten first; the matrices are packed while the code compiles when there is a
         // second thread (the two are independent).
+        // Convolution chains in the blocked layout first, whose weights `prepack` then packs.
+        if prepack && nchwc && kiln_loops::nchwc::pays_here() {
+            kiln_loops::nchwc::blocked(&mut program);
+        }
         let deferred = if prepack { kiln_loops::prepack::prepack_deferred(&mut program, kiln_loops::prepack::Layouts::detected()) } else { None };
         let plan = kiln_loops::plan::plan(&program);
         // Loops split over threads only pay with more than one.
@@ -349,7 +358,7 @@ impl Specialization {
         match (deferred, packed) {
             (Some(d), Some(data)) => d.install(&mut program, data),
             // No memory for the packed copies: the program as it was, compiled again.
-            (Some(_), None) => return Specialization::compile(graph, shapes, values, optimizer, false, threads),
+            (Some(_), None) => return Specialization::compile(graph, shapes, values, optimizer, false, false, threads),
             (None, _) => {}
         }
         let outputs = g

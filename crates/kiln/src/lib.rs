@@ -53,6 +53,10 @@ pub struct CompileOptions {
     /// the panels this CPU's kernel reads (`kiln_loops::prepack`), so runs do not pack them. On
     /// by default; `KILN_PREPACK=0` in the environment turns it off.
     pub prepack: bool,
+    /// Whether chains of convolutions compute in the blocked channel layout NCHW16c
+    /// (`kiln_loops::nchwc`) when the code runs on a CPU with AVX-512 and `prepack` is on. On by
+    /// default; `KILN_NCHWC=0` in the environment turns it off.
+    pub nchwc: bool,
 }
 
 impl Default for CompileOptions {
@@ -63,6 +67,7 @@ impl Default for CompileOptions {
             optimizer: (!off).then(Limits::from_env),
             threads: default_threads(),
             prepack: !std::env::var("KILN_PREPACK").is_ok_and(|v| v.trim() == "0"),
+            nchwc: !std::env::var("KILN_NCHWC").is_ok_and(|v| v.trim() == "0"),
         }
     }
 }

@@ -504,6 +504,22 @@ pub enum RuntimeFn {
     /// cols, bias, rms (i64), epsilon (f32). An unused bias is passed as `scale`'s address and
     /// not read; `y` must not overlap the others.
     LayerNorm,
+    /// `Conv2dPacked` on NCHW16c tensors (`kiln_runtime::nchwc`): `x`, `z` and `y` hold each
+    /// image's channels in blocks of 16, `[c/16][h][w][c mod 16]` (`⌈C/16⌉·16·h·w` elements per
+    /// image, the lanes past the last channel padding that no routine reads). One group, and no
+    /// activation, Relu or Clip. `width` is 0 when `w` holds the plain weights (packed on each
+    /// call), 64 when it holds them packed as for `Conv2dPacked` with that width. Arguments:
+    /// `Conv2dPacked`'s.
+    Conv2dNchwc,
+    /// `MaxPool2d` on an NCHW16c tensor: `planes` is its channels over all images rounded up
+    /// to a multiple of 16 (each lane a plane). Arguments: `MaxPool2d`'s.
+    MaxPool2dNchwc,
+    /// Lays `batch` NCHW images of `channels` planes of `pixels` elements out as NCHW16c, the
+    /// padding lanes zero. Arguments: x, y (addresses), batch, channels, pixels (i64).
+    ToNchwc,
+    /// The inverse of `ToNchwc`: `batch` NCHW16c images into NCHW planes. Arguments: x, y
+    /// (addresses), batch, channels, pixels (i64).
+    FromNchwc,
     /// Copies `n` elements: `dst[0..n] = src[0..n]`, both buffers of one element type (not a
     /// packed one), the bytes as they are. Arguments: dst, src (addresses), n (i64).
     Copy,

@@ -11,6 +11,7 @@ pub mod copies;
 pub mod interp;
 pub mod ir;
 pub mod lower;
+pub mod nchwc;
 pub mod parallel;
 pub mod prepack;
 pub mod text;

@@ -18,7 +18,8 @@
 //! are constants, and the running CPU's convolution kernel reads its weights in panels
 //! (`kiln_runtime::conv::Conv2d::packed_width`: output channels in vector lanes,
 //! `conv/channels.rs`); it becomes `conv2d_packed` with the panels' width. Other convolutions
-//! read their weights in place already.
+//! read their weights in place already. A `conv2d_nchwc` call (`nchwc.rs`) with plain weights
+//! gets them packed in the blocked routine's panels of 64 output channels.
 //!
 //! The packed copies share one anonymous mapping, each at a 64-byte boundary (as the kernel's
 //! own packing space is). Packing costs compile time: BERT-mini's 12.6 MB take 8–13 ms on one
@@ -132,6 +133,11 @@ pub fn prepack_deferred(p: &mut Program, layout: Layouts) -> Option<Deferred> {
                     let Some(new) = packed_args(args, packed, layout.gemm) else { return };
                     *args = new;
                     *f = RuntimeFn::SgemmPacked;
+                }
+                Job::Conv { width, .. } if *f == RuntimeFn::Conv2dNchwc => {
+                    // The blocked routine's panels: the packed weights and their width.
+                    args[1] = Arg::Addr(packed, Expr::idx(0));
+                    args[CONV2D_INTS_END] = Arg::Value(Expr::idx(width as i64));
                 }
                 Job::Conv { width, .. } => {
                     // `conv2d_packed`: the packed weights, and the panel width after `act`.
@@ -260,7 +266,11 @@ fn job(f: RuntimeFn, args: &[Arg], layout: Layouts) -> Option<(Key, Job)> {
             let key = (*b, usize::try_from(int(offset)?).ok()?, Shape::Matrix([k, n, ldb], trans));
             Some((key, Job::Matrix { k, n, ldb, trans, layout: gemm }))
         }
-        (RuntimeFn::Conv2d, [_, Arg::Addr(w, offset), _, _, _, ints @ ..]) if ints.len() == 21 => {
+        (RuntimeFn::Conv2d | RuntimeFn::Conv2dNchwc, [_, Arg::Addr(w, offset), _, _, _, ints @ ..]) if ints.len() == 21 + usize::from(f == RuntimeFn::Conv2dNchwc) => {
+            // A blocked call's weights not packed yet: panel width 0.
+            if f == RuntimeFn::Conv2dNchwc && ints.get(19).and_then(value) != Some(0) {
+                return None;
+            }
             let ints: Vec<i64> = ints[..19].iter().map(value).collect::<Option<_>>()?;
             let counts = [ints[0], ints[1], ints[2], ints[3]].map(usize::try_from);
             let ([Ok(batch), Ok(channels), Ok(out_channels), Ok(groups)], Some(win)) = (counts, Window::from_args(ints[4..16].try_into().ok()?)) else {
@@ -268,7 +278,7 @@ fn job(f: RuntimeFn, args: &[Arg], layout: Layouts) -> Option<(Key, Job)> {
             };
             // The activation and the epilogue's operands do not change how weights are read.
             let conv = Conv2d { batch, channels, out_channels, groups, win, bias: false, residual: false, act: Activation::None };
-            let width = conv.packed_width(layout.conv)?;
+            let width = if f == RuntimeFn::Conv2dNchwc { kiln_runtime::nchwc::conv::PANEL } else { conv.packed_width(layout.conv)? };
             let steps = channels / groups * win.kh * win.kw;
             let key = (*w, usize::try_from(int(offset)?).ok()?, Shape::Conv([groups, out_channels / groups, steps, width]));
             Some((key, Job::Conv { conv, width }))
@@ -295,7 +305,7 @@ fn set_packed_layout(args: &mut [Arg], packed: BufId, layout: PackedLayout) {
     }
 }
 
-/// Runs `f` on every `sgemm`, `sgemm_fused` and `conv2d` call in `stmts`.
+/// Runs `f` on every `sgemm`, `sgemm_fused`, `conv2d` and `conv2d_nchwc` call in `stmts`.
 fn visit(stmts: &[Stmt], f: &mut impl FnMut(RuntimeFn, &[Arg])) {
     for s in stmts {
         match s {
@@ -304,13 +314,14 @@ fn visit(stmts: &[Stmt], f: &mut impl FnMut(RuntimeFn, &[Arg])) {
                 visit(then, f);
                 visit(otherwise, f);
             }
-            Stmt::Call(func @ (RuntimeFn::Sgemm | RuntimeFn::SgemmFused | RuntimeFn::Conv2d), args) => f(*func, args),
+            Stmt::Call(func @ (RuntimeFn::Sgemm | RuntimeFn::SgemmFused | RuntimeFn::Conv2d | RuntimeFn::Conv2dNchwc), args) => f(*func, args),
             _ => {}
         }
     }
 }
 
-/// Runs `f` on every `sgemm`, `sgemm_fused` and `conv2d` call in `stmts`, which it may rewrite.
+/// Runs `f` on every `sgemm`, `sgemm_fused`, `conv2d` and `conv2d_nchwc` call in `stmts`,
+/// which it may rewrite.
 fn rewrite(stmts: &mut [Stmt], f: &mut impl FnMut(&mut RuntimeFn, &mut Vec<Arg>)) {
     for s in stmts {
         match s {
@@ -319,7 +330,7 @@ fn rewrite(stmts: &mut [Stmt], f: &mut impl FnMut(&mut RuntimeFn, &mut Vec<Arg>)
                 rewrite(then, f);
                 rewrite(otherwise, f);
             }
-            Stmt::Call(func @ (RuntimeFn::Sgemm | RuntimeFn::SgemmFused | RuntimeFn::Conv2d), args) => f(func, args),
+            Stmt::Call(func @ (RuntimeFn::Sgemm | RuntimeFn::SgemmFused | RuntimeFn::Conv2d | RuntimeFn::Conv2dNchwc), args) => f(func, args),
             _ => {}
         }
     }

@@ -8,6 +8,7 @@ use kiln_runtime::epilogue::{Activation, Bias, Epilogue};
 use kiln_runtime::gemm::{PackedLayout, Sgemm, SgemmFused, Transpose};
 use kiln_runtime::im2col::Im2col;
 use kiln_runtime::maxpool::MaxPool2d;
+use kiln_runtime::nchwc;
 use kiln_runtime::norm::LayerNorm;
 use kiln_runtime::softmax::Softmax;
 
@@ -256,6 +257,79 @@ impl Machine<'_> {
                 let mut col_span = self.f32_span("im2col", *col, ci, g.col_len())?;
                 g.run(&x, &mut col_span);
                 self.store_f32_span(*col, ci, &col_span)?;
+                Ok(())
+            }
+            RuntimeFn::Conv2dNchwc => {
+                let name = "conv2d_nchwc";
+                let [Arg::Addr(x, xi), Arg::Addr(w, wi), Arg::Addr(b, bi), Arg::Addr(z, zi), Arg::Addr(y, yi), rest @ ..] = args else {
+                    return self.fault(format!("{name} takes five buffer addresses first"));
+                };
+                let (ints, floats) = self.scalars(rest, &format!("{name} scalar arguments"))?;
+                let (&[alpha, beta], Some((&width, ints))) = (&floats[..], ints.split_last()) else {
+                    return self.fault(format!("{name} takes its integers, the panel width, alpha and beta"));
+                };
+                let ([batch, channels, out_channels, groups], win, [bias, residual, code]) = self.windowed(ints, name)?;
+                let Some(act) = Activation::from_code(code, alpha, beta) else {
+                    return self.fault(format!("{name} with activation code {code}"));
+                };
+                let c = Conv2d { batch, channels, out_channels, groups, win, bias: bias != 0, residual: residual != 0, act };
+                // Compiled code does nothing for such convolutions; the interpreter says so.
+                if !nchwc::conv::supports(&c) || (width != 0 && width != nchwc::conv::PANEL as i64) {
+                    return self.fault(format!("{name} cannot compute {c:?} with panel width {width}"));
+                }
+                let (xi, wi, bi, zi, yi) = (self.index(xi)?, self.index(wi)?, self.index(bi)?, self.index(zi)?, self.index(yi)?);
+                let y_len = nchwc::conv::y_len(&c);
+                let x = self.f32_span(name, *x, xi, nchwc::conv::x_len(&c))?;
+                let w = self.f32_span(name, *w, wi, if width == 0 { c.w_len() } else { c.packed_len(nchwc::conv::PANEL) })?;
+                let b = self.f32_span(name, *b, bi, c.bias_len())?;
+                let z = self.f32_span(name, *z, zi, if c.residual { y_len } else { 0 })?;
+                let mut y_span = self.f32_span(name, *y, yi, y_len)?;
+                // SAFETY: the spans hold what the convolution reads and writes.
+                unsafe { nchwc::conv::run(&c, x.as_ptr(), w.as_ptr(), width != 0, b.as_ptr(), z.as_ptr(), y_span.as_mut_ptr()) };
+                self.store_f32_span(*y, yi, &y_span)?;
+                Ok(())
+            }
+            RuntimeFn::MaxPool2dNchwc => {
+                let [Arg::Addr(x, xi), Arg::Addr(y, yi), rest @ ..] = args else {
+                    return self.fault("maxpool2d_nchwc takes two buffer addresses first");
+                };
+                let ints = self.integers(rest, "maxpool2d_nchwc takes integer sizes")?;
+                let ([planes], win, []) = self.windowed(&ints, "maxpool2d_nchwc")?;
+                let blocks = planes.div_ceil(nchwc::LANES);
+                let m = MaxPool2d { planes: blocks * nchwc::LANES, win };
+                if !m.is_valid() {
+                    return self.fault(format!("maxpool2d_nchwc with invalid sizes {m:?}"));
+                }
+                let (xi, yi) = (self.index(xi)?, self.index(yi)?);
+                let x = self.f32_span("maxpool2d_nchwc", *x, xi, m.x_len())?;
+                let mut y_span = self.f32_span("maxpool2d_nchwc", *y, yi, m.y_len())?;
+                if m.y_len() > 0 {
+                    // SAFETY: the spans hold every block of the pool.
+                    unsafe { nchwc::pool::run(kiln_runtime::gemm::Isa::detected(), blocks, &win, x.as_ptr(), y_span.as_mut_ptr()) };
+                }
+                self.store_f32_span(*y, yi, &y_span)?;
+                Ok(())
+            }
+            RuntimeFn::ToNchwc | RuntimeFn::FromNchwc => {
+                let name = if f == RuntimeFn::ToNchwc { "to_nchwc" } else { "from_nchwc" };
+                let [Arg::Addr(x, xi), Arg::Addr(y, yi), rest @ ..] = args else {
+                    return self.fault(format!("{name} takes two buffer addresses first"));
+                };
+                let ints = self.integers(rest, &format!("{name} takes integer sizes"))?;
+                let sizes: Option<Vec<usize>> = ints.iter().map(|&v| usize::try_from(v).ok()).collect();
+                let Some(&[batch, channels, pixels]) = sizes.as_deref() else {
+                    return self.fault(format!("{name} takes batch, channels and pixels, not {ints:?}"));
+                };
+                let (plain, blocked) = (channels * pixels, nchwc::blocked_len(channels, pixels));
+                let (from, to) = if f == RuntimeFn::ToNchwc { (plain, blocked) } else { (blocked, plain) };
+                let (xi, yi) = (self.index(xi)?, self.index(yi)?);
+                let x = self.f32_span(name, *x, xi, batch * from)?;
+                let mut y_span = self.f32_span(name, *y, yi, batch * to)?;
+                for n in 0..batch {
+                    let (src, dst) = (&x[n * from..], &mut y_span[n * to..]);
+                    if f == RuntimeFn::ToNchwc { nchwc::to_blocked(src, channels, pixels, dst) } else { nchwc::from_blocked(src, channels, pixels, dst) }
+                }
+                self.store_f32_span(*y, yi, &y_span)?;
                 Ok(())
             }
             RuntimeFn::MaxPool2d => {

@@ -86,6 +86,10 @@ pub(crate) fn runtime_fn_name(f: RuntimeFn) -> &'static str {
         RuntimeFn::MaxPool2d => "maxpool2d",
         RuntimeFn::Softmax => "softmax",
         RuntimeFn::Copy => "copy",
+        RuntimeFn::Conv2dNchwc => "conv2d_nchwc",
+        RuntimeFn::MaxPool2dNchwc => "maxpool2d_nchwc",
+        RuntimeFn::ToNchwc => "to_nchwc",
+        RuntimeFn::FromNchwc => "from_nchwc",
     }
 }
 
@@ -131,7 +135,24 @@ const MATH_FNS: [MathFn; 18] = [
     MathFn::Rint,
 ];
 
-const RUNTIME_FNS: [RuntimeFn; 12] = [RuntimeFn::LayerNorm, RuntimeFn::Sgemm, RuntimeFn::SgemmPacked, RuntimeFn::SgemmFused, RuntimeFn::DwConv2d, RuntimeFn::Conv2d, RuntimeFn::Conv2dPacked, RuntimeFn::Epilogue, RuntimeFn::Im2col, RuntimeFn::MaxPool2d, RuntimeFn::Softmax, RuntimeFn::Copy];
+const RUNTIME_FNS: [RuntimeFn; 16] = [
+    RuntimeFn::LayerNorm,
+    RuntimeFn::Sgemm,
+    RuntimeFn::SgemmPacked,
+    RuntimeFn::SgemmFused,
+    RuntimeFn::DwConv2d,
+    RuntimeFn::Conv2d,
+    RuntimeFn::Conv2dPacked,
+    RuntimeFn::Epilogue,
+    RuntimeFn::Im2col,
+    RuntimeFn::MaxPool2d,
+    RuntimeFn::Softmax,
+    RuntimeFn::Copy,
+    RuntimeFn::Conv2dNchwc,
+    RuntimeFn::MaxPool2dNchwc,
+    RuntimeFn::ToNchwc,
+    RuntimeFn::FromNchwc,
+];
 
 /// The scalar type spelled `name`.
 pub(super) fn scalar_type(name: &str) -> Option<ScalarType> {

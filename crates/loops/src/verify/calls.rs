@@ -54,9 +54,10 @@ impl<'a> Cx<'a> {
             RuntimeFn::SgemmFused => (5, 2, &SGEMM_FUSED_SCALARS, "5 addresses, 14 i64, 4 f32"),
             RuntimeFn::DwConv2d => (3, 2, &[ScalarType::I64; 15], "3 addresses, 15 i64"),
             RuntimeFn::Conv2d => (5, 4, &CONV2D_SCALARS, "5 addresses, 19 i64, 2 f32"),
-            RuntimeFn::Conv2dPacked => (5, 4, &CONV2D_PACKED_SCALARS, "5 addresses, 20 i64, 2 f32"),
+            RuntimeFn::Conv2dPacked | RuntimeFn::Conv2dNchwc => (5, 4, &CONV2D_PACKED_SCALARS, "5 addresses, 20 i64, 2 f32"),
             RuntimeFn::Epilogue => (3, 0, &EPILOGUE_SCALARS, "3 addresses, 6 i64, 2 f32"),
-            RuntimeFn::Im2col | RuntimeFn::MaxPool2d => (2, 1, &[ScalarType::I64; 13], "2 addresses, 13 i64"),
+            RuntimeFn::Im2col | RuntimeFn::MaxPool2d | RuntimeFn::MaxPool2dNchwc => (2, 1, &[ScalarType::I64; 13], "2 addresses, 13 i64"),
+            RuntimeFn::ToNchwc | RuntimeFn::FromNchwc => (2, 1, &[ScalarType::I64; 3], "2 addresses, 3 i64"),
             RuntimeFn::Softmax => (1, 0, &[ScalarType::I64; 2], "1 address, 2 i64"),
             RuntimeFn::LayerNorm => (4, 3, &LAYERNORM_SCALARS, "4 addresses, 4 i64, 1 f32"),
             RuntimeFn::Copy => (2, 0, &[ScalarType::I64; 1], "2 addresses, 1 i64"),
@@ -209,6 +210,56 @@ impl<'a> Cx<'a> {
                 };
                 let spans = [x - 1, wk - 1, flag(bias, i128::from(out_channels) - 1), flag(residual, y - 1), y - 1];
                 spans.into_iter().zip(what).collect()
+            }
+            (RuntimeFn::Conv2dNchwc, &[Some(batch), Some(channels), Some(out_channels), Some(groups), Some(h), Some(w), Some(oh), Some(ow), Some(kh), Some(kw), _, _, _, _, _, _, bias, residual, act, width]) => {
+                if let Some(act) = act.filter(|a| !(0..=2).contains(a)) {
+                    self.err(format!("{name} activation code {act} is not none, relu or clip"));
+                }
+                let Some(width) = width else { return self.err(format!("{name} needs a constant panel width")) };
+                if width != 0 && width != 64 {
+                    return self.err(format!("{name} panel width {width} is not 0 or 64"));
+                }
+                // Nothing is addressed with other than one group or an empty output (which the
+                // runtime refuses).
+                let product = |v: &[i64]| v.iter().try_fold(1i128, |a, &b| if b < 0 { None } else { a.checked_mul(i128::from(b)) });
+                if groups != 1 {
+                    return;
+                }
+                let blocks = |c: i64| (i128::from(c) + 15) / 16 * 16;
+                let (Some(x), Some(wk), Some(y)) = (product(&[batch, h, w]), product(&[out_channels, channels, kh, kw]), product(&[batch, oh, ow])) else { return };
+                let (x, y) = (x * blocks(channels), y * blocks(out_channels));
+                if y == 0 || channels < 0 || out_channels < 0 {
+                    return;
+                }
+                let wk = if width == 0 { wk } else { (i128::from(out_channels) + 63) / 64 * 64 * i128::from(channels) * i128::from(kh) * i128::from(kw) };
+                let flag = |f: Option<i64>, span: i128| if f == Some(0) { -1 } else { span };
+                let what = ["conv2d_nchwc reads X", "conv2d_nchwc reads W", "conv2d_nchwc reads the bias", "conv2d_nchwc reads Z", "conv2d_nchwc writes Y"];
+                let spans = [x - 1, wk - 1, flag(bias, i128::from(out_channels) - 1), flag(residual, y - 1), y - 1];
+                spans.into_iter().zip(what).collect()
+            }
+            (RuntimeFn::MaxPool2dNchwc, &[Some(planes), Some(h), Some(w), Some(oh), Some(ow), ..]) => {
+                // `⌈planes/16⌉·16` lanes of `h·w` pixels read, of `oh·ow` written.
+                let product = |v: &[i64]| v.iter().try_fold(1i128, |a, &b| if b < 0 { None } else { a.checked_mul(i128::from(b)) });
+                let (Some(x), Some(y)) = (product(&[planes, h, w]), product(&[planes, oh, ow])) else { return };
+                if y == 0 {
+                    return;
+                }
+                let lanes = (i128::from(planes) + 15) / 16 * 16;
+                let (x, y) = (x / i128::from(planes) * lanes, y / i128::from(planes) * lanes);
+                vec![(x - 1, "maxpool2d_nchwc reads X"), (y - 1, "maxpool2d_nchwc writes Y")]
+            }
+            (RuntimeFn::ToNchwc | RuntimeFn::FromNchwc, &[Some(batch), Some(channels), Some(pixels)]) => {
+                let product = |v: &[i64]| v.iter().try_fold(1i128, |a, &b| if b < 0 { None } else { a.checked_mul(i128::from(b)) });
+                let Some(plain) = product(&[batch, channels, pixels]) else { return };
+                if plain == 0 {
+                    return;
+                }
+                let blocked = plain / i128::from(channels) * ((i128::from(channels) + 15) / 16 * 16);
+                if f == RuntimeFn::ToNchwc {
+                    vec![(plain - 1, "to_nchwc reads X"), (blocked - 1, "to_nchwc writes Y")]
+                } else {
+                    vec![(blocked - 1, "from_nchwc reads X"), (plain - 1, "from_nchwc writes Y")]
+                }
             }
             (RuntimeFn::Epilogue, &[Some(rows), Some(cols), mode, period, residual, act]) => {
                 if let Some(mode) = mode.filter(|m| !(0..=2).contains(m)) {
