@@ -119,7 +119,7 @@ impl Cx<'_, '_> {
             RuntimeFn::Softmax => self.scalars("softmax", "kiln_rt_softmax", args, 1, 2, 0),
             RuntimeFn::LayerNorm => self.scalars("layernorm", "kiln_rt_layernorm", args, 4, 4, 1),
             RuntimeFn::Copy => self.copy(args),
-            RuntimeFn::Conv2dNchwc => self.scalars("conv2d_nchwc", "kiln_rt_conv2d_nchwc", args, 5, 20, 2),
+            RuntimeFn::Conv2dNchwc => self.scalars("conv2d_nchwc", "kiln_rt_conv2d_nchwc", args, 5, 21, 2),
             RuntimeFn::MaxPool2dNchwc => self.scalars("maxpool2d_nchwc", "kiln_rt_maxpool2d_nchwc", args, 2, 13, 0),
             RuntimeFn::ToNchwc => self.scalars("to_nchwc", "kiln_rt_to_nchwc", args, 2, 3, 0),
             RuntimeFn::FromNchwc => self.scalars("from_nchwc", "kiln_rt_from_nchwc", args, 2, 3, 0),

@@ -506,10 +506,12 @@ pub enum RuntimeFn {
     LayerNorm,
     /// `Conv2dPacked` on NCHW16c tensors (`kiln_runtime::nchwc`): `x`, `z` and `y` hold each
     /// image's channels in blocks of 16, `[c/16][h][w][c mod 16]` (`⌈C/16⌉·16·h·w` elements per
-    /// image, the lanes past the last channel padding that no routine reads). One group, and no
-    /// activation, Relu or Clip. `width` is 0 when `w` holds the plain weights (packed on each
-    /// call), 64 when it holds them packed as for `Conv2dPacked` with that width. Arguments:
-    /// `Conv2dPacked`'s.
+    /// image, the lanes past the last channel padding that no routine relies on). One group or
+    /// depthwise, and no activation, Relu or Clip. `width` is 0 when `w` holds the plain
+    /// weights (packed on each call), else `kiln_runtime::nchwc::conv::packed_width` (64, or 16
+    /// when depthwise) when it holds them packed by `kiln_runtime::nchwc::conv::pack_weights`;
+    /// `x_blocked` 0 when `x` is NCHW planes instead (one group only). Arguments:
+    /// `Conv2dPacked`'s, with `x_blocked` (i64) after `width`.
     Conv2dNchwc,
     /// `MaxPool2d` on an NCHW16c tensor: `planes` is its channels over all images rounded up
     /// to a multiple of 16 (each lane a plane). Arguments: `MaxPool2d`'s.

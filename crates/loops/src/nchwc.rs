@@ -8,16 +8,17 @@
 //! convolution to the next: reordering a tensor costs a pass over it.
 //!
 //! The pass finds the kernels that are one call of a routine with a blocked form (`conv2d` of
-//! one group with no activation, Relu or Clip; `maxpool2d`) and joins them into chains
+//! one group or depthwise, with no activation, Relu or Clip; `maxpool2d`) and joins them into chains
 //! through the intermediates that only such calls touch, each written by one of them before
 //! the others read it. A chain's intermediates take the blocked layout (and its length, the
 //! channels padded to 16); its calls become `conv2d_nchwc` and `maxpool2d_nchwc`; a tensor it
 //! reads from elsewhere is reordered into a blocked copy (`to_nchwc`) before the first call
-//! that reads it, and one it leaves for others is written blocked and reordered back
-//! (`from_nchwc`) right after. A chain is rewritten only when it has at least two
-//! convolutions per reorder: ResNet-50 becomes one chain from the stem to the last
-//! convolution (two reorders); MobileNet-V2's 1×1 layers, each between depthwise ones that have
-//! no blocked form yet, stay as they are.
+//! that reads it, unless only convolutions of one group over fewer than 16 channels read it
+//! (a network's image: they read its planes, `x_blocked` 0, where a reorder would write 16
+//! floats per pixel and the convolution pad them again); one it leaves for others is written
+//! blocked and reordered back (`from_nchwc`) right after. A chain is rewritten only when it has
+//! at least two convolutions per boundary tensor: ResNet-50 and MobileNet-V2 each become one
+//! chain from the stem to the last convolution, whose output alone is reordered.
 //!
 //! The blocked routine is written for AVX-512 (its portable loop computes the same values
 //! slowly): the caller runs the pass only for code that runs on such a CPU, before `prepack`
@@ -53,6 +54,9 @@ struct Candidate {
     /// Addresses the routine does not read (a bias or addend it is told not to add, passed
     /// as `y`'s address).
     unused: Vec<usize>,
+    /// Whether the call may read its input as NCHW planes: a convolution of one group over
+    /// fewer than 16 channels (a network's first, on its image).
+    x_plain: bool,
 }
 
 /// The call of kernel `k` when it has a blocked form and its tensor operands start at
@@ -85,14 +89,15 @@ fn candidate(k: usize, kernel: &Kernel) -> Option<Candidate> {
                 operands.push((3, at_zero(&args[3])?, false, out));
             }
             let unused = [(2, c.bias), (3, c.residual)].into_iter().filter(|&(_, used)| !used).map(|(i, _)| i).collect();
-            Some(Candidate { kernel: k, conv: true, operands, unused })
+            let x_plain = c.groups == 1 && c.channels < nchwc::LANES;
+            Some(Candidate { kernel: k, conv: true, operands, unused, x_plain })
         }
         RuntimeFn::MaxPool2d if args.len() == 15 => {
             let ints: Vec<usize> = args[2..].iter().map(|a| int(a).and_then(|v| usize::try_from(v).ok())).collect::<Option<_>>()?;
             let &[planes, h, w, oh, ow, ..] = &ints[..] else { return None };
             (oh * ow > 0 && ints[6..].iter().all(|&s| s > 0)).then_some(())?;
             let (x, y) = (at_zero(&args[0])?, at_zero(&args[1])?);
-            Some(Candidate { kernel: k, conv: false, operands: vec![(0, x, false, (1, planes, h * w)), (1, y, true, (1, planes, oh * ow))], unused: Vec::new() })
+            Some(Candidate { kernel: k, conv: false, operands: vec![(0, x, false, (1, planes, h * w)), (1, y, true, (1, planes, oh * ow))], unused: Vec::new(), x_plain: false })
         }
         _ => None,
     }
@@ -217,17 +222,18 @@ pub fn blocked(p: &mut Program) -> usize {
 /// Rewrites one chain when its boundaries allow and it pays; returns how many calls.
 fn rewrite_chain(p: &mut Program, cands: &[Candidate], chain: &[usize], in_place: &HashSet<BufId>, other: &HashMap<BufId, Vec<(usize, bool)>>) -> usize {
     let convs = chain.iter().filter(|&&i| cands[i].conv).count();
-    // Boundary tensors: (buffer, layout) → the chain's reading kernels, writing kernels.
-    let mut boundary: Vec<(BufId, Layout, Vec<usize>, Vec<usize>)> = Vec::new();
+    // Boundary tensors: (buffer, layout) → the chain's reading kernels, writing kernels, and
+    // whether every use is the input of a call that reads NCHW planes as well.
+    let mut boundary: Vec<(BufId, Layout, Vec<usize>, Vec<usize>, bool)> = Vec::new();
     for &i in chain {
-        for &(_, b, writes, layout) in &cands[i].operands {
+        for &(j, b, writes, layout) in &cands[i].operands {
             if in_place.contains(&b) {
                 continue;
             }
             let at = match boundary.iter().position(|e| e.0 == b) {
                 Some(at) => at,
                 None => {
-                    boundary.push((b, layout, Vec::new(), Vec::new()));
+                    boundary.push((b, layout, Vec::new(), Vec::new(), true));
                     boundary.len() - 1
                 }
             };
@@ -236,6 +242,7 @@ fn rewrite_chain(p: &mut Program, cands: &[Candidate], chain: &[usize], in_place
                 return 0;
             }
             if writes { e.3.push(cands[i].kernel) } else { e.2.push(cands[i].kernel) }
+            e.4 &= !writes && j == 0 && cands[i].x_plain;
         }
     }
     if convs < 2 || 2 * boundary.len() > convs {
@@ -243,7 +250,7 @@ fn rewrite_chain(p: &mut Program, cands: &[Candidate], chain: &[usize], in_place
     }
     // A tensor read from elsewhere must be complete before the chain's first read of it; one
     // the chain writes must be written there once, before anything reads it.
-    for (b, _, reads, writes) in &boundary {
+    for (b, _, reads, writes, _) in &boundary {
         let others = other.get(b).map_or(&[][..], |v| &v[..]);
         match (reads.iter().min(), &writes[..]) {
             (Some(&r), []) if others.iter().all(|&(k, w)| !w || k < r) => {}
@@ -260,9 +267,13 @@ fn rewrite_chain(p: &mut Program, cands: &[Candidate], chain: &[usize], in_place
             }
         }
     }
-    // Blocked copies of the boundary tensors, and the reorders.
+    // Blocked copies of the boundary tensors, and the reorders; an image only first
+    // convolutions read stays as it is.
     let mut copies: HashMap<BufId, BufId> = HashMap::new();
-    for (b, layout, reads, writes) in &boundary {
+    for (b, layout, reads, writes, plain) in &boundary {
+        if *plain {
+            continue;
+        }
         let src = &p.buffers[b.0 as usize];
         let copy = Buffer { name: format!("{}.nchwc", src.name), elem: ElemType::Scalar(ScalarType::F32), len: blocked_len(*layout) as u64, kind: BufferKind::Temp };
         let id = p.add_buffer(copy);
@@ -293,8 +304,14 @@ fn rewrite_chain(p: &mut Program, cands: &[Candidate], chain: &[usize], in_place
             args[j] = y.clone();
         }
         if *f == RuntimeFn::Conv2d {
-            // Plain weights (panel width 0) until `prepack` packs them.
+            // Plain weights (panel width 0) until `prepack` packs them; the input blocked unless
+            // it is a boundary tensor left as planes.
+            let x_blocked = match &args[0] {
+                Arg::Addr(b, _) => boundary.iter().all(|e| e.0 != *b || !e.4),
+                Arg::Value(_) => true,
+            };
             args.insert(24, Arg::Value(Expr::idx(0)));
+            args.insert(25, Arg::Value(Expr::idx(i64::from(x_blocked))));
             *f = RuntimeFn::Conv2dNchwc;
         } else {
             *f = RuntimeFn::MaxPool2dNchwc;

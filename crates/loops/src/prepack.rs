@@ -134,17 +134,18 @@ pub fn prepack_deferred(p: &mut Program, layout: Layouts) -> Option<Deferred> {
                     *args = new;
                     *f = RuntimeFn::SgemmPacked;
                 }
-                Job::Conv { width, .. } if *f == RuntimeFn::Conv2dNchwc => {
-                    // The blocked routine's panels: the packed weights and their width.
-                    args[1] = Arg::Addr(packed, Expr::idx(0));
-                    args[CONV2D_INTS_END] = Arg::Value(Expr::idx(width as i64));
-                }
                 Job::Conv { width, .. } => {
                     // `conv2d_packed`: the packed weights, and the panel width after `act`.
                     args[1] = Arg::Addr(packed, Expr::idx(0));
                     args.insert(CONV2D_INTS_END, Arg::Value(Expr::idx(width as i64)));
                     *f = RuntimeFn::Conv2dPacked;
                 }
+                Job::Blocked { width, .. } => {
+                    // The blocked routine's panels: the packed weights and their width.
+                    args[1] = Arg::Addr(packed, Expr::idx(0));
+                    args[CONV2D_INTS_END] = Arg::Value(Expr::idx(width as i64));
+                }
+
             }
             rewritten += 1;
         });
@@ -181,6 +182,9 @@ enum Job {
     Matrix { k: usize, n: usize, ldb: usize, trans: bool, layout: PackedLayout },
     /// A convolution's weights in panels of `width` output channels.
     Conv { conv: Conv2d, width: usize },
+    /// A blocked convolution's weights (`kiln_runtime::nchwc::conv::pack_weights`), `width`
+    /// their `packed_width`.
+    Blocked { conv: Conv2d, width: usize },
 }
 
 impl Job {
@@ -189,6 +193,7 @@ impl Job {
         match *self {
             Job::Matrix { k, n, layout, .. } => layout.len(k, n),
             Job::Conv { conv, width } => conv.packed_len(width),
+            Job::Blocked { conv, .. } => kiln_runtime::nchwc::conv::packed_len(&conv),
         }
     }
 
@@ -199,7 +204,7 @@ impl Job {
                 let (rows, cols) = if trans { (n, k) } else { (k, n) };
                 rows.saturating_sub(1).saturating_mul(ldb).saturating_add(cols).saturating_mul(4)
             }
-            Job::Conv { conv, .. } => conv.w_len().saturating_mul(4),
+            Job::Conv { conv, .. } | Job::Blocked { conv, .. } => conv.w_len().saturating_mul(4),
         }
     }
 
@@ -217,6 +222,12 @@ impl Job {
                 debug_assert!(head.is_empty());
                 conv.pack_weights(width, src, floats);
             }
+            Job::Blocked { conv, .. } => {
+                // SAFETY: as above.
+                let (head, floats, _) = unsafe { dst.align_to_mut::<f32>() };
+                debug_assert!(head.is_empty());
+                kiln_runtime::nchwc::conv::pack_weights(&conv, src, floats);
+            }
         }
     }
 }
@@ -231,6 +242,8 @@ enum Shape {
     Matrix([usize; 3], bool),
     /// A convolution's groups, output channels per group, steps and panel width.
     Conv([usize; 4]),
+    /// The same for a blocked convolution's packing.
+    Blocked([usize; 4]),
 }
 
 /// Index of the first argument past `conv2d`'s integers (5 addresses, 19 `i64`): where
@@ -266,7 +279,7 @@ fn job(f: RuntimeFn, args: &[Arg], layout: Layouts) -> Option<(Key, Job)> {
             let key = (*b, usize::try_from(int(offset)?).ok()?, Shape::Matrix([k, n, ldb], trans));
             Some((key, Job::Matrix { k, n, ldb, trans, layout: gemm }))
         }
-        (RuntimeFn::Conv2d | RuntimeFn::Conv2dNchwc, [_, Arg::Addr(w, offset), _, _, _, ints @ ..]) if ints.len() == 21 + usize::from(f == RuntimeFn::Conv2dNchwc) => {
+        (RuntimeFn::Conv2d | RuntimeFn::Conv2dNchwc, [_, Arg::Addr(w, offset), _, _, _, ints @ ..]) if ints.len() == 21 + 2 * usize::from(f == RuntimeFn::Conv2dNchwc) => {
             // A blocked call's weights not packed yet: panel width 0.
             if f == RuntimeFn::Conv2dNchwc && ints.get(19).and_then(value) != Some(0) {
                 return None;
@@ -278,10 +291,15 @@ fn job(f: RuntimeFn, args: &[Arg], layout: Layouts) -> Option<(Key, Job)> {
             };
             // The activation and the epilogue's operands do not change how weights are read.
             let conv = Conv2d { batch, channels, out_channels, groups, win, bias: false, residual: false, act: Activation::None };
-            let width = if f == RuntimeFn::Conv2dNchwc { kiln_runtime::nchwc::conv::PANEL } else { conv.packed_width(layout.conv)? };
+            let blocked = f == RuntimeFn::Conv2dNchwc;
+            if blocked && !kiln_runtime::nchwc::conv::supports(&conv) {
+                return None;
+            }
+            let width = if blocked { kiln_runtime::nchwc::conv::packed_width(&conv) } else { conv.packed_width(layout.conv)? };
             let steps = channels / groups * win.kh * win.kw;
-            let key = (*w, usize::try_from(int(offset)?).ok()?, Shape::Conv([groups, out_channels / groups, steps, width]));
-            Some((key, Job::Conv { conv, width }))
+            let shape = [groups, out_channels / groups, steps, width];
+            let key = (*w, usize::try_from(int(offset)?).ok()?, if blocked { Shape::Blocked(shape) } else { Shape::Conv(shape) });
+            Some((key, if blocked { Job::Blocked { conv, width } } else { Job::Conv { conv, width } }))
         }
         _ => None,
     }

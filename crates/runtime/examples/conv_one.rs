@@ -62,7 +62,7 @@ fn main() {
     // out blocked beforehand and its weights packed; the first copy's output is checked
     // against the NCHW routine's.
     if std::env::var_os("KILN_NCHWC").is_some() {
-        assert!(nchwc::conv::supports(&c), "KILN_NCHWC takes convolutions of one group");
+        assert!(nchwc::conv::supports(&c), "KILN_NCHWC takes convolutions of one group and depthwise ones");
         let pixels = o * o;
         let blocked = |v: &Vec<f32>, channels: usize, pixels: usize| {
             let mut b = vec![0.0; nchwc::blocked_len(channels, pixels)];
@@ -71,9 +71,8 @@ fn main() {
         };
         let xbs: Vec<_> = xs.iter().map(|x| blocked(x, ci, side * side)).collect();
         let zbs: Vec<_> = zs.iter().map(|z| if residual != 0 { blocked(z, co, pixels) } else { Vec::new() }).collect();
-        let panel = nchwc::conv::PANEL;
         let to_bytes = |w: &Vec<f32>| w.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>();
-        let wps: Vec<_> = ws.iter().map(|w| { let mut wp = vec![0.0; c.packed_len(panel)]; c.pack_weights(panel, &to_bytes(w), &mut wp); wp }).collect();
+        let wps: Vec<_> = ws.iter().map(|w| { let mut wp = vec![0.0; nchwc::conv::packed_len(&c)]; nchwc::conv::pack_weights(&c, &to_bytes(w), &mut wp); wp }).collect();
         let mut ybs: Vec<_> = (0..copies).map(|_| vec![0.0f32; nchwc::conv::y_len(&c)]).collect();
         let mut times: Vec<f64> = pool.enter(|| (0..calls)
             .map(|call| {
@@ -82,7 +81,7 @@ fn main() {
                 let y = &mut ybs[at('y')];
                 let t = Instant::now();
                 // SAFETY: the operands have the lengths the convolution reads and writes.
-                unsafe { nchwc::conv::run(&c, x.as_ptr(), w.as_ptr(), true, b.as_ptr(), z.as_ptr(), y.as_mut_ptr()) };
+                unsafe { nchwc::conv::run(&c, x.as_ptr(), true, w.as_ptr(), true, b.as_ptr(), z.as_ptr(), y.as_mut_ptr()) };
                 t.elapsed().as_secs_f64()
             })
             .collect());
@@ -92,7 +91,7 @@ fn main() {
         let diff = got.iter().zip(&ys[0]).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
         times.sort_by(f64::total_cmp);
         let (best, median) = (times[0], times[calls / 2]);
-        let flops = 2.0 * (co * ci * k * k * o * o) as f64;
+        let flops = 2.0 * (co * (ci / groups) * k * k * o * o) as f64;
         println!("NCHW16c {spec:?}: best {:.1} µs ({:.1} GFLOP/s), median {:.1} µs ({:.1} GFLOP/s), largest difference from NCHW {diff:e}", best * 1e6, flops / best / 1e9, median * 1e6, flops / median / 1e9);
         return;
     }

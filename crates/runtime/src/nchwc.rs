@@ -8,9 +8,11 @@
 //! Why: a 1×1 convolution of NCHW planes is `W · X` with `X`'s rows a plane apart and each
 //! output tile a few rows of a few lines each, a plane apart. In this layout it computes tiles
 //! of pixels × output channels whose every read and write is a run of whole lines
-//! ([`conv`]).
+//! ([`conv`]); a depthwise one is 16 channels per vector whatever the plane's size
+//! ([`dwconv`]); a max pool too ([`pool`]).
 
 pub mod conv;
+pub mod dwconv;
 pub mod pool;
 
 #[cfg(test)]

@@ -265,8 +265,8 @@ impl Machine<'_> {
                     return self.fault(format!("{name} takes five buffer addresses first"));
                 };
                 let (ints, floats) = self.scalars(rest, &format!("{name} scalar arguments"))?;
-                let (&[alpha, beta], Some((&width, ints))) = (&floats[..], ints.split_last()) else {
-                    return self.fault(format!("{name} takes its integers, the panel width, alpha and beta"));
+                let (&[alpha, beta], Some((ints, &[width, x_blocked]))) = (&floats[..], ints.split_last_chunk::<2>()) else {
+                    return self.fault(format!("{name} takes its integers, the panel width, x_blocked, alpha and beta"));
                 };
                 let ([batch, channels, out_channels, groups], win, [bias, residual, code]) = self.windowed(ints, name)?;
                 let Some(act) = Activation::from_code(code, alpha, beta) else {
@@ -274,18 +274,19 @@ impl Machine<'_> {
                 };
                 let c = Conv2d { batch, channels, out_channels, groups, win, bias: bias != 0, residual: residual != 0, act };
                 // Compiled code does nothing for such convolutions; the interpreter says so.
-                if !nchwc::conv::supports(&c) || (width != 0 && width != nchwc::conv::PANEL as i64) {
-                    return self.fault(format!("{name} cannot compute {c:?} with panel width {width}"));
+                let depthwise = nchwc::dwconv::supports(&c);
+                if !nchwc::conv::supports(&c) || (width != 0 && width != nchwc::conv::packed_width(&c) as i64) || (x_blocked == 0 && depthwise) {
+                    return self.fault(format!("{name} cannot compute {c:?} with panel width {width} and x_blocked {x_blocked}"));
                 }
                 let (xi, wi, bi, zi, yi) = (self.index(xi)?, self.index(wi)?, self.index(bi)?, self.index(zi)?, self.index(yi)?);
                 let y_len = nchwc::conv::y_len(&c);
-                let x = self.f32_span(name, *x, xi, nchwc::conv::x_len(&c))?;
-                let w = self.f32_span(name, *w, wi, if width == 0 { c.w_len() } else { c.packed_len(nchwc::conv::PANEL) })?;
+                let x = self.f32_span(name, *x, xi, nchwc::conv::x_len(&c, x_blocked != 0))?;
+                let w = self.f32_span(name, *w, wi, if width == 0 { c.w_len() } else { nchwc::conv::packed_len(&c) })?;
                 let b = self.f32_span(name, *b, bi, c.bias_len())?;
                 let z = self.f32_span(name, *z, zi, if c.residual { y_len } else { 0 })?;
                 let mut y_span = self.f32_span(name, *y, yi, y_len)?;
                 // SAFETY: the spans hold what the convolution reads and writes.
-                unsafe { nchwc::conv::run(&c, x.as_ptr(), w.as_ptr(), width != 0, b.as_ptr(), z.as_ptr(), y_span.as_mut_ptr()) };
+                unsafe { nchwc::conv::run(&c, x.as_ptr(), x_blocked != 0, w.as_ptr(), width != 0, b.as_ptr(), z.as_ptr(), y_span.as_mut_ptr()) };
                 self.store_f32_span(*y, yi, &y_span)?;
                 Ok(())
             }

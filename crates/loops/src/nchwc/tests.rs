@@ -86,7 +86,7 @@ fn a_convolution_chain_takes_the_layout_with_a_reorder_at_each_end() {
     let got = calls(&blocked);
     let count = |f: RuntimeFn| got.iter().filter(|&&g| g == f).count();
     assert_eq!((count(RuntimeFn::Conv2dNchwc), count(RuntimeFn::MaxPool2dNchwc), count(RuntimeFn::Conv2d), count(RuntimeFn::MaxPool2d)), (5, 1, 0, 0));
-    assert_eq!((count(RuntimeFn::ToNchwc), count(RuntimeFn::FromNchwc)), (1, 1), "the image in, the last output out");
+    assert_eq!((count(RuntimeFn::ToNchwc), count(RuntimeFn::FromNchwc)), (0, 1), "the image read as planes, the last output out");
     // The 24-channel intermediates hold two blocks of 16 channels.
     let narrow: Vec<usize> = (0..plain.buffers.len()).filter(|&i| plain.buffers[i].kind == BufferKind::Temp && plain.buffers[i].len == 24 * 25).collect();
     assert_eq!(narrow.len(), 2);
@@ -112,6 +112,35 @@ fn a_convolution_chain_takes_the_layout_with_a_reorder_at_each_end() {
     }).collect();
     assert_eq!(widths, [Some(64); 5]);
     close(&run(&packed, &x), "blocked and packed");
+}
+
+#[test]
+fn a_chain_on_a_wide_input_reorders_it() {
+    // Four 1×1 and 3×3 convolutions (one depthwise) on a 20-channel input: blocked in, blocked out.
+    let src = format!(
+        "graph @main(%0: f32[1, 20, 6, 6]) -> (f32[1, 20, 6, 6]) {{\n  %1 = const {}\n  %2 = const {}\n  %3 = const {}\n  %8 = const {}\n  %4 = tensor.fused_conv(%0, %1) {{activation = \"relu\", kernel_shape = [1, 1]}} : f32[1, 20, 6, 6]\n  %5 = tensor.fused_conv(%4, %2) {{activation = \"relu\", group = 20, kernel_shape = [3, 3], pads = [1, 1, 1, 1]}} : f32[1, 20, 6, 6]\n  %6 = tensor.conv(%5, %3) {{kernel_shape = [3, 3], pads = [1, 1, 1, 1]}} : f32[1, 20, 6, 6]\n  %7 = tensor.fused_conv(%6, %1, %8, %0) {{activation = \"relu\", kernel_shape = [1, 1]}} : f32[1, 20, 6, 6]\n  return %7\n}}",
+        dense(&[20, 20, 1, 1], 9),
+        dense(&[20, 1, 3, 3], 10),
+        dense(&[20, 20, 3, 3], 11),
+        dense(&[20], 12)
+    );
+    let plain = lower(&parse(&src).unwrap_or_else(|e| panic!("{e}"))).unwrap_or_else(|e| panic!("{e}"));
+    let mut blocked = plain.clone();
+    assert_eq!(super::blocked(&mut blocked), 4);
+    crate::verify::verify(&blocked).unwrap_or_else(|e| panic!("{e:?}"));
+    let got = calls(&blocked);
+    assert_eq!(got.iter().filter(|&&f| f == RuntimeFn::ToNchwc).count(), 1, "the input, read by the first and the last convolution, reordered once");
+    assert_eq!(got.iter().filter(|&&f| f == RuntimeFn::FromNchwc).count(), 1);
+    let x: Vec<f32> = (0..20 * 36).map(|i| ((i * 3) % 19) as f32 / 8.0 - 1.0).collect();
+    let want = run(&plain, &x);
+    let mut packed = blocked.clone();
+    prepack(&mut packed, Layouts::detected());
+    crate::verify::verify(&packed).unwrap_or_else(|e| panic!("{e:?}"));
+    for p in [&blocked, &packed] {
+        for (i, (g, w)) in run(p, &x).iter().zip(&want).enumerate() {
+            assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "output {i}: {g} against {w}");
+        }
+    }
 }
 
 #[test]

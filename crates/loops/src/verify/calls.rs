@@ -37,6 +37,12 @@ const CONV2D_PACKED_SCALARS: [ScalarType; 22] = {
     [I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, F32, F32]
 };
 
+/// `conv2d_nchwc`'s scalars: `conv2d_packed`'s with `x_blocked` after the panel width.
+const CONV2D_NCHWC_SCALARS: [ScalarType; 23] = {
+    use ScalarType::{F32, I64};
+    [I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, F32, F32]
+};
+
 /// `layernorm`'s scalars: rows, cols, bias, rms, epsilon.
 const LAYERNORM_SCALARS: [ScalarType; 5] = {
     use ScalarType::{F32, I64};
@@ -54,7 +60,8 @@ impl<'a> Cx<'a> {
             RuntimeFn::SgemmFused => (5, 2, &SGEMM_FUSED_SCALARS, "5 addresses, 14 i64, 4 f32"),
             RuntimeFn::DwConv2d => (3, 2, &[ScalarType::I64; 15], "3 addresses, 15 i64"),
             RuntimeFn::Conv2d => (5, 4, &CONV2D_SCALARS, "5 addresses, 19 i64, 2 f32"),
-            RuntimeFn::Conv2dPacked | RuntimeFn::Conv2dNchwc => (5, 4, &CONV2D_PACKED_SCALARS, "5 addresses, 20 i64, 2 f32"),
+            RuntimeFn::Conv2dPacked => (5, 4, &CONV2D_PACKED_SCALARS, "5 addresses, 20 i64, 2 f32"),
+            RuntimeFn::Conv2dNchwc => (5, 4, &CONV2D_NCHWC_SCALARS, "5 addresses, 21 i64, 2 f32"),
             RuntimeFn::Epilogue => (3, 0, &EPILOGUE_SCALARS, "3 addresses, 6 i64, 2 f32"),
             RuntimeFn::Im2col | RuntimeFn::MaxPool2d | RuntimeFn::MaxPool2dNchwc => (2, 1, &[ScalarType::I64; 13], "2 addresses, 13 i64"),
             RuntimeFn::ToNchwc | RuntimeFn::FromNchwc => (2, 1, &[ScalarType::I64; 3], "2 addresses, 3 i64"),
@@ -211,27 +218,36 @@ impl<'a> Cx<'a> {
                 let spans = [x - 1, wk - 1, flag(bias, i128::from(out_channels) - 1), flag(residual, y - 1), y - 1];
                 spans.into_iter().zip(what).collect()
             }
-            (RuntimeFn::Conv2dNchwc, &[Some(batch), Some(channels), Some(out_channels), Some(groups), Some(h), Some(w), Some(oh), Some(ow), Some(kh), Some(kw), _, _, _, _, _, _, bias, residual, act, width]) => {
+            (RuntimeFn::Conv2dNchwc, &[Some(batch), Some(channels), Some(out_channels), Some(groups), Some(h), Some(w), Some(oh), Some(ow), Some(kh), Some(kw), _, _, _, _, _, _, bias, residual, act, width, x_blocked]) => {
                 if let Some(act) = act.filter(|a| !(0..=2).contains(a)) {
                     self.err(format!("{name} activation code {act} is not none, relu or clip"));
                 }
                 let Some(width) = width else { return self.err(format!("{name} needs a constant panel width")) };
-                if width != 0 && width != 64 {
-                    return self.err(format!("{name} panel width {width} is not 0 or 64"));
+                // One group (panels of 64 output channels), or depthwise (blocks of 16).
+                let depthwise = groups == channels && out_channels == channels && groups > 1;
+                let packed = if depthwise { 16 } else { 64 };
+                if width != 0 && width != packed {
+                    return self.err(format!("{name} panel width {width} is not 0 or {packed}"));
                 }
-                // Nothing is addressed with other than one group or an empty output (which the
-                // runtime refuses).
+                // Nothing is addressed with other groups or an empty output (which the runtime
+                // refuses).
                 let product = |v: &[i64]| v.iter().try_fold(1i128, |a, &b| if b < 0 { None } else { a.checked_mul(i128::from(b)) });
-                if groups != 1 {
+                if groups != 1 && !depthwise {
                     return;
                 }
                 let blocks = |c: i64| (i128::from(c) + 15) / 16 * 16;
-                let (Some(x), Some(wk), Some(y)) = (product(&[batch, h, w]), product(&[out_channels, channels, kh, kw]), product(&[batch, oh, ow])) else { return };
-                let (x, y) = (x * blocks(channels), y * blocks(out_channels));
+                let (Some(x), Some(wk), Some(y)) = (product(&[batch, h, w]), product(&[out_channels, channels / groups.max(1), kh, kw]), product(&[batch, oh, ow])) else { return };
+                // NCHW planes when `x_blocked` is a constant 0; blocked otherwise.
+                let (x, y) = (x * if x_blocked == Some(0) { i128::from(channels) } else { blocks(channels) }, y * blocks(out_channels));
                 if y == 0 || channels < 0 || out_channels < 0 {
                     return;
                 }
-                let wk = if width == 0 { wk } else { (i128::from(out_channels) + 63) / 64 * 64 * i128::from(channels) * i128::from(kh) * i128::from(kw) };
+                let (kh, kw) = (i128::from(kh), i128::from(kw));
+                let wk = match (width, depthwise) {
+                    (0, _) => wk,
+                    (_, true) => blocks(channels) * kh * kw,
+                    (_, false) => (i128::from(out_channels) + 63) / 64 * 64 * i128::from(channels) * kh * kw,
+                };
                 let flag = |f: Option<i64>, span: i128| if f == Some(0) { -1 } else { span };
                 let what = ["conv2d_nchwc reads X", "conv2d_nchwc reads W", "conv2d_nchwc reads the bias", "conv2d_nchwc reads Z", "conv2d_nchwc writes Y"];
                 let spans = [x - 1, wk - 1, flag(bias, i128::from(out_channels) - 1), flag(residual, y - 1), y - 1];

@@ -40,9 +40,36 @@ thread_local! {
     static PANELS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Whether this routine computes `c`: valid sizes, one group, an activation it applies in
-/// registers (none, Relu, Clip), and an image (padded) whose offsets fit `u32`.
+/// Whether this routine computes `c`: a depthwise convolution ([`dwconv`](super::dwconv)),
+/// or one of a single group with valid sizes, an activation it applies in registers (none,
+/// Relu, Clip), and an image (padded) whose offsets fit `u32`.
 pub fn supports(c: &Conv2d) -> bool {
+    super::dwconv::supports(c) || dense(c)
+}
+
+/// The `width` of `kiln_rt_conv2d_nchwc` for `c`'s packed weights: [`PANEL`], or
+/// [`dwconv::PACKED`](super::dwconv::PACKED) for a depthwise convolution.
+pub fn packed_width(c: &Conv2d) -> usize {
+    if super::dwconv::supports(c) { super::dwconv::PACKED } else { PANEL }
+}
+
+/// Floats of `c`'s packed weights (saturating).
+pub fn packed_len(c: &Conv2d) -> usize {
+    if super::dwconv::supports(c) { super::dwconv::packed_len(c) } else { c.packed_len(PANEL) }
+}
+
+/// Packs `c`'s weights `w` (little-endian floats, any alignment) into `dst`, [`packed_len`]
+/// floats, as [`run`] reads them.
+///
+/// # Panics
+///
+/// If `c` is not [supported](supports) or a slice is too short.
+pub fn pack_weights(c: &Conv2d, w: &[u8], dst: &mut [f32]) {
+    if super::dwconv::supports(c) { super::dwconv::pack_weights(c, w, dst) } else { c.pack_weights(PANEL, w, dst) }
+}
+
+/// [`supports`] for convolutions of one group.
+fn dense(c: &Conv2d) -> bool {
     let act = matches!(c.act, Activation::None | Activation::Relu | Activation::Clip { .. });
     if !(act && c.groups == 1 && c.is_valid() && c.y_len() > 0 && c.channels > 0 && c.win.kh * c.win.kw > 0) {
         return false;
@@ -55,9 +82,10 @@ pub fn supports(c: &Conv2d) -> bool {
     crate::window::elements(&[c.channels.div_ceil(LANES), LANES, rows, cols]).is_some_and(|n| n <= u32::MAX as usize)
 }
 
-/// Floats of `c`'s blocked input (`batch` images).
-pub fn x_len(c: &Conv2d) -> usize {
-    blocked_len(c.channels, c.win.h * c.win.w).saturating_mul(c.batch)
+/// Floats of `c`'s input (`batch` images), blocked or NCHW planes.
+pub fn x_len(c: &Conv2d, x_blocked: bool) -> usize {
+    let pixels = c.win.h * c.win.w;
+    if x_blocked { blocked_len(c.channels, pixels).saturating_mul(c.batch) } else { [c.channels, pixels].into_iter().fold(c.batch, usize::saturating_mul) }
 }
 
 /// Floats of `c`'s blocked output, and of its addend when it has one.
@@ -85,18 +113,21 @@ impl Padded {
     }
 }
 
-/// `c` on blocked tensors with weights `w`: `c`'s plain `out_channels × channels × kh × kw`
-/// floats (`packed` false) or the panels [`Conv2d::pack_weights`] writes with width [`PANEL`].
-/// Over the current thread pool; nothing when `c` is not [supported](supports).
+/// `c` on blocked tensors with weights `w`: `c`'s plain `out_channels × channels / groups × kh
+/// × kw` floats (`packed` false) or as [`pack_weights`] packs them. The input is blocked, or
+/// with `x_blocked` false NCHW planes (one group only: a network's first convolution reads
+/// its few-channel image so, without a reorder into 16-lane pixels). Over the current thread
+/// pool; nothing when `c` is not [supported](supports) (or is depthwise on NCHW planes).
 ///
 /// # Safety
 ///
 /// `x` readable for [`x_len`], `y` writable for [`y_len`] and overlapping no other operand,
 /// `z` readable for [`y_len`] when `c.residual`, `bias` for `out_channels` when `c.bias`, `w`
 /// for the weights; no alignment is required.
-pub unsafe fn run(c: &Conv2d, x: *const f32, w: *const f32, packed: bool, bias: *const f32, z: *const f32, y: *mut f32) {
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn run(c: &Conv2d, x: *const f32, x_blocked: bool, w: *const f32, packed: bool, bias: *const f32, z: *const f32, y: *mut f32) {
     // SAFETY: by the caller's contract.
-    unsafe { run_with(Isa::detected(), c, x, w, packed, bias, z, y) }
+    unsafe { run_with(Isa::detected(), c, x, x_blocked, w, packed, bias, z, y) }
 }
 
 /// [`run`] with the kernel of `isa`: AVX-512 when it is that and the CPU has it, else the
@@ -106,16 +137,24 @@ pub unsafe fn run(c: &Conv2d, x: *const f32, w: *const f32, packed: bool, bias: 
 ///
 /// As [`run`].
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn run_with(isa: Isa, c: &Conv2d, x: *const f32, w: *const f32, packed: bool, bias: *const f32, z: *const f32, y: *mut f32) {
+pub unsafe fn run_with(isa: Isa, c: &Conv2d, x: *const f32, x_blocked: bool, w: *const f32, packed: bool, bias: *const f32, z: *const f32, y: *mut f32) {
+    if super::dwconv::supports(c) {
+        if !x_blocked {
+            return;
+        }
+        // SAFETY: by the caller's contract.
+        return unsafe { super::dwconv::run(isa, c, x, w, packed, bias, z, y) };
+    }
+    let lanes = if x_blocked { LANES } else { 1 };
     let wide = isa == Isa::Avx512 && isa.available();
-    if !supports(c) {
+    if !dense(c) {
         return;
     }
     let bias = if c.bias { bias } else { std::ptr::null() };
     let z = if c.residual { z } else { std::ptr::null() };
     if packed {
         // SAFETY: by the caller's contract.
-        return unsafe { run_packed(wide, c, x, w, bias, z, y) };
+        return unsafe { run_packed(wide, c, lanes, x, w, bias, z, y) };
     }
     let len = c.packed_len(PANEL);
     crate::scratch::with(&PANELS, len, |wp| {
@@ -123,7 +162,7 @@ pub unsafe fn run_with(isa: Isa, c: &Conv2d, x: *const f32, w: *const f32, packe
         let bytes = unsafe { std::slice::from_raw_parts(w.cast::<u8>(), 4 * c.w_len()) };
         c.pack_weights(PANEL, bytes, wp);
         // SAFETY: by the caller's contract, with the panels just packed.
-        unsafe { run_packed(wide, c, x, wp.as_ptr(), bias, z, y) }
+        unsafe { run_packed(wide, c, lanes, x, wp.as_ptr(), bias, z, y) }
     })
 }
 
@@ -132,13 +171,16 @@ pub unsafe fn run_with(isa: Isa, c: &Conv2d, x: *const f32, w: *const f32, packe
 /// # Safety
 ///
 /// As [`run`].
-unsafe fn run_packed(wide: bool, c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
-    let (xl, yl) = (blocked_len(c.channels, c.win.h * c.win.w), blocked_len(c.out_channels, c.win.oh * c.win.ow));
+#[allow(clippy::too_many_arguments)]
+unsafe fn run_packed(wide: bool, c: &Conv2d, lanes: usize, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
+    let pixels = c.win.h * c.win.w;
+    let xl = if lanes == LANES { blocked_len(c.channels, pixels) } else { c.channels * pixels };
+    let yl = blocked_len(c.out_channels, c.win.oh * c.win.ow);
     let image = |x: *const f32, n: usize| {
         // SAFETY: image `n`'s operands are inside the caller's.
         unsafe {
             let z = if z.is_null() { z } else { z.add(n * yl) };
-            one_image(wide, c, x, wp, bias, z, y.add(n * yl))
+            one_image(wide, c, lanes, x, wp, bias, z, y.add(n * yl))
         }
     };
     let Some(pad) = Padded::of(c) else {
@@ -148,8 +190,9 @@ unsafe fn run_packed(wide: bool, c: &Conv2d, x: *const f32, wp: *const f32, bias
         }
         return;
     };
-    let blocks = c.channels.div_ceil(LANES);
-    let plane = pad.rows * pad.cols * LANES;
+    // Blocks of 16 channels, or single planes.
+    let blocks = if lanes == LANES { c.channels.div_ceil(LANES) } else { c.channels };
+    let plane = pad.rows * pad.cols * lanes;
     crate::scratch::with(&PADDED, blocks * plane, |buf| {
         for n in 0..c.batch {
             let src = SharedPtr((x.wrapping_add(n * xl), buf.as_mut_ptr()));
@@ -158,7 +201,7 @@ unsafe fn run_packed(wide: bool, c: &Conv2d, x: *const f32, wp: *const f32, bias
                 let (src, dst) = src.get();
                 for b in pool::part(blocks, ways, 1, i) {
                     // SAFETY: block `b` of the image and of the padded copy, one task each.
-                    unsafe { pad_block(c, pad, src.add(b * c.win.h * c.win.w * LANES), dst.add(b * plane)) };
+                    unsafe { pad_block(c, pad, lanes, src.add(b * pixels * lanes), dst.add(b * plane)) };
                 }
             });
             let win = crate::window::Window { h: pad.rows, w: pad.cols, ph: 0, pw: 0, ..c.win };
@@ -166,56 +209,60 @@ unsafe fn run_packed(wide: bool, c: &Conv2d, x: *const f32, wp: *const f32, bias
             // SAFETY: the padded copy holds the image `padded` reads.
             unsafe {
                 let z = if z.is_null() { z } else { z.add(n * yl) };
-                one_image(wide, &padded, buf.as_ptr(), wp, bias, z, y.add(n * yl));
+                one_image(wide, &padded, lanes, buf.as_ptr(), wp, bias, z, y.add(n * yl));
             }
         }
     });
 }
 
-/// Copies one block of `h × w` pixels into its padded `pad.rows × pad.cols` image, zeros
-/// around it.
+/// Copies one block of `h × w` pixels of `lanes` floats into its padded `pad.rows × pad.cols`
+/// image, zeros around it.
 ///
 /// # Safety
 ///
 /// `src` holds the block, `dst` the padded one.
-unsafe fn pad_block(c: &Conv2d, pad: Padded, src: *const f32, dst: *mut f32) {
+unsafe fn pad_block(c: &Conv2d, pad: Padded, lanes: usize, src: *const f32, dst: *mut f32) {
     let (h, w) = (c.win.h, c.win.w);
     // SAFETY: by the caller's contract, every row written is inside the padded block.
     unsafe {
         for r in 0..pad.rows {
-            let row = dst.add(r * pad.cols * LANES);
+            let row = dst.add(r * pad.cols * lanes);
             if r < pad.top || r >= pad.top + h {
-                std::ptr::write_bytes(row, 0, pad.cols * LANES);
+                std::ptr::write_bytes(row, 0, pad.cols * lanes);
                 continue;
             }
-            std::ptr::write_bytes(row, 0, pad.left * LANES);
-            std::ptr::copy_nonoverlapping(src.add((r - pad.top) * w * LANES), row.add(pad.left * LANES), w * LANES);
-            std::ptr::write_bytes(row.add((pad.left + w) * LANES), 0, (pad.cols - pad.left - w) * LANES);
+            std::ptr::write_bytes(row, 0, pad.left * lanes);
+            std::ptr::copy_nonoverlapping(src.add((r - pad.top) * w * lanes), row.add(pad.left * lanes), w * lanes);
+            std::ptr::write_bytes(row.add((pad.left + w) * lanes), 0, (pad.cols - pad.left - w) * lanes);
         }
     }
 }
 
-/// One image of `c`, whose input needs no padding (it has been copied padded when it did),
-/// with AVX-512 when `wide`.
+/// One image of `c`, whose input (`lanes` floats per pixel) needs no padding (it has been
+/// copied padded when it did), with AVX-512 when `wide`.
 ///
 /// # Safety
 ///
 /// As [`run`], for one image; `c.win` has no padding.
-unsafe fn one_image(wide: bool, c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
+unsafe fn one_image(wide: bool, c: &Conv2d, lanes: usize, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
     let pixels = c.win.oh * c.win.ow;
     let fmas = [c.channels, c.win.kh * c.win.kw, pixels].into_iter().fold(c.out_channels, usize::saturating_mul);
     let ways = if fmas < SPLIT_MIN_FMAS { 1 } else { pool::threads() };
+    // Each task takes a share of the pixels, or of the panels when those split more evenly
+    // (few pixels: 49 of them make tiles of 4 and 5 on two threads).
+    let panels = c.out_channels.div_ceil(PANEL);
+    let by_panels = pool::balance(panels, ways, 1) > pool::balance(pixels, ways, NP) + 0.02;
     let args = SharedPtr((x, wp, bias, z, y));
     let task = |i: usize| {
         let (x, wp, bias, z, y) = args.get();
-        let part = pool::part(pixels, ways, NP, i);
-        // SAFETY: by the caller's contract; each task writes its own pixels of `y`.
+        let (panels, part) = if by_panels { (pool::part(panels, ways, 1, i), 0..pixels) } else { (0..panels, pool::part(pixels, ways, NP, i)) };
+        // SAFETY: by the caller's contract; each task writes its own pixels or channels of `y`.
         unsafe {
             #[cfg(target_arch = "x86_64")]
             if wide {
-                return avx512(c, x, wp, bias, z, y, part);
+                return avx512(c, lanes, x, wp, bias, z, y, panels, part);
             }
-            portable(c, x, wp, bias, z, y, part)
+            portable(c, lanes, x, wp, bias, z, y, panels, part)
         }
     };
     if ways <= 1 {
@@ -225,23 +272,31 @@ unsafe fn one_image(wide: bool, c: &Conv2d, x: *const f32, wp: *const f32, bias:
     }
 }
 
-/// The input float of output pixel `q`'s tap `(0, 0)`, channel 0, from the image's start.
-fn input_at(c: &Conv2d, q: usize) -> usize {
+/// The input float of output pixel `q`'s tap `(0, 0)`, channel 0, from the start of an image
+/// of `lanes` floats per pixel.
+fn input_at(c: &Conv2d, lanes: usize, q: usize) -> usize {
     let (oy, ox) = (q / c.win.ow, q % c.win.ow);
-    (oy * c.win.sh * c.win.w + ox * c.win.sw) * LANES
+    (oy * c.win.sh * c.win.w + ox * c.win.sw) * lanes
 }
 
-/// Each tap's offset from tap `(0, 0)`, in floats, in `(ky, kx)` order.
-fn taps(c: &Conv2d) -> Vec<usize> {
+/// Each tap's offset from tap `(0, 0)`, in floats, in `(ky, kx)` order, with `lanes` floats
+/// per pixel.
+fn taps(c: &Conv2d, lanes: usize) -> Vec<usize> {
     let w = &c.win;
-    (0..w.kh).flat_map(|ky| (0..w.kw).map(move |kx| (ky * w.dh * w.w + kx * w.dw) * LANES)).collect()
+    (0..w.kh).flat_map(|ky| (0..w.kw).map(move |kx| (ky * w.dh * w.w + kx * w.dw) * lanes)).collect()
 }
 
-/// Each step's offset from a pixel's tap `(0, 0)`, channel 0, in floats: steps `(c, ky, kx)`
-/// in order, as the weights are.
-fn steps(c: &Conv2d) -> Vec<u32> {
-    let (taps, plane) = (taps(c), c.win.h * c.win.w * LANES);
-    (0..c.channels).flat_map(|ch| taps.iter().map(move |&t| (ch / LANES * plane + ch % LANES + t) as u32)).collect()
+/// Where channel `ch` starts in an image of `lanes` floats per pixel (16: blocked; 1: NCHW).
+fn channel_at(c: &Conv2d, lanes: usize, ch: usize) -> usize {
+    let plane = c.win.h * c.win.w;
+    if lanes == LANES { ch / LANES * plane * LANES + ch % LANES } else { ch * plane }
+}
+
+/// Each step's offset from a pixel's tap `(0, 0)`, channel 0, in floats, in an image of
+/// `lanes` floats per pixel: steps `(c, ky, kx)` in order, as the weights are.
+fn steps(c: &Conv2d, lanes: usize) -> Vec<u32> {
+    let taps = taps(c, lanes);
+    (0..c.channels).flat_map(|ch| taps.iter().map(move |&t| (channel_at(c, lanes, ch) + t) as u32)).collect()
 }
 
 /// The sums of one tile: `V` vectors of output channels for each of the `NP` pixels whose
@@ -286,23 +341,24 @@ fn block_pixels(c: &Conv2d) -> usize {
 // operands from memory, best µs (2026-11-26), 512 → 128 on 28² 1127 → 980, 256 → 64 on 56²
 // 1063 → 1009, 1024 → 256 on 14² 1006 → 942.
 
-/// [`one_image`]'s pixels `part` with AVX-512.
+/// [`one_image`]'s panels `panels` of pixels `part` with AVX-512.
 ///
 /// # Safety
 ///
 /// As [`one_image`]; the CPU has AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn avx512(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32, part: Range<usize>) {
-    let panels = c.out_channels.div_ceil(PANEL);
+#[allow(clippy::too_many_arguments)]
+unsafe fn avx512(c: &Conv2d, lanes: usize, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32, panels: Range<usize>, part: Range<usize>) {
     let bp = block_pixels(c);
-    let steps = steps(c);
+    let steps = steps(c, lanes);
     for t0 in part.clone().step_by(bp) {
         let t1 = (t0 + bp).min(part.end);
         let next = t0 + bp..(t0 + 2 * bp).min(part.end);
-        for i in 0..panels {
-            let ahead = if i == 0 { next.clone() } else { 0..0 };
-            let k = Kernel { c, x, steps: &steps, wp, bias, z, y, panel: i };
+        for i in panels.clone() {
+            // NCHW planes are read in runs the hardware prefetchers follow.
+            let ahead = if i == panels.start && lanes == LANES { next.clone() } else { 0..0 };
+            let k = Kernel { c, x, steps: &steps, lanes, wp, bias, z, y, panel: i };
             // SAFETY: by the caller's contract.
             unsafe {
                 match (c.out_channels - i * PANEL).div_ceil(LANES).min(NV) {
@@ -323,6 +379,8 @@ struct Kernel<'a> {
     x: *const f32,
     /// Each step's offset from a pixel's tap `(0, 0)`, channel 0: [`steps`].
     steps: &'a [u32],
+    /// Floats per input pixel: 16 (blocked) or 1 (NCHW planes).
+    lanes: usize,
     wp: *const f32,
     bias: *const f32,
     z: *const f32,
@@ -351,10 +409,10 @@ impl Kernel<'_> {
                 let n = NP.min(pixels.end - t);
                 let q = ahead.start + (t - pixels.start);
                 for q in q..(q + NP).min(ahead.end) {
-                    crate::prefetch::rows_to_l2(self.x.wrapping_add(input_at(c, q)), blocks, LANES, plane_in);
+                    crate::prefetch::rows_to_l2(self.x.wrapping_add(input_at(c, self.lanes, q)), blocks, LANES, plane_in);
                 }
                 // A short last tile repeats its last pixel: computed, not stored.
-                let xs: [*const f32; NP] = std::array::from_fn(|j| self.x.add(input_at(c, t + j.min(n - 1))));
+                let xs: [*const f32; NP] = std::array::from_fn(|j| self.x.add(input_at(c, self.lanes, t + j.min(n - 1))));
                 let acc = sums::<V>(self.steps, w, xs);
                 for v in 0..V {
                     let co = self.panel * PANEL + v * LANES;
@@ -385,19 +443,20 @@ impl Kernel<'_> {
     }
 }
 
-/// [`one_image`]'s pixels `part`, one float at a time (the same chains of fused
-/// multiply-adds).
+/// [`one_image`]'s panels `panels` of pixels `part`, one float at a time (the same chains of
+/// fused multiply-adds).
 ///
 /// # Safety
 ///
 /// As [`one_image`].
-unsafe fn portable(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32, part: Range<usize>) {
-    let (k, plane_in, plane_out) = (c.channels, c.win.h * c.win.w * LANES, c.win.oh * c.win.ow * LANES);
-    let taps = taps(c);
+#[allow(clippy::too_many_arguments)]
+unsafe fn portable(c: &Conv2d, lanes: usize, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32, panels: Range<usize>, part: Range<usize>) {
+    let (k, plane_out) = (c.channels, c.win.oh * c.win.ow * LANES);
+    let taps = taps(c, lanes);
     let steps = k * taps.len();
     for q in part {
-        let xq = input_at(c, q);
-        for co in 0..c.out_channels {
+        let xq = input_at(c, lanes, q);
+        for co in panels.start * PANEL..(panels.end * PANEL).min(c.out_channels) {
             let (panel, lane) = (co / PANEL, co % PANEL);
             // SAFETY: by the caller's contract.
             unsafe {
@@ -405,7 +464,7 @@ unsafe fn portable(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, 
                 for ch in 0..k {
                     for (t, &tap) in taps.iter().enumerate() {
                         let wv = *wp.add((panel * steps + ch * taps.len() + t) * PANEL + lane);
-                        s = wv.mul_add(*x.add(ch / LANES * plane_in + xq + tap + ch % LANES), s);
+                        s = wv.mul_add(*x.add(channel_at(c, lanes, ch) + xq + tap), s);
                     }
                 }
                 if !bias.is_null() {
@@ -428,15 +487,15 @@ unsafe fn portable(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, 
     }
 }
 
-/// [`run`] for generated code, with `kiln_rt_conv2d_packed`'s arguments: `width` 0 when `w`
-/// holds the plain weights, [`PANEL`] when it holds [`Conv2d::pack_weights`]'s panels of that
-/// width. `x`, `z` and `y` are NCHW16c tensors. Nothing happens when a size is negative, the
+/// [`run`] for generated code, with `kiln_rt_conv2d_packed`'s arguments and `x_blocked` after
+/// `width`: `width` 0 when `w` holds the plain weights, [`packed_width`] when it holds them as
+/// [`pack_weights`] packs them; `x_blocked` 0 when `x` is NCHW planes. `x`, `z` and `y` are NCHW16c tensors. Nothing happens when a size is negative, the
 /// activation code is unknown, `width` is another value or the convolution is not
 /// [supported](supports).
 ///
 /// # Safety
 ///
-/// As [`run`]: `x` readable for [`x_len`] floats, `y` writable for [`y_len`] and overlapping no
+/// As [`run`]: `x` readable for [`x_len`] floats (blocked or not), `y` writable for [`y_len`] and overlapping no
 /// other operand, `z` readable for [`y_len`] when `residual != 0`, `b` for `out_channels` when
 /// `bias != 0`, `w` for the weights. Alignment is not required.
 #[unsafe(no_mangle)]
@@ -467,14 +526,15 @@ pub unsafe extern "C" fn kiln_rt_conv2d_nchwc(
     residual: i64,
     act: i64,
     width: i64,
+    x_blocked: i64,
     alpha: f32,
     beta: f32,
 ) {
     let ints = [batch, channels, out_channels, groups, h, w_, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, bias, residual, act];
     let Some(c) = Conv2d::from_args(ints, alpha, beta) else { return };
-    if width != 0 && width != PANEL as i64 {
+    if width != 0 && width != packed_width(&c) as i64 {
         return;
     }
     // SAFETY: by the caller's contract.
-    unsafe { run(&c, x, w, width != 0, b, z, y) }
+    unsafe { run(&c, x, x_blocked != 0, w, width != 0, b, z, y) }
 }

@@ -103,16 +103,19 @@ fn convolutions_match_the_definition_bit_for_bit() {
             let z = test_data(c.y_len(), 11);
             let want = reference(&c, &x, &wt, &b, &z);
             let (xb, zb) = (blocked(&x, batch, channels, h * w), blocked(&z, batch, out_channels, oh * ow));
-            assert_eq!((xb.len(), zb.len()), (x_len(&c), y_len(&c)));
+            assert_eq!((xb.len(), zb.len()), (x_len(&c, true), y_len(&c)));
             let mut wp = vec![0.0; c.packed_len(PANEL)];
             c.pack_weights(PANEL, &wt.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(), &mut wp);
             let isas = [Isa::Avx512, Isa::Portable].into_iter().filter(|isa| isa.available());
-            for (isa, packed, threads) in isas.flat_map(|isa| [(isa, true, false), (isa, true, true), (isa, false, false)]) {
+            let runs = isas.flat_map(|isa| [(isa, true, false, true), (isa, true, true, true), (isa, false, false, true), (isa, true, true, false), (isa, true, false, false)]);
+            for (isa, packed, threads, x_blocked) in runs {
                 {
                     let mut yb = vec![f32::NAN; y_len(&c)];
                     let (w, yp) = (if packed { wp.as_ptr() } else { wt.as_ptr() }, yb.as_mut_ptr());
+                    // The input blocked, or the NCHW planes themselves.
+                    let xp = if x_blocked { xb.as_ptr() } else { x.as_ptr() };
                     // SAFETY: the operands have the lengths `run` reads and writes.
-                    let go = || unsafe { run_with(isa, &c, xb.as_ptr(), w, packed, b.as_ptr(), zb.as_ptr(), yp) };
+                    let go = || unsafe { run_with(isa, &c, xp, x_blocked, w, packed, b.as_ptr(), zb.as_ptr(), yp) };
                     if threads { pool.enter(go) } else { go() }
                     let pixels = oh * ow;
                     let mut got = vec![0.0; want.len()];
@@ -120,7 +123,7 @@ fn convolutions_match_the_definition_bit_for_bit() {
                         from_blocked(&yb[n * blocked_len(out_channels, pixels)..], out_channels, pixels, &mut got[n * out_channels * pixels..]);
                     }
                     for (e, (g, r)) in got.iter().zip(&want).enumerate() {
-                        assert_eq!(g.to_bits(), r.to_bits(), "{c:?} {isa:?} packed {packed} threads {threads}: element {e}: {g} against {r}");
+                        assert_eq!(g.to_bits(), r.to_bits(), "{c:?} {isa:?} packed {packed} threads {threads} blocked input {x_blocked}: element {e}: {g} against {r}");
                     }
                 }
             }
@@ -150,6 +153,90 @@ fn max_pools_match_the_planar_routine_bit_for_bit() {
             from_blocked(&yb, channels, oh * ow, &mut got);
             for (e, (g, r)) in got.iter().zip(&want).enumerate() {
                 assert_eq!(g.to_bits(), r.to_bits(), "{channels} × {win:?} {isa:?}: element {e}: {g} against {r}");
+            }
+        }
+    }
+}
+
+/// The depthwise convolution on NCHW planes, one chain of fused multiply-adds per output over
+/// the taps inside the input in `(ky, kx)` order.
+fn depthwise_reference(c: &Conv2d, x: &[f32], w: &[f32], bias: &[f32], z: &[f32]) -> Vec<f32> {
+    let win = c.win;
+    let mut y = vec![0.0; c.y_len()];
+    for n in 0..c.batch {
+        for ch in 0..c.channels {
+            for q in 0..win.oh * win.ow {
+                let (oy, ox) = (q / win.ow, q % win.ow);
+                let mut s = 0.0f32;
+                for ky in 0..win.kh {
+                    for kx in 0..win.kw {
+                        let (iy, ix) = ((oy * win.sh + ky * win.dh) as isize - win.ph as isize, (ox * win.sw + kx * win.dw) as isize - win.pw as isize);
+                        if iy >= 0 && ix >= 0 && (iy as usize) < win.h && (ix as usize) < win.w {
+                            let v = x[((n * c.channels + ch) * win.h + iy as usize) * win.w + ix as usize];
+                            s = w[(ch * win.kh + ky) * win.kw + kx].mul_add(v, s);
+                        }
+                    }
+                }
+                if c.bias {
+                    s += bias[ch];
+                }
+                let at = (n * c.channels + ch) * win.oh * win.ow + q;
+                if c.residual {
+                    s += z[at];
+                }
+                y[at] = match c.act {
+                    Activation::Relu => if s > 0.0 { s } else { 0.0 },
+                    Activation::Clip { min, max } => s.max(min).min(max),
+                    _ => s,
+                };
+            }
+        }
+    }
+    y
+}
+
+#[test]
+fn depthwise_convolutions_match_the_definition_bit_for_bit() {
+    let pool = crate::pool::Pool::new(2).unwrap();
+    let shapes = [
+        // batch, channels, h, w, kernel, stride, pad, dilation
+        (1, 24, 7, 7, 3, 1, 1, 1),
+        (2, 40, 9, 11, 3, 2, 1, 1),
+        (1, 16, 5, 5, 5, 1, 2, 1),
+        (1, 17, 8, 8, 3, 1, 2, 2),
+        (1, 64, 30, 30, 3, 1, 1, 1),
+        (1, 3, 4, 3, 3, 2, 0, 1),
+        (1, 32, 2, 2, 3, 1, 1, 1),
+    ];
+    for (i, &(batch, channels, h, w, k, stride, pad, dil)) in shapes.iter().enumerate() {
+        let (oh, ow) = ((h + 2 * pad - dil * (k - 1) - 1) / stride + 1, (w + 2 * pad - dil * (k - 1) - 1) / stride + 1);
+        let win = Window { h, w, oh, ow, kh: k, kw: k, sh: stride, sw: stride, ph: pad, pw: pad, dh: dil, dw: dil };
+        for (bias, residual, act) in [(false, false, Activation::None), (true, true, Activation::Relu), (true, false, Activation::Clip { min: 0.0, max: 0.4 })] {
+            let c = Conv2d { batch, channels, out_channels: channels, groups: channels, win, bias, residual, act };
+            assert!(supports(&c) && super::dwconv::supports(&c));
+            let x = test_data(c.x_len(), 3 + i as u64);
+            let wt = test_data(c.w_len(), 5 + i as u64);
+            let b = test_data(channels, 7);
+            let z = test_data(c.y_len(), 11);
+            let want = depthwise_reference(&c, &x, &wt, &b, &z);
+            let (xb, zb) = (blocked(&x, batch, channels, h * w), blocked(&z, batch, channels, oh * ow));
+            let mut wp = vec![0.0; super::conv::packed_len(&c)];
+            super::conv::pack_weights(&c, &wt.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(), &mut wp);
+            let isas = [Isa::Avx512, Isa::Portable].into_iter().filter(|isa| isa.available());
+            for (isa, packed, threads) in isas.flat_map(|isa| [(isa, true, false), (isa, true, true), (isa, false, false)]) {
+                let mut yb = vec![f32::NAN; y_len(&c)];
+                let (w, yp) = (if packed { wp.as_ptr() } else { wt.as_ptr() }, yb.as_mut_ptr());
+                // SAFETY: the operands have the lengths `run` reads and writes.
+                let go = || unsafe { run_with(isa, &c, xb.as_ptr(), true, w, packed, b.as_ptr(), zb.as_ptr(), yp) };
+                if threads { pool.enter(go) } else { go() }
+                let pixels = oh * ow;
+                let mut got = vec![0.0; want.len()];
+                for n in 0..batch {
+                    from_blocked(&yb[n * blocked_len(channels, pixels)..], channels, pixels, &mut got[n * channels * pixels..]);
+                }
+                for (e, (g, r)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(g.to_bits(), r.to_bits(), "{c:?} {isa:?} packed {packed} threads {threads}: element {e}: {g} against {r}");
+                }
             }
         }
     }

@@ -1,0 +1,267 @@
+//! Depthwise convolutions of NCHW16c tensors ([`super`]): one kernel per channel, 16 channels
+//! per vector, `y = act(w ⊛ x + bias + z)`.
+//!
+//! An output pixel of a block is its taps' input vectors times the taps' weight vectors
+//! (weights packed `[c/16][ky][kx][16]`, [`pack_weights`]), summed in `(ky, kx)` order from
+//! zero, the taps outside the input skipped, then the bias, the addend and the activation, and
+//! one whole-line store. A 3×3 window's weights stay in registers for a block's rows; each
+//! output row's columns whose taps all lie inside take a loop without checks.
+//!
+//! **Numerics.** Each output is the fused multiply-adds of its taps inside the input in
+//! ascending `(ky, kx)` order from zero, then `+ bias`, `+ z` and the activation, on any thread
+//! count.
+
+use std::cell::RefCell;
+use std::ops::Range;
+
+use super::LANES;
+use crate::conv::Conv2d;
+use crate::epilogue::Activation;
+use crate::gemm::Isa;
+use crate::pool::{self, SharedPtr};
+
+/// The `width` argument of `kiln_rt_conv2d_nchwc` for weights packed by [`pack_weights`].
+pub const PACKED: usize = LANES;
+
+thread_local! {
+    /// Weights packed on the call when they come plain.
+    static PANELS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Whether this routine computes `c`: a depthwise convolution (one input and one output
+/// channel per group) of valid sizes with an activation it applies in registers (none, Relu,
+/// Clip).
+pub fn supports(c: &Conv2d) -> bool {
+    let act = matches!(c.act, Activation::None | Activation::Relu | Activation::Clip { .. });
+    act && c.groups == c.channels && c.out_channels == c.channels && c.is_valid() && c.y_len() > 0 && c.win.kh * c.win.kw > 0
+}
+
+/// Floats of the packed weights.
+pub fn packed_len(c: &Conv2d) -> usize {
+    c.channels.div_ceil(LANES) * LANES * c.win.kh * c.win.kw
+}
+
+/// Packs the weights `w` (`channels × kh × kw` little-endian floats, any alignment) as
+/// [`run`] reads them: tap `t` of channel `c` at `(c/16·taps + t)·16 + c mod 16`, zero past
+/// the last channel.
+///
+/// # Panics
+///
+/// If `w` or `dst` is too short.
+pub fn pack_weights(c: &Conv2d, w: &[u8], dst: &mut [f32]) {
+    let taps = c.win.kh * c.win.kw;
+    assert!(w.len() >= 4 * c.channels * taps && dst.len() >= packed_len(c), "depthwise weights too short to pack");
+    for (i, v) in dst[..packed_len(c)].iter_mut().enumerate() {
+        let (block, t, lane) = (i / (taps * LANES), i / LANES % taps, i % LANES);
+        let ch = block * LANES + lane;
+        *v = if ch < c.channels {
+            let at = 4 * (ch * taps + t);
+            f32::from_le_bytes([w[at], w[at + 1], w[at + 2], w[at + 3]])
+        } else {
+            0.0
+        };
+    }
+}
+
+/// `c` on blocked tensors with weights `w`: plain (`packed` false) or packed by
+/// [`pack_weights`]. Over the current thread pool; nothing when `c` is not
+/// [supported](supports).
+///
+/// # Safety
+///
+/// `x` readable for `batch·⌈C/16⌉·16·h·w` floats, `y` writable for `batch·⌈C/16⌉·16·oh·ow`
+/// and overlapping no other operand, `z` readable for as many when `c.residual`, `bias` for
+/// `C` floats when `c.bias`, `w` for the weights; no alignment is required.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn run(isa: Isa, c: &Conv2d, x: *const f32, w: *const f32, packed: bool, bias: *const f32, z: *const f32, y: *mut f32) {
+    if !supports(c) {
+        return;
+    }
+    if packed {
+        // SAFETY: by the caller's contract.
+        return unsafe { run_packed(isa, c, x, w, bias, z, y) };
+    }
+    crate::scratch::with(&PANELS, packed_len(c), |wp| {
+        // SAFETY: `w` holds the plain weights, whose bytes `pack_weights` reads.
+        let bytes = unsafe { std::slice::from_raw_parts(w.cast::<u8>(), 4 * c.w_len()) };
+        pack_weights(c, bytes, wp);
+        // SAFETY: by the caller's contract, with the weights just packed.
+        unsafe { run_packed(isa, c, x, wp.as_ptr(), bias, z, y) }
+    })
+}
+
+/// [`run`] with packed weights.
+///
+/// # Safety
+///
+/// As [`run`].
+unsafe fn run_packed(isa: Isa, c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
+    let blocks = c.channels.div_ceil(LANES);
+    // Rows of output blocks, over all images: the tasks' grain.
+    let rows = c.batch * blocks * c.win.oh;
+    let work = rows * c.win.ow * c.win.kh * c.win.kw;
+    let ways = if work < 1 << 15 { 1 } else { pool::threads().min(rows) };
+    let wide = isa == Isa::Avx512 && isa.available();
+    let bias = if c.bias { bias } else { std::ptr::null() };
+    let z = if c.residual { z } else { std::ptr::null() };
+    let args = SharedPtr((x, wp, bias, z, y));
+    let task = |i: usize| {
+        let (x, wp, bias, z, y) = args.get();
+        let part = pool::part(rows, ways, 1, i);
+        // SAFETY: by the caller's contract; each task writes its own rows.
+        unsafe {
+            #[cfg(target_arch = "x86_64")]
+            if wide {
+                return avx512(c, x, wp, bias, z, y, part);
+            }
+            portable(c, x, wp, bias, z, y, part)
+        }
+    };
+    if ways <= 1 {
+        task(0);
+    } else {
+        pool::for_each(ways, &task);
+    }
+}
+
+/// The taps of output coordinate `o` inside an input of `n`: `k` taps `d` apart from `o·s − p`,
+/// as the range of tap indices and the input coordinate of the first.
+fn inside(o: usize, s: usize, p: usize, k: usize, d: usize, n: usize) -> (Range<usize>, usize) {
+    let start = o * s;
+    // First tap with start + t·d ≥ p, last with start + t·d − p < n.
+    let lo = p.saturating_sub(start).div_ceil(d).min(k);
+    let hi = if start >= n + p { 0 } else { (n + p - start - 1) / d + 1 }.min(k);
+    let lo = lo.min(hi);
+    (lo..hi, (start + lo * d).saturating_sub(p))
+}
+
+/// Rows `rows` (over images, blocks and output rows) with AVX-512.
+///
+/// # Safety
+///
+/// As [`run_packed`]; the CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn avx512(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32, rows: Range<usize>) {
+    use std::arch::x86_64::*;
+    let win = &c.win;
+    let blocks = c.channels.div_ceil(LANES);
+    let taps = win.kh * win.kw;
+    let (plane_in, plane_out) = (win.h * win.w * LANES, win.oh * win.ow * LANES);
+    // Output columns whose taps all lie inside the input.
+    let lo = win.pw.div_ceil(win.sw).min(win.ow);
+    let hi = if win.w + win.pw < (win.kw - 1) * win.dw + 1 { lo } else { ((win.w + win.pw - (win.kw - 1) * win.dw - 1) / win.sw + 1).clamp(lo, win.ow) };
+    for r in rows {
+        let (image_block, oy) = (r / win.oh, r % win.oh);
+        let block = image_block % blocks;
+        // SAFETY: by the caller's contract, every address is inside its operand.
+        unsafe {
+            let x = x.add(image_block * plane_in);
+            let w = wp.add(block * taps * LANES);
+            let lanes = LANES.min(c.channels - block * LANES);
+            let mask = ((1u32 << lanes) - 1) as __mmask16;
+            let b = if bias.is_null() { _mm512_setzero_ps() } else { _mm512_maskz_loadu_ps(mask, bias.add(block * LANES)) };
+            let out = image_block * plane_out + oy * win.ow * LANES;
+            let finish = |ox: usize, s: __m512| {
+                let at = out + ox * LANES;
+                let mut s = _mm512_add_ps(s, b);
+                if !z.is_null() {
+                    s = _mm512_add_ps(s, _mm512_loadu_ps(z.add(at)));
+                }
+                s = match c.act {
+                    Activation::Relu => _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_NLE_UQ>(s, _mm512_setzero_ps()), s),
+                    Activation::Clip { min, max } => {
+                        let (lo, hi) = (_mm512_set1_ps(min), _mm512_set1_ps(max));
+                        let u = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_NLE_UQ>(s, lo), lo, s);
+                        _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_NGE_UQ>(u, hi), hi, u)
+                    }
+                    _ => s,
+                };
+                _mm512_storeu_ps(y.add(at), s);
+            };
+            let (ky, iy0) = inside(oy, win.sh, win.ph, win.kh, win.dh, win.h);
+            // Any column, its taps checked.
+            let checked = |ox: usize| {
+                let (kx, ix0) = inside(ox, win.sw, win.pw, win.kw, win.dw, win.w);
+                let mut s = _mm512_setzero_ps();
+                for (i, ty) in ky.clone().enumerate() {
+                    let row = x.add((iy0 + i * win.dh) * win.w * LANES);
+                    for (j, tx) in kx.clone().enumerate() {
+                        let v = _mm512_loadu_ps(row.add((ix0 + j * win.dw) * LANES));
+                        s = _mm512_fmadd_ps(_mm512_loadu_ps(w.add((ty * win.kw + tx) * LANES)), v, s);
+                    }
+                }
+                finish(ox, s);
+            };
+            for ox in (0..lo).chain(hi..win.ow) {
+                checked(ox);
+            }
+            if win.kh == 3 && win.kw == 3 && ky.len() == 3 {
+                // All nine taps in registers; the rows' first columns a constant apart.
+                let wv: [__m512; 9] = std::array::from_fn(|t| _mm512_loadu_ps(w.add(t * LANES)));
+                let rows: [*const f32; 3] = std::array::from_fn(|i| x.add((iy0 + i * win.dh) * win.w * LANES));
+                for ox in lo..hi {
+                    let ix = (ox * win.sw - win.pw) * LANES;
+                    let mut s = _mm512_setzero_ps();
+                    for (i, row) in rows.iter().enumerate() {
+                        for j in 0..3 {
+                            s = _mm512_fmadd_ps(wv[i * 3 + j], _mm512_loadu_ps(row.add(ix + j * win.dw * LANES)), s);
+                        }
+                    }
+                    finish(ox, s);
+                }
+            } else {
+                for ox in lo..hi {
+                    checked(ox);
+                }
+            }
+        }
+    }
+}
+
+/// Rows `rows`, one float at a time (the same sums).
+///
+/// # Safety
+///
+/// As [`run_packed`].
+unsafe fn portable(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32, rows: Range<usize>) {
+    let win = &c.win;
+    let blocks = c.channels.div_ceil(LANES);
+    let taps = win.kh * win.kw;
+    let (plane_in, plane_out) = (win.h * win.w * LANES, win.oh * win.ow * LANES);
+    for r in rows {
+        let (image_block, oy) = (r / win.oh, r % win.oh);
+        let block = image_block % blocks;
+        let (ky, iy0) = inside(oy, win.sh, win.ph, win.kh, win.dh, win.h);
+        for ox in 0..win.ow {
+            let (kx, ix0) = inside(ox, win.sw, win.pw, win.kw, win.dw, win.w);
+            for lane in 0..LANES.min(c.channels - block * LANES) {
+                // SAFETY: by the caller's contract, every address is inside its operand.
+                unsafe {
+                    let mut s = 0.0f32;
+                    for (i, ty) in ky.clone().enumerate() {
+                        for (j, tx) in kx.clone().enumerate() {
+                            let v = *x.add(image_block * plane_in + ((iy0 + i * win.dh) * win.w + ix0 + j * win.dw) * LANES + lane);
+                            s = (*wp.add((block * taps + ty * win.kw + tx) * LANES + lane)).mul_add(v, s);
+                        }
+                    }
+                    if !bias.is_null() {
+                        s += *bias.add(block * LANES + lane);
+                    }
+                    let at = image_block * plane_out + (oy * win.ow + ox) * LANES + lane;
+                    if !z.is_null() {
+                        s += *z.add(at);
+                    }
+                    *y.add(at) = match c.act {
+                        Activation::Relu => if s > 0.0 || s.is_nan() { s } else { 0.0 },
+                        Activation::Clip { min, max } => {
+                            let u = if s > min || s.is_nan() { s } else { min };
+                            if u < max || u.is_nan() { u } else { max }
+                        }
+                        _ => s,
+                    };
+                }
+            }
+        }
+    }
+}
