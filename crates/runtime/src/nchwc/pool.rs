@@ -48,20 +48,33 @@ fn inside(o: usize, s: usize, p: usize, k: usize, d: usize, n: usize) -> impl It
 unsafe fn avx512(win: &Window, x: *const f32, y: *mut f32, blocks: Range<usize>) {
     use std::arch::x86_64::*;
     let (plane_in, plane_out) = (win.h * win.w * LANES, win.oh * win.ow * LANES);
+    let mut cols: Vec<usize> = Vec::with_capacity(win.kw);
+    let mut rows: Vec<usize> = Vec::with_capacity(win.kh);
     for b in blocks {
         for oy in 0..win.oh {
+            rows.clear();
+            rows.extend(inside(oy, win.sh, win.ph, win.kh, win.dh, win.h).map(|iy| b * plane_in + iy * win.w * LANES));
             for ox in 0..win.ow {
-                let mut m: Option<__m512> = None;
-                for iy in inside(oy, win.sh, win.ph, win.kh, win.dh, win.h) {
-                    for ix in inside(ox, win.sw, win.pw, win.kw, win.dw, win.w) {
-                        // SAFETY: an input pixel of block `b`, by the caller's contract.
-                        let v = unsafe { _mm512_loadu_ps(x.add(b * plane_in + (iy * win.w + ix) * LANES)) };
-                        // `max(v, m)` is `v > m ? v : m`, lane by lane.
-                        m = Some(m.map_or(v, |m| _mm512_max_ps(v, m)));
+                cols.clear();
+                cols.extend(inside(ox, win.sw, win.pw, win.kw, win.dw, win.w).map(|ix| ix * LANES));
+                let at = y.wrapping_add(b * plane_out + (oy * win.ow + ox) * LANES);
+                let (Some(&r0), Some(&c0)) = (rows.first(), cols.first()) else {
+                    // SAFETY: an output pixel of block `b`, by the caller's contract.
+                    unsafe { _mm512_storeu_ps(at, _mm512_setzero_ps()) };
+                    continue;
+                };
+                // SAFETY: input pixels of block `b` and an output pixel, by the caller's
+                // contract. The first tap starts the maximum; `max(v, m)` is `v > m ? v : m`,
+                // lane by lane, so taking the first tap again changes nothing.
+                unsafe {
+                    let mut m = _mm512_loadu_ps(x.add(r0 + c0));
+                    for &r in &rows {
+                        for &c in &cols {
+                            m = _mm512_max_ps(_mm512_loadu_ps(x.add(r + c)), m);
+                        }
                     }
+                    _mm512_storeu_ps(at, m);
                 }
-                // SAFETY: an output pixel of block `b`, by the caller's contract.
-                unsafe { _mm512_storeu_ps(y.add(b * plane_out + (oy * win.ow + ox) * LANES), m.unwrap_or(_mm512_setzero_ps())) };
             }
         }
     }
