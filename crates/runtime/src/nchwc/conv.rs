@@ -355,6 +355,35 @@ unsafe fn sums<const V: usize>(steps: &[u32], w: *const f32, xs: [*const f32; NP
     }
 }
 
+/// The sums of a tile of `P` consecutive pixels whose inputs are 16 floats apart from `x`:
+/// [`sums`] with one pointer.
+///
+/// # Safety
+///
+/// As [`sums`], for the pixels at `x + 16j`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn run_sums<const V: usize, const P: usize>(steps: &[u32], w: *const f32, x: *const f32) -> [[std::arch::x86_64::__m512; V]; P] {
+    use std::arch::x86_64::*;
+    // SAFETY: by the caller's contract.
+    unsafe {
+        let mut acc = [[_mm512_setzero_ps(); V]; P];
+        let mut ws = w;
+        for &o in steps {
+            let xo = x.add(o as usize);
+            let wv: [__m512; V] = std::array::from_fn(|v| _mm512_loadu_ps(ws.add(v * LANES)));
+            for (j, acc) in acc.iter_mut().enumerate() {
+                let b = _mm512_set1_ps(*xo.add(j * LANES));
+                for v in 0..V {
+                    acc[v] = _mm512_fmadd_ps(wv[v], b, acc[v]);
+                }
+            }
+            ws = ws.add(PANEL);
+        }
+        acc
+    }
+}
+
 /// Pixels per block: the panels of a block run over the same input pixels, which stay in L2
 /// (at most 256 KiB of them).
 fn block_pixels(c: &Conv2d) -> usize {
@@ -365,7 +394,10 @@ fn block_pixels(c: &Conv2d) -> usize {
 // the next block's pixels (tap (0, 0), every channel block) to be loaded into L2. The blocks'
 // pixels are short runs a channel block apart, which the hardware prefetchers miss: `conv_one`,
 // operands from memory, best µs (2026-11-26), 512 → 128 on 28² 1127 → 980, 256 → 64 on 56²
-// 1063 → 1009, 1024 → 256 on 14² 1006 → 942.
+// 1063 → 1009, 1024 → 256 on 14² 1006 → 942. With few blocks the prefetchers follow the
+// streams, and the prefetches cost more than they save: under `AHEAD_MIN_BLOCKS` none is made
+// (MobileNet-V2's 32 → 16 on 112², two blocks: 218 → 1xx µs).
+const AHEAD_MIN_BLOCKS: usize = 8;
 
 /// [`one_image`]'s panels `panels` of pixels `part` with AVX-512.
 ///
@@ -378,20 +410,27 @@ fn block_pixels(c: &Conv2d) -> usize {
 unsafe fn avx512(c: &Conv2d, lanes: usize, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32, panels: Range<usize>, part: Range<usize>) {
     let bp = block_pixels(c);
     let steps = steps(c, lanes);
+    // Consecutive pixels read consecutive blocked inputs: a 1×1 window of stride 1 on the
+    // whole input (see `Kernel::tiles`).
+    let w = &c.win;
+    let run = lanes == LANES && w.kh == 1 && w.kw == 1 && w.sh == 1 && w.sw == 1 && w.ow == w.w;
     for t0 in part.clone().step_by(bp) {
         let t1 = (t0 + bp).min(part.end);
         let next = t0 + bp..(t0 + 2 * bp).min(part.end);
         for i in panels.clone() {
             // NCHW planes are read in runs the hardware prefetchers follow.
-            let ahead = if i == panels.start && lanes == LANES { next.clone() } else { 0..0 };
+            let ahead = if i == panels.start && lanes == LANES && c.channels >= AHEAD_MIN_BLOCKS * LANES { next.clone() } else { 0..0 };
             let k = Kernel { c, x, steps: &steps, lanes, wp, bias, z, y, panel: i };
             // SAFETY: by the caller's contract.
             unsafe {
-                match (c.out_channels - i * PANEL).div_ceil(LANES).min(NV) {
-                    1 => k.tiles::<1>(t0..t1, ahead),
-                    2 => k.tiles::<2>(t0..t1, ahead),
-                    3 => k.tiles::<3>(t0..t1, ahead),
-                    _ => k.tiles::<NV>(t0..t1, ahead),
+                match ((c.out_channels - i * PANEL).div_ceil(LANES).min(NV), run) {
+                    (1, true) => k.tiles::<1, 24>(t0..t1, ahead),
+                    (2, true) => k.tiles::<2, 12>(t0..t1, ahead),
+                    (3, true) => k.tiles::<3, 8>(t0..t1, ahead),
+                    (1, false) => k.tiles::<1, NP>(t0..t1, ahead),
+                    (2, false) => k.tiles::<2, NP>(t0..t1, ahead),
+                    (3, false) => k.tiles::<3, NP>(t0..t1, ahead),
+                    _ => k.tiles::<NV, NP>(t0..t1, ahead),
                 }
             }
         }
@@ -417,16 +456,19 @@ struct Kernel<'a> {
 #[cfg(target_arch = "x86_64")]
 impl Kernel<'_> {
     /// The panel's `V` vectors of output channels for the tiles of `pixels`; the tiles ask for
-    /// the input of the pixels `ahead` (as many as there are tiles' pixels) into L2.
+    /// the input of the pixels `ahead` (as many as there are tiles' pixels) into L2. With
+    /// `P > NP`, pixels whose inputs are consecutive (a 1×1 convolution of stride 1 on blocked
+    /// pixels) go `P` at a time from one pointer (`V·P ≤ 24` sums in registers): a tile of few
+    /// vectors then still has about 24 multiply-adds per step for its broadcasts.
     ///
     /// # Safety
     ///
-    /// As [`avx512`].
+    /// As [`avx512`]; with `P > NP`, pixel `q`'s input is at `q·16`.
     #[inline(always)]
-    unsafe fn tiles<const V: usize>(&self, pixels: Range<usize>, ahead: Range<usize>) {
-        use std::arch::x86_64::*;
+    unsafe fn tiles<const V: usize, const P: usize>(&self, pixels: Range<usize>, ahead: Range<usize>) {
+        use std::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
         let c = self.c;
-        let (plane_in, plane_out) = (c.win.h * c.win.w * LANES, c.win.oh * c.win.ow * LANES);
+        let plane_in = c.win.h * c.win.w * LANES;
         let blocks = c.channels.div_ceil(LANES);
         // SAFETY: by the caller's contract; every address below is inside its operand.
         unsafe {
@@ -435,46 +477,75 @@ impl Kernel<'_> {
             // few steps: MobileNet-V2's 16-channel layers).
             let (mut at, mut next) = (Cursor::at(c, pixels.start), Cursor::at(c, ahead.start));
             let mut ahead_left = ahead.len();
-            for t in pixels.clone().step_by(NP) {
-                let n = NP.min(pixels.end - t);
-                for _ in 0..NP.min(ahead_left) {
-                    crate::prefetch::rows_to_l2(self.x.wrapping_add(next.input(c, self.lanes)), blocks, LANES, plane_in);
+            let mut t = pixels.start;
+            while t < pixels.end {
+                let run = P > NP && pixels.end - t >= P;
+                let n = if run { P } else { NP.min(pixels.end - t) };
+                for _ in 0..n.min(ahead_left) {
+                    // One line per pixel and block (the blocked images start at 64 bytes).
+                    let px = self.x.wrapping_add(next.input(c, self.lanes));
+                    for b in 0..blocks {
+                        _mm_prefetch::<_MM_HINT_T1>(px.wrapping_add(b * plane_in).cast::<i8>());
+                    }
                     next.advance(c);
                 }
-                ahead_left = ahead_left.saturating_sub(NP);
-                // A short last tile repeats its last pixel: computed, not stored.
-                let mut offsets = [0usize; NP];
-                for j in 0..NP {
-                    offsets[j] = if j < n { at.input(c, self.lanes) } else { offsets[n - 1] };
-                    if j < n {
-                        at.advance(c);
-                    }
-                }
-                let xs: [*const f32; NP] = offsets.map(|o| self.x.add(o));
-                let acc = sums::<V>(self.steps, w, xs);
-                for v in 0..V {
-                    let co = self.panel * PANEL + v * LANES;
-                    let lanes = LANES.min(c.out_channels - co);
-                    let mask = ((1u32 << lanes) - 1) as __mmask16;
-                    let b = if self.bias.is_null() { _mm512_setzero_ps() } else { _mm512_maskz_loadu_ps(mask, self.bias.add(co)) };
-                    let out = co / LANES * plane_out;
-                    for j in 0..n {
-                        let at = out + (t + j) * LANES;
-                        let mut s = _mm512_add_ps(acc[j][v], b);
-                        if !self.z.is_null() {
-                            s = _mm512_add_ps(s, _mm512_loadu_ps(self.z.add(at)));
+                ahead_left = ahead_left.saturating_sub(n);
+                if run {
+                    let acc = run_sums::<V, P>(self.steps, w, self.x.add(t * LANES));
+                    self.finish::<V, P>(&acc, t, P);
+                    at = Cursor::at(c, t + P);
+                } else {
+                    // A short last tile repeats its last pixel: computed, not stored.
+                    let mut offsets = [0usize; NP];
+                    for j in 0..NP {
+                        offsets[j] = if j < n { at.input(c, self.lanes) } else { offsets[n - 1] };
+                        if j < n {
+                            at.advance(c);
                         }
-                        s = match c.act {
-                            Activation::Relu => _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_NLE_UQ>(s, _mm512_setzero_ps()), s),
-                            Activation::Clip { min, max } => {
-                                let (lo, hi) = (_mm512_set1_ps(min), _mm512_set1_ps(max));
-                                let u = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_NLE_UQ>(s, lo), lo, s);
-                                _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_NGE_UQ>(u, hi), hi, u)
-                            }
-                            _ => s,
-                        };
-                        _mm512_mask_storeu_ps(self.y.add(at), mask, s);
                     }
+                    let acc = sums::<V>(self.steps, w, offsets.map(|o| self.x.add(o)));
+                    self.finish::<V, NP>(&acc, t, n);
+                }
+                t += n;
+            }
+        }
+    }
+
+    /// The bias, addend and activation on the first `n` pixels of a tile's sums (pixels `t..`),
+    /// and the stores.
+    ///
+    /// # Safety
+    ///
+    /// As [`avx512`].
+    #[inline(always)]
+    unsafe fn finish<const V: usize, const P: usize>(&self, acc: &[[std::arch::x86_64::__m512; V]; P], t: usize, n: usize) {
+        use std::arch::x86_64::*;
+        let c = self.c;
+        let plane_out = c.win.oh * c.win.ow * LANES;
+        // SAFETY: by the caller's contract; every address below is inside its operand.
+        unsafe {
+            for v in 0..V {
+                let co = self.panel * PANEL + v * LANES;
+                let lanes = LANES.min(c.out_channels - co);
+                let mask = ((1u32 << lanes) - 1) as __mmask16;
+                let b = if self.bias.is_null() { _mm512_setzero_ps() } else { _mm512_maskz_loadu_ps(mask, self.bias.add(co)) };
+                let out = co / LANES * plane_out;
+                for (j, acc) in acc.iter().enumerate().take(n) {
+                    let at = out + (t + j) * LANES;
+                    let mut s = _mm512_add_ps(acc[v], b);
+                    if !self.z.is_null() {
+                        s = _mm512_add_ps(s, _mm512_loadu_ps(self.z.add(at)));
+                    }
+                    s = match c.act {
+                        Activation::Relu => _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_NLE_UQ>(s, _mm512_setzero_ps()), s),
+                        Activation::Clip { min, max } => {
+                            let (lo, hi) = (_mm512_set1_ps(min), _mm512_set1_ps(max));
+                            let u = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_NLE_UQ>(s, lo), lo, s);
+                            _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_NGE_UQ>(u, hi), hi, u)
+                        }
+                        _ => s,
+                    };
+                    _mm512_mask_storeu_ps(self.y.add(at), mask, s);
                 }
             }
         }
