@@ -162,13 +162,14 @@ unsafe fn avx512(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z:
             let mask = ((1u32 << lanes) - 1) as __mmask16;
             let b = if bias.is_null() { _mm512_setzero_ps() } else { _mm512_maskz_loadu_ps(mask, bias.add(block * LANES)) };
             let out = image_block * plane_out + oy * win.ow * LANES;
-            let finish = |ox: usize, s: __m512| {
+            let act = c.act;
+            let finish = move |ox: usize, s: __m512| {
                 let at = out + ox * LANES;
                 let mut s = _mm512_add_ps(s, b);
                 if !z.is_null() {
                     s = _mm512_add_ps(s, _mm512_loadu_ps(z.add(at)));
                 }
-                s = match c.act {
+                s = match act {
                     Activation::Relu => _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_NLE_UQ>(s, _mm512_setzero_ps()), s),
                     Activation::Clip { min, max } => {
                         let (lo, hi) = (_mm512_set1_ps(min), _mm512_set1_ps(max));
@@ -196,19 +197,56 @@ unsafe fn avx512(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z:
             for ox in (0..lo).chain(hi..win.ow) {
                 checked(ox);
             }
-            if win.kh == 3 && win.kw == 3 && ky.len() == 3 {
-                // All nine taps in registers; the rows' first columns a constant apart.
+            if win.kh == 3 && win.kw == 3 {
+                // All nine taps in registers; the rows inside the input (all three, or two at
+                // the top and bottom rows) with their three columns each, unrolled.
                 let wv: [__m512; 9] = std::array::from_fn(|t| _mm512_loadu_ps(w.add(t * LANES)));
-                let rows: [*const f32; 3] = std::array::from_fn(|i| x.add((iy0 + i * win.dh) * win.w * LANES));
-                for ox in lo..hi {
-                    let ix = (ox * win.sw - win.pw) * LANES;
-                    let mut s = _mm512_setzero_ps();
-                    for (i, row) in rows.iter().enumerate() {
-                        for j in 0..3 {
-                            s = _mm512_fmadd_ps(wv[i * 3 + j], _mm512_loadu_ps(row.add(ix + j * win.dw * LANES)), s);
+                let row = |i: usize| x.add((iy0 + i * win.dh) * win.w * LANES);
+                let step = win.dw * LANES;
+                let sum3 = move |s: __m512, r: *const f32, ty: usize, ix: usize| {
+                    let s = _mm512_fmadd_ps(wv[ty * 3], _mm512_loadu_ps(r.add(ix)), s);
+                    let s = _mm512_fmadd_ps(wv[ty * 3 + 1], _mm512_loadu_ps(r.add(ix + step)), s);
+                    _mm512_fmadd_ps(wv[ty * 3 + 2], _mm512_loadu_ps(r.add(ix + 2 * step)), s)
+                };
+                match ky.len() {
+                    3 => {
+                        let rows = [row(0), row(1), row(2)];
+                        // Four columns at a time: four independent chains of nine
+                        // multiply-adds (one chain waits on each sum's latency).
+                        let mut ox = lo;
+                        while ox + 4 <= hi {
+                            let ix: [usize; 4] = std::array::from_fn(|q| ((ox + q) * win.sw - win.pw) * LANES);
+                            let mut s = [_mm512_setzero_ps(); 4];
+                            for (ty, &r) in rows.iter().enumerate() {
+                                for q in 0..4 {
+                                    s[q] = sum3(s[q], r, ty, ix[q]);
+                                }
+                            }
+                            for (q, &s) in s.iter().enumerate() {
+                                finish(ox + q, s);
+                            }
+                            ox += 4;
+                        }
+                        for ox in ox..hi {
+                            let ix = (ox * win.sw - win.pw) * LANES;
+                            let s = sum3(_mm512_setzero_ps(), rows[0], 0, ix);
+                            let s = sum3(s, rows[1], 1, ix);
+                            finish(ox, sum3(s, rows[2], 2, ix));
                         }
                     }
-                    finish(ox, s);
+                    2 => {
+                        let (rows, t0) = ([row(0), row(1)], ky.start);
+                        for ox in lo..hi {
+                            let ix = (ox * win.sw - win.pw) * LANES;
+                            let s = sum3(_mm512_setzero_ps(), rows[0], t0, ix);
+                            finish(ox, sum3(s, rows[1], t0 + 1, ix));
+                        }
+                    }
+                    _ => {
+                        for ox in lo..hi {
+                            checked(ox);
+                        }
+                    }
                 }
             } else {
                 for ox in lo..hi {

@@ -48,29 +48,35 @@ fn inside(o: usize, s: usize, p: usize, k: usize, d: usize, n: usize) -> impl It
 unsafe fn avx512(win: &Window, x: *const f32, y: *mut f32, blocks: Range<usize>) {
     use std::arch::x86_64::*;
     let (plane_in, plane_out) = (win.h * win.w * LANES, win.oh * win.ow * LANES);
-    let mut cols: Vec<usize> = Vec::with_capacity(win.kw);
-    let mut rows: Vec<usize> = Vec::with_capacity(win.kh);
+    // Each output row's and column's taps inside the input: the first one's input coordinate
+    // and how many (consecutive taps, `dh` or `dw` apart), found once per call.
+    let span = |o: usize, s: usize, p: usize, k: usize, d: usize, n: usize| {
+        let mut taps = inside(o, s, p, k, d, n);
+        let first = taps.next();
+        (first.unwrap_or(0), first.map_or(0, |_| 1 + taps.count()))
+    };
+    let rows: Vec<(usize, usize)> = (0..win.oh).map(|oy| span(oy, win.sh, win.ph, win.kh, win.dh, win.h)).collect();
+    let cols: Vec<(usize, usize)> = (0..win.ow).map(|ox| span(ox, win.sw, win.pw, win.kw, win.dw, win.w)).collect();
+    let (row_step, col_step) = (win.dh * win.w * LANES, win.dw * LANES);
     for b in blocks {
-        for oy in 0..win.oh {
-            rows.clear();
-            rows.extend(inside(oy, win.sh, win.ph, win.kh, win.dh, win.h).map(|iy| b * plane_in + iy * win.w * LANES));
-            for ox in 0..win.ow {
-                cols.clear();
-                cols.extend(inside(ox, win.sw, win.pw, win.kw, win.dw, win.w).map(|ix| ix * LANES));
+        for (oy, &(iy, nr)) in rows.iter().enumerate() {
+            for (ox, &(ix, nc)) in cols.iter().enumerate() {
                 let at = y.wrapping_add(b * plane_out + (oy * win.ow + ox) * LANES);
-                let (Some(&r0), Some(&c0)) = (rows.first(), cols.first()) else {
+                if nr == 0 || nc == 0 {
                     // SAFETY: an output pixel of block `b`, by the caller's contract.
                     unsafe { _mm512_storeu_ps(at, _mm512_setzero_ps()) };
                     continue;
-                };
+                }
                 // SAFETY: input pixels of block `b` and an output pixel, by the caller's
                 // contract. The first tap starts the maximum; `max(v, m)` is `v > m ? v : m`,
                 // lane by lane, so taking the first tap again changes nothing.
                 unsafe {
-                    let mut m = _mm512_loadu_ps(x.add(r0 + c0));
-                    for &r in &rows {
-                        for &c in &cols {
-                            m = _mm512_max_ps(_mm512_loadu_ps(x.add(r + c)), m);
+                    let first = x.add(b * plane_in + (iy * win.w + ix) * LANES);
+                    let mut m = _mm512_loadu_ps(first);
+                    for r in 0..nr {
+                        let row = first.add(r * row_step);
+                        for c in 0..nc {
+                            m = _mm512_max_ps(_mm512_loadu_ps(row.add(c * col_step)), m);
                         }
                     }
                     _mm512_storeu_ps(at, m);
