@@ -15,11 +15,50 @@ pub mod conv;
 pub mod dwconv;
 pub mod pool;
 
+use crate::epilogue::Activation;
+
 #[cfg(test)]
 mod tests;
 
 /// Channels per block: the lanes of an AVX-512 vector.
 pub const LANES: usize = 16;
+
+/// Whether the blocked routines apply `act` (in registers): none, Relu or Clip.
+pub(crate) fn applies(act: Activation) -> bool {
+    matches!(act, Activation::None | Activation::Relu | Activation::Clip { .. })
+}
+
+/// `act` (one the blocked routines [apply](applies)) on a vector: the `Simd` kernels' Relu
+/// and Clip, as `gemm`'s tile epilogue computes them.
+///
+/// # Safety
+///
+/// The CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn activate(s: std::arch::x86_64::__m512, act: Activation) -> std::arch::x86_64::__m512 {
+    use crate::gemm::{avx512::Avx512, simd::Simd};
+    // SAFETY: by the caller's contract.
+    unsafe {
+        match act {
+            Activation::Relu => Avx512::relu(s),
+            Activation::Clip { min, max } => Avx512::clip(s, min, max),
+            _ => s,
+        }
+    }
+}
+
+/// [`activate`] on one float, with the same selects.
+pub(crate) fn activate_one(s: f32, act: Activation) -> f32 {
+    match act {
+        Activation::Relu => if s > 0.0 || s.is_nan() { s } else { 0.0 },
+        Activation::Clip { min, max } => {
+            let u = if s > min || s.is_nan() { s } else { min };
+            if u < max || u.is_nan() { u } else { max }
+        }
+        _ => s,
+    }
+}
 
 /// Floats of a blocked tensor of `channels` planes of `pixels` pixels.
 pub fn blocked_len(channels: usize, pixels: usize) -> usize {

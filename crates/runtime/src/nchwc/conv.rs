@@ -19,7 +19,6 @@ use std::ops::Range;
 
 use super::{LANES, blocked_len};
 use crate::conv::Conv2d;
-use crate::epilogue::Activation;
 use crate::gemm::Isa;
 use crate::pool::{self, SharedPtr};
 
@@ -70,7 +69,7 @@ pub fn pack_weights(c: &Conv2d, w: &[u8], dst: &mut [f32]) {
 
 /// [`supports`] for convolutions of one group.
 fn dense(c: &Conv2d) -> bool {
-    let act = matches!(c.act, Activation::None | Activation::Relu | Activation::Clip { .. });
+    let act = super::applies(c.act);
     if !(act && c.groups == 1 && c.is_valid() && c.y_len() > 0 && c.channels > 0 && c.win.kh * c.win.kw > 0) {
         return false;
     }
@@ -536,15 +535,7 @@ impl Kernel<'_> {
                     if !self.z.is_null() {
                         s = _mm512_add_ps(s, _mm512_loadu_ps(self.z.add(at)));
                     }
-                    s = match c.act {
-                        Activation::Relu => _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_NLE_UQ>(s, _mm512_setzero_ps()), s),
-                        Activation::Clip { min, max } => {
-                            let (lo, hi) = (_mm512_set1_ps(min), _mm512_set1_ps(max));
-                            let u = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_NLE_UQ>(s, lo), lo, s);
-                            _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_NGE_UQ>(u, hi), hi, u)
-                        }
-                        _ => s,
-                    };
+                    s = super::activate(s, c.act);
                     _mm512_mask_storeu_ps(self.y.add(at), mask, s);
                 }
             }
@@ -583,14 +574,7 @@ unsafe fn portable(c: &Conv2d, lanes: usize, x: *const f32, wp: *const f32, bias
                 if !z.is_null() {
                     s += *z.add(at);
                 }
-                *y.add(at) = match c.act {
-                    Activation::Relu => if s > 0.0 || s.is_nan() { s } else { 0.0 },
-                    Activation::Clip { min, max } => {
-                        let u = if s > min || s.is_nan() { s } else { min };
-                        if u < max || u.is_nan() { u } else { max }
-                    }
-                    _ => s,
-                };
+                *y.add(at) = super::activate_one(s, c.act);
             }
         }
     }

@@ -16,7 +16,6 @@ use std::ops::Range;
 
 use super::LANES;
 use crate::conv::Conv2d;
-use crate::epilogue::Activation;
 use crate::gemm::Isa;
 use crate::pool::{self, SharedPtr};
 
@@ -32,7 +31,7 @@ thread_local! {
 /// channel per group) of valid sizes with an activation it applies in registers (none, Relu,
 /// Clip).
 pub fn supports(c: &Conv2d) -> bool {
-    let act = matches!(c.act, Activation::None | Activation::Relu | Activation::Clip { .. });
+    let act = super::applies(c.act);
     act && c.groups == c.channels && c.out_channels == c.channels && c.is_valid() && c.y_len() > 0 && c.win.kh * c.win.kw > 0
 }
 
@@ -169,15 +168,7 @@ unsafe fn avx512(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z:
                 if !z.is_null() {
                     s = _mm512_add_ps(s, _mm512_loadu_ps(z.add(at)));
                 }
-                s = match act {
-                    Activation::Relu => _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_NLE_UQ>(s, _mm512_setzero_ps()), s),
-                    Activation::Clip { min, max } => {
-                        let (lo, hi) = (_mm512_set1_ps(min), _mm512_set1_ps(max));
-                        let u = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_NLE_UQ>(s, lo), lo, s);
-                        _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_NGE_UQ>(u, hi), hi, u)
-                    }
-                    _ => s,
-                };
+                s = super::activate(s, act);
                 _mm512_storeu_ps(y.add(at), s);
             };
             let (ky, iy0) = inside(oy, win.sh, win.ph, win.kh, win.dh, win.h);
@@ -290,14 +281,7 @@ unsafe fn portable(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, 
                     if !z.is_null() {
                         s += *z.add(at);
                     }
-                    *y.add(at) = match c.act {
-                        Activation::Relu => if s > 0.0 || s.is_nan() { s } else { 0.0 },
-                        Activation::Clip { min, max } => {
-                            let u = if s > min || s.is_nan() { s } else { min };
-                            if u < max || u.is_nan() { u } else { max }
-                        }
-                        _ => s,
-                    };
+                    *y.add(at) = super::activate_one(s, c.act);
                 }
             }
         }
