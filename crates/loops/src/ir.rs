@@ -510,8 +510,10 @@ pub enum RuntimeFn {
     /// depthwise, and no activation, Relu or Clip. `width` is 0 when `w` holds the plain
     /// weights (packed on each call), else `kiln_runtime::nchwc::conv::packed_width` (64, or 16
     /// when depthwise) when it holds them packed by `kiln_runtime::nchwc::conv::pack_weights`;
-    /// `x_blocked` 0 when `x` is NCHW planes instead (one group only). Arguments:
-    /// `Conv2dPacked`'s, with `x_blocked` (i64) after `width`.
+    /// `x_blocked` 0 when `x` is NCHW planes instead (one group only). Unlike `Conv2d`'s, `z`
+    /// may be `y` itself: each addend element is read only for the output element at its
+    /// position, before that is stored. Arguments: `Conv2dPacked`'s, with `x_blocked` (i64)
+    /// after `width`.
     Conv2dNchwc,
     /// `MaxPool2d` on an NCHW16c tensor: `planes` is its channels over all images rounded up
     /// to a multiple of 16 (each lane a plane). Arguments: `MaxPool2d`'s.

@@ -5,6 +5,8 @@
 //! placed greedily, largest first, at the lowest 64-byte-aligned offset free for the whole
 //! lifetime. A kernel that reads a dying temp only at the positions it writes another temp of
 //! the same size, in a single pass (an elementwise op), writes in place: the two share one slot.
+//! So does a blocked convolution's output with the residual addend that dies there (the
+//! routine reads each addend element only for the output element at its position).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -115,7 +117,26 @@ struct Uses<'a> {
     loads: HashMap<BufId, Vec<(&'a Expr, bool)>>,
     stores: HashMap<BufId, Vec<(&'a Expr, bool)>>,
     calls: Vec<BufId>,
+    /// Call statements.
+    call_stmts: usize,
+    /// (addend, output) of the calls that may write their output over their addend.
+    addends: Vec<(BufId, BufId)>,
     loops: Vec<Var>,
+}
+
+/// The (addend, output) of a call that may write its output over its addend: a
+/// `conv2d_nchwc` that adds a residual laid out as its output, both operands at the same
+/// offset, reads each addend element only to compute the output element at its position. The
+/// call's other operands must be other buffers, but for an unused bias passed as the output.
+fn in_place_addend(f: RuntimeFn, args: &[Arg]) -> Option<(BufId, BufId)> {
+    let (RuntimeFn::Conv2dNchwc, [Arg::Addr(x, _), Arg::Addr(w, _), Arg::Addr(b, _), Arg::Addr(z, z_at), Arg::Addr(y, y_at), ints @ ..]) = (f, args) else { return None };
+    let flag = |i: usize| match ints.get(i) {
+        Some(Arg::Value(Expr::Const(Scalar::Int(_, v)))) => Some(*v),
+        _ => None,
+    };
+    let (bias, residual) = (flag(16)?, flag(17)?);
+    let apart = ![x, w, b].contains(&z) && ![x, w].contains(&y) && (b != y || bias == 0) && z != y;
+    (residual != 0 && apart && z_at == y_at && matches!(z_at, Expr::Const(_))).then_some((*z, *y))
 }
 
 
@@ -141,7 +162,9 @@ impl<'a> Uses<'a> {
                     self.block(otherwise);
                 }
                 Stmt::Check { cond, .. } => self.expr(cond),
-                Stmt::Call(_, args) => {
+                Stmt::Call(f, args) => {
+                    self.call_stmts += 1;
+                    self.addends.extend(in_place_addend(*f, args));
                     for a in args {
                         match a {
                             Arg::Addr(b, e) => {
@@ -176,11 +199,16 @@ impl<'a> Uses<'a> {
     /// stored at, in a single pass: overwriting `read` in place cannot change what the kernel
     /// computes. A loop around the access that its index ignores (a kernel that repeats a
     /// region's body) reads the same elements again, so it rules the pair out.
+    /// With calls, only the addend and output of a kernel's one call pair up, when no load or
+    /// store touches either.
     fn in_place_pairs(&self, p: &Program) -> Vec<(BufId, BufId)> {
-        let mut out = Vec::new();
+        let same_size = |r: BufId, w: BufId| p.buffer(r).bytes() == p.buffer(w).bytes() && p.buffer(r).elem.bits() == p.buffer(w).elem.bits();
         if !self.calls.is_empty() {
-            return out;
+            let untouched = |b: BufId| !self.loads.contains_key(&b) && !self.stores.contains_key(&b);
+            let one_call = self.call_stmts == 1;
+            return self.addends.iter().copied().filter(|&(z, y)| one_call && untouched(z) && untouched(y) && same_size(z, y)).collect();
         }
+        let mut out = Vec::new();
         for (&w, w_idx) in &self.stores {
             let [(index, true)] = w_idx[..] else { continue };
             if self.loads.contains_key(&w) {
@@ -189,8 +217,7 @@ impl<'a> Uses<'a> {
             for (&r, r_idx) in &self.loads {
                 let same = r_idx.iter().all(|&(i, single)| single && i == index) && !self.stores.contains_key(&r);
                 // Equal widths too: with packed types, element `index` of both must share its bits.
-                let sizes = p.buffer(r).bytes() == p.buffer(w).bytes() && p.buffer(r).elem.bits() == p.buffer(w).elem.bits();
-                if same && sizes {
+                if same && same_size(r, w) {
                     out.push((r, w));
                 }
             }

@@ -24,6 +24,8 @@
 //! - `parse-error`: the input is loop IR that must not parse; the output is the error.
 //! - `parallel`: the input is loop IR; the output is `kiln_loops::parallel::report`, which
 //!   top-level loops may run their iterations on several threads, and why the others may not.
+//! - `plan`: the input is loop IR; the output is its memory plan (`kiln_loops::plan`), one line
+//!   per buffer with its arena offset and lifetime.
 //!
 //! Every file is one case; all failures are reported together at the end.
 //! `KILN_BLESS=1 cargo test -p kiln-loops --test filetests` rewrites each expected section
@@ -37,7 +39,7 @@ use kiln_loops::verify::verify;
 use kiln_testkit::filetest::{line_diff, run_dir, Command};
 
 /// Every command a file can name in its `// test NAME` line.
-const COMMANDS: &[(&str, Command)] = &[("roundtrip", roundtrip), ("verify", verify_command), ("lower", lower), ("parse-error", parse_error), ("parallel", parallel)];
+const COMMANDS: &[(&str, Command)] = &[("roundtrip", roundtrip), ("verify", verify_command), ("lower", lower), ("parse-error", parse_error), ("parallel", parallel), ("plan", plan)];
 
 /// Prints `p` and checks the text is a fixed point of print ∘ parse.
 fn print_checked(p: &Program) -> Result<String, String> {
@@ -69,6 +71,13 @@ fn verify_command(input: &str) -> Result<String, String> {
 fn parallel(input: &str) -> Result<String, String> {
     let p = parse(input).map_err(|e| format!("input does not parse: {e}"))?;
     Ok(kiln_loops::parallel::report(&p))
+}
+
+/// The memory plan: each buffer's arena offset and lifetime, the arena's size.
+fn plan(input: &str) -> Result<String, String> {
+    let p = parse(input).map_err(|e| format!("input does not parse: {e}"))?;
+    verify(&p).map_err(|errors| format!("input does not verify: {errors:?}"))?;
+    Ok(kiln_loops::plan::plan(&p).print(&p))
 }
 
 /// The loop IR that tensor IR lowers to; it must verify.

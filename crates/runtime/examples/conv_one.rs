@@ -10,7 +10,9 @@
 //! `KILN_THREADS` splits each call over a pool of that many threads; GROUPS (default 1) makes
 //! grouped and depthwise convolutions. `KILN_COPIES` sets the number of copies (40 sends the weights of a large layer to memory);
 //! `KILN_ROTATE` names the operands that rotate (`xwzy` by default), the others staying put.
-//! `KILN_NCHWC=1` runs the convolution on NCHW16c tensors instead (`nchwc::conv`).
+//! `KILN_NCHWC=1` runs the convolution on NCHW16c tensors instead (`nchwc::conv`), and with it
+//! `KILN_IN_PLACE=1` sums the residual in place (the addend is the output buffer itself, as the
+//! memory plan lays them out when the addend dies there).
 //!
 //! Prints the best call's wall-clock time and its rate (bias and ReLU fused; a residual addend
 //! when RESIDUAL is 1).
@@ -74,17 +76,34 @@ fn main() {
         let to_bytes = |w: &Vec<f32>| w.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>();
         let wps: Vec<_> = ws.iter().map(|w| { let mut wp = vec![0.0; nchwc::conv::packed_len(&c)]; nchwc::conv::pack_weights(&c, &to_bytes(w), &mut wp); wp }).collect();
         let mut ybs: Vec<_> = (0..copies).map(|_| vec![0.0f32; nchwc::conv::y_len(&c)]).collect();
+        // KILN_IN_PLACE=1: the addend is `y` itself (the output overwrites the residual, as the
+        // memory plan lays them out when the addend dies there); `y` starts as a copy of it.
+        let in_place = residual != 0 && std::env::var("KILN_IN_PLACE").is_ok_and(|v| v == "1");
+        if in_place {
+            for (y, z) in ybs.iter_mut().zip(zbs.iter().cycle()) {
+                y.copy_from_slice(z);
+            }
+        }
         let mut times: Vec<f64> = pool.enter(|| (0..calls)
             .map(|call| {
                 let at = |operand: char| if rotate.contains(operand) { call % copies } else { 0 };
                 let (x, w, z) = (&xbs[at('x')], &wps[at('w')], &zbs[at('z')]);
                 let y = &mut ybs[at('y')];
+                let z = if in_place { y.as_ptr() } else { z.as_ptr() };
                 let t = Instant::now();
-                // SAFETY: the operands have the lengths the convolution reads and writes.
-                unsafe { nchwc::conv::run(&c, x.as_ptr(), true, w.as_ptr(), true, b.as_ptr(), z.as_ptr(), y.as_mut_ptr()) };
+                // SAFETY: the operands have the lengths the convolution reads and writes; `z`
+                // may be `y`.
+                unsafe { nchwc::conv::run(&c, x.as_ptr(), true, w.as_ptr(), true, b.as_ptr(), z, y.as_mut_ptr()) };
                 t.elapsed().as_secs_f64()
             })
             .collect());
+        if in_place {
+            // The timed calls summed onto their own results: one more call from the addend.
+            ybs[0].copy_from_slice(&zbs[0]);
+            let y = &mut ybs[0];
+            // SAFETY: as above.
+            unsafe { nchwc::conv::run(&c, xbs[0].as_ptr(), true, wps[0].as_ptr(), true, b.as_ptr(), y.as_ptr(), y.as_mut_ptr()) };
+        }
         c.run_with(isa, &xs[0], &ws[0], &b, &zs[0], &mut ys[0]);
         let mut got = vec![0.0; co * pixels];
         nchwc::from_blocked(&ybs[0], co, pixels, &mut got);

@@ -120,9 +120,10 @@ impl Padded {
 ///
 /// # Safety
 ///
-/// `x` readable for [`x_len`], `y` writable for [`y_len`] and overlapping no other operand,
-/// `z` readable for [`y_len`] when `c.residual`, `bias` for `out_channels` when `c.bias`, `w`
-/// for the weights; no alignment is required.
+/// `x` readable for [`x_len`], `y` writable for [`y_len`] and overlapping no other operand
+/// but `z`, `z` readable for [`y_len`] when `c.residual` (it may be `y` itself: each addend
+/// element is read only for the output element at its position, before that is stored),
+/// `bias` for `out_channels` when `c.bias`, `w` for the weights; no alignment is required.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn run(c: &Conv2d, x: *const f32, x_blocked: bool, w: *const f32, packed: bool, bias: *const f32, z: *const f32, y: *mut f32) {
     // SAFETY: by the caller's contract.
@@ -588,9 +589,10 @@ unsafe fn portable(c: &Conv2d, lanes: usize, x: *const f32, wp: *const f32, bias
 ///
 /// # Safety
 ///
-/// As [`run`]: `x` readable for [`x_len`] floats (blocked or not), `y` writable for [`y_len`] and overlapping no
-/// other operand, `z` readable for [`y_len`] when `residual != 0`, `b` for `out_channels` when
-/// `bias != 0`, `w` for the weights. Alignment is not required.
+/// As [`run`]: `x` readable for [`x_len`] floats (blocked or not), `y` writable for [`y_len`]
+/// and overlapping no other operand but `z`, `z` readable for [`y_len`] when `residual != 0`
+/// (it may be `y`), `b` for `out_channels` when `bias != 0`, `w` for the weights. Alignment is
+/// not required.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn kiln_rt_conv2d_nchwc(

@@ -108,14 +108,17 @@ fn convolutions_match_the_definition_bit_for_bit() {
             c.pack_weights(PANEL, &wt.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(), &mut wp);
             let isas = [Isa::Avx512, Isa::Portable].into_iter().filter(|isa| isa.available());
             let runs = isas.flat_map(|isa| [(isa, true, false, true), (isa, true, true, true), (isa, false, false, true), (isa, true, true, false), (isa, true, false, false)]);
-            for (isa, packed, threads, x_blocked) in runs {
+            // With a residual, also summed in place: the output over its own addend.
+            let runs = runs.flat_map(|r| [false, true].into_iter().filter(|&in_place| !in_place || residual).map(move |in_place| (r, in_place)));
+            for ((isa, packed, threads, x_blocked), in_place) in runs {
                 {
-                    let mut yb = vec![f32::NAN; y_len(&c)];
+                    let mut yb = if in_place { zb.clone() } else { vec![f32::NAN; y_len(&c)] };
                     let (w, yp) = (if packed { wp.as_ptr() } else { wt.as_ptr() }, yb.as_mut_ptr());
+                    let zp = if in_place { yp.cast_const() } else { zb.as_ptr() };
                     // The input blocked, or the NCHW planes themselves.
                     let xp = if x_blocked { xb.as_ptr() } else { x.as_ptr() };
                     // SAFETY: the operands have the lengths `run` reads and writes.
-                    let go = || unsafe { run_with(isa, &c, xp, x_blocked, w, packed, b.as_ptr(), zb.as_ptr(), yp) };
+                    let go = || unsafe { run_with(isa, &c, xp, x_blocked, w, packed, b.as_ptr(), zp, yp) };
                     if threads { pool.enter(go) } else { go() }
                     let pixels = oh * ow;
                     let mut got = vec![0.0; want.len()];
@@ -123,7 +126,7 @@ fn convolutions_match_the_definition_bit_for_bit() {
                         from_blocked(&yb[n * blocked_len(out_channels, pixels)..], out_channels, pixels, &mut got[n * out_channels * pixels..]);
                     }
                     for (e, (g, r)) in got.iter().zip(&want).enumerate() {
-                        assert_eq!(g.to_bits(), r.to_bits(), "{c:?} {isa:?} packed {packed} threads {threads} blocked input {x_blocked}: element {e}: {g} against {r}");
+                        assert_eq!(g.to_bits(), r.to_bits(), "{c:?} {isa:?} packed {packed} threads {threads} blocked input {x_blocked} in place {in_place}: element {e}: {g} against {r}");
                     }
                 }
             }
@@ -223,11 +226,14 @@ fn depthwise_convolutions_match_the_definition_bit_for_bit() {
             let mut wp = vec![0.0; super::conv::packed_len(&c)];
             super::conv::pack_weights(&c, &wt.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(), &mut wp);
             let isas = [Isa::Avx512, Isa::Portable].into_iter().filter(|isa| isa.available());
-            for (isa, packed, threads) in isas.flat_map(|isa| [(isa, true, false), (isa, true, true), (isa, false, false)]) {
-                let mut yb = vec![f32::NAN; y_len(&c)];
+            let runs = isas.flat_map(|isa| [(isa, true, false, false), (isa, true, true, false), (isa, false, false, false), (isa, true, true, true)]);
+            // The last run sums in place (the output over its own addend) when there is one.
+            for (isa, packed, threads, in_place) in runs.filter(|r| !r.3 || residual) {
+                let mut yb = if in_place { zb.clone() } else { vec![f32::NAN; y_len(&c)] };
                 let (w, yp) = (if packed { wp.as_ptr() } else { wt.as_ptr() }, yb.as_mut_ptr());
+                let zp = if in_place { yp.cast_const() } else { zb.as_ptr() };
                 // SAFETY: the operands have the lengths `run` reads and writes.
-                let go = || unsafe { run_with(isa, &c, xb.as_ptr(), true, w, packed, b.as_ptr(), zb.as_ptr(), yp) };
+                let go = || unsafe { run_with(isa, &c, xb.as_ptr(), true, w, packed, b.as_ptr(), zp, yp) };
                 if threads { pool.enter(go) } else { go() }
                 let pixels = oh * ow;
                 let mut got = vec![0.0; want.len()];
@@ -235,7 +241,7 @@ fn depthwise_convolutions_match_the_definition_bit_for_bit() {
                     from_blocked(&yb[n * blocked_len(channels, pixels)..], channels, pixels, &mut got[n * channels * pixels..]);
                 }
                 for (e, (g, r)) in got.iter().zip(&want).enumerate() {
-                    assert_eq!(g.to_bits(), r.to_bits(), "{c:?} {isa:?} packed {packed} threads {threads}: element {e}: {g} against {r}");
+                    assert_eq!(g.to_bits(), r.to_bits(), "{c:?} {isa:?} packed {packed} threads {threads} in place {in_place}: element {e}: {g} against {r}");
                 }
             }
         }
