@@ -55,20 +55,18 @@ pub struct Specialization {
     opt_stats: Option<kiln_passes::Stats>,
 }
 
-/// Scratch memory for one run, 64-byte aligned.
-struct Arena(Vec<Block>);
-
-#[repr(C, align(64))]
-#[derive(Clone, Copy)]
-struct Block([u8; 64]);
+/// Scratch memory for one run: a page-aligned mapping of its own, in huge pages where the
+/// kernel gives them (`kiln_loops::plan::map_anon`).
+struct Arena(memmap2::MmapMut);
 
 impl Arena {
-    fn new(bytes: u64) -> Arena {
-        Arena(vec![Block([0; 64]); bytes.div_ceil(64) as usize])
+    fn new(bytes: u64) -> Result<Arena> {
+        let mapped = usize::try_from(bytes).map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory)).and_then(|len| kiln_loops::plan::map_anon(len, false));
+        mapped.map(Arena).map_err(|e| Error::Run(format!("cannot map the {bytes}-byte arena: {e}")))
     }
 
     fn base(&mut self) -> *mut u8 {
-        self.0.as_mut_ptr().cast()
+        self.0.as_mut_ptr()
     }
 }
 
@@ -410,12 +408,11 @@ impl Specialization {
                 vec![0u8; dtype.storage_bytes(dims.iter().product()).unwrap_or(0) as usize]
             })
             .collect();
-        let mut arena = self
-            .arenas
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop()
-            .unwrap_or_else(|| Arena::new(self.plan.arena_bytes));
+        let pooled = self.arenas.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut arena = match pooled {
+            Some(arena) => arena,
+            None => Arena::new(self.plan.arena_bytes)?,
+        };
         let base = arena.base();
         let mut table: Vec<*mut u8> = Vec::with_capacity(self.program.buffers.len());
         for (i, b) in self.program.buffers.iter().enumerate() {

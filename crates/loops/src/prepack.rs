@@ -38,7 +38,6 @@ use kiln_runtime::gemm::{Isa, Transpose};
 use kiln_runtime::window::Window;
 use kiln_runtime::pool;
 use kiln_tir::{DType, Tensor, TensorData};
-use memmap2::MmapOptions;
 
 use crate::ir::*;
 
@@ -392,11 +391,7 @@ impl Found {
         let parts = pool::threads().min(sizes.len());
         // On one thread the mapping is populated up front: one call maps every page, where
         // first touches fault one at a time; on more, each thread's touches fault in parallel.
-        let mut options = MmapOptions::new();
-        if parts == 1 {
-            options.populate();
-        }
-        let mut region = options.len(total).map_anon().ok()?;
+        let mut region = crate::plan::map_anon(total, parts == 1).ok()?;
         let mut rest: &mut [u8] = &mut region;
         let mut slots = Vec::with_capacity(sizes.len());
         for &size in &sizes {
