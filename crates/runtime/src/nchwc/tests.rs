@@ -208,6 +208,9 @@ fn depthwise_convolutions_match_the_definition_bit_for_bit() {
         (1, 16, 5, 5, 5, 1, 2, 1),
         (1, 17, 8, 8, 3, 1, 2, 2),
         (1, 64, 30, 30, 3, 1, 1, 1),
+        // Inside columns in runs of eight, four and one; without padding.
+        (1, 20, 6, 15, 3, 1, 1, 1),
+        (1, 16, 5, 12, 3, 1, 0, 1),
         (1, 3, 4, 3, 3, 2, 0, 1),
         (1, 32, 2, 2, 3, 1, 1, 1),
     ];
