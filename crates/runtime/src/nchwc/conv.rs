@@ -402,14 +402,14 @@ unsafe fn sums<const V: usize>(steps: &[u32], w: *const f32, xs: [*const f32; NP
 }
 
 /// The sums of a tile of `P` consecutive pixels whose inputs are 16 floats apart from `x`:
-/// [`sums`] with one pointer.
+/// [`sums`] with one pointer; with `HALF`, only the low 8 lanes of the last vector.
 ///
 /// # Safety
 ///
 /// As [`sums`], for the pixels at `x + 16j`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn run_sums<const V: usize, const P: usize>(steps: &[u32], w: *const f32, x: *const f32) -> [[std::arch::x86_64::__m512; V]; P] {
+unsafe fn run_sums<const V: usize, const P: usize, const HALF: bool>(steps: &[u32], w: *const f32, x: *const f32) -> [[std::arch::x86_64::__m512; V]; P] {
     use std::arch::x86_64::*;
     // SAFETY: by the caller's contract.
     unsafe {
@@ -417,11 +417,17 @@ unsafe fn run_sums<const V: usize, const P: usize>(steps: &[u32], w: *const f32,
         let mut ws = w;
         for &o in steps {
             let xo = x.add(o as usize);
-            let wv: [__m512; V] = std::array::from_fn(|v| _mm512_loadu_ps(ws.add(v * LANES)));
+            let wv: [__m512; V] = std::array::from_fn(|v| if HALF && v == V - 1 { _mm512_castps256_ps512(_mm256_loadu_ps(ws.add(v * LANES))) } else { _mm512_loadu_ps(ws.add(v * LANES)) });
             for (j, acc) in acc.iter_mut().enumerate() {
                 let b = _mm512_set1_ps(*xo.add(j * LANES));
                 for v in 0..V {
-                    acc[v] = _mm512_fmadd_ps(wv[v], b, acc[v]);
+                    acc[v] = if HALF && v == V - 1 {
+                        // The low 8 lanes; the others are past the last channel and masked
+                        // off when stored.
+                        _mm512_castps256_ps512(_mm256_fmadd_ps(_mm512_castps512_ps256(wv[v]), _mm512_castps512_ps256(b), _mm512_castps512_ps256(acc[v])))
+                    } else {
+                        _mm512_fmadd_ps(wv[v], b, acc[v])
+                    };
                 }
             }
             ws = ws.add(PANEL);
@@ -469,14 +475,19 @@ unsafe fn avx512(c: &Conv2d, lanes: usize, x: *const f32, wp: *const f32, bias: 
             let k = Kernel { c, x, steps: &steps, lanes, wp, bias, z, y, panel: i };
             // SAFETY: by the caller's contract.
             unsafe {
-                match ((c.out_channels - i * PANEL).div_ceil(LANES).min(NV), run) {
-                    (1, true) => k.tiles::<1, 24>(t0..t1, ahead),
-                    (2, true) => k.tiles::<2, 12>(t0..t1, ahead),
-                    (3, true) => k.tiles::<3, 8>(t0..t1, ahead),
-                    (1, false) => k.tiles::<1, NP>(t0..t1, ahead),
-                    (2, false) => k.tiles::<2, NP>(t0..t1, ahead),
-                    (3, false) => k.tiles::<3, NP>(t0..t1, ahead),
-                    _ => k.tiles::<NV, NP>(t0..t1, ahead),
+                // A last vector of at most 8 channels (24 of a panel) is summed in 256-bit
+                // halves, at half the cost of a whole vector on this core's two 256-bit FMA
+                // pipes.
+                let rest = c.out_channels - i * PANEL;
+                match (rest.div_ceil(LANES).min(NV), run) {
+                    (1, true) => k.tiles::<1, 24, false>(t0..t1, ahead),
+                    (2, true) if rest <= LANES + LANES / 2 => k.tiles::<2, 12, true>(t0..t1, ahead),
+                    (2, true) => k.tiles::<2, 12, false>(t0..t1, ahead),
+                    (3, true) => k.tiles::<3, 8, false>(t0..t1, ahead),
+                    (1, false) => k.tiles::<1, NP, false>(t0..t1, ahead),
+                    (2, false) => k.tiles::<2, NP, false>(t0..t1, ahead),
+                    (3, false) => k.tiles::<3, NP, false>(t0..t1, ahead),
+                    _ => k.tiles::<NV, NP, false>(t0..t1, ahead),
                 }
             }
         }
@@ -511,7 +522,7 @@ impl Kernel<'_> {
     ///
     /// As [`avx512`]; with `P > NP`, pixel `q`'s input is at `q·16`.
     #[inline(always)]
-    unsafe fn tiles<const V: usize, const P: usize>(&self, pixels: Range<usize>, ahead: Range<usize>) {
+    unsafe fn tiles<const V: usize, const P: usize, const HALF: bool>(&self, pixels: Range<usize>, ahead: Range<usize>) {
         use std::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
         let c = self.c;
         let plane_in = c.win.h * c.win.w * LANES;
@@ -537,7 +548,7 @@ impl Kernel<'_> {
                 }
                 ahead_left = ahead_left.saturating_sub(n);
                 if run {
-                    let acc = run_sums::<V, P>(self.steps, w, self.x.add(t * LANES));
+                    let acc = run_sums::<V, P, HALF>(self.steps, w, self.x.add(t * LANES));
                     self.finish::<V, P>(&acc, t, P);
                     at = Cursor::at(c, t + P);
                 } else {
