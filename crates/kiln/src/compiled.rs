@@ -56,12 +56,12 @@ pub struct Specialization {
 }
 
 /// Scratch memory for one run: a page-aligned mapping of its own, in huge pages where the
-/// kernel gives them (`kiln_loops::plan::map_anon`).
+/// kernel gives them (`kiln_loops::plan::map_anon`), faulted in by the first run.
 struct Arena(memmap2::MmapMut);
 
 impl Arena {
     fn new(bytes: u64) -> Result<Arena> {
-        let mapped = usize::try_from(bytes).map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory)).and_then(|len| kiln_loops::plan::map_anon(len, false));
+        let mapped = usize::try_from(bytes).map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory)).and_then(|len| kiln_loops::plan::map_anon(len, false, true));
         mapped.map(Arena).map_err(|e| Error::Run(format!("cannot map the {bytes}-byte arena: {e}")))
     }
 

@@ -16,31 +16,37 @@ use crate::ir::*;
 /// Offsets in the arena are multiples of this.
 pub const ALIGN: u64 = 64;
 
-/// `len` zeroed bytes (at least one) in a fresh anonymous mapping that asks the kernel for
-/// transparent huge pages, for a run's arena and the packed weights: tens of megabytes that
-/// 4 KiB pages cover with more TLB entries than a core holds (MobileNet-V2 in `kiln bench`, one
-/// thread: 7.16 → 6.97 ms with huge pages). A mapping of 2 MiB or more is rounded up to whole
-/// 2 MiB pages, which the kernel then aligns to them; the pages past `len` are never touched.
-/// With `populate`, every page is faulted in now.
+/// `len` zeroed bytes (at least one) in a fresh anonymous mapping, for a run's arena and the
+/// packed weights. With `huge`, it asks the kernel for transparent huge pages: megabytes that
+/// 4 KiB pages cover with more TLB entries than a core holds, read on every run. A mapping of
+/// 2 MiB or more is then rounded up to whole 2 MiB pages, which the kernel aligns to them; the
+/// pages past `len` are never touched. With `populate`, every page is faulted in now.
+///
+/// Measured (MobileNet-V2, `kiln bench`, one thread, medians of 150 runs): the arena in huge
+/// pages 7.12–7.22 → 6.85–6.92 ms; the packed weights too 6.73–6.81 ms, but faulting 100 MB
+/// of them in as huge pages made ResNet-50's compilation 65–92 → 35–350 ms (bimodal, in
+/// `scripts/bench.sh` and `kiln bench` alike), so the weights keep small pages.
 ///
 /// # Errors
 ///
 /// When the memory cannot be mapped.
-pub fn map_anon(len: usize, populate: bool) -> std::io::Result<memmap2::MmapMut> {
+pub fn map_anon(len: usize, populate: bool, huge: bool) -> std::io::Result<memmap2::MmapMut> {
     const HUGE: usize = 2 << 20;
     let len = len.max(1);
-    let mapped = if len >= HUGE { len.checked_next_multiple_of(HUGE).unwrap_or(len) } else { len };
+    let mapped = if huge && len >= HUGE { len.checked_next_multiple_of(HUGE).unwrap_or(len) } else { len };
     let region = memmap2::MmapOptions::new().len(mapped).map_anon()?;
     // Advice only: without transparent huge pages the mapping keeps small ones.
     #[cfg(target_os = "linux")]
     {
-        let _ = region.advise(memmap2::Advice::HugePage);
+        if huge {
+            let _ = region.advise(memmap2::Advice::HugePage);
+        }
         if populate {
             let _ = region.advise_range(memmap2::Advice::PopulateWrite, 0, len);
         }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = populate;
+    let _ = (populate, huge);
     Ok(region)
 }
 

@@ -391,7 +391,7 @@ impl Found {
         let parts = pool::threads().min(sizes.len());
         // On one thread the mapping is populated up front: one call maps every page, where
         // first touches fault one at a time; on more, each thread's touches fault in parallel.
-        let mut region = crate::plan::map_anon(total, parts == 1).ok()?;
+        let mut region = crate::plan::map_anon(total, parts == 1, false).ok()?;
         let mut rest: &mut [u8] = &mut region;
         let mut slots = Vec::with_capacity(sizes.len());
         for &size in &sizes {
