@@ -198,7 +198,11 @@ impl<'a> Uses<'a> {
                 Stmt::Check { cond, .. } => self.expr(cond),
                 Stmt::Call(f, args) => {
                     self.call_stmts += 1;
-                    self.addends.extend(in_place_addend(*f, args));
+                    // Inside a loop the call would read, on a later iteration, the output
+                    // it wrote over its addend.
+                    if self.loops.is_empty() {
+                        self.addends.extend(in_place_addend(*f, args));
+                    }
                     for a in args {
                         match a {
                             Arg::Addr(b, e) => {
