@@ -10,9 +10,11 @@
 //! process (the JIT); under another layout the runtime still computes the same values, slowly.
 //!
 //! A call qualifies when its `B` is a constant `f32` buffer with bytes, at a constant offset, and
-//! its sizes, leading dimension of `B` and transposition are constants with `m, n > 1` (a
-//! matrix–vector product streams `B` without packing anyway). Calls sharing a matrix share its
-//! packed buffer.
+//! its sizes, leading dimension of `B` and transposition are constants with `n > 1` (a
+//! matrix–vector product `op(B)·x` streams `B` without packing anyway), and `m > 1` or the
+//! layout's panels pad `n` by at most an eighth (a row vector times the matrix reads the packed
+//! panels as one stream, `gemv.rs`, but reads their padding too). Calls sharing a matrix share
+//! its packed buffer.
 //!
 //! A `conv2d` call likewise, when its weights are a constant at a constant offset, its sizes
 //! are constants, and the running CPU's convolution kernel reads its weights in panels
@@ -274,7 +276,11 @@ fn job(f: RuntimeFn, args: &[Arg], layout: Layouts) -> Option<(Key, Job)> {
             }
             let Arg::Addr(b, offset) = b else { return None };
             let (m, n, k, ldb, trans) = (size(m)?, size(n)?, size(k)?, size(ldb)?, value(tb)? != 0);
-            (m > 1 && n > 1 && k > 0).then_some(())?;
+            // A row vector times the matrix streams it either way, in panels when packed
+            // (faster: one run of memory instead of four rows at once); unless the last panel's
+            // padding would be more than an eighth of the matrix to read.
+            let vector_ok = n.div_ceil(gemm.nr).saturating_mul(gemm.nr).saturating_mul(8) <= n.saturating_mul(9);
+            ((m > 1 || vector_ok) && n > 1 && k > 0).then_some(())?;
             let key = (*b, usize::try_from(int(offset)?).ok()?, Shape::Matrix([k, n, ldb], trans));
             Some((key, Job::Matrix { k, n, ldb, trans, layout: gemm }))
         }

@@ -86,7 +86,8 @@ fn weight_products_read_packed_matrices_with_the_same_results() {
 
 #[test]
 fn vectors_inputs_and_moving_offsets_are_left_alone() {
-    // m = 1 (a matrix–vector product), B a graph input, B at an offset that moves with the batch.
+    // m = 1 against 8 columns (the panels would be mostly padding), B a graph input, B at an
+    // offset that moves with the batch.
     let src = format!(
         "graph @main(%0: f32[1, 40], %1: f32[40, 8], %2: f32[2, 3, 8]) -> (f32[2, 3, 5]) {{\n  %3 = const {}\n  %4 = const {}\n  %5 = tensor.matmul(%0, %3) : f32[1, 8]\n  %6 = tensor.matmul(%0, %1) : f32[1, 8]\n  %7 = tensor.add(%5, %6) : f32[1, 8]\n  %8 = tensor.add(%2, %7) : f32[2, 3, 8]\n  %9 = tensor.matmul(%8, %4) : f32[2, 3, 5]\n  return %9\n}}",
         dense(&[40, 8], 4),
@@ -95,6 +96,30 @@ fn vectors_inputs_and_moving_offsets_are_left_alone() {
     let (_, packed, n) = lowered(&src, Layouts::detected());
     assert_eq!(n, 0);
     assert!(!calls(&packed).contains(&RuntimeFn::SgemmPacked));
+}
+
+#[test]
+fn a_row_vector_times_a_wide_matrix_is_packed_with_the_same_results() {
+    // 1 × 40 times 40 × 376, plain and with bias and ReLU: 376 columns are 8 panels of 48 with
+    // 8 columns of padding. The values are multiples of 1/64 whose sums are exact in any order,
+    // so the panels' order of summation gives the same bits.
+    let src = format!(
+        "graph @main(%0: f32[1, 40]) -> (f32[1, 376]) {{\n  %1 = const {}\n  %2 = const {}\n  %3 = tensor.matmul(%0, %1) : f32[1, 376]\n  %4 = tensor.fused_matmul(%0, %1, %2, %3) {{activation = \"relu\"}} : f32[1, 376]\n  return %4\n}}",
+        dense(&[40, 376], 3),
+        dense(&[376], 4)
+    );
+    let narrow = Layouts { gemm: PackedLayout { nr: 376 * 2, kc: 8 }, conv: Isa::Portable };
+    for layout in [Layouts::detected(), Layouts { gemm: PackedLayout { nr: 16, kc: 8 }, conv: Isa::Portable }, Layouts { gemm: PackedLayout { nr: 3, kc: 100 }, conv: Isa::detected() }, narrow] {
+        let (plain, packed, n) = lowered(&src, layout);
+        let x = input(40);
+        if layout == narrow {
+            assert_eq!(n, 0, "a panel twice as wide as the matrix is not worth reading");
+            continue;
+        }
+        assert_eq!(n, 2, "{layout:?}");
+        assert_eq!(packed.buffers.len(), plain.buffers.len() + 1, "one packed matrix");
+        assert_eq!(run(&plain, &x), run(&packed, &x), "{layout:?}");
+    }
 }
 
 #[test]

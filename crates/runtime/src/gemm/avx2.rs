@@ -257,6 +257,17 @@ pub(crate) unsafe fn gemv(g: &gemv::Gemv, scratch: &mut [f32]) {
     unsafe { gemv::run::<Avx2>(g, scratch) }
 }
 
+/// The product of a row vector and a packed matrix, panels `panels`.
+///
+/// # Safety
+///
+/// As [`gemv::packed`]; the CPU has the instruction set.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn gemv_packed(g: &gemv::PackedGemv, panels: std::ops::Range<usize>) {
+    // SAFETY: by the caller's contract.
+    unsafe { gemv::packed::<Avx2>(g, panels) }
+}
+
 /// The product of a convolution's planes read in place, with the 6x16 kernel.
 ///
 /// # Safety

@@ -229,6 +229,17 @@ pub(crate) unsafe fn gemv(g: &gemv::Gemv, scratch: &mut [f32]) {
     unsafe { gemv::run::<Avx512>(g, scratch) }
 }
 
+/// The product of a row vector and a packed matrix, panels `panels`.
+///
+/// # Safety
+///
+/// As [`gemv::packed`]; the CPU has the instruction set.
+#[target_feature(enable = "avx512f,avx2,fma")]
+pub(crate) unsafe fn gemv_packed(g: &gemv::PackedGemv, panels: std::ops::Range<usize>) {
+    // SAFETY: by the caller's contract.
+    unsafe { gemv::packed::<Avx512>(g, panels) }
+}
+
 /// The product of a convolution's planes read in place, with the 8x48 kernel.
 ///
 /// # Safety

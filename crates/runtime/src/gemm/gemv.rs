@@ -8,9 +8,20 @@
 //!   contiguous when it is strided), two vectors of partial sums per row;
 //! - **axpy** (`M`'s columns contiguous along the rows): blocks of 24 (AVX-512) or 8 vectors of
 //!   `y` kept in registers while `k` is swept.
+//!
+//! A row vector times a weight matrix packed ahead (`m == 1`, `op(B)` in a [`PackedLayout`])
+//! takes a third form, **panels**: each panel of `nr` columns is summed in `nr / LANES`
+//! registers while its k blocks are read in order, one contiguous run of `depth · nr` floats
+//! each. Read in place, the dot form streams four rows of 4 KiB at once and the hardware
+//! prefetchers start over on every row; the panels are a single stream. The MLP's 1024×1024
+//! layer (4 MiB, in L3), best of 3000 calls on the machine in the module doc: 47–51 µs in the
+//! dot form, 44–45 µs in panels (median 54 → 49 µs).
+
+use std::ops::Range;
 
 use super::kernel::Update;
 use super::pack::View;
+use super::prepacked::{Packed, PackedLayout};
 use super::simd::Simd;
 
 /// One matrix–vector product.
@@ -183,3 +194,111 @@ unsafe fn scalar(g: &Gemv, i: usize) {
     }
 }
 
+
+/// A row vector times a packed matrix: `y = alpha·x·op(B) + beta·y`, `op(B)` of `k × n`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PackedGemv {
+    /// `x[0]` (`k` floats).
+    pub x: *const f32,
+    /// `x`'s stride.
+    pub x_stride: isize,
+    /// `op(B)`, from column 0.
+    pub b: Packed,
+    /// `y[0]` (`n` contiguous floats).
+    pub y: *mut f32,
+    /// `alpha` and `beta`.
+    pub up: Update,
+}
+
+impl PackedGemv {
+    /// Panels of the layout (the last one may be partly past `n`).
+    pub(crate) fn panels(&self) -> usize {
+        self.b.n.div_ceil(self.b.layout.nr)
+    }
+}
+
+/// Computes the columns of `g`'s panels `panels`.
+///
+/// # Safety
+///
+/// `g` addresses only live memory (`k, n > 0`, the layout's sizes positive), `panels` are
+/// panels of the layout; the caller enables `S`'s instruction set.
+#[inline(always)]
+pub(crate) unsafe fn packed<S: Simd>(g: &PackedGemv, panels: Range<usize>) {
+    let nr = g.b.layout.nr;
+    // SAFETY: by the caller's contract.
+    unsafe {
+        match (nr % S::LANES, nr / S::LANES) {
+            (0, 1) => panels_v::<S, 1>(g, panels),
+            (0, 2) => panels_v::<S, 2>(g, panels),
+            (0, 3) => panels_v::<S, 3>(g, panels),
+            (0, 4) => panels_v::<S, 4>(g, panels),
+            // Another CPU's layout: element by element.
+            _ => {
+                for j in panels.start * nr..(panels.end * nr).min(g.b.n) {
+                    let mut s = 0f32;
+                    for p in 0..g.b.k {
+                        s += g.x.offset(p as isize * g.x_stride).read_unaligned() * g.b.get(p, j);
+                    }
+                    put_packed(g, j, s);
+                }
+            }
+        }
+    }
+}
+
+/// [`packed`] with panels of `V` vectors.
+#[inline(always)]
+unsafe fn panels_v<S: Simd, const V: usize>(g: &PackedGemv, panels: Range<usize>) {
+    let PackedLayout { nr, kc } = g.b.layout;
+    let (k, n, count) = (g.b.k, g.b.n, g.panels());
+    // SAFETY: every address is inside the layout or `x`, `y` by the caller's contract.
+    unsafe {
+        for t in panels {
+            // Two sets of sums, even and odd steps, so that the adds of one step do not wait for
+            // the previous step's.
+            let mut acc = [[S::zero(); V]; 2];
+            let mut p0 = 0;
+            while p0 < k {
+                let depth = kc.min(k - p0);
+                let mut w = g.b.ptr.add(p0 * count * nr + t * depth * nr);
+                let mut x = g.x.offset(p0 as isize * g.x_stride);
+                let step = |w: *const f32, x: *const f32, acc: &mut [S::V; V]| {
+                    let xb = S::splat(x.read_unaligned());
+                    for (v, a) in acc.iter_mut().enumerate() {
+                        *a = S::mul_add(S::load(w.add(v * S::LANES)), xb, *a);
+                    }
+                };
+                for _ in 0..depth / 2 {
+                    step(w, x, &mut acc[0]);
+                    step(w.add(nr), x.offset(g.x_stride), &mut acc[1]);
+                    w = w.add(2 * nr);
+                    x = x.offset(2 * g.x_stride);
+                }
+                if depth % 2 == 1 {
+                    step(w, x, &mut acc[0]);
+                }
+                p0 += depth;
+            }
+            let mut out = [0f32; 4 * 16];
+            for v in 0..V {
+                S::store(out.as_mut_ptr().add(v * S::LANES), S::add(acc[0][v], acc[1][v]));
+            }
+            let j0 = t * nr;
+            for (l, &s) in out[..nr.min(n - j0)].iter().enumerate() {
+                put_packed(g, j0 + l, s);
+            }
+        }
+    }
+}
+
+/// Writes `alpha·s + beta·y[j]`.
+#[inline(always)]
+unsafe fn put_packed(g: &PackedGemv, j: usize, s: f32) {
+    // SAFETY: `y[j]` is in bounds by the caller's contract.
+    unsafe {
+        let p = g.y.add(j);
+        let s = g.up.alpha * s;
+        p.write(if g.up.beta == 0.0 { s } else { p.read() * g.up.beta + s });
+    }
+}

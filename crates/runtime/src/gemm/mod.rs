@@ -26,7 +26,8 @@
 //!
 //! Edge tiles run the smallest kernel instance that covers them (`mr` rows × `⌈nr/16⌉`
 //! vectors), so a 49-column product wastes 15 lanes, not a whole 48-column tile. Products with
-//! `m == 1` or `n == 1` do not pack; they stream the matrix (`gemv.rs`). Transposition and
+//! `m == 1` or `n == 1` do not pack; they stream the matrix (`gemv.rs`), and a row vector times a
+//! matrix packed ahead streams its panels. Transposition and
 //! leading dimensions are strides of the views (`pack.rs`); a transposed `B` is packed through
 //! 8 × 8 AVX transposes. Inputs need no alignment (weights are slices of a mapped model file at
 //! any offset).
@@ -377,7 +378,8 @@ impl Sgemm {
     /// Computes the product with `op(B)` packed ahead in `layout` (`b` holds
     /// [`PackedLayout::len`]`(k, n)` floats; `ldb` and `trans_b` are not used), with the
     /// detected kernel. Results equal [`run`](Self::run)'s bit for bit, except where `run` takes
-    /// the matrix–vector path (`m` or `n` is 1), which sums in another order.
+    /// the matrix–vector path (`m` or `n` is 1), which sums in another order (so does this one
+    /// with `m == 1`, reading the panels as one stream).
     ///
     /// # Panics
     ///
@@ -420,16 +422,42 @@ impl Sgemm {
                 fin.rows(0, m, 0, n);
             };
         }
+        let a = prepacked::a_view(a, self.lda, self.trans_a);
+        let b = Packed { ptr: b, layout, k, n, j0: 0 };
+        let up = Update::new(self.alpha, self.beta);
+        let isa = Isa::detected();
+        if m == 1 {
+            let g = gemv::PackedGemv { x: a.ptr, x_stride: a.step_stride, b, y: c, up };
+            let panels = g.panels();
+            let parts = if n * k >= SPLIT_MIN_FMAS { pool::threads().min(panels) } else { 1 };
+            let shared = SharedPtr((g, fin as *const F));
+            let part = |i: usize| {
+                let (g, fin) = shared.get();
+                let t = pool::part(panels, parts, 1, i);
+                let cols = t.start * layout.nr..(t.end * layout.nr).min(n);
+                // SAFETY: panels `t` are columns `cols` of the product, disjoint from every
+                // other part's; `fin` is alive for the call; `isa` runs here.
+                unsafe {
+                    run_gemv_packed(isa, &g, t);
+                    (*fin).rows(0, 1, cols.start, cols.len());
+                }
+            };
+            if parts <= 1 {
+                part(0);
+            } else {
+                pool::for_each(parts, &part);
+            }
+            return;
+        }
         let pr = Problem {
             m,
             n,
             k,
-            a: prepacked::a_view(a, self.lda, self.trans_a),
-            b: Packed { ptr: b, layout, k, n, j0: 0 },
+            a,
+            b,
             c: Out { ptr: c, rs: self.ldc as isize },
-            up: Update::new(self.alpha, self.beta),
+            up,
         };
-        let isa = Isa::detected();
         // SAFETY: by the caller's contract; `isa` is what this CPU runs.
         unsafe { product(isa, isa.blocking(), &pr, fin) }
     }
@@ -589,6 +617,24 @@ unsafe fn run_gemv(isa: Isa, g: &Gemv) {
             _ => portable::gemv(g, s),
         }
     })
+}
+
+/// Panels `panels` of a row vector times a packed matrix with `isa`'s kernel, on this thread.
+///
+/// # Safety
+///
+/// As [`gemv::packed`]; the CPU runs `isa`.
+unsafe fn run_gemv_packed(isa: Isa, g: &gemv::PackedGemv, panels: std::ops::Range<usize>) {
+    // SAFETY: by the caller's contract.
+    unsafe {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => avx512::gemv_packed(g, panels),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => avx2::gemv_packed(g, panels),
+            _ => portable::gemv_packed(g, panels),
+        }
+    }
 }
 
 /// A blocked product with `isa`'s kernel, on this thread, with `fin` run on each finished block

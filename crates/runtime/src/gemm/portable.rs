@@ -65,6 +65,16 @@ pub(crate) unsafe fn gemv(g: &gemv::Gemv, scratch: &mut [f32]) {
     unsafe { gemv::run::<Portable>(g, scratch) }
 }
 
+/// The product of a row vector and a packed matrix, panels `panels`.
+///
+/// # Safety
+///
+/// As [`gemv::packed`].
+pub(crate) unsafe fn gemv_packed(g: &gemv::PackedGemv, panels: std::ops::Range<usize>) {
+    // SAFETY: by the caller's contract.
+    unsafe { gemv::packed::<Portable>(g, panels) }
+}
+
 /// The product of a convolution's planes read in place, with the 4x16 kernel.
 ///
 /// # Safety

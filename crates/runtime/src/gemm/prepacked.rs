@@ -53,42 +53,63 @@ impl PackedLayout {
         let rows = if trans_b == Transpose::Yes { n } else { k };
         let cols = if trans_b == Transpose::Yes { k } else { n };
         assert!(rows == 0 || cols == 0 || b.len() >= 4 * ((rows - 1) * ldb + cols), "B is shorter than {rows} rows of stride {ldb}");
+        if k == 0 || n == 0 {
+            return;
+        }
         let panels = n.div_ceil(nr);
         // Loops run along B's rows as stored, so the source (often a model file's pages, read
-        // for the first time) streams in order; the panels' rows are written in cache-sized
-        // blocks instead.
-        for p0 in (0..k).step_by(kc) {
-            let depth = kc.min(k - p0);
-            let block = p0 * panels * nr;
-            // Float offset of packed row `s` of panel `t` in this block.
-            let at = |t: usize, s: usize| 4 * (block + (t * depth + s) * nr);
-            if trans_b == Transpose::No {
-                // Row p of B is packed row s of every panel.
-                for s in 0..depth {
-                    let from = 4 * ((p0 + s) * ldb);
-                    for t in 0..panels {
-                        let (j0, width) = (t * nr, nr.min(n - t * nr));
-                        let row = &mut dst[at(t, s)..at(t, s) + 4 * nr];
-                        row[..4 * width].copy_from_slice(&b[from + 4 * j0..from + 4 * (j0 + width)]);
-                        row[4 * width..].fill(0);
-                    }
-                }
-            } else {
-                // Row j of B (column j of op(B)) is column j mod nr of panel j / nr.
+        // for the first time) streams in order.
+        // Float offset of packed row `s` of panel `t` in the k block from step `p0`.
+        let at = |p0: usize, t: usize, s: usize| 4 * (p0 * panels * nr + (t * kc.min(k - p0) + s) * nr);
+        if trans_b == Transpose::No {
+            // Row p of B is packed row p - p0 of every panel of its block.
+            for p in 0..k {
+                let (p0, from) = (p / kc * kc, 4 * p * ldb);
                 for t in 0..panels {
                     let (j0, width) = (t * nr, nr.min(n - t * nr));
-                    for j in 0..width {
-                        let from = 4 * ((j0 + j) * ldb + p0);
-                        let src = &b[from..from + 4 * depth];
-                        for (s, x) in src.chunks_exact(4).enumerate() {
-                            let to = at(t, s) + 4 * j;
-                            dst[to..to + 4].copy_from_slice(x);
+                    let row = &mut dst[at(p0, t, p - p0)..at(p0, t, p - p0) + 4 * nr];
+                    row[..4 * width].copy_from_slice(&b[from + 4 * j0..from + 4 * (j0 + width)]);
+                    row[4 * width..].fill(0);
+                }
+            }
+            return;
+        }
+        // Row j of B (column j of op(B)) is column j mod nr of panel j / nr. A panel's rows are
+        // read four at a time, each along its whole length: four streams the hardware
+        // prefetchers follow (B is usually a model file's pages, in no cache yet; reading a
+        // line of every row of the panel in turn waited on memory for each). They are written
+        // four columns at a time into the panel's blocks, which stay in L2.
+        for t in 0..panels {
+            let (j0, width) = (t * nr, nr.min(n - t * nr));
+            for g in (0..width).step_by(4) {
+                let cols = 4.min(width - g);
+                let rows: [&[u8]; 4] = std::array::from_fn(|q| {
+                    let from = 4 * (j0 + g + q.min(cols - 1)) * ldb;
+                    &b[from..from + 4 * k]
+                });
+                for p0 in (0..k).step_by(kc) {
+                    let first = at(p0, t, 0) + 4 * g;
+                    let steps = kc.min(k - p0);
+                    let block = &mut dst[first..first + 4 * ((steps - 1) * nr + cols)];
+                    if cols == 4 {
+                        for (s, out) in block.chunks_mut(4 * nr).enumerate() {
+                            let x = 4 * (p0 + s);
+                            let four: [[u8; 4]; 4] = std::array::from_fn(|q| [rows[q][x], rows[q][x + 1], rows[q][x + 2], rows[q][x + 3]]);
+                            out[..16].copy_from_slice(four.as_flattened());
+                        }
+                    } else {
+                        for (s, out) in block.chunks_mut(4 * nr).enumerate() {
+                            let x = 4 * (p0 + s);
+                            for (q, o) in out[..4 * cols].chunks_exact_mut(4).enumerate() {
+                                o.copy_from_slice(&rows[q][x..x + 4]);
+                            }
                         }
                     }
-                    for s in 0..depth {
-                        dst[at(t, s) + 4 * width..at(t, s) + 4 * nr].fill(0);
-                    }
                 }
+            }
+            for p in 0..k {
+                let row = at(p / kc * kc, t, p % kc);
+                dst[row + 4 * width..row + 4 * nr].fill(0);
             }
         }
     }
@@ -114,7 +135,7 @@ impl Packed {
     ///
     /// `p < k`, `j < n`, and the layout is readable.
     #[inline(always)]
-    unsafe fn get(&self, p: usize, j: usize) -> f32 {
+    pub(crate) unsafe fn get(&self, p: usize, j: usize) -> f32 {
         let PackedLayout { nr, kc } = self.layout;
         let p0 = p / kc * kc;
         let depth = kc.min(self.k - p0);

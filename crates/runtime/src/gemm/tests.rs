@@ -284,6 +284,44 @@ fn packed_b_gives_the_bits_of_packing_per_call() {
 }
 
 #[test]
+fn a_row_vector_times_a_packed_matrix() {
+    // m = 1 reads the panels as a stream (gemv.rs), summing in another order than `run`: checked
+    // against the f64 reference instead, with edge panels, several k blocks, a strided x (A
+    // transposed), beta on and off, layouts with whole vectors per panel and without, and the
+    // panels split over threads. Elements of C past the product keep their bits.
+    let mut rng = Rng(41);
+    let layouts = [PackedLayout::detected(), PackedLayout { nr: 16, kc: 100 }, PackedLayout { nr: 32, kc: 384 }, PackedLayout { nr: 5, kc: 7 }];
+    for (n, k) in [(1000, 310), (97, 800), (48, 1), (2, 3)] {
+        for tr in transposes() {
+            for (alpha, beta) in [(1.0, 0.0), (-0.5, 2.0)] {
+                let g = shape(1, n, k, tr, [3, 2, 0], alpha, beta);
+                let (a, b) = (rng.data(g.a_len()), rng.data(g.b_len()));
+                let mut c0 = rng.data(g.c_len() + 3);
+                if beta == 0.0 {
+                    c0[..n].fill(f32::NAN);
+                }
+                let (want, tol) = reference(&g, &a, &b, &c0);
+                for layout in layouts {
+                    let bp = packed(&g, &b, layout);
+                    for threads in [1, 2, 3] {
+                        let pool = crate::pool::Pool::new(threads).unwrap();
+                        let mut c = c0.clone();
+                        pool.enter(|| g.run_packed(&a, &bp, layout, &mut c));
+                        for (j, &got) in c.iter().enumerate() {
+                            if j < n {
+                                assert!((f64::from(got) - want[j]).abs() <= tol[j], "{g:?} packed as {layout:?} on {threads} threads: C[0,{j}] = {got}, want {} ± {}", want[j], tol[j]);
+                            } else {
+                                assert_eq!(got.to_bits(), c0[j].to_bits(), "{g:?} packed as {layout:?}: wrote C[{j}] past the product");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn the_packed_entry_point_matches_the_slice_api() {
     let mut rng = Rng(37);
     let g = shape(20, 61, 400, (Transpose::Yes, Transpose::Yes), [2, 1, 3], 0.5, 1.0);
