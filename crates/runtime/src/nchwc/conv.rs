@@ -24,6 +24,8 @@ use crate::pool::{self, SharedPtr};
 
 /// Pixels per tile.
 const NP: usize = 6;
+// `Kernel::tiles` spells out the short tiles of 1 to NP − 1 pixels.
+const _: () = assert!(NP == 6);
 /// Vectors of 16 output channels per tile (24 of the 32 registers accumulate).
 const NV: usize = 4;
 /// Output channels per weight panel: the `width` of [`Conv2d::pack_weights`] this routine
@@ -223,7 +225,7 @@ unsafe fn run_packed(wide: bool, c: &Conv2d, lanes: usize, x: *const f32, wp: *c
 /// A strided 1×1 convolution without padding on blocked tensors: each image's pixels that
 /// the window reads, one in `sh·sw`, gathered into a dense copy, on which the tiles of stride 1
 /// take consecutive lines from one pointer (`conv_one`, 256 → 512 from 56², stride 2, best µs:
-/// 2035–2082 → 1xxx). The same sums: only where the inputs are read from changes.
+/// 2068–2089 → 1973–2020). The same sums: only where the inputs are read from changes.
 ///
 /// # Safety
 ///
@@ -371,7 +373,7 @@ fn steps(c: &Conv2d, lanes: usize) -> Vec<u32> {
     (0..c.channels).flat_map(|ch| taps.iter().map(move |&t| (channel_at(c, lanes, ch) + t) as u32)).collect()
 }
 
-/// The sums of one tile: `V` vectors of output channels for each of the `NP` pixels whose
+/// The sums of one tile: `V` vectors of output channels for each of the `N` pixels whose
 /// tap `(0, 0)`, channel 0 is at `xs`, over the `steps` with the weights at `w`.
 ///
 /// # Safety
@@ -380,11 +382,11 @@ fn steps(c: &Conv2d, lanes: usize) -> Vec<u32> {
 /// readable; the CPU has AVX-512F.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn sums<const V: usize>(steps: &[u32], w: *const f32, xs: [*const f32; NP]) -> [[std::arch::x86_64::__m512; V]; NP] {
+unsafe fn sums<const V: usize, const N: usize>(steps: &[u32], w: *const f32, xs: [*const f32; N]) -> [[std::arch::x86_64::__m512; V]; N] {
     use std::arch::x86_64::*;
     // SAFETY: by the caller's contract.
     unsafe {
-        let mut acc = [[_mm512_setzero_ps(); V]; NP];
+        let mut acc = [[_mm512_setzero_ps(); V]; N];
         let mut ws = w;
         for &o in steps {
             let o = o as usize;
@@ -448,7 +450,8 @@ fn block_pixels(c: &Conv2d) -> usize {
 // operands from memory, best µs (2026-11-26), 512 → 128 on 28² 1127 → 980, 256 → 64 on 56²
 // 1063 → 1009, 1024 → 256 on 14² 1006 → 942. With few blocks the prefetchers follow the
 // streams, and the prefetches cost more than they save: under `AHEAD_MIN_BLOCKS` none is made
-// (MobileNet-V2's 32 → 16 on 112², two blocks: 218 → 1xx µs).
+// (MobileNet-V2's 32 → 16 on 112², two blocks: 218 → 124 µs together with the tiles of
+// consecutive pixels).
 const AHEAD_MIN_BLOCKS: usize = 8;
 
 /// [`one_image`]'s panels `panels` of pixels `part` with AVX-512.
@@ -552,19 +555,41 @@ impl Kernel<'_> {
                     self.finish::<V, P>(&acc, t, P);
                     at = Cursor::at(c, t + P);
                 } else {
-                    // A short last tile repeats its last pixel: computed, not stored.
-                    let mut offsets = [0usize; NP];
-                    for j in 0..NP {
-                        offsets[j] = if j < n { at.input(c, self.lanes) } else { offsets[n - 1] };
-                        if j < n {
-                            at.advance(c);
-                        }
+                    // A short last tile sums only its pixels: 7 × 7 pixels are 8 tiles of 6 and
+                    // one of 1, which took as long as the others when it summed 6 (`conv_one`,
+                    // 2048 → 512 on 7², best µs: 1070–1098 → 984–986; 512 → 2048 with addend
+                    // 1071–1076 → 982–1008; 3×3 512 → 512 2260–2296 → 2178–2186).
+                    match n {
+                        1 => self.tile::<V, 1>(&mut at, w, t),
+                        2 => self.tile::<V, 2>(&mut at, w, t),
+                        3 => self.tile::<V, 3>(&mut at, w, t),
+                        4 => self.tile::<V, 4>(&mut at, w, t),
+                        5 => self.tile::<V, 5>(&mut at, w, t),
+                        _ => self.tile::<V, NP>(&mut at, w, t),
                     }
-                    let acc = sums::<V>(self.steps, w, offsets.map(|o| self.x.add(o)));
-                    self.finish::<V, NP>(&acc, t, n);
                 }
                 t += n;
             }
+        }
+    }
+
+    /// The tile of the `N` pixels from `t`, whose first pixel is at `at` (advanced past them),
+    /// with the panel's weights at `w`.
+    ///
+    /// # Safety
+    ///
+    /// As [`avx512`]; pixels `t..t + N` are the panel's.
+    #[inline(always)]
+    unsafe fn tile<const V: usize, const N: usize>(&self, at: &mut Cursor, w: *const f32, t: usize) {
+        let xs: [*const f32; N] = std::array::from_fn(|_| {
+            let x = self.x.wrapping_add(at.input(self.c, self.lanes));
+            at.advance(self.c);
+            x
+        });
+        // SAFETY: by the caller's contract.
+        unsafe {
+            let acc = sums::<V, N>(self.steps, w, xs);
+            self.finish::<V, N>(&acc, t, N);
         }
     }
 

@@ -94,6 +94,10 @@ fn convolutions_match_the_definition_bit_for_bit() {
         (1, 3, 64, 23, 23, 7, 2, 3, 1),
         (1, 17, 33, 9, 9, 3, 1, 2, 2),
         (1, 16, 16, 5, 5, 3, 1, 0, 1),
+        // Last tiles of 1 to 5 pixels (49, 20, 9, 45 pixels above and here), which sum only
+        // their own.
+        (1, 40, 64, 4, 5, 3, 1, 1, 1),
+        (1, 48, 80, 4, 4, 3, 1, 1, 1),
     ];
     for (i, &(batch, channels, out_channels, h, w, k, stride, pad, dil)) in shapes.iter().enumerate() {
         let (oh, ow) = ((h + 2 * pad - dil * (k - 1) - 1) / stride + 1, (w + 2 * pad - dil * (k - 1) - 1) / stride + 1);
