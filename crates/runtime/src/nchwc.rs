@@ -14,6 +14,7 @@
 pub mod conv;
 pub mod dwconv;
 pub mod pool;
+pub mod winograd;
 
 use crate::epilogue::Activation;
 

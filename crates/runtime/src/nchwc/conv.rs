@@ -56,7 +56,13 @@ pub fn packed_width(c: &Conv2d) -> usize {
 
 /// Floats of `c`'s packed weights (saturating).
 pub fn packed_len(c: &Conv2d) -> usize {
-    if super::dwconv::supports(c) { super::dwconv::packed_len(c) } else { c.packed_len(PANEL) }
+    if super::dwconv::supports(c) {
+        super::dwconv::packed_len(c)
+    } else if super::winograd::applies(c) {
+        super::winograd::packed_len(c)
+    } else {
+        c.packed_len(PANEL)
+    }
 }
 
 /// Packs `c`'s weights `w` (little-endian floats, any alignment) into `dst`, [`packed_len`]
@@ -66,7 +72,13 @@ pub fn packed_len(c: &Conv2d) -> usize {
 ///
 /// If `c` is not [supported](supports) or a slice is too short.
 pub fn pack_weights(c: &Conv2d, w: &[u8], dst: &mut [f32]) {
-    if super::dwconv::supports(c) { super::dwconv::pack_weights(c, w, dst) } else { c.pack_weights(PANEL, w, dst) }
+    if super::dwconv::supports(c) {
+        super::dwconv::pack_weights(c, w, dst)
+    } else if super::winograd::applies(c) {
+        super::winograd::pack_weights(c, w, dst)
+    } else {
+        c.pack_weights(PANEL, w, dst)
+    }
 }
 
 /// [`supports`] for convolutions of one group.
@@ -156,7 +168,17 @@ pub unsafe fn run_with(isa: Isa, c: &Conv2d, x: *const f32, x_blocked: bool, w: 
     let z = if c.residual { z } else { std::ptr::null() };
     if packed {
         // SAFETY: by the caller's contract.
-        return unsafe { run_packed(wide, c, lanes, x, w, bias, z, y) };
+        return unsafe {
+            if super::winograd::applies(c) {
+                // Weights transformed for products of blocked tiles (an image of planes has
+                // fewer channels than that pays for).
+                if x_blocked {
+                    super::winograd::run(wide, c, x, w, bias, z, y)
+                }
+            } else {
+                run_packed(wide, c, lanes, x, w, bias, z, y)
+            }
+        };
     }
     let len = c.packed_len(PANEL);
     crate::scratch::with(&PANELS, len, |wp| {
@@ -292,7 +314,7 @@ unsafe fn pad_block(c: &Conv2d, pad: Padded, lanes: usize, src: *const f32, dst:
 /// # Safety
 ///
 /// As [`run`], for one image; `c.win` has no padding.
-unsafe fn one_image(wide: bool, c: &Conv2d, lanes: usize, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
+pub(super) unsafe fn one_image(wide: bool, c: &Conv2d, lanes: usize, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
     let pixels = c.win.oh * c.win.ow;
     let fmas = [c.channels, c.win.kh * c.win.kw, pixels].into_iter().fold(c.out_channels, usize::saturating_mul);
     let ways = if fmas < SPLIT_MIN_FMAS { 1 } else { pool::threads() };

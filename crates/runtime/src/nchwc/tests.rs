@@ -143,6 +143,52 @@ fn convolutions_match_the_definition_bit_for_bit() {
 }
 
 #[test]
+fn winograd_convolutions_match_the_definition_within_rounding() {
+    // 3x3 stride-1 windows with padding 1 on even outputs and at least 128 channels, whose
+    // packed weights are the Winograd transforms: the transforms reorder the sums, so each
+    // output is checked against the definition within 1e-5 of its terms' magnitudes (the same
+    // sums over |w|·|x|). 144 output channels leave a last panel of one vector; 6×8 and 2×2
+    // outputs are 12 tiles and 1; batch 2 runs the images one after the other.
+    let pool = crate::pool::Pool::new(2).unwrap();
+    for (i, &(batch, channels, out_channels, h, w)) in [(1, 128, 144, 6, 8), (2, 128, 128, 2, 2), (1, 256, 128, 4, 6)].iter().enumerate() {
+        let win = Window { h, w, oh: h, ow: w, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1 };
+        for (bias, residual, act) in [(false, false, Activation::None), (true, true, Activation::Relu), (true, false, Activation::Clip { min: -0.1, max: 0.3 })] {
+            let c = Conv2d { batch, channels, out_channels, groups: 1, win, bias, residual, act };
+            assert!(supports(&c) && super::winograd::applies(&c));
+            let x = test_data(c.x_len(), 13 + i as u64);
+            let wt = test_data(c.w_len(), 17 + i as u64);
+            let b = test_data(out_channels, 19);
+            let z = test_data(c.y_len(), 23);
+            let want = reference(&c, &x, &wt, &b, &z);
+            let plain = Conv2d { bias: false, residual: false, act: Activation::None, ..c };
+            let abs = |v: &[f32]| v.iter().map(|x| x.abs()).collect::<Vec<f32>>();
+            let magnitude = reference(&plain, &abs(&x), &abs(&wt), &[], &[]);
+            let (xb, zb) = (blocked(&x, batch, channels, h * w), blocked(&z, batch, out_channels, h * w));
+            let mut wp = vec![0.0; super::conv::packed_len(&c)];
+            super::conv::pack_weights(&c, &wt.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(), &mut wp);
+            let isas = [Isa::Avx512, Isa::Portable].into_iter().filter(|isa| isa.available());
+            let runs = isas.flat_map(|isa| [(isa, false, false), (isa, true, false), (isa, false, true)]).filter(|&(_, _, in_place)| !in_place || residual);
+            for (isa, threads, in_place) in runs {
+                let mut yb = if in_place { zb.clone() } else { vec![f32::NAN; y_len(&c)] };
+                let yp = yb.as_mut_ptr();
+                let zp = if in_place { yp.cast_const() } else { zb.as_ptr() };
+                // SAFETY: the operands have the lengths `run` reads and writes.
+                let go = || unsafe { run_with(isa, &c, xb.as_ptr(), true, wp.as_ptr(), true, b.as_ptr(), zp, yp) };
+                if threads { pool.enter(go) } else { go() }
+                let pixels = h * w;
+                let mut got = vec![0.0; want.len()];
+                for n in 0..batch {
+                    from_blocked(&yb[n * blocked_len(out_channels, pixels)..], out_channels, pixels, &mut got[n * out_channels * pixels..]);
+                }
+                for (e, ((g, r), m)) in got.iter().zip(&want).zip(&magnitude).enumerate() {
+                    assert!((g - r).abs() <= 1e-5 * m + 1e-6, "{c:?} {isa:?} threads {threads} in place {in_place}: element {e}: {g} against {r} (terms {m})");
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn max_pools_match_the_planar_routine_bit_for_bit() {
     use crate::maxpool::MaxPool2d;
     for (channels, h, w, k, s, p) in [(64, 12, 12, 3, 2, 1), (20, 7, 9, 3, 1, 1), (16, 5, 5, 2, 2, 0), (3, 6, 6, 3, 3, 2)] {
