@@ -45,10 +45,10 @@ const POSITIONS: usize = 16;
 
 /// Whether `c` (one group, already [supported](super::conv::supports) by the blocked routine)
 /// runs as Winograd products: a 3×3 window of stride 1 and dilation 1 with padding 1 on an
-/// even-sized output (whole 2×2 tiles), at least 128 input and output channels in whole blocks.
-/// With 64 the products are too short to pay for the transforms' passes over memory:
-/// `conv_one` 64 → 64 on 56², best µs, 2026 direct, 2325 here (128 → 128 on 28²: 2033 → 1586;
-/// 256 → 256 on 14²: 2043 → 1275).
+/// even-sized output (whole 2×2 tiles), at least 64 input and output channels in whole blocks
+/// (ResNet-50's from its first stage on). `conv_one`, best µs, direct → here: 64 → 64 on 56²
+/// 2026 → 1118, 128 → 128 on 28² 2033 → 1034, 256 → 256 on 14² 2043 → 1032; of those about
+/// 945 in the products, the input transform 37-116, the output's 28-109.
 pub fn applies(c: &Conv2d) -> bool {
     let w = &c.win;
     c.groups == 1
@@ -58,8 +58,8 @@ pub fn applies(c: &Conv2d) -> bool {
         && w.ow % 2 == 0
         && w.oh > 0
         && w.ow > 0
-        && c.channels >= 128
-        && c.out_channels >= 128
+        && c.channels >= 64
+        && c.out_channels >= 64
         && c.channels % LANES == 0
         && c.out_channels % LANES == 0
 }
@@ -139,7 +139,11 @@ pub(crate) unsafe fn run(wide: bool, c: &Conv2d, x: *const f32, wp: *const f32, 
     let packed = p.packed_len(PANEL);
     let plane_in = h * wd * LANES;
     let plane_out = plane_in;
-    let (v_len, m_len) = (blocks_in * tiles * LANES, blocks_out * tiles * LANES);
+    // Each position's tiles 4 lines past a multiple of 4 KiB from the previous one's: a tile's
+    // 16 positions are written (and read) together, and at strides of whole pages they would
+    // all fall into the same few L1 sets.
+    let stride = |len: usize| len.next_multiple_of(1024) + 4 * LANES;
+    let (v_len, m_len) = (stride(blocks_in * tiles * LANES), stride(blocks_out * tiles * LANES));
     crate::scratch::with(&PADDED, blocks_in * rows * cols * LANES, |pad| {
         crate::scratch::with(&TILES, POSITIONS * v_len, |v| {
             crate::scratch::with(&PRODUCTS, POSITIONS * m_len, |m| {
@@ -223,8 +227,29 @@ unsafe fn transform_input(wide: bool, padded: *const f32, cols: usize, tiles_y: 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn transform_input_avx512(padded: *const f32, cols: usize, tiles_y: usize, tiles_x: usize, v: *mut f32, stride: usize) {
+    use std::arch::x86_64::*;
     // SAFETY: by the caller's contract.
-    unsafe { transform_input_any(padded, cols, tiles_y, tiles_x, v, stride) }
+    unsafe {
+        for ty in 0..tiles_y {
+            for tx in 0..tiles_x {
+                let at = |i: usize, j: usize| _mm512_loadu_ps(padded.add(((2 * ty + i) * cols + 2 * tx + j) * LANES));
+                let tile = (ty * tiles_x + tx) * LANES;
+                // Column j of Bᵀ d, then its row ξ times B.
+                let mut cols4 = [[_mm512_setzero_ps(); 4]; 4];
+                for (j, c) in cols4.iter_mut().enumerate() {
+                    let (d0, d1, d2, d3) = (at(0, j), at(1, j), at(2, j), at(3, j));
+                    *c = [_mm512_sub_ps(d0, d2), _mm512_add_ps(d1, d2), _mm512_sub_ps(d2, d1), _mm512_sub_ps(d1, d3)];
+                }
+                for xi in 0..4 {
+                    let (r0, r1, r2, r3) = (cols4[0][xi], cols4[1][xi], cols4[2][xi], cols4[3][xi]);
+                    let out = [_mm512_sub_ps(r0, r2), _mm512_add_ps(r1, r2), _mm512_sub_ps(r2, r1), _mm512_sub_ps(r1, r3)];
+                    for (nu, &o) in out.iter().enumerate() {
+                        _mm512_storeu_ps(v.add((xi * 4 + nu) * stride + tile), o);
+                    }
+                }
+            }
+        }
+    }
 }
 
 type Vector = [f32; LANES];
@@ -287,8 +312,36 @@ unsafe fn transform_output(wide: bool, c: &Conv2d, m: *const f32, stride: usize,
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn transform_output_avx512(c: &Conv2d, m: *const f32, stride: usize, tiles_y: usize, tiles_x: usize, bias: &Vector, z: *const f32, y: *mut f32) {
+    use std::arch::x86_64::*;
+    let ow = 2 * tiles_x;
     // SAFETY: by the caller's contract.
-    unsafe { transform_output_any(c, m, stride, tiles_y, tiles_x, bias, z, y) }
+    unsafe {
+        let b = _mm512_loadu_ps(bias.as_ptr());
+        for ty in 0..tiles_y {
+            for tx in 0..tiles_x {
+                let tile = (ty * tiles_x + tx) * LANES;
+                let p = |xi: usize, nu: usize| _mm512_loadu_ps(m.add((xi * 4 + nu) * stride + tile));
+                // Column ν of Aᵀ M, then its row i times A.
+                let mut cols2 = [[_mm512_setzero_ps(); 2]; 4];
+                for (nu, c) in cols2.iter_mut().enumerate() {
+                    let (m0, m1, m2, m3) = (p(0, nu), p(1, nu), p(2, nu), p(3, nu));
+                    *c = [_mm512_add_ps(_mm512_add_ps(m0, m1), m2), _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3)];
+                }
+                for i in 0..2 {
+                    let (r0, r1, r2, r3) = (cols2[0][i], cols2[1][i], cols2[2][i], cols2[3][i]);
+                    let out = [_mm512_add_ps(_mm512_add_ps(r0, r1), r2), _mm512_sub_ps(_mm512_sub_ps(r1, r2), r3)];
+                    for (j, &o) in out.iter().enumerate() {
+                        let at = ((2 * ty + i) * ow + 2 * tx + j) * LANES;
+                        let mut s = _mm512_add_ps(o, b);
+                        if !z.is_null() {
+                            s = _mm512_add_ps(s, _mm512_loadu_ps(z.add(at)));
+                        }
+                        _mm512_storeu_ps(y.add(at), super::activate(s, c.act));
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[inline(always)]
