@@ -108,11 +108,19 @@ pub(crate) unsafe fn run<S: Simd>(g: &Gemv, scratch: &mut [f32]) {
 #[inline(always)]
 unsafe fn put(g: &Gemv, i: usize, s: f32) {
     // SAFETY: `y[i]` is in bounds by the caller's contract.
-    unsafe {
-        let p = g.y.offset(i as isize * g.y_stride);
-        let s = g.up.alpha * s;
-        p.write_unaligned(if g.up.beta == 0.0 { s } else { p.read_unaligned() * g.up.beta + s });
-    }
+    unsafe { update(g.y.offset(i as isize * g.y_stride), g.up, s) }
+}
+
+/// Writes `alpha·s + beta·*p` (`*p` not read when `beta == 0`).
+///
+/// # Safety
+///
+/// `p` is readable and writable.
+#[inline(always)]
+unsafe fn update(p: *mut f32, up: Update, s: f32) {
+    let s = up.alpha * s;
+    // SAFETY: by the caller's contract.
+    unsafe { p.write_unaligned(if up.beta == 0.0 { s } else { p.read_unaligned() * up.beta + s }) }
 }
 
 /// Rows `i..i+R` in the dot form (`x` contiguous), `U` vectors of partial sums per row.
@@ -296,9 +304,5 @@ unsafe fn panels_v<S: Simd, const V: usize>(g: &PackedGemv, panels: Range<usize>
 #[inline(always)]
 unsafe fn put_packed(g: &PackedGemv, j: usize, s: f32) {
     // SAFETY: `y[j]` is in bounds by the caller's contract.
-    unsafe {
-        let p = g.y.add(j);
-        let s = g.up.alpha * s;
-        p.write(if g.up.beta == 0.0 { s } else { p.read() * g.up.beta + s });
-    }
+    unsafe { update(g.y.add(j), g.up, s) }
 }

@@ -108,11 +108,11 @@ pub fn y_len(c: &Conv2d) -> usize {
 
 /// The padded image a convolution reads: `rows × cols` pixels, the input at `(top, left)`.
 #[derive(Clone, Copy, Debug)]
-struct Padded {
-    rows: usize,
-    cols: usize,
-    top: usize,
-    left: usize,
+pub(super) struct Padded {
+    pub rows: usize,
+    pub cols: usize,
+    pub top: usize,
+    pub left: usize,
 }
 
 impl Padded {
@@ -291,7 +291,7 @@ unsafe fn strided_1x1(wide: bool, c: &Conv2d, x: *const f32, wp: *const f32, bia
 /// # Safety
 ///
 /// `src` holds the block, `dst` the padded one.
-unsafe fn pad_block(c: &Conv2d, pad: Padded, lanes: usize, src: *const f32, dst: *mut f32) {
+pub(super) unsafe fn pad_block(c: &Conv2d, pad: Padded, lanes: usize, src: *const f32, dst: *mut f32) {
     let (h, w) = (c.win.h, c.win.w);
     // SAFETY: by the caller's contract, every row written is inside the padded block.
     unsafe {

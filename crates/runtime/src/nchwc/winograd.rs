@@ -157,7 +157,7 @@ pub(crate) unsafe fn run(wide: bool, c: &Conv2d, x: *const f32, wp: *const f32, 
                             // position's tiles, one task each.
                             unsafe {
                                 let padded = pad.add(b * rows * cols * LANES);
-                                pad_block(src.add(b * plane_in), h, wd, padded);
+                                super::conv::pad_block(c, super::conv::Padded { rows, cols, top: 1, left: 1 }, LANES, src.add(b * plane_in), padded);
                                 transform_input(wide, padded, cols, tiles_y, tiles_x, v.add(b * tiles * LANES), v_len);
                             }
                         }
@@ -186,26 +186,6 @@ pub(crate) unsafe fn run(wide: bool, c: &Conv2d, x: *const f32, wp: *const f32, 
             })
         })
     })
-}
-
-/// Copies one block of `h × w` pixels into its `(h + 2) × (w + 2)` image, zeros around it.
-///
-/// # Safety
-///
-/// `src` holds the block, `dst` the padded one.
-unsafe fn pad_block(src: *const f32, h: usize, w: usize, dst: *mut f32) {
-    let cols = w + 2;
-    // SAFETY: by the caller's contract.
-    unsafe {
-        std::ptr::write_bytes(dst, 0, cols * LANES);
-        std::ptr::write_bytes(dst.add((h + 1) * cols * LANES), 0, cols * LANES);
-        for r in 0..h {
-            let row = dst.add((r + 1) * cols * LANES);
-            std::ptr::write_bytes(row, 0, LANES);
-            std::ptr::copy_nonoverlapping(src.add(r * w * LANES), row.add(LANES), w * LANES);
-            std::ptr::write_bytes(row.add((w + 1) * LANES), 0, LANES);
-        }
-    }
 }
 
 /// One block's input tiles `V = Bᵀ d B` from its padded image (`cols` pixels a row) to
