@@ -15,7 +15,7 @@ pub struct KilnEngine {
 impl KilnEngine {
     pub fn load(setup: &Setup) -> Result<KilnEngine> {
         let model = Model::load(setup.model)?;
-        let compiled = model.compile(&CompileOptions { threads: setup.threads, ..CompileOptions::default() })?;
+        let compiled = model.compile(&CompileOptions { threads: setup.threads, ..CompileOptions::from_env() })?;
         let inputs = setup
             .specs
             .iter()

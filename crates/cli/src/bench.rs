@@ -11,7 +11,7 @@ use crate::run::gather_inputs;
 pub fn bench(model_path: &Path, threads: Option<usize>, callers: usize, iters: usize, idle_ms: u64, kernels: Option<usize>) -> Result<()> {
     let start = Instant::now();
     let model = Model::load(model_path).with_context(|| format!("cannot import {}", model_path.display()))?;
-    let mut options = CompileOptions::default();
+    let mut options = CompileOptions::from_env();
     if let Some(t) = threads {
         options.threads = t.max(1);
     }

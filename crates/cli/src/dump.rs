@@ -1,10 +1,12 @@
-//! `kiln dump`: the IR after each stage.
+//! `kiln dump`: what the pipeline holds after a stage. It runs `kiln::Pipeline::run`, the
+//! function compiling runs, and prints what it stopped with.
 
 use std::path::Path;
 
 use anyhow::{Context, Result, anyhow};
+use kiln::{Bindings, CompileOptions, Stage, Target};
 
-use crate::{Stage, join};
+use crate::join;
 
 /// Reads a graph from an ONNX model or from the tensor-IR text form, by file extension.
 fn load_tir(path: &Path) -> Result<kiln_tir::Graph> {
@@ -21,70 +23,74 @@ fn load_tir(path: &Path) -> Result<kiln_tir::Graph> {
     }
 }
 
-/// What `kiln dump` prints besides the IR, and whether the optimizer runs.
+/// What `kiln dump` prints besides the IR, and what it compiles for.
 pub struct Options {
-    /// Optimizer statistics (stage `opt`).
+    /// Optimizer statistics (stage `optimize`).
     pub stats: bool,
-    /// Provenance comments (stage `opt`).
+    /// Provenance comments (stage `optimize`).
     pub explain: bool,
-    /// Run the optimizer before lowering.
+    /// Run the optimizer.
     pub optimize: bool,
-    /// The parallel-loop analysis (stage `loops`).
+    /// The parallel-loop analysis (stages `lower` and `schedule`).
     pub parallel: bool,
+    /// The target (default: this machine).
+    pub target: Option<Target>,
 }
 
-pub fn dump(
-    file: &Path,
-    stage: Stage,
-    bindings: &[(String, u64)],
-    options: &Options,
-) -> Result<()> {
-    let mut graph = load_tir(file)?;
-    if !bindings.is_empty() {
-        let refs: Vec<(&str, u64)> = bindings.iter().map(|(s, n)| (s.as_str(), *n)).collect();
-        kiln_tir::infer::bind_symbols(&mut graph, &refs)
-            .map_err(|errs| anyhow!("binding symbols:\n{}", join(&errs)))?;
+pub fn dump(file: &Path, stage: Stage, symbols: &[(String, u64)], shapes: &[(String, Vec<u64>)], options: &Options) -> Result<()> {
+    let graph = load_tir(file)?;
+    let mut bindings = Bindings { symbols: symbols.to_vec(), ..Bindings::default() };
+    for (name, dims) in shapes {
+        let index = graph
+            .inputs()
+            .iter()
+            .position(|&v| graph.value(v).name == *name)
+            .ok_or_else(|| anyhow!("--input-shape {name}=...: the model has no input named \"{name}\""))?;
+        bindings.input_shapes.push((index, dims.clone()));
     }
-    if let Stage::Tir = stage {
-        print!("{}", kiln_tir::text::print(&graph));
-        return Ok(());
+    let mut compile = CompileOptions::from_env();
+    if !options.optimize {
+        compile.optimizer = None;
     }
-    if options.optimize || matches!(stage, Stage::Opt) {
-        let opt = kiln_passes::optimize(&graph, &kiln_passes::Limits::from_env())?;
-        if let Stage::Opt = stage {
-            if options.stats {
-                print!("{}", kiln_passes::stats_text(&opt.stats));
-            }
-            if options.explain {
-                print!("{}", kiln_passes::explain_text(&opt));
-            } else {
-                print!("{}", kiln_tir::text::print(&opt.graph));
-            }
-            return Ok(());
-        }
-        graph = opt.graph;
+    if let Some(target) = &options.target {
+        compile.target = target.clone();
     }
-    let mut program = kiln_loops::lower::lower(&graph)?;
-    let compile = kiln::CompileOptions::default();
-    if compile.prepack {
-        // As compiling does: the dump shows the program that runs here.
-        if compile.nchwc && kiln_loops::nchwc::pays_here() {
-            kiln_loops::nchwc::blocked(&mut program);
-        }
-        kiln_loops::prepack::prepack(&mut program, kiln_loops::prepack::Layouts::detected());
-    }
+    let pipeline = compile.pipeline();
+    // Machine code has no text form of its own: the CLIF it is made from is printed instead.
+    let stop = if stage == Stage::Codegen { Stage::Plan } else { stage };
+    let out = pipeline.run(&graph, &bindings, stop)?;
     match stage {
-        Stage::Tir | Stage::Opt => unreachable!("printed above"),
-        Stage::Loops => {
-            print!("{}", kiln_loops::text::print(&program));
+        Stage::Import | Stage::Bind => print!("{}", kiln_tir::text::print(&out.graph)),
+        Stage::Optimize => match &out.optimized {
+            Some(opt) => {
+                if options.stats {
+                    print!("{}", kiln_passes::stats_text(&opt.stats));
+                }
+                if options.explain {
+                    print!("{}", kiln_passes::explain_text(opt));
+                } else {
+                    print!("{}", kiln_tir::text::print(&opt.graph));
+                }
+            }
+            None => print!("{}", kiln_tir::text::print(&out.graph)),
+        },
+        Stage::Lower | Stage::Schedule => {
+            let program = out.program.as_ref().context("the pipeline stopped before lowering")?;
+            print!("{}", kiln_loops::text::print(program));
             if options.parallel {
-                for line in kiln_loops::parallel::report(&program).lines() {
+                for line in kiln_loops::parallel::report(program).lines() {
                     println!("// {line}");
                 }
             }
         }
-        Stage::Plan => print!("{}", kiln_loops::plan::plan(&program).print(&program)),
-        Stage::Clif => print!("{}", kiln_codegen::clif_text(&program)?),
+        Stage::Plan => {
+            let (program, plan) = out.program.as_ref().zip(out.plan.as_ref()).context("the pipeline stopped before planning")?;
+            print!("{}", plan.print(program));
+        }
+        Stage::Codegen => {
+            let program = out.program.as_ref().context("the pipeline stopped before planning")?;
+            print!("{}", kiln_codegen::clif_text(program, pipeline.target(), &pipeline.codegen_options())?);
+        }
     }
     Ok(())
 }

@@ -28,24 +28,32 @@ enum Command {
     Dump {
         /// An .onnx model or a .tir text file.
         file: PathBuf,
-        /// The stage whose IR to print.
-        #[arg(long, value_enum, default_value_t = Stage::Tir)]
-        stage: Stage,
+        /// The stage after which to print what the pipeline holds (default: `import`, or
+        /// `bind` when something is bound).
+        #[arg(long, value_enum)]
+        stage: Option<DumpStage>,
         /// Bind a symbolic dim to a size first, e.g. `--bind batch=1`; repeatable.
         #[arg(long = "bind", value_name = "SYM=N")]
         bindings: Vec<String>,
-        /// With `--stage opt`: print the optimizer's stop reason, times and per-rule counts
+        /// Bind an input's shape, e.g. `--input-shape x=1,3,224,224`; repeatable.
+        #[arg(long = "input-shape", value_name = "NAME=DIMS")]
+        input_shapes: Vec<String>,
+        /// Compile for this target instead of this machine, e.g.
+        /// `"x86_64-unknown-linux-gnu +avx2 +fma"` (stages up to `plan`).
+        #[arg(long)]
+        target: Option<String>,
+        /// With `--stage optimize`: print the optimizer's stop reason, times and per-rule counts
         /// (as `//` comments above the IR).
         #[arg(long)]
         stats: bool,
-        /// With `--stage opt`: above each op, the input nodes it computes and the rules that
+        /// With `--stage optimize`: above each op, the input nodes it computes and the rules that
         /// built it.
         #[arg(long)]
         explain: bool,
-        /// Lower the imported IR without optimizing it (stages after `opt`).
+        /// Lower the bound IR without optimizing it.
         #[arg(long)]
         no_opt: bool,
-        /// With `--stage loops`: after the IR, which top-level loops run their iterations in
+        /// With `--stage lower` or `schedule`: after the IR, which top-level loops run their iterations in
         /// parallel and why the others do not (as `//` comments).
         #[arg(long)]
         parallel: bool,
@@ -105,19 +113,41 @@ enum Command {
     },
 }
 
-/// Pipeline stages `kiln dump` can print.
+/// Pipeline stages `kiln dump` can print (`kiln::Stage`); the older names are aliases.
 #[derive(Clone, Copy, ValueEnum)]
-enum Stage {
+enum DumpStage {
     /// The typed tensor IR straight from the importer.
-    Tir,
+    #[value(alias = "tir")]
+    Import,
+    /// The tensor IR with input shapes and symbols bound, shape computations folded.
+    Bind,
     /// The tensor IR after the egg optimizer (folding, casts, algebra, layout, fusion).
-    Opt,
-    /// The loop IR after lowering.
-    Loops,
+    #[value(alias = "opt")]
+    Optimize,
+    /// The loop IR after lowering, before the target's rewrites.
+    Lower,
+    /// The loop IR that is compiled: blocked layouts and packed weights for the target.
+    #[value(alias = "loops")]
+    Schedule,
     /// The memory plan: each buffer's place, size and lifetime.
     Plan,
     /// The Cranelift IR of every kernel.
-    Clif,
+    #[value(alias = "clif")]
+    Codegen,
+}
+
+impl From<DumpStage> for kiln::Stage {
+    fn from(s: DumpStage) -> kiln::Stage {
+        match s {
+            DumpStage::Import => kiln::Stage::Import,
+            DumpStage::Bind => kiln::Stage::Bind,
+            DumpStage::Optimize => kiln::Stage::Optimize,
+            DumpStage::Lower => kiln::Stage::Lower,
+            DumpStage::Schedule => kiln::Stage::Schedule,
+            DumpStage::Plan => kiln::Stage::Plan,
+            DumpStage::Codegen => kiln::Stage::Codegen,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -136,18 +166,19 @@ fn run(cli: Cli) -> Result<ExitCode> {
             file,
             stage,
             bindings,
+            input_shapes,
+            target,
             stats,
             explain,
             no_opt,
             parallel,
         } => {
-            let options = dump::Options {
-                stats,
-                explain,
-                optimize: !no_opt,
-                parallel,
-            };
-            dump::dump(&file, stage, &parse_bindings(&bindings)?, &options)
+            let target = target.map(|t| t.parse::<kiln::Target>().map_err(|e| anyhow::anyhow!("--target {t}: {e}"))).transpose()?;
+            let options = dump::Options { stats, explain, optimize: !no_opt, parallel, target };
+            let shapes = input_shapes.iter().map(|s| parse_input_shape(s)).collect::<Result<Vec<_>>>()?;
+            let bound = !bindings.is_empty() || !shapes.is_empty();
+            let stage = stage.map_or(if bound { kiln::Stage::Bind } else { kiln::Stage::Import }, Into::into);
+            dump::dump(&file, stage, &parse_bindings(&bindings)?, &shapes, &options)
                 .map(|()| ExitCode::SUCCESS)
         }
         Command::Run {
@@ -188,6 +219,19 @@ fn parse_bindings(list: &[String]) -> Result<Vec<(String, u64)>> {
             Ok((sym.to_string(), n))
         })
         .collect()
+}
+
+/// `NAME=D0,D1,...` (an empty list for a scalar).
+fn parse_input_shape(text: &str) -> Result<(String, Vec<u64>)> {
+    let Some((name, dims)) = text.split_once('=') else {
+        bail!("--input-shape {text}: expected NAME=DIMS")
+    };
+    let dims = dims
+        .split(',')
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| d.trim().parse::<u64>().with_context(|| format!("--input-shape {text}: `{d}` is not a size")))
+        .collect::<Result<Vec<u64>>>()?;
+    Ok((name.to_string(), dims))
 }
 
 /// Joins error lists one per line.

@@ -70,7 +70,7 @@ fn read_tensor(path: &Path) -> Result<Tensor> {
 pub fn run(model_path: &Path, given: &[String], random: bool, seed: u64, out_dir: &Path) -> Result<()> {
     let model = Model::load(model_path).with_context(|| format!("cannot import {}", model_path.display()))?;
     let inputs = gather_inputs(&model, given, random, seed)?;
-    let compiled = model.compile(&CompileOptions::default())?;
+    let compiled = model.compile(&CompileOptions::from_env())?;
     let outputs = compiled.run(&inputs)?;
     std::fs::create_dir_all(out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
     let g = model.graph();

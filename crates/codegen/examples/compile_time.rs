@@ -20,10 +20,10 @@ fn main() {
     let out = f32_buffer(&mut p, n, BufferKind::Output(0));
     for j in 0..150 {
         let mut k = Kernel::new(format!("fma_{j}"));
-        let st = kiln_loops::build::strides(&dims);
+        let st = kiln_loops::builder::strides(&dims);
         k.body = k.nest(&dims, |_, i| {
-            let flat = kiln_loops::build::linear(i, &st);
-            let bi = kiln_loops::build::broadcast_index(i, &[16, 1, 1]);
+            let flat = kiln_loops::builder::linear(i, &st);
+            let bi = kiln_loops::builder::broadcast_index(i, &[16, 1, 1]);
             let v = Expr::load(a, flat.clone()).bin(BinOp::Mul, Expr::load(b, bi)).bin(BinOp::Add, Expr::load(c, flat.clone()));
             vec![Stmt::Store { buf: out, index: flat, value: v }]
         });

@@ -7,7 +7,8 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::default_libcall_names;
 use kiln_loops::Program;
 
-use crate::module::{host_isa, translate};
+use crate::module::{target_isa, translate};
+use kiln_target::{Runtime, Target};
 use crate::{CodegenError, CodegenOptions};
 
 /// A compiled kernel or entry function: `(table) -> status`.
@@ -48,22 +49,27 @@ unsafe impl Send for JitProgram {}
 // SAFETY: as for `Send`: shared access only calls immutable, reentrant code.
 unsafe impl Sync for JitProgram {}
 
-/// A JIT module for the host, with every runtime symbol registered.
-pub(crate) fn new_module() -> Result<JITModule, CodegenError> {
-    let mut builder = JITBuilder::with_isa(host_isa(false)?, default_libcall_names());
+/// A JIT module for `target`, which must be this process's machine with its runtime, with every
+/// runtime symbol registered.
+pub(crate) fn new_module(target: &Target) -> Result<JITModule, CodegenError> {
+    if target.runtime != Runtime::Jit || target.triple.architecture != kiln_target::Triple::host().architecture {
+        return Err(CodegenError::Isa(format!("{target}: JIT code runs in this process, whose target is {}", Target::host())));
+    }
+    let mut builder = JITBuilder::with_isa(target_isa(target, false)?, default_libcall_names());
     builder.symbols(kiln_runtime::symbols());
     Ok(JITModule::new(builder))
 }
 
-/// Compiles `program` to machine code in this process, with the default [`CodegenOptions`].
+/// Compiles `program` to machine code for this process's machine ([`Target::host`]), with the
+/// default [`CodegenOptions`].
 pub fn compile_jit(program: &Program) -> Result<JitProgram, CodegenError> {
-    compile_jit_with(program, &CodegenOptions::default())
+    compile_jit_with(program, &Target::host(), &CodegenOptions::default())
 }
 
 /// Compiles `program` to machine code in this process.
-pub fn compile_jit_with(program: &Program, options: &CodegenOptions) -> Result<JitProgram, CodegenError> {
+pub fn compile_jit_with(program: &Program, target: &Target, options: &CodegenOptions) -> Result<JitProgram, CodegenError> {
     let start = Instant::now();
-    let mut module = new_module()?;
+    let mut module = new_module(target)?;
     let translated = translate(&mut module, program, options, &mut |module, id, _, ctx| {
         module.define_function(id, ctx).map_err(|e| CodegenError::Cranelift { kernel: String::new(), message: format!("{e:?}") })
     });

@@ -1,5 +1,5 @@
 //! Translation of a whole program through the [`Module`] trait: kernel functions, the entry
-//! function, and the host ISA. Whatever module is passed (JIT now, object files later) gets
+//! function, and the target's ISA. Whatever module is passed (JIT now, object files later) gets
 //! the same functions.
 
 use std::time::Instant;
@@ -11,6 +11,7 @@ use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_module::{FuncId, Linkage, Module};
 use kiln_loops::Program;
+use kiln_target::{Feature, Target};
 
 use crate::jit::KernelStats;
 use crate::kernel::{loops_to_split, outlined_signature, translate_kernel, translate_outlined};
@@ -19,10 +20,11 @@ use crate::{CodegenError, CodegenOptions};
 /// The exported symbol of the function that runs every kernel in order.
 pub const ENTRY_SYMBOL: &str = "kiln_entry";
 
-/// The ISA of this machine (every CPU feature it has), optimizing for speed. `pic` selects
-/// position-independent code (object files) or absolute addressing (the JIT).
-pub(crate) fn host_isa(pic: bool) -> Result<OwnedTargetIsa, CodegenError> {
-    let isa_err = |e: &dyn std::fmt::Display| CodegenError::Isa(e.to_string());
+/// The Cranelift ISA for `target`, optimizing for speed, with exactly the target's CPU features
+/// (Cranelift's `has_*` settings). `pic` selects position-independent code (object files) or
+/// absolute addressing (the JIT).
+pub(crate) fn target_isa(target: &Target, pic: bool) -> Result<OwnedTargetIsa, CodegenError> {
+    let isa_err = |e: &dyn std::fmt::Display| CodegenError::Isa(format!("{target}: {e}"));
     let mut flags = settings::builder();
     flags.set("opt_level", "speed").map_err(|e| isa_err(&e))?;
     flags.set("is_pic", if pic { "true" } else { "false" }).map_err(|e| isa_err(&e))?;
@@ -30,7 +32,13 @@ pub(crate) fn host_isa(pic: bool) -> Result<OwnedTargetIsa, CodegenError> {
     flags.set("use_colocated_libcalls", "false").map_err(|e| isa_err(&e))?;
     // The IR verifier costs compile time; debug builds (and so the tests) keep it on.
     flags.set("enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" }).map_err(|e| isa_err(&e))?;
-    let builder = cranelift_native::builder().map_err(|e| isa_err(&e))?;
+    let mut builder = cranelift_codegen::isa::lookup(target.triple.clone()).map_err(|e| isa_err(&e))?;
+    for feature in target.features.iter() {
+        // Features Cranelift has no setting for only steer kiln's own choices (runtime kernels).
+        if !matches!(feature, Feature::Avx512bw | Feature::Neon) {
+            builder.enable(&format!("has_{}", feature.name())).map_err(|e| isa_err(&e))?;
+        }
+    }
     builder.finish(settings::Flags::new(flags)).map_err(|e| isa_err(&e))
 }
 
@@ -143,10 +151,10 @@ pub(crate) fn translate(module: &mut dyn Module, program: &Program, options: &Co
 /// The CLIF of every function of `program` as generated, before Cranelift optimizes it (for
 /// `kiln dump --stage clif`). Each function is preceded by a comment naming its kernel (and,
 /// for an outlined loop, its statement).
-pub fn clif_text(program: &Program) -> Result<String, CodegenError> {
-    let mut module = crate::jit::new_module()?;
+pub fn clif_text(program: &Program, target: &Target, options: &CodegenOptions) -> Result<String, CodegenError> {
+    let mut module = crate::jit::new_module(target)?;
     let mut out = String::new();
-    translate(&mut module, program, &CodegenOptions::default(), &mut |_, _, label, ctx| {
+    translate(&mut module, program, options, &mut |_, _, label, ctx| {
         out.push_str(&format!("; {label}\n{}\n", ctx.func.display()));
         Ok(())
     })?;

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use kiln_codegen::{compile_jit, CodegenError};
 use kiln_loops::interp::{self, InterpError};
-use kiln_loops::lower::{lower, LowerError};
+use kiln_lower::{lower, LowerError};
 use kiln_loops::{BufferKind, ElemType, Program, ScalarType};
 use kiln_onnx::import::import_path;
 use kiln_testkit::{compare, node_cases, read_case, Case};

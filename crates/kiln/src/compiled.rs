@@ -5,11 +5,12 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use kiln_codegen::JitProgram;
-use kiln_loops::plan::MemoryPlan;
+use kiln_schedule::plan::MemoryPlan;
 use kiln_loops::{BufferKind, Program};
 use kiln_runtime::pool::Pool;
 use kiln_tir::{DType, Graph, Tensor, TensorData};
 
+use crate::pipeline::{Bindings, Pipeline, Stage};
 use crate::{CompileOptions, Error, Result};
 
 /// A model ready to run: `Send + Sync`, reentrant.
@@ -19,12 +20,8 @@ pub struct CompiledModel {
     specs: Mutex<HashMap<Key, Arc<Specialization>>>,
     /// For each set of input shapes, the inputs whose values the compiled code depends on.
     value_inputs: Mutex<HashMap<Vec<Vec<u64>>, Vec<usize>>>,
-    /// The optimizer's bounds; `None` when it is off.
-    optimizer: Option<kiln_passes::Limits>,
-    /// Whether constant matrices of products are packed at compile time.
-    prepack: bool,
-    /// Whether convolution chains take the blocked layout (with `prepack`, on AVX-512).
-    nchwc: bool,
+    /// The stages every specialization is compiled through.
+    pipeline: Pipeline,
     /// The intra-op threads every run enters.
     pool: Pool,
 }
@@ -56,12 +53,12 @@ pub struct Specialization {
 }
 
 /// Scratch memory for one run: a page-aligned mapping of its own, in huge pages where the
-/// kernel gives them (`kiln_loops::plan::map_anon`), faulted in by the first run.
+/// kernel gives them (`kiln_runtime::memory::map_anon`), faulted in by the first run.
 struct Arena(memmap2::MmapMut);
 
 impl Arena {
     fn new(bytes: u64) -> Result<Arena> {
-        let mapped = usize::try_from(bytes).map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory)).and_then(|len| kiln_loops::plan::map_anon(len, false, true));
+        let mapped = usize::try_from(bytes).map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory)).and_then(|len| kiln_runtime::memory::map_anon(len, false, true));
         mapped.map(Arena).map_err(|e| Error::Run(format!("cannot map the {bytes}-byte arena: {e}")))
     }
 
@@ -89,9 +86,7 @@ impl CompiledModel {
             inputs,
             specs: Mutex::new(HashMap::new()),
             value_inputs: Mutex::new(HashMap::new()),
-            optimizer: options.optimizer.clone(),
-            prepack: options.prepack,
-            nchwc: options.nchwc,
+            pipeline: options.pipeline(),
             pool: Pool::new(options.threads).map_err(|source| Error::Threads {
                 threads: options.threads,
                 source,
@@ -136,8 +131,7 @@ impl CompiledModel {
         if let Some(v) = memo.get(shapes) {
             return Ok(v.clone());
         }
-        let g = bind_shapes(&self.graph, shapes)?;
-        let chosen = kiln_tir::infer::shape_deciding_inputs(&g);
+        let chosen = crate::pipeline::shape_deciding_inputs(&self.graph, shapes)?;
         memo.insert(shapes.to_vec(), chosen.clone());
         Ok(chosen)
     }
@@ -162,15 +156,7 @@ impl CompiledModel {
         }
         // In the pool, so compile-time work that splits (packing weights) uses its threads.
         let spec = Arc::new(self.pool.enter(|| {
-            Specialization::compile(
-                &self.graph,
-                shapes,
-                values,
-                self.optimizer.as_ref(),
-                self.prepack,
-                self.nchwc,
-                self.pool.threads(),
-            )
+            Specialization::compile(&self.pipeline, &self.graph, shapes, values)
         })?);
         specs.insert(key, spec.clone());
         Ok(spec)
@@ -306,59 +292,17 @@ fn check_input(spec: &InputSpec, t: &Tensor) -> Result<()> {
 }
 
 impl Specialization {
-    fn compile(
-        graph: &Graph,
-        shapes: &[Vec<u64>],
-        values: &[(usize, Tensor)],
-        optimizer: Option<&kiln_passes::Limits>,
-        prepack: bool,
-        nchwc: bool,
-        threads: usize,
-    ) -> Result<Specialization> {
-        let mut g = bind_shapes(graph, shapes)?;
-        if !values.is_empty() {
-            kiln_tir::infer::substitute_input_values(&mut g, values)
-                .map_err(|errs| Error::Bind(join(&errs)))?;
-        }
-        if !values.is_empty() || graph.values.iter().any(|v| v.ty.known_dims().is_none()) {
-            // Shapes computed from what was just bound become constants, then types settle.
-            kiln_eval::fold::fold_graph(&mut g);
-            kiln_tir::infer::infer_graph(&mut g).map_err(|errs| Error::Bind(join(&errs)))?;
-        }
-        let mut opt_stats = None;
-        if let Some(limits) = optimizer {
-            let opt = kiln_passes::optimize(&g, limits)?;
-            g = opt.graph;
-            opt_stats = Some(opt.stats);
-        }
-        let mut program = kiln_loops::lower::lower(&g)?;
-        // The code runs in this process: its kernel's panel layout is known. The calls are
-        // rewritten first; the matrices are packed while the code compiles when there is a
-        // second thread (the two are independent).
-        // Convolution chains in the blocked layout first, whose weights `prepack` then packs.
-        if prepack && nchwc && kiln_loops::nchwc::pays_here() {
-            kiln_loops::nchwc::blocked(&mut program);
-        }
-        let deferred = if prepack { kiln_loops::prepack::prepack_deferred(&mut program, kiln_loops::prepack::Layouts::detected()) } else { None };
-        let plan = kiln_loops::plan::plan(&program);
-        // Loops split over threads only pay with more than one.
-        let codegen = kiln_codegen::CodegenOptions { parallel_loops: threads > 1 };
-        let (jit, packed) = match &deferred {
-            Some(d) if threads > 1 => std::thread::scope(|s| {
-                let packing = s.spawn(|| d.pack());
-                let jit = kiln_codegen::compile_jit_with(&program, &codegen);
-                (jit, packing.join().ok().flatten())
-            }),
-            Some(d) => (kiln_codegen::compile_jit_with(&program, &codegen), d.pack()),
-            None => (kiln_codegen::compile_jit_with(&program, &codegen), None),
+    fn compile(pipeline: &Pipeline, graph: &Graph, shapes: &[Vec<u64>], values: &[(usize, Tensor)]) -> Result<Specialization> {
+        let bindings = Bindings {
+            symbols: Vec::new(),
+            input_shapes: shapes.iter().cloned().enumerate().collect(),
+            input_values: values.to_vec(),
         };
-        let jit = jit?;
-        match (deferred, packed) {
-            (Some(d), Some(data)) => d.install(&mut program, data),
-            // No memory for the packed copies: the program as it was, compiled again.
-            (Some(_), None) => return Specialization::compile(graph, shapes, values, optimizer, false, false, threads),
-            (None, _) => {}
-        }
+        let compiled = pipeline.run(graph, &bindings, Stage::Codegen)?;
+        let (Some(program), Some(plan), Some(jit)) = (compiled.program, compiled.plan, compiled.jit) else {
+            return Err(Error::Internal("the pipeline stopped before code generation".into()));
+        };
+        let g = &compiled.graph;
         let outputs = g
             .outputs()
             .iter()
@@ -379,7 +323,7 @@ impl Specialization {
             outputs,
             const_addrs,
             arenas: Mutex::new(Vec::new()),
-            opt_stats,
+            opt_stats: compiled.optimized.map(|o| o.stats),
         })
     }
 
@@ -467,22 +411,4 @@ impl Specialization {
             })
             .collect())
     }
-}
-
-/// `graph` with its inputs bound to `shapes` and every type re-inferred.
-fn bind_shapes(graph: &Graph, shapes: &[Vec<u64>]) -> Result<Graph> {
-    let mut g = graph.clone();
-    if g.inputs().iter().any(|&v| g.ty(v).known_dims().is_none()) {
-        let bind: Vec<(usize, Vec<u64>)> = shapes.iter().cloned().enumerate().collect();
-        kiln_tir::infer::bind_input_shapes(&mut g, &bind)
-            .map_err(|errs| Error::Bind(join(&errs)))?;
-    }
-    Ok(g)
-}
-
-fn join<T: std::fmt::Display>(errs: &[T]) -> String {
-    errs.iter()
-        .map(|e| e.to_string())
-        .collect::<Vec<_>>()
-        .join("; ")
 }

@@ -58,7 +58,7 @@ pub fn run_case(dir: &Path) -> Outcome {
         (Ok(i), Ok(o)) => (i, o),
         (Err(e), _) | (_, Err(e)) => return fail("data", e),
     };
-    let compiled = match model.compile(&CompileOptions::default()) {
+    let compiled = match model.compile(&CompileOptions::from_env()) {
         Ok(c) => c,
         Err(e) => return fail("compile", e),
     };

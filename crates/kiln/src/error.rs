@@ -16,7 +16,7 @@ pub enum Error {
     Optimize(#[from] kiln_passes::OptError),
     /// kiln cannot lower the model yet.
     #[error(transparent)]
-    Lower(#[from] kiln_loops::lower::LowerError),
+    Lower(#[from] kiln_lower::LowerError),
     /// Code generation failed.
     #[error(transparent)]
     Codegen(#[from] kiln_codegen::CodegenError),
@@ -57,6 +57,9 @@ pub enum Error {
         /// Why the operating system refused.
         source: std::io::Error,
     },
+    /// A kiln bug: an invariant between stages did not hold.
+    #[error("internal error (a kiln bug): {0}")]
+    Internal(String),
     /// The compiled code stopped with a run-time error (an index out of range, ...).
     #[error("run-time error: {0}")]
     Run(String),

@@ -19,6 +19,7 @@ mod compiled;
 pub mod conformance;
 mod error;
 pub mod npy;
+pub mod pipeline;
 
 use std::path::Path;
 
@@ -26,6 +27,8 @@ pub use array::{Element, tensor_from_array, tensor_to_array};
 pub use compiled::{CompiledModel, Specialization};
 pub use error::{Error, Result};
 pub use kiln_passes::{Limits, Stats as OptimizerStats};
+pub use kiln_target::Target;
+pub use pipeline::{Bindings, Pipeline, PipelineOptions, Stage};
 pub use kiln_tir::{DType, Tensor, TensorData};
 
 /// An imported model: verified tensor IR, not yet compiled.
@@ -34,51 +37,71 @@ pub struct Model {
     graph: kiln_tir::Graph,
 }
 
-/// Options for [`Model::compile`].
+/// Options for [`Model::compile`]. [`Default`] is a plain value (the host, the optimizer on,
+/// every core); [`CompileOptions::from_env`] is the one place the `KILN_*` variables are read.
 #[derive(Clone, Debug)]
 pub struct CompileOptions {
+    /// What the code is compiled for; JIT code must target this machine ([`Target::host`]).
+    pub target: Target,
     /// Concrete shapes for inputs, by name, compiled up front. Inputs with symbolic dims that
     /// are not listed are compiled when a run first sees them.
     pub input_shapes: Vec<(String, Vec<u64>)>,
-    /// The egg optimizer's bounds, or `None` to lower the imported IR as it is. The default
-    /// is on with [`Limits::from_env`]; `KILN_OPT=0` in the environment turns it off.
+    /// The egg optimizer's bounds, or `None` to lower the imported IR as it is.
     pub optimizer: Option<Limits>,
     /// Threads that each run uses: the calling thread and `threads − 1` pool workers, which
     /// split matrix products, convolutions and other large kernels (results do not depend on
-    /// the count). The default is the number of available cores; `KILN_THREADS` in the
-    /// environment overrides it. Concurrent runs share the pool: while one run has it, the
-    /// others compute on their own threads alone.
+    /// the count). Concurrent runs share the pool: while one run has it, the others compute on
+    /// their own threads alone.
     pub threads: usize,
-    /// Whether constant right-hand matrices of `f32` products are packed at compile time into
-    /// the panels this CPU's kernel reads (`kiln_loops::prepack`), so runs do not pack them. On
-    /// by default; `KILN_PREPACK=0` in the environment turns it off.
+    /// Whether constant weights of products and convolutions are packed at compile time into
+    /// the panels the target's kernels read (`kiln_schedule::prepack`), so runs do not pack them.
     pub prepack: bool,
     /// Whether chains of convolutions compute in the blocked channel layout NCHW16c
-    /// (`kiln_loops::nchwc`) when the code runs on a CPU with AVX-512 and `prepack` is on. On by
-    /// default; `KILN_NCHWC=0` in the environment turns it off.
+    /// (`kiln_schedule::nchwc`) when the target has AVX-512 and `prepack` is on.
     pub nchwc: bool,
 }
 
 impl Default for CompileOptions {
     fn default() -> Self {
-        let off = std::env::var("KILN_OPT").is_ok_and(|v| v.trim() == "0");
         CompileOptions {
+            target: Target::host(),
             input_shapes: Vec::new(),
-            optimizer: (!off).then(Limits::from_env),
-            threads: default_threads(),
-            prepack: !std::env::var("KILN_PREPACK").is_ok_and(|v| v.trim() == "0"),
-            nchwc: !std::env::var("KILN_NCHWC").is_ok_and(|v| v.trim() == "0"),
+            optimizer: Some(Limits::default()),
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            prepack: true,
+            nchwc: true,
         }
     }
 }
 
-/// `KILN_THREADS` when it is a positive number, else the available cores.
-fn default_threads() -> usize {
-    std::env::var("KILN_THREADS")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+impl CompileOptions {
+    /// The defaults, changed by the environment: `KILN_OPT=0` turns the optimizer off and
+    /// `KILN_OPT_NODES`, `KILN_OPT_ITERS`, `KILN_OPT_TIME_MS`, `KILN_OPT_FOLD` bound it
+    /// ([`Limits::from_env`]); `KILN_THREADS=N` sets the threads; `KILN_PREPACK=0` and
+    /// `KILN_NCHWC=0` turn packing and the blocked layout off.
+    pub fn from_env() -> CompileOptions {
+        let off = |var: &str| std::env::var(var).is_ok_and(|v| v.trim() == "0");
+        let defaults = CompileOptions::default();
+        CompileOptions {
+            optimizer: (!off("KILN_OPT")).then(Limits::from_env),
+            threads: std::env::var("KILN_THREADS")
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .filter(|&n| n > 0)
+                .unwrap_or(defaults.threads),
+            prepack: !off("KILN_PREPACK"),
+            nchwc: !off("KILN_NCHWC"),
+            ..defaults
+        }
+    }
+
+    /// The pipeline these options compile through.
+    pub fn pipeline(&self) -> Pipeline {
+        Pipeline::new(
+            self.target.clone(),
+            PipelineOptions { optimizer: self.optimizer.clone(), prepack: self.prepack, nchwc: self.nchwc, threads: self.threads },
+        )
+    }
 }
 
 impl Model {

@@ -33,7 +33,7 @@
 //! | gelu_tanh | `½v·(1 + tanh(√(2/π)·(v + 0.044715·(v·v)·v)))` |
 //!
 //! The first four are the loop IR's expressions of them
-//! (`kiln_loops::lower::elementwise::activation_expr`) operation for operation, constants
+//! (`kiln_lower::elementwise::activation_expr`) operation for operation, constants
 //! rounded to `f32`, `min` and `max` propagating NaN and ordering `−0` below `+0`: bit for bit
 //! what the scalar loop of generated code computed before this routine (up to NaN payloads).
 //! The transcendental four are the crate's vectorizable `f32` functions (`vmath`), within 8

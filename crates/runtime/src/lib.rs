@@ -33,6 +33,7 @@ pub mod gemm;
 pub mod im2col;
 pub mod math;
 pub mod maxpool;
+pub mod memory;
 pub mod minifloat;
 pub mod nchwc;
 pub mod norm;

@@ -64,7 +64,7 @@ fn clif_text_shows_every_function() {
         k.nest(&[4], |_, i| vec![Stmt::Store { buf: out, index: i[0].clone(), value: Expr::load(a, i[0].clone()).math(MathFn::Exp) }])
     });
     p.kernels.push(map_kernel("second", 2, |_, _| vec![]));
-    let text = clif_text(&p).unwrap();
+    let text = clif_text(&p, &kiln_target::Target::host(), &kiln_codegen::CodegenOptions::default()).unwrap();
     assert!(text.contains("; bad\nfunction %kiln_k0_bad(i64) -> i32"), "{text}");
     assert!(text.contains("; second\nfunction %kiln_k1_second"), "{text}");
     assert!(text.contains("; kiln_entry\nfunction %kiln_entry"), "{text}");

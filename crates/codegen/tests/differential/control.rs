@@ -1,6 +1,6 @@
 //! Loops, lets, mutable locals, conditionals, checks, and several kernels in sequence.
 
-use kiln_loops::build::{linear, strides};
+use kiln_loops::builder::{linear, strides};
 use kiln_loops::*;
 
 use crate::harness::{map_kernel, Harness, Rng};

@@ -13,7 +13,7 @@ fn f32_bits(n: usize, seed: u64) -> Vec<u64> {
 
 /// The number of functions the code generator outlines for `p`, from its CLIF listing.
 fn outlined(p: &Program) -> usize {
-    kiln_codegen::clif_text(p).expect("translates").lines().filter(|l| l.starts_with("; ") && l.ends_with("in parallel")).count()
+    kiln_codegen::clif_text(p, &kiln_target::Target::host(), &kiln_codegen::CodegenOptions::default()).expect("translates").lines().filter(|l| l.starts_with("; ") && l.ends_with("in parallel")).count()
 }
 
 #[test]

@@ -29,7 +29,11 @@ pub struct PackedLayout {
 impl PackedLayout {
     /// The layout the detected kernel reads in place.
     pub fn detected() -> PackedLayout {
-        let isa = Isa::detected();
+        PackedLayout::for_isa(Isa::detected())
+    }
+
+    /// The layout `isa`'s kernel reads in place.
+    pub fn for_isa(isa: Isa) -> PackedLayout {
         PackedLayout { nr: isa.tile().1, kc: isa.blocking().kc }
     }
 

@@ -1,0 +1,155 @@
+//! Quantized products: MatMulInteger (`i8`/`u8` with zero points → `i32`) and QLinearMatMul
+//! (zero points and scales on both operands and the result).
+
+use kiln_tir::NodeId;
+
+use super::matmul::{MatShape, matmul_nest, plain};
+use kiln_loops::builder::broadcast_index;
+use kiln_loops::ir::*;
+use crate::elementwise::Scope;
+use crate::{LowerError, Lowerer, Operand};
+
+/// Which operand a quantization parameter belongs to: `A`'s vary per row, `B`'s (and the
+/// result's) per column.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Rows,
+    Cols,
+}
+
+/// A quantization parameter as an expression of the result index `(batch..., i, j)`.
+type Param = Box<dyn Fn(&[Expr]) -> Expr>;
+
+/// The loader of parameter `p` (a zero point or scale): absent gives `default`; a scalar is
+/// per tensor; a vector of `M` (rows) or `N` (columns) is per row or column; a full-rank
+/// tensor shaped `[..., M, 1]` or `[..., 1, N]` broadcasts over the result's batch dims.
+fn param(p: Option<Operand>, side: Side, s: &MatShape, default: Expr) -> Result<Param, String> {
+    let Some(p) = p else {
+        return Ok(Box::new(move |_| default.clone()));
+    };
+    let buf = p.buf;
+    if p.numel() == 1 {
+        return Ok(Box::new(move |_| Expr::load(buf, Expr::idx(0))));
+    }
+    let along = if side == Side::Rows { s.m } else { s.n };
+    match p.dims[..] {
+        [d] if d == along => Ok(Box::new(move |idx| {
+            Expr::load(
+                buf,
+                idx[idx.len() - if side == Side::Rows { 2 } else { 1 }].clone(),
+            )
+        })),
+        [.., r, c]
+            if (side == Side::Rows && c == 1 && (r == 1 || r == s.m))
+                || (side == Side::Cols && r == 1 && (c == 1 || c == s.n)) =>
+        {
+            if p.rank() > s.batch.len() + 2 {
+                return Err(format!(
+                    "quantization parameter of shape {:?} has too many dims",
+                    p.dims
+                ));
+            }
+            let dims = p.dims.clone();
+            Ok(Box::new(move |idx| {
+                Expr::load(buf, broadcast_index(idx, &dims))
+            }))
+        }
+        _ => Err(format!(
+            "quantization parameter of shape {:?} is neither per tensor nor per {}",
+            p.dims,
+            if side == Side::Rows { "row" } else { "column" }
+        )),
+    }
+}
+
+/// True for the 8-bit integer element types.
+fn is_8bit(op: &Operand) -> bool {
+    matches!(op.elem, ElemType::Scalar(ScalarType::I8 | ScalarType::U8))
+}
+
+/// MatMulInteger: `Y = (A - a_zero_point) · (B - b_zero_point)` in `i32`.
+pub(super) fn matmul_integer(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
+    let (a, b, y) = (
+        cx.required(n, 0)?,
+        cx.required(n, 1)?,
+        cx.required_output(n, 0)?,
+    );
+    let (az, bz) = (cx.input(n, 2)?, cx.input(n, 3)?);
+    let s = MatShape::new(&a.dims, &b.dims).map_err(|e| cx.unsupported(n, e))?;
+    if !is_8bit(&a)
+        || !is_8bit(&b)
+        || y.elem != ElemType::Scalar(ScalarType::I32)
+        || s.numel() != y.numel()
+    {
+        return Err(cx.unsupported(n, "operands must be 8-bit integers and the result i32"));
+    }
+    let i32z = Expr::int(ScalarType::I32, 0);
+    let azp = param(az, Side::Rows, &s, i32z.clone()).map_err(|e| cx.unsupported(n, e))?;
+    let bzp = param(bz, Side::Cols, &s, i32z).map_err(|e| cx.unsupported(n, e))?;
+    let (ab, bb) = (a.buf, b.buf);
+    let load_a = move |i: Expr, idx: &[Expr]| {
+        Expr::load(ab, i).cast(ScalarType::I32) - azp(idx).cast(ScalarType::I32)
+    };
+    let load_b = move |i: Expr, idx: &[Expr]| {
+        Expr::load(bb, i).cast(ScalarType::I32) - bzp(idx).cast(ScalarType::I32)
+    };
+    let mut k = cx.kernel(n);
+    k.body = matmul_nest(&mut k, &s, ScalarType::I32, &load_a, &load_b, y.buf, &plain)
+        .map_err(|e| cx.unsupported(n, e))?;
+    cx.push(k);
+    Ok(())
+}
+
+/// QLinearMatMul: the integer product of the zero-point-shifted operands, rescaled by
+/// `a_scale·b_scale / y_scale`, shifted by `y_zero_point`, rounded half to even and saturated
+/// (in `f64`, as ONNX's reference computes it).
+pub(super) fn qlinear_matmul(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
+    let (a, a_scale, a_zp) = (cx.required(n, 0)?, cx.required(n, 1)?, cx.input(n, 2)?);
+    let (b, b_scale, b_zp) = (cx.required(n, 3)?, cx.required(n, 4)?, cx.input(n, 5)?);
+    let (y_scale, y_zp) = (cx.required(n, 6)?, cx.input(n, 7)?);
+    let y = cx.required_output(n, 0)?;
+    let s = MatShape::new(&a.dims, &b.dims).map_err(|e| cx.unsupported(n, e))?;
+    if !is_8bit(&a) || !is_8bit(&b) || !is_8bit(&y) || s.numel() != y.numel() {
+        return Err(cx.unsupported(n, "operands and result must be 8-bit integers"));
+    }
+    if [&a_scale, &b_scale, &y_scale]
+        .iter()
+        .any(|sc| !sc.ty().is_float())
+    {
+        return Err(cx.unsupported(n, "scales must be floats"));
+    }
+    let bad = |e: String| cx.unsupported(n, e);
+    let i32z = Expr::int(ScalarType::I32, 0);
+    let azp = param(a_zp, Side::Rows, &s, i32z.clone()).map_err(bad)?;
+    let bzp = param(b_zp, Side::Cols, &s, i32z.clone()).map_err(bad)?;
+    let yzp = param(y_zp, Side::Cols, &s, i32z).map_err(bad)?;
+    let sa = param(Some(a_scale), Side::Rows, &s, Expr::f32(1.0)).map_err(bad)?;
+    let sb = param(Some(b_scale), Side::Cols, &s, Expr::f32(1.0)).map_err(bad)?;
+    let sy = param(Some(y_scale), Side::Cols, &s, Expr::f32(1.0)).map_err(bad)?;
+    let (ab, bb, yty) = (a.buf, b.buf, y.ty());
+    let load_a = move |i: Expr, idx: &[Expr]| {
+        Expr::load(ab, i).cast(ScalarType::I32) - azp(idx).cast(ScalarType::I32)
+    };
+    let load_b = move |i: Expr, idx: &[Expr]| {
+        Expr::load(bb, i).cast(ScalarType::I32) - bzp(idx).cast(ScalarType::I32)
+    };
+    let finish = move |_: &mut Scope<'_>, acc: Expr, idx: &[Expr], _: &Expr| {
+        let f64_of = |e: Expr| e.cast(ScalarType::F64);
+        let scale = f64_of(sa(idx) * sb(idx) / sy(idx));
+        let d = f64_of(acc) * scale + f64_of(yzp(idx));
+        Ok(d.math(MathFn::Rint).cast(yty))
+    };
+    let mut k = cx.kernel(n);
+    k.body = matmul_nest(
+        &mut k,
+        &s,
+        ScalarType::I32,
+        &load_a,
+        &load_b,
+        y.buf,
+        &finish,
+    )
+    .map_err(|e| cx.unsupported(n, e))?;
+    cx.push(k);
+    Ok(())
+}

@@ -1,0 +1,409 @@
+//! Resize: nearest, linear and cubic interpolation with every coordinate transformation,
+//! antialiasing, `exclude_outside`, `tf_crop_and_resize` extrapolation, `axes` and the
+//! aspect-ratio policies, following the ONNX reference (`onnx/reference/ops/op_resize.py`).
+//!
+//! The reference resizes one axis at a time in `f64`. Interpolation is separable, so this
+//! lowering computes each output element directly as the tensor product of per-axis taps, in
+//! `f64`: along a resized axis `d` the source coordinate `x` comes from the coordinate
+//! transformation, and tap `j` (an input index, clamped to the edge when read) has weight
+//! `K((j − x)·s)`, where `K` is the triangle or the cubic kernel and `s` is `min(scale, 1)`
+//! with antialiasing, else 1. The taps are the `2·⌈R/s⌉` integers nearest `x` (`R` is the
+//! kernel's radius), which is exactly the reference's window. Weights are renormalized to
+//! sum to one with antialiasing or `exclude_outside` (which zeroes taps outside the input).
+//!
+//! Axes whose size and scale do not change are copied. Scales and sizes may be run-time
+//! inputs: the coordinate arithmetic then reads them, and a check confirms they produce the
+//! static output shape.
+
+use kiln_tir::op::{AspectPolicy, CoordTransform, NearestMode, Resize, ResizeMode};
+use kiln_tir::{NodeId, Op};
+
+use super::layout::store;
+use super::{Body, and, clamp, convert, float_param, int_param, norm_axis, or, tensor_scalar};
+use kiln_loops::builder::linear;
+use kiln_loops::ir::*;
+use crate::{LowerError, Lowerer, Operand};
+
+/// Lowers `n` if it is a Resize.
+pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
+    let Op::Resize(attrs) = &cx.node(n).op else { return Ok(false) };
+    let attrs = attrs.clone();
+    resize(cx, n, &attrs)?;
+    Ok(true)
+}
+
+/// An `f64` constant.
+fn f(v: f64) -> Expr {
+    Expr::Const(Scalar::F64(v))
+}
+
+/// `a op b` on `f64` expressions.
+fn fb(a: Expr, op: BinOp, b: Expr) -> Expr {
+    a.bin(op, b)
+}
+
+/// How one axis is resampled.
+enum Plan {
+    /// Output coordinate = input coordinate.
+    Copy,
+    /// A resized axis.
+    Resized(Resampled),
+}
+
+/// The loop-invariant values of one resized axis (constants or preamble variables).
+struct Resampled {
+    /// Input and output sizes.
+    input: u64,
+    output: u64,
+    /// The scale factor (`f64`).
+    scale: Expr,
+    /// `scale · input` as a float, which the coordinate transformations use.
+    width: Expr,
+    /// For `tf_crop_and_resize`: `roi_end − roi_start` and `roi_start · (input − 1)`, in `f64`.
+    roi: Option<(Expr, Expr)>,
+    /// Number of taps and the kernel's scale `s` (linear and cubic).
+    taps: u64,
+    kscale: Expr,
+}
+
+/// A lower bound on a run-time scale that maps `input` to `output` elements (`floor(s·in)`
+/// for scales, `floor(s·in + ½)` for sizes under an aspect-ratio policy), with a margin for
+/// rounding; it sizes the antialiasing window.
+fn scale_bound(policy_sizes: bool, input: u64, output: u64) -> f64 {
+    let lo = if policy_sizes { (output as f64 - 0.5) / input as f64 } else { output as f64 / input as f64 };
+    lo * (1.0 - 1e-9)
+}
+
+fn resize(cx: &mut Lowerer<'_>, n: NodeId, a: &Resize) -> Result<(), LowerError> {
+    let x = cx.required(n, 0)?;
+    let Some(y) = cx.output(n, 0)? else { return Ok(()) };
+    let r = x.rank();
+    if y.rank() != r {
+        return Err(cx.unsupported(n, "invalid model: output rank"));
+    }
+    let (mode, ctm) = (a.mode, a.coordinate_transformation_mode);
+    let radius = match mode {
+        ResizeMode::Nearest if a.antialias != 0 => return Err(cx.unsupported(n, "antialias with nearest mode")),
+        ResizeMode::Nearest => 0.0,
+        ResizeMode::Linear => 1.0,
+        ResizeMode::Cubic => 2.0,
+        m => return Err(cx.unsupported(n, format!("mode `{}`", m.as_str()))),
+    };
+    let axes: Vec<usize> = if a.axes.is_empty() { (0..r).collect() } else { a.axes.iter().map(|&ax| norm_axis(cx, n, ax, r)).collect::<Result<_, _>>()? };
+    if (1..axes.len()).any(|i| axes[..i].contains(&axes[i])) {
+        return Err(cx.unsupported(n, "invalid model: repeated axis"));
+    }
+    let mut b = Body::new(cx, n);
+    let present = |cx: &mut Lowerer<'_>, i: usize| -> Result<bool, LowerError> { Ok(cx.input(n, i)?.is_some_and(|o| o.numel() > 0)) };
+    let scales = if present(cx, 2)? { float_param(cx, n, 2, &mut b)? } else { None };
+    let sizes = if present(cx, 3)? { int_param(cx, n, 3, &mut b)? } else { None };
+    let mut scale = vec![f(1.0); r];
+    let mut bound = vec![1.0f64; r];
+    let bad_len = |cx: &Lowerer<'_>| cx.unsupported(n, "invalid model: scales or sizes do not match the axes");
+    match (scales, sizes) {
+        (Some(s), None) => {
+            if s.len() != axes.len() {
+                return Err(bad_len(cx));
+            }
+            for (j, &d) in axes.iter().enumerate() {
+                let s = b.bind(ScalarType::F64, s[j].clone());
+                let out = fb(s.clone(), BinOp::Mul, f(x.dims[d] as f64)).un(UnOp::Floor);
+                b.check(cx, n, out.cmp(CmpOp::Eq, f(y.dims[d] as f64)), "scales do not match the output shape")?;
+                bound[d] = scale_bound(false, x.dims[d], y.dims[d]);
+                scale[d] = s;
+            }
+        }
+        (None, Some(s)) => {
+            if s.len() != axes.len() {
+                return Err(bad_len(cx));
+            }
+            match a.keep_aspect_ratio_policy {
+                AspectPolicy::Stretch => {
+                    for (j, &d) in axes.iter().enumerate() {
+                        b.check(cx, n, s[j].clone().cmp(CmpOp::Eq, Expr::idx(y.dims[d] as i64)), "sizes do not match the output shape")?;
+                        scale[d] = f(y.dims[d] as f64 / x.dims[d] as f64);
+                        bound[d] = y.dims[d] as f64 / x.dims[d] as f64;
+                    }
+                }
+                policy => {
+                    let op = if policy == AspectPolicy::NotLarger { BinOp::Min } else { BinOp::Max };
+                    let ratios = axes.iter().enumerate().map(|(j, &d)| fb(s[j].clone().cast(ScalarType::F64), BinOp::Div, f(x.dims[d] as f64)));
+                    let common = ratios.reduce(|p, q| p.bin(op, q)).unwrap_or_else(|| f(1.0));
+                    let common = b.bind(ScalarType::F64, common);
+                    for &d in &axes {
+                        let out = fb(fb(common.clone(), BinOp::Mul, f(x.dims[d] as f64)), BinOp::Add, f(0.5)).un(UnOp::Floor);
+                        b.check(cx, n, out.cmp(CmpOp::Eq, f(y.dims[d] as f64)), "sizes do not match the output shape")?;
+                        scale[d] = common.clone();
+                        bound[d] = scale_bound(true, x.dims[d], y.dims[d]);
+                    }
+                }
+            }
+        }
+        _ => return Err(cx.unsupported(n, "invalid model: exactly one of scales and sizes must be given")),
+    }
+    if y.numel() == 0 {
+        b.push(cx);
+        return Ok(());
+    }
+    if x.numel() == 0 {
+        return Err(cx.unsupported(n, "invalid model: resizing an empty input to a non-empty output"));
+    }
+    let roi = if ctm == CoordTransform::TfCropAndResize { Some(roi(cx, n, &axes, &x, &mut b)?) } else { None };
+    let mut plans = Vec::with_capacity(r);
+    for d in 0..r {
+        let (input, output) = (x.dims[d], y.dims[d]);
+        let Some(j) = axes.iter().position(|&ax| ax == d) else {
+            if input != output {
+                return Err(cx.unsupported(n, "invalid model: an axis not resized changes size"));
+            }
+            plans.push(Plan::Copy);
+            continue;
+        };
+        let s = scale[d].clone();
+        // A unit scale is the identity in every mode (the reference skips such axes too). A
+        // run-time scale takes the general path, which computes the same.
+        let unit = fb(s.clone(), BinOp::Sub, f(1.0)).un(UnOp::Abs).cmp(CmpOp::Le, f(1e-9));
+        if input == output && roi.is_none() && super::fold(unit) == Expr::Const(Scalar::Bool(true)) {
+            plans.push(Plan::Copy);
+            continue;
+        }
+        let width = b.bind(ScalarType::F64, fb(s.clone(), BinOp::Mul, f(input as f64)));
+        let (kscale, taps) = if a.antialias != 0 && radius > 0.0 {
+            let ks = b.bind(ScalarType::F64, s.clone().min(f(1.0)));
+            let lo = match super::fold(ks.clone()) {
+                Expr::Const(Scalar::F64(v)) => v,
+                _ => bound[d].min(1.0),
+            };
+            if lo.is_nan() || lo <= 0.0 {
+                return Err(cx.unsupported(n, "invalid model: non-positive scale"));
+            }
+            let start = (-radius / lo).floor() + 1.0;
+            let taps = 2.0 - 2.0 * start;
+            if taps.is_nan() || taps > 4096.0 {
+                return Err(cx.unsupported(n, "antialias footprint is too large"));
+            }
+            (ks, taps as u64)
+        } else {
+            (f(1.0), (2.0 * radius) as u64)
+        };
+        let roi = roi.as_ref().map(|rv| rv[j].clone());
+        plans.push(Plan::Resized(Resampled { input, output, scale: s, width, roi, taps, kscale }));
+    }
+    let ty = y.ty();
+    let ev = a.extrapolation_value as f64;
+    let extrapolated = super::fold(if ty.is_float() { f(ev).cast(ty) } else { f(ev).un(UnOp::Round).cast(ty) });
+    let (xs, ys) = (x.strides(), y.strides());
+    let opts = Opts { mode, ctm, nearest: a.nearest_mode, cubic_a: a.cubic_coeff_a as f64, exclude: a.exclude_outside != 0, antialias: a.antialias != 0 };
+    b.nest(&y.dims, |k, o| {
+        let mut stmts = Vec::new();
+        let mut outside = Expr::Const(Scalar::Bool(false));
+        // Per axis: the source coordinate, then the nearest index or the first tap.
+        let mut coords = Vec::with_capacity(r);
+        for (d, plan) in plans.iter().enumerate() {
+            let Plan::Resized(p) = plan else {
+                coords.push(Coord::Index(o[d].clone()));
+                continue;
+            };
+            let xo = let_(k, &mut stmts, ScalarType::F64, source_coord(&opts, p, o[d].clone().cast(ScalarType::F64)));
+            if p.roi.is_some() {
+                let off = or(xo.clone().cmp(CmpOp::Lt, f(0.0)), xo.clone().cmp(CmpOp::Gt, f(p.input as f64 - 1.0)));
+                outside = or(outside, off);
+            }
+            coords.push(if mode == ResizeMode::Nearest {
+                let i = nearest(opts.nearest, xo).cast(ScalarType::I64);
+                Coord::Index(let_(k, &mut stmts, ScalarType::I64, clamp(i, Expr::idx(0), Expr::idx(p.input as i64 - 1))))
+            } else {
+                let first = xo.clone().un(UnOp::Ceil).cast(ScalarType::I64) - (p.taps / 2) as i64;
+                let first = let_(k, &mut stmts, ScalarType::I64, first);
+                Coord::Taps { x: xo, first }
+            });
+        }
+        let body = if mode == ResizeMode::Nearest {
+            let src = coords.iter().enumerate().fold(Expr::idx(0), |acc, (d, c)| match c {
+                Coord::Index(i) => acc + i.clone() * xs[d],
+                Coord::Taps { .. } => acc,
+            });
+            vec![store(&y, linear(o, &ys), Expr::load(x.buf, src))]
+        } else {
+            interpolate(k, &opts, &plans, &coords, &x, ty, &y, linear(o, &ys))
+        };
+        match super::fold(outside) {
+            Expr::Const(Scalar::Bool(false)) => stmts.extend(body),
+            cond => stmts.push(Stmt::If { cond, then: vec![store(&y, linear(o, &ys), extrapolated.clone())], otherwise: body }),
+        }
+        stmts
+    });
+    b.push(cx);
+    Ok(())
+}
+
+/// The per-element coordinate of one axis.
+enum Coord {
+    /// A fixed input index.
+    Index(Expr),
+    /// A source coordinate and the first of its taps.
+    Taps { x: Expr, first: Expr },
+}
+
+/// The attributes the element code needs.
+struct Opts {
+    mode: ResizeMode,
+    ctm: CoordTransform,
+    nearest: NearestMode,
+    cubic_a: f64,
+    exclude: bool,
+    antialias: bool,
+}
+
+/// Binds `e` to a fresh `let`.
+fn let_(k: &mut Kernel, stmts: &mut Vec<Stmt>, ty: ScalarType, e: Expr) -> Expr {
+    let v = k.var(ty);
+    stmts.push(Stmt::Let(v, e));
+    Expr::Var(v)
+}
+
+/// The roi as per-axis (`end − start`, `start · (input − 1)`) pairs in `f64`, computed in the
+/// roi's own float type as numpy does.
+fn roi(cx: &mut Lowerer<'_>, n: NodeId, axes: &[usize], x: &Operand, b: &mut Body) -> Result<Vec<(Expr, Expr)>, LowerError> {
+    let Some(op) = cx.input(n, 1)? else { return Err(cx.unsupported(n, "invalid model: tf_crop_and_resize needs a roi")) };
+    let k = axes.len();
+    if op.numel() != 2 * k as u64 {
+        return Err(cx.unsupported(n, "invalid model: roi length"));
+    }
+    let rty = if op.ty() == ScalarType::F64 { ScalarType::F64 } else { ScalarType::F32 };
+    let vals: Vec<Expr> = match cx.const_input(n, 1) {
+        Some(t) => (0..2 * k).map(|i| tensor_scalar(t, i, rty)).collect::<Option<_>>().ok_or_else(|| cx.unsupported(n, "roi of unsupported type"))?,
+        None => (0..2 * k).map(|i| b.bind(rty, convert(Expr::load(op.buf, Expr::idx(i as i64)), op.ty(), rty))).collect(),
+    };
+    Ok(axes
+        .iter()
+        .enumerate()
+        .map(|(j, &d)| {
+            let (s, e) = (vals[j].clone(), vals[k + j].clone());
+            let span = b.bind(ScalarType::F64, convert(e.bin(BinOp::Sub, s.clone()), rty, ScalarType::F64));
+            let off = b.bind(ScalarType::F64, convert(s.bin(BinOp::Mul, Expr::float(rty, x.dims[d] as f64 - 1.0)), rty, ScalarType::F64));
+            (span, off)
+        })
+        .collect())
+}
+
+/// The source coordinate of output coordinate `yc` (an `f64`) along a resized axis.
+fn source_coord(o: &Opts, p: &Resampled, yc: Expr) -> Expr {
+    let input = p.input as f64;
+    let half = fb(fb(fb(yc.clone(), BinOp::Add, f(0.5)), BinOp::Div, p.scale.clone()), BinOp::Sub, f(0.5));
+    let width_is_one = p.width.clone().cmp(CmpOp::Eq, f(1.0));
+    match o.ctm {
+        CoordTransform::AlignCorners => {
+            width_is_one.select(f(0.0), fb(fb(yc, BinOp::Mul, f(input - 1.0)), BinOp::Div, fb(p.width.clone(), BinOp::Sub, f(1.0))))
+        }
+        CoordTransform::Asymmetric => fb(yc, BinOp::Div, p.scale.clone()),
+        CoordTransform::TfCropAndResize => {
+            let (span, off) = p.roi.clone().unwrap_or((f(1.0), f(0.0)));
+            let centre = fb(fb(span.clone(), BinOp::Mul, f(input - 1.0)), BinOp::Div, f(2.0));
+            let along = fb(fb(fb(yc, BinOp::Mul, span), BinOp::Mul, f(input - 1.0)), BinOp::Div, fb(p.width.clone(), BinOp::Sub, f(1.0)));
+            fb(width_is_one.select(centre, along), BinOp::Add, off)
+        }
+        CoordTransform::PytorchHalfPixel => width_is_one.select(f(-0.5), half),
+        CoordTransform::HalfPixel => half,
+        CoordTransform::HalfPixelSymmetric => {
+            let adjustment = fb(f(p.output as f64), BinOp::Div, p.width.clone());
+            let offset = fb(f(input / 2.0), BinOp::Mul, fb(f(1.0), BinOp::Sub, adjustment));
+            fb(offset, BinOp::Add, half)
+        }
+    }
+}
+
+/// The nearest input coordinate to `x` (an `f64`, as an `f64`) under `mode`.
+fn nearest(mode: NearestMode, x: Expr) -> Expr {
+    let fl = x.clone().un(UnOp::Floor);
+    let ratio = fb(x.clone(), BinOp::Sub, fl.clone());
+    let up = fb(fl.clone(), BinOp::Add, f(1.0));
+    match mode {
+        NearestMode::Floor => fl,
+        NearestMode::Ceil => x.un(UnOp::Ceil),
+        NearestMode::RoundPreferFloor => ratio.cmp(CmpOp::Gt, f(0.5)).select(up, fl),
+        NearestMode::RoundPreferCeil => ratio.cmp(CmpOp::Ge, f(0.5)).select(up, fl),
+    }
+}
+
+/// The interpolation kernel at distance `t ≥ 0` (a variable).
+fn kernel(o: &Opts, t: Expr) -> Expr {
+    match o.mode {
+        ResizeMode::Cubic => {
+            let a = o.cubic_a;
+            let near = fb(fb(fb(fb(f(a + 2.0), BinOp::Mul, t.clone()), BinOp::Sub, f(a + 3.0)), BinOp::Mul, fb(t.clone(), BinOp::Mul, t.clone())), BinOp::Add, f(1.0));
+            let far = fb(fb(fb(fb(fb(f(a), BinOp::Mul, t.clone()), BinOp::Sub, f(5.0 * a)), BinOp::Mul, t.clone()), BinOp::Add, f(8.0 * a)), BinOp::Mul, t.clone());
+            let far = fb(far, BinOp::Sub, f(4.0 * a));
+            t.clone().cmp(CmpOp::Le, f(1.0)).select(near, t.cmp(CmpOp::Lt, f(2.0)).select(far, f(0.0)))
+        }
+        _ => fb(f(1.0), BinOp::Sub, t).max(f(0.0)),
+    }
+}
+
+/// The weight of tap `j` (an `i64`) of a resized axis, before normalization.
+fn weight(k: &mut Kernel, stmts: &mut Vec<Stmt>, o: &Opts, p: &Resampled, x: &Expr, j: &Expr) -> Expr {
+    let dist = fb(fb(j.clone().cast(ScalarType::F64), BinOp::Sub, x.clone()), BinOp::Mul, p.kscale.clone()).un(UnOp::Abs);
+    let t = let_(k, stmts, ScalarType::F64, super::fold(dist));
+    let w = kernel(o, t);
+    if o.exclude { and(j.clone().cmp(CmpOp::Ge, Expr::idx(0)), j.clone().cmp(CmpOp::Lt, Expr::idx(p.input as i64))).select(w, f(0.0)) } else { w }
+}
+
+/// Linear and cubic: `Σ Π w · X[taps]` over the tensor product of every resized axis's taps.
+#[allow(clippy::too_many_arguments)]
+fn interpolate(k: &mut Kernel, o: &Opts, plans: &[Plan], coords: &[Coord], x: &Operand, ty: ScalarType, y: &Operand, at: Expr) -> Vec<Stmt> {
+    let mut stmts = Vec::new();
+    let normalize = o.exclude || o.antialias;
+    // Per resized axis: the weights' sum when they are renormalized.
+    let mut sums = vec![None; plans.len()];
+    for (d, plan) in plans.iter().enumerate() {
+        let (Plan::Resized(p), Coord::Taps { x: xo, first }) = (plan, &coords[d]) else { continue };
+        if !normalize {
+            continue;
+        }
+        let sum = k.var(ScalarType::F64);
+        stmts.push(Stmt::Local(sum, f(0.0)));
+        let lp = k.nest(&[p.taps], |k, t| {
+            let mut s = Vec::new();
+            let j = let_(k, &mut s, ScalarType::I64, first.clone() + t[0].clone());
+            let w = weight(k, &mut s, o, p, xo, &j);
+            s.push(Stmt::Assign(sum, fb(Expr::Var(sum), BinOp::Add, w)));
+            s
+        });
+        stmts.extend(lp);
+        let total = Expr::Var(sum).cmp(CmpOp::Eq, f(0.0)).select(f(1.0), Expr::Var(sum));
+        sums[d] = Some(let_(k, &mut stmts, ScalarType::F64, total));
+    }
+    let acc = k.var(ScalarType::F64);
+    stmts.push(Stmt::Local(acc, f(0.0)));
+    let xs = x.strides();
+    let inner = taps(k, o, plans, coords, &sums, 0, f(1.0), Expr::idx(0), &xs, x, acc);
+    stmts.extend(inner);
+    let v = if ty.is_float() { Expr::Var(acc).cast(ty) } else { Expr::Var(acc).un(UnOp::Round).cast(ty) };
+    stmts.push(store(y, at, v));
+    stmts
+}
+
+/// The tap loops from axis `d` inward, with the weight product and source offset so far.
+#[allow(clippy::too_many_arguments)]
+fn taps(k: &mut Kernel, o: &Opts, plans: &[Plan], coords: &[Coord], sums: &[Option<Expr>], d: usize, w: Expr, src: Expr, xs: &[i64], x: &Operand, acc: Var) -> Vec<Stmt> {
+    if d == plans.len() {
+        let v = fb(w, BinOp::Mul, convert(Expr::load(x.buf, src), x.ty(), ScalarType::F64));
+        return vec![Stmt::Assign(acc, fb(Expr::Var(acc), BinOp::Add, v))];
+    }
+    match (&plans[d], &coords[d]) {
+        (Plan::Resized(p), Coord::Taps { x: xo, first }) => k.nest(&[p.taps], |k, t| {
+            let mut s = Vec::new();
+            let j = let_(k, &mut s, ScalarType::I64, first.clone() + t[0].clone());
+            let mut wj = weight(k, &mut s, o, p, xo, &j);
+            if let Some(total) = &sums[d] {
+                wj = fb(wj, BinOp::Div, total.clone());
+            }
+            let wp = let_(k, &mut s, ScalarType::F64, super::fold(fb(w, BinOp::Mul, wj)));
+            let idx = clamp(j, Expr::idx(0), Expr::idx(p.input as i64 - 1));
+            s.extend(taps(k, o, plans, coords, sums, d + 1, wp, src + idx * xs[d], xs, x, acc));
+            s
+        }),
+        (_, Coord::Index(i)) => taps(k, o, plans, coords, sums, d + 1, w, src + i.clone() * xs[d], xs, x, acc),
+        (Plan::Copy, Coord::Taps { .. }) => Vec::new(),
+    }
+}

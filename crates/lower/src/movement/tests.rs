@@ -1,0 +1,145 @@
+//! Run-time parameters and data-dependent indices: the lowered kernels compute the right
+//! answer, and bad values end the run with the node's error instead of touching memory
+//! outside a buffer. (The node suite covers the ops' semantics.)
+
+use kiln_tir::text::parse;
+
+use kiln_loops::interp::{self, InterpError};
+use kiln_loops::ir::*;
+use crate::lower;
+
+fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn i64s(v: &[i64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn to_f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+/// Lowers `src` and runs it on `inputs`; returns output 0's bytes.
+fn run(src: &str, inputs: &[Vec<u8>]) -> Result<Vec<u8>, InterpError> {
+    let g = parse(src).expect("the test graph parses");
+    let p = lower(&g).expect("the test graph lowers");
+    let mut memory: Vec<Vec<u8>> = p
+        .buffers
+        .iter()
+        .map(|b| match &b.kind {
+            BufferKind::Input(i) => inputs[*i].clone(),
+            BufferKind::Const(t) => t.raw().unwrap().to_vec(),
+            _ => vec![0; b.bytes() as usize],
+        })
+        .collect();
+    interp::run(&p, &mut memory)?;
+    let out = p.buffers.iter().position(|b| b.kind == BufferKind::Output(0)).unwrap();
+    Ok(std::mem::take(&mut memory[out]))
+}
+
+fn is_check(r: Result<Vec<u8>, InterpError>, what: &str) {
+    match r {
+        Err(InterpError::Check { message, .. }) => assert!(message.contains(what), "{message}"),
+        other => panic!("expected a failed check naming `{what}`, got {other:?}"),
+    }
+}
+
+const GATHER: &str = "graph @main(%0: f32[3, 2], %1: i64[2]) -> (f32[2, 2]) {
+  %2 = tensor.gather(%0, %1) : f32[2, 2]
+  return %2
+}";
+
+#[test]
+fn gather_wraps_negative_indices_and_checks_the_rest() {
+    let data = f32s(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+    let got = run(GATHER, &[data.clone(), i64s(&[-1, 0])]).unwrap();
+    assert_eq!(to_f32s(&got), [4.0, 5.0, 0.0, 1.0]);
+    is_check(run(GATHER, &[data.clone(), i64s(&[3, 0])]), "index out of range");
+    is_check(run(GATHER, &[data, i64s(&[0, -4])]), "index out of range");
+}
+
+const SLICE: &str = "graph @main(%0: f32[6], %1: i64[1], %2: i64[1], %3: i64[1]) -> (f32[2]) {
+  %4 = const dense<i64[1]: [0]>
+  %5 = tensor.slice(%0, %1, %2, %4, %3) : f32[2]
+  return %5
+}";
+
+#[test]
+fn slice_with_run_time_bounds_checks_them_against_the_shape() {
+    let data = f32s(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+    let got = run(SLICE, &[data.clone(), i64s(&[-1]), i64s(&[i64::MIN]), i64s(&[-3])]).unwrap();
+    assert_eq!(to_f32s(&got), [5.0, 2.0]);
+    let got = run(SLICE, &[data.clone(), i64s(&[1]), i64s(&[1000]), i64s(&[i64::MAX])]).unwrap_err();
+    assert!(matches!(got, InterpError::Check { .. }));
+    let got = run(SLICE, &[data.clone(), i64s(&[1]), i64s(&[4]), i64s(&[2])]).unwrap();
+    assert_eq!(to_f32s(&got), [1.0, 3.0]);
+    is_check(run(SLICE, &[data.clone(), i64s(&[0]), i64s(&[6]), i64s(&[1])]), "slice bounds");
+    is_check(run(SLICE, &[data, i64s(&[0]), i64s(&[6]), i64s(&[0])]), "step is zero");
+}
+
+const SCATTER_ND: &str = "graph @main(%0: f32[4], %1: i64[2, 1], %2: f32[2]) -> (f32[4]) {
+  %3 = tensor.scatter_nd(%0, %1, %2) {reduction = \"add\"} : f32[4]
+  return %3
+}";
+
+#[test]
+fn scatter_nd_reduces_duplicates_and_checks_indices() {
+    let data = f32s(&[1.0, 1.0, 1.0, 1.0]);
+    let got = run(SCATTER_ND, &[data.clone(), i64s(&[2, -2]), f32s(&[5.0, 7.0])]).unwrap();
+    assert_eq!(to_f32s(&got), [1.0, 1.0, 13.0, 1.0]);
+    is_check(run(SCATTER_ND, &[data, i64s(&[0, 4]), f32s(&[5.0, 7.0])]), "index out of range");
+}
+
+const COMPRESS: &str = "graph @main(%0: f32[2, 3], %1: bool[3]) -> (f32[2, 2]) {
+  %2 = tensor.compress(%0, %1) {axis = 1} : f32[2, 2]
+  return %2
+}";
+
+#[test]
+fn compress_with_a_run_time_condition_checks_the_count() {
+    let data = f32s(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+    let got = run(COMPRESS, &[data.clone(), vec![1, 0, 1]]).unwrap();
+    assert_eq!(to_f32s(&got), [0.0, 2.0, 3.0, 5.0]);
+    is_check(run(COMPRESS, &[data.clone(), vec![1, 1, 1]]), "more selected");
+    is_check(run(COMPRESS, &[data, vec![0, 0, 1]]), "fewer selected");
+}
+
+const EXPAND: &str = "graph @main(%0: f32[3, 1], %1: i64[2]) -> (f32[3, 2]) {
+  %2 = tensor.expand(%0, %1) : f32[3, 2]
+  return %2
+}";
+
+#[test]
+fn expand_checks_a_run_time_shape() {
+    let data = f32s(&[1.0, 2.0, 3.0]);
+    let got = run(EXPAND, &[data.clone(), i64s(&[1, 2])]).unwrap();
+    assert_eq!(to_f32s(&got), [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]);
+    is_check(run(EXPAND, &[data, i64s(&[3, 4])]), "shape input");
+}
+
+const REVERSE: &str = "graph @main(%0: f32[3, 2], %1: i64[2]) -> (f32[3, 2]) {
+  %2 = tensor.reverse_sequence(%0, %1) {batch_axis = 1, time_axis = 0} : f32[3, 2]
+  return %2
+}";
+
+#[test]
+fn reverse_sequence_checks_lengths() {
+    let data = f32s(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+    let got = run(REVERSE, &[data.clone(), i64s(&[3, 2])]).unwrap();
+    assert_eq!(to_f32s(&got), [4.0, 3.0, 2.0, 1.0, 0.0, 5.0]);
+    is_check(run(REVERSE, &[data, i64s(&[4, 1])]), "sequence length");
+}
+
+const RESIZE: &str = "graph @main(%0: f32[1, 1, 2, 2], %1: f32[4]) -> (f32[1, 1, 4, 4]) {
+  %2 = tensor.resize(%0, _, %1) {mode = \"linear\"} : f32[1, 1, 4, 4]
+  return %2
+}";
+
+#[test]
+fn resize_with_run_time_scales_checks_the_output_shape() {
+    let data = f32s(&[1.0, 2.0, 3.0, 4.0]);
+    let got = to_f32s(&run(RESIZE, &[data.clone(), f32s(&[1.0, 1.0, 2.0, 2.0])]).unwrap());
+    assert_eq!(got[..4], [1.0, 1.25, 1.75, 2.0]);
+    is_check(run(RESIZE, &[data, f32s(&[1.0, 1.0, 3.0, 2.0])]), "scales");
+}

@@ -1,0 +1,30 @@
+//! Memory for runs and packed weights: anonymous mappings, in huge pages when asked.
+
+/// `len` zeroed bytes (at least one) in a fresh anonymous mapping, for a run's arena and packed
+/// weights. With `huge`, it asks the kernel for transparent huge pages: megabytes that
+/// 4 KiB pages cover with more TLB entries than a core holds, read on every run. A mapping of
+/// 2 MiB or more is then rounded up to whole 2 MiB pages, which the kernel aligns to them; the
+/// pages past `len` are never touched. With `populate`, every page is faulted in now.
+///
+/// # Errors
+///
+/// When the memory cannot be mapped.
+pub fn map_anon(len: usize, populate: bool, huge: bool) -> std::io::Result<memmap2::MmapMut> {
+    const HUGE: usize = 2 << 20;
+    let len = len.max(1);
+    let mapped = if huge && len >= HUGE { len.checked_next_multiple_of(HUGE).unwrap_or(len) } else { len };
+    let region = memmap2::MmapOptions::new().len(mapped).map_anon()?;
+    // Advice only: without transparent huge pages the mapping keeps small ones.
+    #[cfg(target_os = "linux")]
+    {
+        if huge {
+            let _ = region.advise(memmap2::Advice::HugePage);
+        }
+        if populate {
+            let _ = region.advise_range(memmap2::Advice::PopulateWrite, 0, len);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (populate, huge);
+    Ok(region)
+}
