@@ -22,10 +22,10 @@ pub const ALIGN: u64 = 64;
 /// 2 MiB or more is then rounded up to whole 2 MiB pages, which the kernel aligns to them; the
 /// pages past `len` are never touched. With `populate`, every page is faulted in now.
 ///
-/// Measured (MobileNet-V2, `kiln bench`, one thread, medians of 150 runs): the arena in huge
-/// pages 7.12–7.22 → 6.85–6.92 ms; the packed weights too 6.73–6.81 ms, but faulting 100 MB
-/// of them in as huge pages made ResNet-50's compilation 65–92 → 35–350 ms (bimodal, in
-/// `scripts/bench.sh` and `kiln bench` alike), so the weights keep small pages.
+/// The arena in huge pages makes inference faster (`kiln bench` on MobileNet-V2); the packed
+/// weights in huge pages gained a little more, but faulting a large model's weights in as huge
+/// pages made its compilation erratic, sometimes several times slower (in `scripts/bench.sh`
+/// and `kiln bench` alike), so the weights keep small pages.
 ///
 /// # Errors
 ///
