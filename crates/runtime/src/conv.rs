@@ -19,9 +19,8 @@
 //! addend, activation) runs on those rows while they are in cache, rather than as a pass over
 //! the whole output afterwards; on `sgemm`'s full tiles it runs in registers before the tile is
 //! stored (`Rows::tile_epilogue`, for no activation, Relu and Clip: the same additions and
-//! selects), which took 8–12 % off MobileNet-V2's 1×1 layers on 112² and 56² planes and 1–5 %
-//! off ResNet-50's (`kiln bench --kernels`, 2026-11-26). Large products split over the thread
-//! pool as `sgemm`'s do.
+//! selects), which pays most on the 1×1 layers of large planes (MobileNet-V2's; `kiln bench
+//! --kernels`). Large products split over the thread pool as `sgemm`'s do.
 //!
 //! **Numerics.** The panels hold exactly the values `im2col` writes, the kernel and blocking are
 //! `sgemm`'s, and the epilogue is [`Epilogue`]'s row code: the result is bit for bit that of
@@ -30,34 +29,19 @@
 //! of multiply-adds over all of `k` per element, and `epilogue`), on any thread count (`conv/tests.rs` checks
 //! exactly that).
 //!
-//! **Measured** (2026-11-22, this project's AMD EPYC machine with AVX-512, one thread, release
-//! build, other work sharing the machine): `cargo run --release -p kiln-runtime --example
-//! conv_bench` runs ResNet-50's 53 convolutions in network order on their own buffers, both
-//! ways. In all, the fused routine is even with the three calls (93.6 against 93.0 ms): it
-//! gains where the column matrix is large (the 7×7 stem 0.79×, the 56² 3×3 layers 0.90×) and
-//! loses where the epilogue reads a residual addend from memory in short runs a row apart
-//! (1.09–1.13×; in a model run the addend is usually still in L3) and on the 1×1 stride-2
-//! projections (1.14×: panels are packed in runs of one output row, 28 elements there). In
-//! `kiln bench`, alternating with the previous build, MobileNet-V2 on two threads went from
-//! 7.1 to 6.4 ms (one call per convolution instead of three split calls); one thread and
-//! ResNet-50 were within the noise. Without column matrices, the arena no longer holds them.
-//!
-//! On 2026-11-25's machine (AVX-512 FMAs at full rate: 252–260 GFLOP/s in a register-only
-//! loop), with the flat planes read in place (`conv/flat.rs`), the same bench, µs, three steps
-//! against fused: the 7×7 stem 1716 / 1315; 3×3 stride 1 on 56² 4457 / 3234 (×3), on 28² 3678 /
-//! 3227 (×3), on 14² 6584 / 5757 (×5); 3×3 stride 2 from 56² 1454 / 1285, from 28² 1416 /
-//! 1321. Before the flat path the fused routine took 4258, 4013, 6144, 1499, 1657 and 1412 µs
-//! there. In `kiln bench ../shared/models/resnet50.onnx --threads 1 --kernels 60`: the 56² 3×3
-//! layers 1.34 → 1.02–1.08 ms each, 28² 1.24 → 1.05, 14² 1.21 → 1.10, the stem 1.51 → 1.35.
-//! The strided 1×1 projections on their subsampled planes (`conv/phases.rs`), same bench, before
-//! and after, µs: 256 → 512 from 56² 1592–1644 / 1241–1330, 512 → 1024 from 28² 1314–1388 /
-//! 1081, 1024 → 2048 from 14² 1176–1321 / 1052–1053.
+//! **Performance.** `cargo run --release -p kiln-runtime --example conv_bench` runs ResNet-50's
+//! 53 convolutions in network order on their own buffers, fused and as the three calls;
+//! `conv_one` times one layer and `kiln bench --kernels` each kernel of a model. Fusing pays
+//! where the column matrix is large (the 7×7 stem, 3×3 layers on large planes) and, on several
+//! threads, in one split call per convolution instead of three; reading flat planes in place
+//! (`conv/flat.rs`) took it ahead of the three calls on every 3×3 layer, and subsampling the
+//! strided 1×1 projections (`conv/phases.rs`) sped those up. Without column matrices, the
+//! arena no longer holds them. Recorded results: `docs/performance.md`.
 //!
 //! A residual addend is read by the epilogue in short runs a row apart, which the hardware
 //! prefetchers do not follow: the finisher asks for each tile's part of it while the tile's
-//! last k block is summed ([`Finish::prefetch`](crate::gemm::Finish)). On 2026-11-25's Zen 4
-//! machine (`conv_one` example, best of 400 calls, µs): 64 → 256 channels on 56² 1347 → 1211,
-//! 128 → 512 on 28² 1175 → 1089.
+//! last k block is summed ([`Finish::prefetch`](crate::gemm::Finish)); `conv_one` with
+//! `RESIDUAL` 1 (e.g. `64,256,56,1,1,0,1`) measures it.
 
 use crate::dwconv::DwConv2d;
 use flat::Flat;
@@ -359,9 +343,9 @@ impl Image {
     /// Asks for the input rows that the next block of `lanes` columns from column `first`
     /// reads in steps `p0..p0 + kc` to be loaded into L2, while this block is multiplied: the
     /// rows of a strided window are read a few at a time, too little for the hardware
-    /// prefetcher to get ahead of. MobileNet-V2's stem (3 → 32 channels, 3×3 of stride 2 on
-    /// 224²; `conv_one`, input from memory, 2026-11-26): 377–404 → 357–363 µs. Nothing when
-    /// there is no next block or its rows are more than [`IMAGE_AHEAD_MAX`] floats.
+    /// prefetcher to get ahead of, as in MobileNet-V2's stem (`conv_one -- 3,32,224,3,2,1,0`,
+    /// input from memory). Nothing when there is no next block or its rows are more than
+    /// [`IMAGE_AHEAD_MAX`] floats.
     #[inline(always)]
     fn prefetch_next(&self, first: usize, lanes: usize, p0: usize, kc: usize) {
         let g = &self.g;

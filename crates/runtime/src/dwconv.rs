@@ -20,21 +20,20 @@
 //! (`gemm::simd`); a warm call allocates nothing. Called from the fused [`conv`](crate::conv)
 //! routine, it hands finished planes to the epilogue in runs of at least 4096 elements, while
 //! they are in cache; planes that `dwconv/direct.rs` reads in place take the epilogue (bias,
-//! addend, no activation, Relu or Clip) in registers before they are stored instead: 7–9 %
-//! off MobileNet-V2's 384 × 14², 960 × 7² and 144 × 56² stride-2 layers in `conv_one`
-//! (2026-11-26).
+//! addend, no activation, Relu or Clip) in registers before they are stored instead, which
+//! `conv_one` shows on MobileNet-V2's 384 × 14², 960 × 7² and 144 × 56² stride-2 layers.
 //!
 //! With AVX-512, 3×3 planes of padding 1 and stride 1 or 2 skip the padded plane:
-//! `dwconv/direct.rs` reads them in place with masked loads (1.3–1.8× faster on MobileNet-V2's
-//! layers; the table below is the padded path's).
+//! `dwconv/direct.rs` reads them in place with masked loads (faster on MobileNet-V2's layers:
+//! no copy into the padded plane, no de-interleaving for stride 2).
 //!
 //! Without AVX-512, outputs of at most 32 × 32 are computed a vector of planes at a time, one
-//! plane per lane (`dwconv/lanes.rs`): 1.6–2.9× faster on MobileNet-V2's layers of that size
-//! with AVX2 (all 17: 6.07 → 3.81 ms), where this path's per-plane work dominated.
+//! plane per lane (`dwconv/lanes.rs`): faster on MobileNet-V2's layers of that size with
+//! AVX2, where this path's per-plane work dominates.
 //!
 //! An earlier version split each output row into border columns (a bounds-checked scalar sum)
-//! and an interior read from the input in place: 4.7 ms on the layers below, its per-row work
-//! dominating the 14×14 and 7×7 planes.
+//! and an interior read from the input in place; its per-row work dominated the 14×14 and 7×7
+//! planes.
 //!
 //! **Numerics.** Each output is its start (zero, or the old `y` when accumulating) plus the
 //! taps in ascending `(ky, kx)` order, one rounding per tap: fused multiply-adds where the
@@ -44,29 +43,11 @@
 //! calls this same code, so compiled code and the interpreter agree exactly. Without
 //! accumulation the old `y` is never read.
 //!
-//! **Measured** (2026-11-21, this project's AMD EPYC machine with AVX-512, one thread, release
-//! build; other builds shared the machine, so figures move by ±20 %): `cargo run --release -p
-//! kiln-runtime --example dwconv_bench`, the depthwise convolutions of MobileNet-V2 (3×3,
-//! padding 1, accumulating onto a bias), best of 200 calls, µs per call.
-//!
-//! | channels × input, stride (layers) | AVX-512 | AVX2 | portable |
-//! | --- | --- | --- | --- |
-//! | 32 × 112², 1 (1) | 178 | 175 | 271 |
-//! | 96 × 112², 2 (1) | 298 | 279 | 371 |
-//! | 144 × 56², 1 (1) | 228 | 201 | 310 |
-//! | 144 × 56², 2 (1) | 134 | 219 | 267 |
-//! | 192 × 28², 1 (2) | 93 | 145 | 221 |
-//! | 192 × 28², 2 (1) | 71 | 94 | 171 |
-//! | 384 × 14², 1 (4) | 67 | 120 | 317 |
-//! | 576 × 14², 1 (2) | 103 | 180 | 477 |
-//! | 576 × 14², 2 (1) | 106 | 122 | 247 |
-//! | 960 × 7², 1 (3) | 89 | 148 | 422 |
-//! | all 17 layers (20.7 M multiply-adds) | 1.94 ms | 2.66 ms | 5.57 ms |
-//!
-//! The large planes run at 35–40 GFLOP/s, the 7×7 ones at 10: per-plane work (filling the
-//! padded plane, the masked last vector) dominates small planes. In `kiln bench --kernels` the
-//! 17 kernels (bias, convolution, activation) went from 36 ms as JIT-compiled scalar loop
-//! nests to 5.6 ms with this routine.
+//! **Performance.** `cargo run --release -p kiln-runtime --example dwconv_bench` times the
+//! depthwise convolutions of MobileNet-V2 (3×3, padding 1, accumulating onto a bias) per
+//! instruction set. Per-plane work (filling the padded plane, the masked last vector)
+//! dominates small planes: the 7×7 ones run at a fraction of the large planes' rate. Recorded
+//! results: `docs/performance.md`.
 
 use crate::conv::Post;
 use crate::gemm::simd::{Portable, Simd};

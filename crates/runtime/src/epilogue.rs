@@ -43,23 +43,13 @@
 //! activation. No fused multiply-adds: results are the same on every instruction set, and the
 //! loop-IR interpreter calls this same code.
 //!
-//! **Measured** (2026-11-22, this project's AMD EPYC machine with AVX-512, one thread, release
-//! build; other builds shared the machine, so figures move by ±20 %): `cargo run --release -p
-//! kiln-runtime --example epilogue_bench`, µs per call with AVX-512.
-//!
-//! | output | none | relu | clip | hard_swish | sigmoid | tanh | gelu | gelu_tanh |
-//! | --- | --- | --- | --- | --- | --- | --- | --- | --- |
-//! | 32 × 112², bias per row | 31 | 18 | 25 | 32 | 229 | 313 | 625 | 316 |
-//! | 24 × 56², bias per row, `z` | 7 | 7 | 7 | 8 | 44 | 63 | 131 | 67 |
-//! | 128 × 1024, bias per column | 13 | 14 | 13 | 13 | 83 | 95 | 201 | 105 |
-//!
-//! The piecewise activations stream at 10–20 elements/ns, the transcendental ones at 0.6–1.8.
-//! With `f64` scalar math per element instead of `vmath` (the loop IR's formulas, which no
-//! compiler vectorizes) Gelu took 1441 µs on the last shape. Before this routine the
-//! fused ops' epilogue was two scalar loops of generated code (the bias written before the
-//! product, then `z` and the activation, Gelu calling `kiln_rt_erff` per element): in `kiln
-//! bench --kernels`, MobileNet-V2 went from 25 to 10 ms and BERT-mini's four FFN products with
-//! Gelu from 2.3–2.9 to about 1.1 ms each.
+//! **Performance.** `cargo run --release -p kiln-runtime --example epilogue_bench` times each
+//! activation per instruction set. The piecewise activations stream about ten times faster
+//! than the transcendental ones, and those are vectorized only because `vmath` computes them in
+//! `f32`: with `f64` scalar math per element (the loop IR's formulas, which no compiler
+//! vectorizes) Gelu is several times slower. One pass here replaces the two scalar loops of
+//! generated code the fused ops' epilogue used to be (`kiln bench --kernels`). Recorded
+//! results: `docs/performance.md`.
 
 use crate::gemm::Isa;
 use crate::vmath;

@@ -7,7 +7,7 @@
 //! `e^(−x²)` is split as `e^(−t²)·e^(−(x−t)(x+t))` with `t = ⌊16x⌋/16`, so the square is not
 //! rounded before the exponential. `erf = 1 − erfc` in the outer intervals.
 //!
-//! Measured accuracy (2026-11-21): against `mpmath.erf` at 40 digits over 2,000,001 evenly
+//! Accuracy, measured against `mpmath.erf` at 40 digits over 2,000,001 evenly
 //! spaced points of `[−6, 6]` plus 200,001 points of `[−1e−3, 1e−3]`, the largest error is
 //! 4.8 ulp of the result (at |x| ≈ 0.475, just past the first interval, where `1 − erfc`
 //! cancels half the bits), the mean 0.39 ulp. Every `f32` result (`erf(x as f64) as f32`) on

@@ -16,22 +16,11 @@
 //! never computed, so the result is exact and the same as the loop nest it replaces; the
 //! loop-IR interpreter calls this same code.
 //!
-//! **Measured** (2026-11-22, this project's AMD EPYC machine with AVX-512, one thread, release
-//! build; figures move by ±20 %): `cargo run --release -p kiln-runtime --example
-//! im2col_bench`, ResNet-50's convolutions that need a column matrix, 3.6 ms in all (the loop
-//! nests of generated code it replaces checked every element's bounds and stored one element
-//! at a time). Large planes write at 12–28 GB/s; the 14² and 7² planes of the last stages at
-//! 4–13 GB/s, where each output row is a few elements and per-row work dominates.
-//!
-//! | layer (repeats) | µs |
-//! | --- | --- |
-//! | 3 × 224², 7×7 stride 2 (1) | 259 |
-//! | 64 × 56², 3×3 (3) | 287 |
-//! | 128 × 56², 3×3 stride 2 (1) | 298 |
-//! | 128 × 28², 3×3 (3) | 148 |
-//! | 256 × 14², 3×3 (5) | 139 |
-//! | 512 × 7², 3×3 (2) | 240 |
-//! | 256 × 56², 1×1 stride 2 (1) | 63 |
+//! **Performance.** `cargo run --release -p kiln-runtime --example im2col_bench` times
+//! ResNet-50's convolutions that need a column matrix (the loop nests of generated code this
+//! replaces checked every element's bounds and stored one element at a time). The 14² and 7²
+//! planes of the last stages write more slowly than the large ones: each output row is a few
+//! elements and per-row work dominates. Recorded results: `docs/performance.md`.
 
 /// The sizes of one im2col: `channels` input planes and the window over each.
 ///

@@ -24,10 +24,9 @@
 //! gets them packed in the blocked routine's panels of 64 output channels.
 //!
 //! The packed copies share one anonymous mapping, each at a 64-byte boundary (as the kernel's
-//! own packing space is). Packing costs compile time: BERT-mini's 12.6 MB take 8–13 ms on one
-//! thread of this project's 2-core EPYC machine, 6–9 ms on two, half of it the kernel providing
-//! fresh pages (huge pages were faster when the system had them free, and stalled up to 40 ms
-//! compacting memory when it did not).
+//! own packing space is). Packing costs compile time, about half of it the kernel providing
+//! fresh pages (huge pages were faster when the system had them free, and stalled compacting
+//! memory when it did not).
 
 use std::collections::HashMap;
 use std::sync::Mutex;

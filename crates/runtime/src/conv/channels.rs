@@ -15,12 +15,11 @@
 //! call, a few microseconds for 64 channels, a pass over 9 MB for a 512-channel 3×3 layer,
 //! which the flat layout takes only for planes of at least 14 × 14 here.
 //!
-//! **Measured** (2026-11-25, AMD EPYC family 25 (Zen 4) whose AVX-512 and AVX2 FMAs both
-//! peak at 117 GFLOP/s per core in a register-only loop; `conv_one` example, best of 200 calls,
-//! µs, AVX-512 `gemm/direct.rs` → this kernel with 6 × 4 tiles): ResNet-50's 3×3 layers on
-//! 56² 2220 → 2176, 28² 2180 (AVX2 tiles) → 2123, 14² 2228 → 2176. Tiles of 12 pixels × 2
-//! vectors ran 1.7 times slower (see [`AVX512_NP`]). In `kiln bench` on the whole model the
-//! change is inside the run-to-run noise (±1 %).
+//! **Performance.** `conv_one` on ResNet-50's 3×3 layers (e.g. `cargo run --release -p
+//! kiln-runtime --example conv_one -- 64,64,56,3,1,1,0 200`) compares this kernel with
+//! AVX-512 `gemm/direct.rs`: with 6 × 4 tiles it is a little ahead on 56², 28² and 14² planes,
+//! within the run-to-run noise of `kiln bench` on the whole model. Tiles of 12 pixels × 2
+//! vectors are much slower (see [`AVX512_NP`]).
 //!
 //! **Numerics.** Every output is one chain of multiply-adds over all `k` steps in order,
 //! starting from zero, as `gemm/direct.rs` sums it in one k block: the values are those of the
@@ -54,10 +53,8 @@ pub(super) const AVX2_NV: usize = 2;
 pub(super) const AVX2_KC: usize = 128;
 /// AVX-512's tile: 6 pixels × 4 vectors (24 of the 32 registers accumulate); runs of 512 steps
 /// (128 KiB of weights, read from L2: longer runs save reloading and storing the sums more than
-/// L1-resident weights gain). `conv_one`, operands from memory, weights packed, lowest median
-/// of five alternating runs, µs, ResNet-50's 3×3 layers on 14², 28², 56² (2026-11-26): runs of
-/// 64 → 256 steps 2266 → 2214, 2182 → 2157, 2243 → 2225; in a second set 128 → 512 steps
-/// 2232 → 2204, 2187 → 2154, 2239 → 2206, and whole-k runs (2304 steps on 14²) 0.5 % more. Twelve pixels × 2
+/// L1-resident weights gain: `conv_one` with `KILN_BENCH_PACKED=1` on ResNet-50's 3×3 layers
+/// favours 256 steps over 64 and 512 over 128, and whole-k runs are slower). Twelve pixels × 2
 /// vectors needs twelve input pointers, more than the general registers left: the spills made
 /// ResNet-50's 3×3 layers 1.7 times slower.
 pub(super) const AVX512_NP: usize = 6;

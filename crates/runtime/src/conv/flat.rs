@@ -15,7 +15,7 @@
 //! vector lanes and broadcasts one input float per pixel and step, for windows of more than one
 //! tap and at least [`CHANNELS_MIN_PIXELS`] output pixels, with at least [`CHANNELS_MIN_STEPS`]
 //! steps (AVX2) or 64 steps and at most a quarter of the 64-channel panels' lanes idle
-//! (AVX-512: MobileNet-V2's 32-channel, 27-step stem took 0.39 ms packed, 0.82 ms there). Otherwise
+//! (AVX-512: MobileNet-V2's 32-channel, 27-step stem is faster packed than there). Otherwise
 //! [`gemm::Direct`] puts flat columns in vector lanes: columns past `ow` in each row are then
 //! computed and dropped, so the layout is used only where the flat columns, in whole vectors,
 //! are at most 1.2 times the output's pixels (`3×3` on `14 × 14` planes: 224 columns for 196
@@ -42,20 +42,19 @@ thread_local! {
 const MIN_STEPS: usize = 64;
 
 /// Fewer steps than this take the packed path with AVX2: a 3×3 window over 3 channels
-/// (MobileNet-V2's stride-2 stem) gained, 1.62 → 1.42 ms in `kiln bench`.
+/// (MobileNet-V2's stride-2 stem) still gains from the flat layout in `kiln bench`.
 const CHANNELS_MIN_STEPS: usize = 27;
 
 /// Fewer output pixels than this take the packed path with AVX2: packing the weights on every
 /// call is then a large share of the work (ResNet-50's 512-channel 3×3 layers with 7 × 7
-/// outputs lost 1.07 → 1.25 and 1.08 → 1.28 against the three steps in `conv_bench`).
+/// outputs lose against the three steps in `conv_bench`).
 const CHANNELS_MIN_PIXELS: usize = 64;
 
 /// More steps than this take the packed path with the portable kernel. One `k` block of a
-/// `Direct` product then leaves a tile's `A` rows and gathered `B` columns out of L1; with
-/// AVX2's 6 × 16 tile, before AVX2 had `channels.rs`, `conv_bench` (2026-11-25, ms, packed →
-/// flat) gave 6.03 → 6.71 on 3×3 128-channel 28 × 28 layers (1152 steps), 5.90 → 7.40 on
-/// 256-channel 14 × 14 ones (2304), while 576 steps (3×3, 64 channels on 56 × 56) gained,
-/// 6.82 → 6.59. The portable 4 × 16 tile is taken to behave alike.
+/// `Direct` product then leaves a tile's `A` rows and gathered `B` columns out of L1: with
+/// AVX2's 6 × 16 tile (before AVX2 had `channels.rs`), `conv_bench` showed 1152 and 2304 steps
+/// losing to the packed path and 576 gaining. The portable 4 × 16 tile is taken to behave
+/// alike.
 const NARROW_MAX_STEPS: usize = 640;
 
 /// How a group's input planes are laid out flat.
@@ -86,7 +85,7 @@ impl Flat {
             Isa::Avx2 if steps < CHANNELS_MIN_STEPS || pixels < CHANNELS_MIN_PIXELS => return None,
             Isa::Avx2 => true,
             // Few steps per tile: the scratch tile's merge outweighs the packing saved
-            // (MobileNet-V2's stem, 27 steps: 0.20 → 0.23 ms; ResNet-50's, 147: 1.51 → 1.35).
+            // (MobileNet-V2's stem, 27 steps, loses; ResNet-50's, 147, gains).
             _ if steps < MIN_STEPS => return None,
             Isa::Portable if steps > NARROW_MAX_STEPS => return None,
             // AVX-512's panels are 64 channels wide: at most a quarter of their lanes idle.
@@ -185,8 +184,8 @@ impl Flat {
                 };
                 // One k block: each element is one chain of multiply-adds over `k`. Column
                 // blocks of 480 read their planes from L2 when all of them fit in 768 KiB;
-                // larger ones go in blocks of 192 (a stride-2 128-channel layer on 56 × 56:
-                // 1.34 → 1.24 ms, `conv_bench`).
+                // larger ones go in blocks of 192 (faster on a stride-2 128-channel layer on
+                // 56 × 56 in `conv_bench`).
                 let fits = channels * self.channel_stride(win).unwrap_or(usize::MAX) <= 192 * 1024;
                 let bl = gemm::Blocking { kc: k, nc: if fits { 480 } else { 192 } };
                 // SAFETY: by the caller's contract and `of`'s layout, every column of every

@@ -15,15 +15,11 @@
 //! in ascending `(ky, kx)` order with fused multiply-adds, as on that path: the paths agree
 //! bit for bit. All planes of a call go through one loop ([`planes`]).
 //!
-//! Measured with `dwconv_bench`, alternating builds, µs per call. Stride 2: 96 × 112² 192–226
-//! against 307–382; 144 × 56² 84–90 against 149–191; 192 × 28² 49–54 against 76–117; 576 × 14²
-//! 79–89 against 118–169. Stride 1, flat (then for planes up to 28 × 28): 384 × 14² 54–59
-//! against 97–102; 576 × 14² 81–90 against 146–152; 960 × 7² 54–59 against 96–129; 192 × 28²
-//! 81–94 against 96–117 (with the masks of every tap precomputed; combining row and column
-//! masks per load was slower there). Reading the rows of larger stride-1 planes in place was
-//! slower while each plane was a call of its own (32 × 112² 199–221 against 178–194); in one
-//! loop over the planes (`conv_one`, bias and Relu, operands from memory, 2026-11-26, µs)
-//! 144 × 56² 321–327 → 205, 32 × 112² 268–285 → 217.
+//! Against the padded path in `dwconv_bench`, reading in place is faster on every stride-2
+//! layer of MobileNet-V2 and on its stride-1 planes up to 28 × 28 (with the masks of every
+//! tap precomputed; combining row and column masks per load was slower). Reading the rows of
+//! larger stride-1 planes in place pays only with all planes in one loop ([`planes`]), not as
+//! a call per plane.
 
 use std::arch::x86_64::*;
 
@@ -63,8 +59,8 @@ pub(super) fn choose(g: &Plan) -> Option<Direct> {
 }
 
 /// Rows of at most this many columns fill at most half a vector: [`Flat`] takes such planes
-/// whole; wider ones go a row at a time. `conv_one` (µs, best of 3000 calls, 2026-11-26), flat
-/// against rows: 960 × 7² 39 / 46–48, 384 × 14² 43 / 35, 192 × 28² 77–79 / 67–69.
+/// whole; wider ones go a row at a time (in `conv_one`, flat wins on 7 × 7 planes, rows on
+/// 14 × 14 and 28 × 28: e.g. `conv_one -- 960,960,7,3,1,1,0,960 3000`).
 const FLAT_MAX_COLUMNS: isize = 8;
 
 /// Vectors of the largest plane [`Flat`] takes.
@@ -152,12 +148,8 @@ impl Epi {
 /// over runs of finished planes; a plane whose kernel is not finite goes through
 /// [`plane_exact`](super::plane_exact). One loop over the planes: a call per plane (its frame,
 /// the kernel's broadcasts spilled, the epilogue passed through memory and reloaded before
-/// the store that wrote it had finished) cost about as much as the taps of a 7 × 7 plane.
-/// `conv_one` (bias and Relu, operands from memory, best of 3000 calls, 2026-11-26), µs, a
-/// call per plane against this loop: 960 × 7² 48–51 → 34–37, 384 × 14² 48–50 → 42–44,
-/// 576 × 14² 75–76 → 63–67, 192 × 28² 85–86 → 75–79; of stride 2, 576 × 14² 50–52 → 45,
-/// 192 × 28² 32–33 → 29–30, 144 × 56² 90 → 83–85; in `kiln bench --kernels` MobileNet-V2's
-/// three 960 × 7² layers 0.051 → 0.038 ms each, the sum of kernels 8.29 → 8.16 ms.
+/// the store that wrote it had finished) cost about as much as the taps of a 7 × 7 plane
+/// (`conv_one` on MobileNet-V2's depthwise layers, `kiln bench --kernels`).
 ///
 /// # Safety
 ///
@@ -167,7 +159,7 @@ impl Epi {
 #[target_feature(enable = "avx512f")]
 pub(super) unsafe fn planes(d: &Direct, g: &Plan, x: *const f32, w: *const f32, y: *mut f32) {
     // One loop per kind of plane and width, each with its own registers: a loop that could
-    // take any of them spilled the flat planes' taps (960 × 7² 36 → 46 µs).
+    // take any of them spilled the flat planes' taps (slower on 960 × 7²).
     // SAFETY: by the caller's contract.
     unsafe {
         match (d, (g.ow as usize).div_ceil(16)) {

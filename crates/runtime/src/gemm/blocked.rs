@@ -188,11 +188,9 @@ pub(crate) struct Problem<B = View> {
 // A_AHEAD: while a tile of `MR` rows of `A` read in place sweeps the block's columns, the next
 // tile's rows are prefetched into L2. With few columns (7 × 7 and 14 × 14 planes) each row tile
 // is used by one or a few micro-kernel calls, so its `A` rows (a model's weights, from L3 or
-// memory) arrived as demand misses: `conv_one`, weights from memory, µs (best, 2026-11-26),
-// without → with: 160 → 960 on 7² 168–174 → 156–158, 512 → 2048 on 7² 1198–1225 → 1133–1163,
-// 320 → 1280 on 7² 467–483 → 446–450, 256 → 1024 on 14² 1130–1138 → 1099–1108; on 56² planes
-// no change. Prefetching them into L1 instead (an earlier try) made no difference: the lines
-// pushed out the `B` panel the tile was reading.
+// memory) would arrive as demand misses (`conv_one` with the weights from memory shows it on
+// 7 × 7 and 14 × 14 planes; on 56² planes it changes nothing). Prefetching them into L1
+// instead made no difference: the lines pushed out the `B` panel the tile was reading.
 
 /// Last panels at most this wide take [`kernel::edge_dot`] (when `A` is read in place): a
 /// 49-column product's 49th column cost as much as 16 in a register tile.

@@ -13,9 +13,8 @@
 //! takes a third form, **panels**: each panel of `nr` columns is summed in `nr / LANES`
 //! registers while its k blocks are read in order, one contiguous run of `depth · nr` floats
 //! each. Read in place, the dot form streams four rows of 4 KiB at once and the hardware
-//! prefetchers start over on every row; the panels are a single stream. The MLP's 1024×1024
-//! layer (4 MiB, in L3), best of 3000 calls on the machine in the module doc: 47–51 µs in the
-//! dot form, 44–45 µs in panels (median 54 → 49 µs).
+//! prefetchers start over on every row; the panels are a single stream, faster on a matrix
+//! from L3 such as the MLP's 1024×1024 layer.
 
 use std::ops::Range;
 

@@ -40,47 +40,21 @@
 //! same code, so JIT-compiled code and the interpreter agree exactly. With `beta == 0`, `C`'s old
 //! contents are never read (NaN there does not propagate).
 //!
-//! **Measured** (2026-11-22, this project's AMD EPYC machine with AVX-512, one thread, release
-//! build): `cargo run --release -p kiln-runtime --features bench-peers --example sgemm_bench`.
-//! GFLOP/s = 2·m·n·k / time, the best call by thread CPU time; other builds shared the machine,
-//! so figures move by ±5 % between runs. On that host a register-only FMA loop peaks at
-//! 114 GFLOP/s with AVX-512 *and* with AVX2 (512-bit FMAs issue at half rate), so 106 at
-//! n = 1024 is 93 % of peak. ResNet-50 rows are its convolutions as im2col products (`m` =
-//! output channels, `n` = output pixels, `k` = input channels × taps).
-//!
-//! | m × n × k | kiln AVX-512 | `matrixmultiply` 0.3.11 | `gemm` 0.19 (`x86-v4`, no threads) |
-//! | --- | --- | --- | --- |
-//! | 64 × 64 × 64 | 88 | 75 | 96 |
-//! | 256 × 256 × 256 | 114 | 104 | 114 |
-//! | 1024 × 1024 × 1024 | 106 | 99 | 106 |
-//! | ResNet-50 7×7 stem: 64 × 12544 × 147 | 97 | 86 | 89 |
-//! | ResNet-50 3×3: 64 × 3136 × 576 | 95 | 95 | 99 |
-//! | ResNet-50 1×1: 256 × 3136 × 64 | 109 | 107 | 110 |
-//! | 512 × 784 × 1152 | 109 | 103 | 109 |
-//! | ResNet-50 3×3: 256 × 196 × 2304 | 112 | 95 | 105 |
-//! | ResNet-50 3×3: 512 × 49 × 4608 | 108 | 57 | 85 |
-//! | ResNet-50 1×1: 2048 × 49 × 512 | 110 | 60 | 88 |
-//! | BERT-mini FFN: 128 × 1024 × 256 | 110 | 106 | 111 |
-//! | BERT-mini `q·kᵀ`: 128 × 128 × 64, `Bᵀ` | 102 | 83 | 97 |
-//! | MLP GEMV: 1 × 1024 × 784, `Bᵀ` | 42 | 3 | 39 |
-//! | MLP GEMV: 1 × 1024 × 784 | 35 | 4 | 35 |
-//! | all 53 ResNet-50 convolutions (8.17 GFLOP) | 106 (77.3 ms) | 80 (101.8 ms) | 99 (82.5 ms) |
-//!
-//! On 2026-11-25's machine, whose 512-bit FMAs issue at full rate (252–260 GFLOP/s in a
-//! register-only loop), the same bench gave kiln 235 at n = 1024 (`gemm` 246, `matrixmultiply`
-//! 203), 216 on 64 × 3136 × 576, and 232 over all 53 ResNet-50 convolutions (35.2 ms; `gemm`
-//! 219, `matrixmultiply` 175); the harness's 1024³ line 243–248.
+//! **Performance.** `cargo run --release -p kiln-runtime --features bench-peers --example
+//! sgemm_bench` gives GFLOP/s (2·m·n·k / time, the best call by thread CPU time) on squares,
+//! ResNet-50's convolutions as im2col products, BERT-mini's products and the MLP's GEMV, for
+//! kiln's kernels against the `matrixmultiply` and `gemm` crates; `fma_peak` gives the core's
+//! register-only ceiling to hold them against. Recorded results: `docs/performance.md`.
 //!
 //! A last panel of at most 4 columns (`n` = 49 = 48 + 1, 196 = 4·48 + 4) is computed by dot
 //! products along `k` instead of a register tile (`kernel::edge_dot`), its columns transposed
-//! first: the tile spent a whole vector of multiply-adds per row and step on one column, and
-//! the 49-column products ran at 80–87 before. Those columns are then summed in vector lanes
-//! and reduced, not in ascending `k` (see Numerics).
+//! first: the tile spent a whole vector of multiply-adds per row and step on one column, which
+//! held the 49-column products well below the others' rate. Those columns are then summed in
+//! vector lanes and reduced, not in ascending `k` (see Numerics).
 //!
-//! The AVX2 kernel on the same host: 91 at n = 1024, 80 on 64 × 3136 × 576. Own kernels rather
-//! than a dependency: they match `gemm` (and beat `matrixmultiply` by ~20 % on ResNet-50) while
-//! keeping the runtime dependency-free (it is also a static library linked into firmware), and
-//! they let the interpreter share the exact arithmetic.
+//! Own kernels rather than a dependency: they match `gemm` (and beat `matrixmultiply` on
+//! ResNet-50's shapes) while keeping the runtime dependency-free (it is also a static library
+//! linked into firmware), and they let the interpreter share the exact arithmetic.
 
 mod blocked;
 mod direct;
@@ -577,17 +551,13 @@ const ROWS_MAX_B: usize = 256 * 1024;
 /// of `B`; a split by rows packs all of `B` in every part. Except when the column parts would
 /// be a few tiles each and `B` is small: then each part's edge tile and packing are a large
 /// share of its work, and rows (every part with all columns, as one thread has them) are
-/// faster. `conv_one` on two threads, operands from memory, median µs (2026-11-26), columns →
-/// rows: 32 → 192 on 28² 76–77 → 59–60, 64 → 384 on 14² 66–81 → 58–59, 96 → 576 on 14² 156
-/// → 146, 256 → 1024 on 14² 633–654 → 602–614, 1024 → 256 on 14² 561–562 → 549–552, 128 →
-/// 512 on 28² 570–578 → 557–563; with a larger `B`, 512 → 128 on 28² (401 k elements) went
-/// 557 → 572–575, and on 56² planes (3136 columns) rows were 3–10 % slower. With few rows
-/// per part the packing of all of `B` dominates: MobileNet-V2's 192 → 32 layers on 28² went
-/// 0.060 → 0.069 ms in `kiln bench --kernels`. Sharing one copy of `B` between
-/// row parts instead (all parts packing a share of it, then all reading it) was slower on
-/// 2026-11-26: ResNet-50's 512-channel 3×3 layers over 7 × 7 outputs went 1.36 → 1.45 ms on two
-/// threads, the whole packed `B` (1.7 MB) leaving L2 where each part's `KC × NC` blocks stay. Parts are whole tiles, so each
-/// element is computed exactly as without the split.
+/// faster. With many columns the edge tiles are a small share anyway, and with a larger `B`
+/// ([`ROWS_MAX_B`]) or few rows per part ([`ROWS_MIN_ROW_TILES`]) packing all of `B` in every
+/// part costs more than it saves: columns win. Sharing one copy of `B` between row parts
+/// instead (all parts packing a share of it, then all reading it) was slower: the whole packed
+/// `B` leaves L2, where each part's `KC × NC` blocks stay. `conv_one` with `KILN_THREADS=2`
+/// and `kiln bench --kernels` measure the choice. Parts are whole tiles, so each element is
+/// computed exactly as without the split.
 fn split(m: usize, n: usize, k: usize, isa: Isa, ways: usize) -> (bool, usize) {
     if ways <= 1 || m.saturating_mul(n).saturating_mul(k) < SPLIT_MIN_FMAS {
         return (false, 1);

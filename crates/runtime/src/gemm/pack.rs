@@ -157,11 +157,9 @@ unsafe fn one_panel<const W: usize, const AVX: bool>(dst: *mut f32, src: View, l
 
 /// Rows of a row-major `B` ahead of the one [`block`] copies whose lines are asked into L2: a
 /// convolution's input planes are `B`'s rows, so a block's rows are runs of `NC` floats a
-/// plane apart, each too short for the hardware prefetcher to get ahead of. `conv_one`, input
-/// from memory, best µs (2026-11-26), without → with (4 rows ahead, into L2): 256 → 64 on 56²
-/// 1209–1239 → 1142, 512 → 128 on 28² 1116 → 1047, 32 → 16 on 112² 289 → 251, 64 → 256 on 56²
-/// 1237 → 1202; 2, 8 and 16 rows ahead did as well or worse, and prefetching into L1 gained
-/// 1 %. With the input in cache, no change.
+/// plane apart, each too short for the hardware prefetcher to get ahead of. Four rows ahead,
+/// into L2, did best in `conv_one` with the input from memory (2, 8 and 16 rows did as well or
+/// worse, and L1 gained next to nothing); with the input in cache it changes nothing.
 const B_AHEAD: usize = 4;
 
 /// Packs `lanes` lanes × `kc` steps of `src` into consecutive panels of `W` lanes (`kc·W` floats

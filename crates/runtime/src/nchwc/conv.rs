@@ -246,8 +246,8 @@ unsafe fn run_packed(wide: bool, c: &Conv2d, lanes: usize, x: *const f32, wp: *c
 
 /// A strided 1×1 convolution without padding on blocked tensors: each image's pixels that
 /// the window reads, one in `sh·sw`, gathered into a dense copy, on which the tiles of stride 1
-/// take consecutive lines from one pointer (`conv_one`, 256 → 512 from 56², stride 2, best µs:
-/// 2068–2089 → 1973–2020). The same sums: only where the inputs are read from changes.
+/// take consecutive lines from one pointer (faster in `conv_one` on 256 → 512 from 56² of
+/// stride 2). The same sums: only where the inputs are read from changes.
 ///
 /// # Safety
 ///
@@ -468,12 +468,10 @@ fn block_pixels(c: &Conv2d) -> usize {
 
 // X_AHEAD: while the first panel of a block of pixels runs, each tile asks for the lines of
 // the next block's pixels (tap (0, 0), every channel block) to be loaded into L2. The blocks'
-// pixels are short runs a channel block apart, which the hardware prefetchers miss: `conv_one`,
-// operands from memory, best µs (2026-11-26), 512 → 128 on 28² 1127 → 980, 256 → 64 on 56²
-// 1063 → 1009, 1024 → 256 on 14² 1006 → 942. With few blocks the prefetchers follow the
-// streams, and the prefetches cost more than they save: under `AHEAD_MIN_BLOCKS` none is made
-// (MobileNet-V2's 32 → 16 on 112², two blocks: 218 → 124 µs together with the tiles of
-// consecutive pixels).
+// pixels are short runs a channel block apart, which the hardware prefetchers miss (`conv_one`
+// with operands from memory, on ResNet-50's 1×1 layers). With few blocks the prefetchers
+// follow the streams, and the prefetches cost more than they save: under `AHEAD_MIN_BLOCKS`
+// none is made (MobileNet-V2's 32 → 16 on 112² is two blocks).
 const AHEAD_MIN_BLOCKS: usize = 8;
 
 /// [`one_image`]'s panels `panels` of pixels `part` with AVX-512.
@@ -578,9 +576,8 @@ impl Kernel<'_> {
                     at = Cursor::at(c, t + P);
                 } else {
                     // A short last tile sums only its pixels: 7 × 7 pixels are 8 tiles of 6 and
-                    // one of 1, which took as long as the others when it summed 6 (`conv_one`,
-                    // 2048 → 512 on 7², best µs: 1070–1098 → 984–986; 512 → 2048 with addend
-                    // 1071–1076 → 982–1008; 3×3 512 → 512 2260–2296 → 2178–2186).
+                    // one of 1, which took as long as the others when it summed 6 (`conv_one`
+                    // on ResNet-50's layers over 7² shows the difference).
                     match n {
                         1 => self.tile::<V, 1>(&mut at, w, t),
                         2 => self.tile::<V, 2>(&mut at, w, t),

@@ -225,9 +225,9 @@ unsafe fn avx512(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z:
                         let mut ox = lo;
                         // Stride 1: eight columns at a time, each row's ten input vectors
                         // loaded once for the taps that read them (30 loads for 72
-                        // multiply-adds, not 72; conv_one 384 × 14², best µs, 36 → 32). The
+                        // multiply-adds, not 72; faster in conv_one on 384 × 14²). The
                         // same with four columns of stride 2 (27 loads, not 36) was slower
-                        // (96 from 112²: 308 → 354).
+                        // (on 96 from 112²).
                         if win.sw == 1 && win.dw == 1 {
                             while ox + 8 <= hi {
                                 for (q, &s) in sums3x3::<8, 1>(&wv, rows, (ox - win.pw) * LANES).iter().enumerate() {

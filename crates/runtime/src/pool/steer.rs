@@ -5,10 +5,9 @@
 //! virtual CPUs on purpose so that idle ones stay halted on the host (this project's virtual
 //! machine boots with `sched_vcpu_pack`). For a fork–join pool that is the one wrong place: the
 //! caller keeps its CPU busy with the tasks, so the worker waits behind it until a scheduler
-//! tick moves it, about a millisecond, while the other CPU idles. Measured with `perf sched` on
-//! the MLP after 20 ms idle: the worker ran on the caller's CPU in most wake-ups, with
-//! 1.0–1.5 ms of scheduling delay, and took a quarter of the tasks over the three runs after
-//! the gap instead of half.
+//! tick moves it, about a millisecond, while the other CPU idles. `perf sched` on the MLP after
+//! an idle gap shows it: the worker ran on the caller's CPU in most wake-ups and took far
+//! fewer than half of the tasks.
 //!
 //! So before waking sleeping workers the caller pins each to one CPU of the pool's set other
 //! than its own (one system call each; waking from sleep already costs tens of microseconds),
