@@ -2,7 +2,10 @@
 # kiln against onnxruntime and tract on the same models, inputs and thread count, in one run.
 #
 #   scripts/bench.sh [--threads N] [--iters N] [--rounds N] [--warmup N] [--turn-warmup N] [--seed N]
-#                    [--engines kiln,onnxruntime,tract] [--no-gemm] [MODEL.onnx...]
+#                    [--engines kiln,onnxruntime,tract] [--no-gemm] [--base REV] [MODEL.onnx...]
+#
+# --base REV also builds kiln-bench at git revision REV (in a worktree under build/, sharing
+# target/) and runs its kiln as the engine `kiln-base`: before and after in one run.
 #
 # Default models: mlp, resnet50, mobilenet_v2 and bert_mini from ../shared/models (or
 # $KILN_SHARED_MODELS). Installs onnxruntime 1.31.1 into build/venv-ort if missing (the same
@@ -46,15 +49,37 @@ if [[ -z ${ORT_DYLIB_PATH:-} ]]; then
     export ORT_DYLIB_PATH=$dylib
 fi
 
+args=()
+base=""
+while (($#)); do
+    if [[ $1 == --base ]]; then
+        base=${2:?--base needs a revision}
+        shift 2
+    else
+        args+=("$1")
+        shift
+    fi
+done
+
+if [[ -n $base ]]; then
+    base_src=$repo_root/build/base-src
+    base_bin=$repo_root/build/kiln-bench-base
+    git -C "$repo_root" worktree remove --force "$base_src" 2>/dev/null || rm -rf "$base_src"
+    git -C "$repo_root" worktree add --detach --quiet "$base_src" "$base"
+    (cd "$base_src" && CARGO_TARGET_DIR="$repo_root/target" cargo build --release --quiet --manifest-path benches/Cargo.toml)
+    cp "$repo_root/target/release/kiln-bench" "$base_bin"
+    git -C "$repo_root" worktree remove --force "$base_src"
+    args=(--base-bin "$base_bin" "${args[@]}")
+fi
+
 (cd "$repo_root" && CARGO_TARGET_DIR="$repo_root/target" cargo build --release --quiet --manifest-path benches/Cargo.toml)
 
-args=("$@")
 has_model=false
 skip=false
 for a in "${args[@]}"; do
     if $skip; then skip=false; continue; fi
     case $a in
-        --threads|--iters|--rounds|--warmup|--turn-warmup|--seed|--engines) skip=true ;;
+        --threads|--iters|--rounds|--warmup|--turn-warmup|--seed|--engines|--base-bin) skip=true ;;
         -*) ;;
         *) has_model=true ;;
     esac

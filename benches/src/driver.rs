@@ -32,6 +32,8 @@ pub struct Settings {
     pub seed: u64,
     /// onnxruntime's shared library, passed to the workers as `ORT_DYLIB_PATH`.
     pub ort_dylib: Option<PathBuf>,
+    /// Another build of kiln-bench whose kiln is the `kiln-base` engine.
+    pub base_bin: Option<PathBuf>,
 }
 
 /// Pause before each turn, once the previous engine's process is idle: the time a service
@@ -56,13 +58,20 @@ struct Worker {
 }
 
 impl Worker {
-    fn spawn(args: &WorkerArgs, ort_dylib: Option<&Path>) -> Result<Worker> {
-        let exe = std::env::current_exe().context("cannot find the kiln-bench executable")?;
+    fn spawn(args: &WorkerArgs, ort_dylib: Option<&Path>, base_bin: Option<&Path>) -> Result<Worker> {
+        let (exe, worker_args) = match args.engine {
+            // The baseline build runs its own kiln engine.
+            EngineKind::KilnBase => {
+                let exe = base_bin.context("the kiln-base engine needs --base-bin PATH")?.to_path_buf();
+                (exe, WorkerArgs { engine: EngineKind::Kiln, ..args.clone() })
+            }
+            _ => (std::env::current_exe().context("cannot find the kiln-bench executable")?, args.clone()),
+        };
         let mut process = Process::new(exe);
         if let Some(lib) = ort_dylib {
             process.env("ORT_DYLIB_PATH", lib);
         }
-        let mut child = process.args(args.to_args()).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().context("cannot start a worker")?;
+        let mut child = process.args(worker_args.to_args()).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().context("cannot start a worker")?;
         let stdin = child.stdin.take().context("worker stdin")?;
         let stdout = BufReader::new(child.stdout.take().context("worker stdout")?);
         Ok(Worker { child, stdin, stdout, label: args.engine.name().to_string() })
@@ -144,7 +153,7 @@ pub fn bench_model(settings: &Settings, model: &Path, scratch: &Path) -> Result<
         let dump = scratch.join(format!("{name}.{}.f32", r.engine.name()));
         let args = WorkerArgs { engine: r.engine, model: model.to_path_buf(), specs: specs.clone(), seed: settings.seed, threads: settings.threads, warmup: settings.warmup, dump: Some(dump.clone()) };
         eprintln!("{name}: loading in {}", r.engine.name());
-        let started = Worker::spawn(&args, settings.ort_dylib.as_deref()).and_then(|mut w| match w.recv()? {
+        let started = Worker::spawn(&args, settings.ort_dylib.as_deref(), settings.base_bin.as_deref()).and_then(|mut w| match w.recv()? {
             Reply::Ready { load_ms } => Ok((w, load_ms)),
             other => bail!("expected ready, got {other:?}"),
         });

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! kiln-bench [--threads N] [--iters N] [--rounds N] [--warmup N] [--turn-warmup N] [--seed N]
-//!            [--engines kiln,onnxruntime,tract] [--no-gemm] [MODEL.onnx...]
+//!            [--engines kiln,kiln-base,onnxruntime,tract] [--base-bin PATH] [--no-gemm] [MODEL.onnx...]
 //! kiln-bench gemm [--n N] [--reps N]
 //! ```
 //!
@@ -12,7 +12,9 @@
 //! (kiln, onnxruntime, tract, kiln, ...), so the engines share the machine's state but never run
 //! at once, and each worker's peak RSS is its own. onnxruntime is the PyPI wheel's
 //! `libonnxruntime.so`, loaded through `ORT_DYLIB_PATH` (default: the one in
-//! `build/venv-ort`, which `scripts/bench.sh` installs). Finally it times `kiln_rt_sgemm`.
+//! `build/venv-ort`, which `scripts/bench.sh` installs). With `--base-bin PATH` (another build of
+//! kiln-bench, e.g. from `scripts/bench.sh --base REV`), the `kiln-base` engine is that build's
+//! kiln, for a before/after table in one run. Finally it times `kiln_rt_sgemm`.
 
 mod driver;
 mod engine;
@@ -53,7 +55,7 @@ fn default_models() -> Vec<PathBuf> {
 }
 
 fn drive(args: &[String]) -> Result<()> {
-    let mut s = Settings { models: Vec::new(), engines: EngineKind::ALL.to_vec(), threads: 1, iters: 50, rounds: 10, warmup: 2, turn_warmup: 1, seed: 0, ort_dylib: None };
+    let mut s = Settings { models: Vec::new(), engines: EngineKind::ALL.to_vec(), threads: 1, iters: 50, rounds: 10, warmup: 2, turn_warmup: 1, seed: 0, ort_dylib: None, base_bin: None };
     let mut gemm = true;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -67,8 +69,9 @@ fn drive(args: &[String]) -> Result<()> {
             "--seed" => s.seed = value()?.parse()?,
             "--engines" => s.engines = value()?.split(',').map(EngineKind::parse).collect::<Result<_>>()?,
             "--no-gemm" => gemm = false,
+            "--base-bin" => s.base_bin = Some(PathBuf::from(value()?)),
             "-h" | "--help" => {
-                println!("usage: kiln-bench [--threads N] [--iters N] [--rounds N] [--warmup N] [--turn-warmup N] [--seed N] [--engines kiln,onnxruntime,tract] [--no-gemm] [MODEL.onnx...]");
+                println!("usage: kiln-bench [--threads N] [--iters N] [--rounds N] [--warmup N] [--turn-warmup N] [--seed N] [--engines kiln,kiln-base,onnxruntime,tract] [--base-bin PATH] [--no-gemm] [MODEL.onnx...]");
                 return Ok(());
             }
             flag if flag.starts_with('-') => bail!("unknown option {flag} (try --help)"),
@@ -77,6 +80,9 @@ fn drive(args: &[String]) -> Result<()> {
     }
     if s.models.is_empty() {
         s.models = default_models();
+    }
+    if s.base_bin.is_some() && !s.engines.contains(&EngineKind::KilnBase) {
+        s.engines.insert(1, EngineKind::KilnBase);
     }
     s.ort_dylib = std::env::var_os("ORT_DYLIB_PATH").map(PathBuf::from).or_else(|| driver::find_ort_dylib(&repo_root()));
     let ort = s.ort_dylib.as_ref().map_or("(not found: run scripts/bench.sh)".to_string(), |p| p.display().to_string());

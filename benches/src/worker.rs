@@ -14,6 +14,7 @@ use crate::inputs::{self, InputSpec};
 use crate::protocol::{Command, Reply};
 
 /// The worker's command line, as the driver writes it.
+#[derive(Clone)]
 pub struct WorkerArgs {
     pub engine: EngineKind,
     pub model: PathBuf,

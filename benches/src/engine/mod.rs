@@ -14,6 +14,9 @@ use crate::inputs::{Data, InputSpec};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EngineKind {
     Kiln,
+    /// kiln as another build of this harness compiled it (`--base-bin`): a before/after
+    /// comparison in the same run.
+    KilnBase,
     Ort,
     Tract,
 }
@@ -24,6 +27,7 @@ impl EngineKind {
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Kiln => "kiln",
+            EngineKind::KilnBase => "kiln-base",
             EngineKind::Ort => "onnxruntime",
             EngineKind::Tract => "tract",
         }
@@ -32,9 +36,10 @@ impl EngineKind {
     pub fn parse(s: &str) -> Result<EngineKind> {
         match s {
             "kiln" => Ok(EngineKind::Kiln),
+            "kiln-base" => Ok(EngineKind::KilnBase),
             "ort" | "onnxruntime" => Ok(EngineKind::Ort),
             "tract" => Ok(EngineKind::Tract),
-            _ => bail!("unknown engine {s} (kiln, onnxruntime, tract)"),
+            _ => bail!("unknown engine {s} (kiln, kiln-base, onnxruntime, tract)"),
         }
     }
 }
@@ -62,14 +67,15 @@ pub trait Engine {
 pub fn prepare(kind: EngineKind) -> Result<()> {
     match kind {
         EngineKind::Ort => ort::prepare(),
-        EngineKind::Kiln | EngineKind::Tract => Ok(()),
+        EngineKind::Kiln | EngineKind::KilnBase | EngineKind::Tract => Ok(()),
     }
 }
 
 /// Loads and compiles `setup.model` with `kind`: the time this takes is the table's load column.
 pub fn load(kind: EngineKind, setup: &Setup) -> Result<Box<dyn Engine>> {
     Ok(match kind {
-        EngineKind::Kiln => Box::new(kiln::KilnEngine::load(setup)?),
+        // A baseline worker is another binary's kiln engine; in this one it is this kiln.
+        EngineKind::Kiln | EngineKind::KilnBase => Box::new(kiln::KilnEngine::load(setup)?),
         EngineKind::Ort => Box::new(ort::OrtEngine::load(setup)?),
         EngineKind::Tract => Box::new(tract::TractEngine::load(setup)?),
     })

@@ -345,13 +345,10 @@ impl Specialization {
     /// Runs on inputs already checked against this specialization's shapes; with `times`,
     /// kernel by kernel, pushing each kernel's wall time.
     fn run(&self, inputs: &[Tensor], times: Option<&mut Vec<std::time::Duration>>) -> Result<Vec<Tensor>> {
-        let mut outputs: Vec<Vec<u8>> = self
-            .outputs
-            .iter()
-            .map(|(dtype, dims)| {
-                vec![0u8; dtype.storage_bytes(dims.iter().product()).unwrap_or(0) as usize]
-            })
-            .collect();
+        let mut outputs: Vec<Vec<u8>> = Vec::with_capacity(self.outputs.len());
+        for (i, (dtype, dims)) in self.outputs.iter().enumerate() {
+            outputs.push(zeroed(output_bytes(*dtype, dims)).map_err(|bytes| Error::Run(format!("cannot allocate {bytes} bytes for output {i}")))?);
+        }
         let pooled = self.arenas.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let mut arena = match pooled {
             Some(arena) => arena,
@@ -411,4 +408,18 @@ impl Specialization {
             })
             .collect())
     }
+}
+
+/// The bytes of an output of `dtype` and `dims` (lowering bounds every buffer, so this fits).
+fn output_bytes(dtype: DType, dims: &[u64]) -> u64 {
+    dims.iter().try_fold(1u64, |n, &d| n.checked_mul(d)).and_then(|n| dtype.storage_bytes(n)).unwrap_or(u64::MAX)
+}
+
+/// `bytes` zeroed bytes, or `Err(bytes)` when the allocator refuses them.
+fn zeroed(bytes: u64) -> std::result::Result<Vec<u8>, u64> {
+    let len = usize::try_from(bytes).map_err(|_| bytes)?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| bytes)?;
+    v.resize(len, 0);
+    Ok(v)
 }

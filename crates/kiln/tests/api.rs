@@ -145,3 +145,21 @@ fn an_index_out_of_range_is_a_run_time_error() {
         .unwrap_err();
     assert!(matches!(&e, Error::Run(m) if m.contains("\"pick\"")), "{e}");
 }
+
+#[test]
+fn a_value_too_large_for_memory_is_a_compile_error_naming_it() {
+    // An Expand to 2^60 elements: its byte size overflows u64 once multiplied by the element
+    // width, which once sized the output buffer as 0 bytes.
+    let text = r#"graph @main(%0: f32[1] "x") -> (f32[1048576, 1048576, 1048576] "huge") {
+  %1 = const dense<i64[3]: [1048576, 1048576, 1048576]>
+  %2 = tensor.expand(%0, %1) : f32[1048576, 1048576, 1048576]
+  return %2
+}
+"#;
+    let g = kiln_tir::text::parse(text).unwrap();
+    let err = match Model::from_graph(g).compile(&CompileOptions::default()) {
+        Ok(_) => panic!("a 4 EiB output compiled"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("\"huge\"") && err.contains("too large"), "{err}");
+}

@@ -28,6 +28,10 @@ use kiln_tir::{DType, Graph, Node, NodeId, Region, Tensor, ValueDef, ValueId};
 use kiln_loops::builder::strides;
 use kiln_loops::ir::*;
 
+/// The largest buffer a program may hold, in bytes: far beyond any memory, but small enough that
+/// element counts, byte sizes and offsets computed from a buffer's dims never overflow.
+pub const MAX_BUFFER_BYTES: u64 = 1 << 48;
+
 /// Why a graph could not be lowered.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum LowerError {
@@ -40,6 +44,14 @@ pub enum LowerError {
         op: &'static str,
         /// What is missing.
         reason: String,
+    },
+    /// A value would take more than [`MAX_BUFFER_BYTES`].
+    #[error("value \"{value}\" of type {ty} is too large to compile (over 2^48 bytes)")]
+    TooLarge {
+        /// Value name.
+        value: String,
+        /// Its type.
+        ty: String,
     },
     /// A value's shape is not static: bind the model's symbolic dims first.
     #[error("value \"{value}\" has shape {ty}, which is not static; bind its symbols first")]
@@ -234,6 +246,10 @@ impl<'g> Lowerer<'g> {
         let val = self.g.value(v);
         let dims = val.ty.known_dims().ok_or_else(|| LowerError::NotStatic { value: val.name.clone(), ty: val.ty.to_string() })?;
         let elem = elem_type(val.ty.dtype).ok_or_else(|| LowerError::Unsupported { node: val.name.clone(), op: "value", reason: format!("element type {}", val.ty.dtype) })?;
+        let bits = dims.iter().try_fold(u64::from(elem.bits()), |acc, &d| acc.checked_mul(d));
+        if bits.is_none_or(|b| b.div_ceil(8) > MAX_BUFFER_BYTES) {
+            return Err(LowerError::TooLarge { value: val.name.clone(), ty: val.ty.to_string() });
+        }
         Ok((dims, elem))
     }
 

@@ -38,7 +38,7 @@ fn main() {
                 for _ in 0..runs {
                     let t = Instant::now();
                     // SAFETY: `x` and `y` hold `planes` planes of the window's input and output.
-                    unsafe { kiln_runtime::nchwc::pool::run(isa, planes / 16, &m.win, x.as_ptr(), y.as_mut_ptr()) };
+                    unsafe { kiln_runtime::nchwc::maxpool::run(isa, planes / 16, &m.win, x.as_ptr(), y.as_mut_ptr()) };
                     best = best.min(t.elapsed());
                 }
                 println!("  {planes:3} × {hw:3}², {k}×{k} stride {s}: {:8.1} µs blocked", best.as_secs_f64() * 1e6);

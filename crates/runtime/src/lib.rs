@@ -61,7 +61,7 @@ pub fn symbols() -> Vec<(&'static str, *const u8)> {
     table.push(("kiln_rt_layernorm", norm::kiln_rt_layernorm as *const u8));
     table.push(("kiln_rt_copy", copy::kiln_rt_copy as *const u8));
     table.push(("kiln_rt_conv2d_nchwc", nchwc::conv::kiln_rt_conv2d_nchwc as *const u8));
-    table.push(("kiln_rt_maxpool2d_nchwc", nchwc::pool::kiln_rt_maxpool2d_nchwc as *const u8));
+    table.push(("kiln_rt_maxpool2d_nchwc", nchwc::maxpool::kiln_rt_maxpool2d_nchwc as *const u8));
     table.push(("kiln_rt_to_nchwc", nchwc::kiln_rt_to_nchwc as *const u8));
     table.push(("kiln_rt_from_nchwc", nchwc::kiln_rt_from_nchwc as *const u8));
     table.push(("kiln_rt_parallel_for", parallel::kiln_rt_parallel_for as *const u8));

@@ -13,7 +13,7 @@
 
 pub mod conv;
 pub mod dwconv;
-pub mod pool;
+pub mod maxpool;
 pub mod winograd;
 
 use crate::epilogue::Activation;

@@ -306,7 +306,7 @@ impl Machine<'_> {
                 let mut y_span = self.f32_span("maxpool2d_nchwc", *y, yi, m.y_len())?;
                 if m.y_len() > 0 {
                     // SAFETY: the spans hold every block of the pool.
-                    unsafe { nchwc::pool::run(kiln_runtime::gemm::Isa::detected(), blocks, &win, x.as_ptr(), y_span.as_mut_ptr()) };
+                    unsafe { nchwc::maxpool::run(kiln_runtime::gemm::Isa::detected(), blocks, &win, x.as_ptr(), y_span.as_mut_ptr()) };
                 }
                 self.store_f32_span(*y, yi, &y_span)?;
                 Ok(())
