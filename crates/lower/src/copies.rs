@@ -67,7 +67,7 @@ fn as_copy(var: Var, extent: u64, body: &[Stmt], elems: &[ElemType]) -> Option<V
     }
     let mut out = before.to_vec();
     let n = Expr::idx(i64::try_from(extent).ok()?);
-    out.push(Stmt::Call(Call::Copy(kiln_loops::call::Copy { dst: Addr::new(*dst, a), src: Addr::new(*src, b), n })));
+    out.push(Stmt::Call(kiln_loops::call::Copy { dst: Addr::new(*dst, a), src: Addr::new(*src, b), n }.into()));
     Some(out)
 }
 

@@ -136,11 +136,11 @@ pub fn prepack_deferred(p: &mut Program, layout: Layouts) -> Option<Deferred> {
             let size = |v: usize| Expr::idx(v as i64);
             *call = match (job, call.clone()) {
                 // An `sgemm_fused` call keeps its routine and takes the layout.
-                (Job::Matrix { .. }, Call::SgemmFused(g)) => call::SgemmFused { b: packed, nr: size(layout.gemm.nr), kc: size(layout.gemm.kc), ..g }.into(),
+                (Job::Matrix { .. }, Call::SgemmFused(g)) => call::SgemmFused { b: packed, nr: size(layout.gemm.nr), kc: size(layout.gemm.kc), ..*g }.into(),
                 (Job::Matrix { .. }, Call::Sgemm(g)) => g.packed(packed, size(layout.gemm.nr), size(layout.gemm.kc)).into(),
                 (Job::Conv { width, .. }, Call::Conv2d(c)) => c.packed(packed, size(width)).into(),
                 // The blocked routine's panels: the packed weights and their width.
-                (Job::Blocked { width, .. }, Call::Conv2dNchwc(c)) => call::Conv2dNchwc { w: packed, width: size(width), ..c }.into(),
+                (Job::Blocked { width, .. }, Call::Conv2dNchwc(c)) => call::Conv2dNchwc { w: packed, width: size(width), ..*c }.into(),
                 _ => return,
             };
             rewritten += 1;
@@ -250,13 +250,13 @@ fn job(call: &Call, layout: Layouts) -> Option<(Key, Job)> {
     };
     let size = |e: &Expr| int(e).and_then(|v| usize::try_from(v).ok());
     match call {
-        Call::Sgemm(call::Sgemm { b, m, n, k, ldb, trans_b, .. }) | Call::SgemmFused(call::SgemmFused { b, m, n, k, ldb, trans_b, .. }) => {
-            // A fused product not packed yet: `nr` is 0.
-            if let Call::SgemmFused(g) = call
-                && !matches!(g.nr, Expr::Const(Scalar::Int(_, 0)))
-            {
-                return None;
-            }
+        Call::Sgemm(_) | Call::SgemmFused(_) => {
+            let (b, m, n, k, ldb, trans_b) = match call {
+                Call::Sgemm(g) => (&g.b, &g.m, &g.n, &g.k, &g.ldb, &g.trans_b),
+                // A fused product not packed yet: `nr` is 0.
+                Call::SgemmFused(g) if matches!(g.nr, Expr::Const(Scalar::Int(_, 0))) => (&g.b, &g.m, &g.n, &g.k, &g.ldb, &g.trans_b),
+                _ => return None,
+            };
             let gemm = layout.gemm;
             if gemm.nr == 0 || gemm.kc == 0 {
                 return None;

@@ -85,17 +85,18 @@ macro_rules! define_calls {
 
             impl From<$name> for Call {
                 fn from(c: $name) -> Call {
-                    Call::$name(c)
+                    Call::$name(Box::new(c))
                 }
             }
         )*
 
-        /// A runtime call with its operands: one variant per routine of the table.
+        /// A runtime call with its operands: one variant per routine of the table. The
+        /// operands are boxed, so that a statement stays small.
         #[derive(Clone, Debug, PartialEq)]
         pub enum Call {
             $(
                 #[doc = concat!("`loop.call ", $text, "`")]
-                $name($name),
+                $name(Box<$name>),
             )*
         }
 
@@ -103,7 +104,7 @@ macro_rules! define_calls {
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum RuntimeFn {
             $(
-                #[doc = concat!("`loop.call ", $text, "`: see [`", stringify!($name), "`].")]
+                #[doc = concat!("`loop.call ", $text, "`: see [`", stringify!($name), "`](struct@", stringify!($name), ").")]
                 $name,
             )*
         }
@@ -176,7 +177,7 @@ macro_rules! define_calls {
             /// Scalar types are the verifier's to check.
             pub fn from_operands(kind: RuntimeFn, args: Vec<$crate::call::Arg>) -> Result<Call, String> {
                 match kind {
-                    $(RuntimeFn::$name => $name::from_operands(args).map(Call::$name),)*
+                    $(RuntimeFn::$name => $name::from_operands(args).map(Call::from),)*
                 }
             }
         }

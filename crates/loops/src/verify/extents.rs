@@ -81,8 +81,13 @@ impl Cx<'_> {
                 let (x, y) = (x / i128::from(planes) * lanes, y / i128::from(planes) * lanes);
                 vec![("x", x - 1, "maxpool2d_nchwc reads X"), ("y", y - 1, "maxpool2d_nchwc writes Y")]
             }
-            Call::ToNchwc(call::ToNchwc { batch, channels, pixels, .. }) | Call::FromNchwc(call::FromNchwc { batch, channels, pixels, .. }) => {
-                let [Some(batch), Some(channels), Some(pixels)] = [batch, channels, pixels].map(|e| self.constant(e)) else { return Vec::new() };
+            Call::ToNchwc(_) | Call::FromNchwc(_) => {
+                let sizes = match call {
+                    Call::ToNchwc(c) => [&c.batch, &c.channels, &c.pixels],
+                    Call::FromNchwc(c) => [&c.batch, &c.channels, &c.pixels],
+                    _ => return Vec::new(),
+                };
+                let [Some(batch), Some(channels), Some(pixels)] = sizes.map(|e| self.constant(e)) else { return Vec::new() };
                 let Some(plain) = product(&[batch, channels, pixels]) else { return Vec::new() };
                 if plain == 0 {
                     return Vec::new();
