@@ -15,7 +15,8 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_module::{FuncId, Module};
 use kiln_loops::parallel::ParallelLoop;
-use kiln_loops::{Arg, BufId, Expr, Kernel, Program, ScalarType, Stmt, Var};
+use kiln_loops::call::Operand;
+use kiln_loops::{BufId, Expr, Kernel, Program, ScalarType, Stmt, Var};
 
 use crate::expr::cl_type;
 use crate::CodegenError;
@@ -171,15 +172,12 @@ fn visit_bufs(s: &Stmt, f: &mut dyn FnMut(BufId)) {
             visit_expr_bufs(cond, f);
             then.iter().chain(otherwise).for_each(|s| visit_bufs(s, f));
         }
-        Stmt::Call(_, args) => {
-            for a in args {
-                match a {
-                    Arg::Addr(buf, e) => {
-                        f(*buf);
-                        visit_expr_bufs(e, f);
-                    }
-                    Arg::Value(e) => visit_expr_bufs(e, f),
+        Stmt::Call(call) => {
+            for operand in call.operands() {
+                if let Operand::Addr(a) = operand {
+                    f(a.buf);
                 }
+                visit_expr_bufs(operand.expr(), f);
             }
         }
     }
@@ -303,7 +301,7 @@ impl Cx<'_, '_> {
             Stmt::Store { buf, index, value } => self.store(*buf, index, value),
             Stmt::If { cond, then, otherwise } => self.if_else(cond, then, otherwise),
             Stmt::Check { cond, error } => self.check(cond, *error),
-            Stmt::Call(f, args) => self.call(*f, args),
+            Stmt::Call(call) => self.call(call),
         }
     }
 

@@ -5,7 +5,8 @@
 
 use cranelift_codegen::ir::{types, AbiParam, FuncRef, InstBuilder, Type, Value};
 use cranelift_module::Linkage;
-use kiln_loops::{Arg, ElemType, Expr, MathFn, RuntimeFn, ScalarType};
+use kiln_loops::call::{self, Elems, Operand, OperandKind};
+use kiln_loops::{Call, ElemType, Expr, MathFn, RuntimeFn, ScalarType};
 
 use crate::expr::cl_type;
 use crate::kernel::Cx;
@@ -102,85 +103,67 @@ impl Cx<'_, '_> {
         Ok(self.b.inst_results(call)[0])
     }
 
-    /// A runtime routine called for its effect on buffers.
-    pub fn call(&mut self, f: RuntimeFn, args: &[Arg]) -> Result<(), CodegenError> {
-        match f {
-            // The integer arguments may have any integer type (extended to `i64`), as in the
-            // interpreter.
-            RuntimeFn::Sgemm => self.scalars("sgemm", "kiln_rt_sgemm", args, 3, 8, 2),
-            RuntimeFn::SgemmPacked => self.scalars("sgemm_packed", "kiln_rt_sgemm_packed", args, 3, 8, 2),
-            RuntimeFn::SgemmFused => self.scalars("sgemm_fused", "kiln_rt_sgemm_fused", args, 5, 14, 4),
-            RuntimeFn::DwConv2d => self.scalars("dwconv2d", "kiln_rt_dwconv2d", args, 3, 15, 0),
-            RuntimeFn::Conv2d => self.scalars("conv2d", "kiln_rt_conv2d", args, 5, 19, 2),
-            RuntimeFn::Conv2dPacked => self.scalars("conv2d_packed", "kiln_rt_conv2d_packed", args, 5, 20, 2),
-            RuntimeFn::Epilogue => self.scalars("epilogue", "kiln_rt_epilogue", args, 3, 6, 2),
-            RuntimeFn::Im2col => self.scalars("im2col", "kiln_rt_im2col", args, 2, 13, 0),
-            RuntimeFn::MaxPool2d => self.scalars("maxpool2d", "kiln_rt_maxpool2d", args, 2, 13, 0),
-            RuntimeFn::Softmax => self.scalars("softmax", "kiln_rt_softmax", args, 1, 2, 0),
-            RuntimeFn::LayerNorm => self.scalars("layernorm", "kiln_rt_layernorm", args, 4, 4, 1),
-            RuntimeFn::Copy => self.copy(args),
-            RuntimeFn::Conv2dNchwc => self.scalars("conv2d_nchwc", "kiln_rt_conv2d_nchwc", args, 5, 21, 2),
-            RuntimeFn::MaxPool2dNchwc => self.scalars("maxpool2d_nchwc", "kiln_rt_maxpool2d_nchwc", args, 2, 13, 0),
-            RuntimeFn::ToNchwc => self.scalars("to_nchwc", "kiln_rt_to_nchwc", args, 2, 3, 0),
-            RuntimeFn::FromNchwc => self.scalars("from_nchwc", "kiln_rt_from_nchwc", args, 2, 3, 0),
+    /// A runtime routine called for its effect on buffers: `symbol(operands…)` in signature
+    /// order, each address a pointer, each `i64` operand of any integer type (extended to
+    /// `i64`, as in the interpreter) and each `f32` one an `f32`.
+    pub fn call(&mut self, call: &Call) -> Result<(), CodegenError> {
+        if let Call::Copy(c) = call {
+            return self.copy(c);
         }
+        let f = call.kind();
+        let name = f.name();
+        let ptr = self.module.target_config().pointer_type();
+        let mut params = Vec::with_capacity(f.signature().len());
+        let mut values = Vec::with_capacity(f.signature().len());
+        for (spec, operand) in f.signature().iter().zip(call.operands()) {
+            let (param, value) = match (operand, spec.kind) {
+                (Operand::Addr(a), OperandKind::Addr(_, elems)) => {
+                    let elem = self.program.buffers.get(a.buf.0 as usize).map(|b| b.elem);
+                    if elems == Elems::F32 && elem != Some(ElemType::Scalar(ScalarType::F32)) {
+                        return Err(self.unsupported(format!("{name} on {:?}, which is not an f32 buffer", a.buf)));
+                    }
+                    (ptr, self.address(a.buf, &a.index)?)
+                }
+                (Operand::Value(e), OperandKind::I64) => {
+                    let (v, t) = self.expr(e)?;
+                    if t.is_float() || t == ScalarType::Bool {
+                        return Err(self.invalid(format!("{name} operand `{}` of type {}", spec.name, t.name())));
+                    }
+                    (types::I64, self.resize(v, t, types::I64))
+                }
+                (Operand::Value(e), OperandKind::F32) => {
+                    let (v, t) = self.expr(e)?;
+                    if t != ScalarType::F32 {
+                        return Err(self.invalid(format!("{name} operand `{}` of type {}", spec.name, t.name())));
+                    }
+                    (types::F32, v)
+                }
+                // The table gives each operand the field type of its kind.
+                _ => return Err(self.invalid(format!("{name} operand `{}` does not have its kind", spec.name))),
+            };
+            params.push(param);
+            values.push(value);
+        }
+        let callee = self.runtime(f.symbol(), &params, &[])?;
+        self.b.ins().call(callee, &values);
+        Ok(())
     }
 
-    /// `kiln_rt_copy(dst, src, bytes)` for `n` elements of the two buffers' one type.
-    fn copy(&mut self, args: &[Arg]) -> Result<(), CodegenError> {
-        let [Arg::Addr(dst, di), Arg::Addr(src, si), Arg::Value(n)] = args else {
-            return Err(self.invalid("copy takes two buffer addresses and a count"));
-        };
+    /// `kiln_rt_copy(dst, src, bytes)` for `n` elements of the two buffers' one type: the
+    /// routine takes a count of bytes.
+    fn copy(&mut self, c: &call::Copy) -> Result<(), CodegenError> {
+        let (dst, src) = (c.dst.buf, c.src.buf);
         let elem = self.program.buffers.get(dst.0 as usize).map(|b| b.elem);
         let Some(elem) = elem.filter(|&e| !e.is_packed() && self.program.buffers.get(src.0 as usize).map(|b| b.elem) == Some(e)) else {
             return Err(self.invalid(format!("copy between {dst:?} and {src:?}, which do not hold one whole-byte element type")));
         };
-        let d = self.address(*dst, di)?;
-        let s = self.address(*src, si)?;
-        let n = self.typed(n, ScalarType::I64).map_err(|e| self.invalid(format!("copy count: {e}")))?;
+        let d = self.address(dst, &c.dst.index)?;
+        let s = self.address(src, &c.src.index)?;
+        let n = self.typed(&c.n, ScalarType::I64).map_err(|e| self.invalid(format!("copy count: {e}")))?;
         let bytes = self.b.ins().imul_imm_s(n, i64::from(elem.bits() / 8));
         let ptr = self.module.target_config().pointer_type();
-        let f = self.runtime("kiln_rt_copy", &[ptr, ptr, types::I64], &[])?;
+        let f = self.runtime(RuntimeFn::Copy.symbol(), &[ptr, ptr, types::I64], &[])?;
         self.b.ins().call(f, &[d, s, bytes]);
-        Ok(())
-    }
-
-    /// `symbol(addresses…, integers…, floats…)`: `addresses` `f32` buffer addresses, then
-    /// `ints` integers (of any integer type, extended to `i64`, as in the interpreter) and
-    /// `floats` `f32` values, told apart by type.
-    fn scalars(&mut self, name: &str, symbol: &'static str, args: &[Arg], addresses: usize, ints: usize, floats: usize) -> Result<(), CodegenError> {
-        if args.len() != addresses + ints + floats {
-            return Err(self.invalid(format!("{name} takes {addresses} buffer addresses, {ints} integers and {floats} f32 values, not {} arguments", args.len())));
-        }
-        let mut values = Vec::with_capacity(args.len());
-        for arg in &args[..addresses] {
-            let Arg::Addr(buf, index) = arg else { return Err(self.invalid(format!("{name} takes {addresses} buffer addresses first"))) };
-            if self.program.buffers.get(buf.0 as usize).map(|b| b.elem) != Some(ElemType::Scalar(ScalarType::F32)) {
-                return Err(self.unsupported(format!("{name} on {buf:?}, which is not an f32 buffer")));
-            }
-            values.push(self.address(*buf, index)?);
-        }
-        let (mut int_values, mut float_values) = (Vec::new(), Vec::new());
-        for arg in &args[addresses..] {
-            let Arg::Value(e) = arg else { return Err(self.invalid(format!("{name} takes scalars after the addresses"))) };
-            let (v, t) = self.expr(e)?;
-            match t {
-                ScalarType::F32 if floats > 0 => float_values.push(v),
-                t if t.is_float() || t == ScalarType::Bool => return Err(self.invalid(format!("{name} argument of type {}", t.name()))),
-                t => int_values.push(self.resize(v, t, types::I64)),
-            }
-        }
-        if int_values.len() != ints || float_values.len() != floats {
-            return Err(self.invalid(format!("{name} takes {ints} integers and {floats} f32 values after the addresses")));
-        }
-        values.extend(int_values);
-        values.extend(float_values);
-        let ptr = self.module.target_config().pointer_type();
-        let mut params = vec![ptr; addresses];
-        params.extend(std::iter::repeat_n(types::I64, ints));
-        params.extend(std::iter::repeat_n(types::F32, floats));
-        let f = self.runtime(symbol, &params, &[])?;
-        self.b.ins().call(f, &values);
         Ok(())
     }
 }

@@ -9,6 +9,7 @@ use kiln_runtime::minifloat;
 use crate::ir::*;
 
 mod calls;
+mod windowed;
 
 /// A scalar value at run time. Integers are kept sign- or zero-extended to 64 bits.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -207,7 +208,7 @@ impl Machine<'_> {
                     return Err(InterpError::Check { code: *error, message });
                 }
             }
-            Stmt::Call(f, args) => self.call(*f, args)?,
+            Stmt::Call(call) => self.call(call)?,
         }
         Ok(())
     }

@@ -10,6 +10,8 @@ use std::fmt;
 
 use kiln_tir::Tensor;
 
+pub use crate::call::{Addr, Arg, Call, RuntimeFn};
+
 /// A buffer of the program; prints as `@N`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BufId(pub u32);
@@ -434,101 +436,6 @@ impl Expr {
     }
 }
 
-/// A runtime routine called for its effect on buffers (GEMM and convolution micro-kernels).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RuntimeFn {
-    /// `C[m×n] = alpha·op(A)·op(B) + beta·C` on `f32`, row-major with leading dimensions.
-    /// Arguments: a, b, c (addresses), m, n, k, lda, ldb, ldc, trans_a, trans_b (i64), alpha, beta (f32).
-    Sgemm,
-    /// `Sgemm` with `op(B)` (`k×n`) packed ahead, when the model was compiled, into the runtime's
-    /// panel layout `(nr, kc)`: k blocks of depth `kc` (the last one shorter), each a run of
-    /// `⌈n/nr⌉` panels of the block's steps × `nr` columns, step-major, columns past `n` zero;
-    /// `k·⌈n/nr⌉·nr` elements. Arguments: a, b, c (addresses), m, n, k, lda, ldc, trans_a, nr, kc
-    /// (i64), alpha, beta (f32).
-    SgemmPacked,
-    /// `Sgemm` with the fused ops' epilogue applied to each block of `C` once it is summed:
-    /// `C = act(alpha·op(A)·op(B) + beta·C + bias + Z)`. Arguments: a, b, c, bias, z
-    /// (addresses), m, n, k, lda, ldb, ldc, trans_a, trans_b, nr, kc, bias (as for `Epilogue`,
-    /// over `C`'s `m × n`), period, residual (non-zero: add `z`, laid out as `C`, row stride
-    /// `ldc`; it must not be `c`), act (as for `Epilogue`) (i64), alpha, beta, act_alpha,
-    /// act_beta (f32). `op(B)` is packed ahead as for `SgemmPacked` when `nr > 0` (`ldb` and
-    /// `trans_b` are then ignored), read as for `Sgemm` when `nr = 0`. Unused operands are
-    /// passed as `c`'s address and not read.
-    SgemmFused,
-    /// Depthwise 2-D convolution of `f32` planes: `y[p, oy, ox] = (y[p, oy, ox] if accumulate) +
-    /// Σ_{ky, kx} x[p, oy·sh − ph + ky·dh, ox·sw − pw + kx·dw] · w[p mod channels, ky, kx]`, taps
-    /// outside the `h × w` input skipped. Arguments: x, w, y (addresses), planes, channels, h, w,
-    /// oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, accumulate (i64).
-    DwConv2d,
-    /// The fused ops' epilogue, in place over an `f32` matrix of `rows × cols` (row stride
-    /// `cols`): `y[r, c] = act(y[r, c] + bias + z[r, c])`. Arguments: y, b, z (addresses),
-    /// rows, cols, bias (0: none; 1: `b[r mod period]`, per row; 2: `b[c]`, per column),
-    /// period, residual (non-zero: add `z`, laid out as `y`), act (0 none, 1 relu, 2 clip to
-    /// `[alpha, beta]`, 3 leaky_relu with slope `alpha`, 4 sigmoid, 5 tanh, 6 hard_swish, 7 gelu,
-    /// 8 gelu_tanh) (i64), alpha, beta (f32). The IR has no null address: an operand the flags
-    /// leave unused is passed as `y`'s own address and not read.
-    Epilogue,
-    /// The fused 2-D convolution of `f32` NCHW tensors: `y[n, m, oy, ox] = act(Σ_{c, ky, kx}
-    /// x[n, g·Cg + c, oy·sh − ph + ky·dh, ox·sw − pw + kx·dw] · w[m, c, ky, kx] + b[m] + z[n, m,
-    /// oy, ox])`, `g` the group of output channel `m`, taps outside the `h × w` input skipped, the
-    /// bias and `z` optional. Arguments: x, w, b, z, y (addresses), batch, channels,
-    /// out_channels, groups, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, bias (non-zero: add
-    /// `b`), residual (non-zero: add `z`, laid out as `y`), act (as for `Epilogue`) (i64), alpha,
-    /// beta (f32). Unused operands are passed as `y`'s address and not read; `z` must not be `y`.
-    Conv2d,
-    /// `Conv2d` with the weights packed ahead, when the model was compiled, into panels of
-    /// `width` output channels (`kiln_runtime::conv::Conv2d::pack_weights`): per group of `Mg`
-    /// output channels, `⌈Mg/width⌉` panels of the kernel's `K = Cg·kh·kw` steps × `width`
-    /// lanes, step-major, lanes past `Mg` zero; `groups·⌈Mg/width⌉·width·K` elements.
-    /// Arguments: `Conv2d`'s, with `width` (i64) after `act`.
-    Conv2dPacked,
-    /// im2col of `f32` NCHW planes for a 2-D convolution: `col[(c·kh + ky)·kw + kx, oy·ow + ox]
-    /// = x[c, oy·sh − ph + ky·dh, ox·sw − pw + kx·dw]`, zero where that position is outside the
-    /// `h × w` input. Arguments: x, col (addresses), channels, h, w, oh, ow, kh, kw, sh, sw, ph,
-    /// pw, dh, dw (i64).
-    Im2col,
-    /// 2-D max pooling of `f32` planes: `y[p, oy, ox]` is the maximum of `x[p, oy·sh − ph +
-    /// ky·dh, ox·sw − pw + kx·dw]` over the taps inside the `h × w` input, visited in `(ky, kx)`
-    /// order, a tap replacing the maximum when it is the first inside or strictly greater (so a
-    /// NaN wins only as the first); 0 without any tap inside. Arguments: x, y (addresses),
-    /// planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw (i64).
-    MaxPool2d,
-    /// Softmax along the rows of an `f32` matrix of `rows × cols` (row stride `cols`), in
-    /// place: `x[r, c] = e^(x[r, c] − m) / Σ e^(x[r, ·] − m)`, `m` the row's maximum or 0 when
-    /// that is −∞, a zero sum dividing by 1. Arguments: x (address), rows, cols (i64).
-    Softmax,
-    /// Layer or RMS normalization along the rows of an `f32` matrix of `rows × cols`: with `m`
-    /// the row's mean and `v` its population variance, `y = ((x − m)·(1/√(v + epsilon)))·
-    /// scale[c] + b[c]` (the bias only when `bias` is non-zero), or with `rms` non-zero `y =
-    /// (x·(1/√(Σx²/cols + epsilon)))·scale[c]`. Arguments: x, scale, b, y (addresses), rows,
-    /// cols, bias, rms (i64), epsilon (f32). An unused bias is passed as `scale`'s address and
-    /// not read; `y` must not overlap the others.
-    LayerNorm,
-    /// `Conv2dPacked` on NCHW16c tensors (`kiln_runtime::nchwc`): `x`, `z` and `y` hold each
-    /// image's channels in blocks of 16, `[c/16][h][w][c mod 16]` (`⌈C/16⌉·16·h·w` elements per
-    /// image, the lanes past the last channel padding that no routine relies on). One group or
-    /// depthwise, and no activation, Relu or Clip. `width` is 0 when `w` holds the plain
-    /// weights (packed on each call), else `kiln_runtime::nchwc::conv::packed_width` (64, or 16
-    /// when depthwise) when it holds them packed by `kiln_runtime::nchwc::conv::pack_weights`;
-    /// `x_blocked` 0 when `x` is NCHW planes instead (one group only). Unlike `Conv2d`'s, `z`
-    /// may be `y` itself: each addend element is read only for the output element at its
-    /// position, before that is stored. Arguments: `Conv2dPacked`'s, with `x_blocked` (i64)
-    /// after `width`.
-    Conv2dNchwc,
-    /// `MaxPool2d` on an NCHW16c tensor: `planes` is its channels over all images rounded up
-    /// to a multiple of 16 (each lane a plane). Arguments: `MaxPool2d`'s.
-    MaxPool2dNchwc,
-    /// Lays `batch` NCHW images of `channels` planes of `pixels` elements out as NCHW16c, the
-    /// padding lanes zero. Arguments: x, y (addresses), batch, channels, pixels (i64).
-    ToNchwc,
-    /// The inverse of `ToNchwc`: `batch` NCHW16c images into NCHW planes. Arguments: x, y
-    /// (addresses), batch, channels, pixels (i64).
-    FromNchwc,
-    /// Copies `n` elements: `dst[0..n] = src[0..n]`, both buffers of one element type (not a
-    /// packed one), the bytes as they are. Arguments: dst, src (addresses), n (i64).
-    Copy,
-}
-
 /// A statement.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stmt {
@@ -573,17 +480,14 @@ pub enum Stmt {
         /// Which error to report.
         error: u32,
     },
-    /// Calls a runtime routine. Buffer arguments are [`Arg::Addr`].
-    Call(RuntimeFn, Vec<Arg>),
+    /// Calls a runtime routine (`crate::call`'s table) with its operands.
+    Call(Call),
 }
 
-/// An argument of a runtime call.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Arg {
-    /// The address of element `index` of a buffer.
-    Addr(BufId, Expr),
-    /// A scalar value.
-    Value(Expr),
+impl From<Call> for Stmt {
+    fn from(call: Call) -> Stmt {
+        Stmt::Call(call)
+    }
 }
 
 /// What a buffer holds and where its memory comes from.

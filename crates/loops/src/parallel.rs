@@ -205,21 +205,18 @@ impl Walk {
                     work = work.saturating_add(self.block(then)).saturating_add(self.block(otherwise));
                 }
                 Stmt::Check { cond, .. } => self.expr(cond),
-                Stmt::Call(RuntimeFn::Copy, args) => match &args[..] {
-                    [Arg::Addr(dst, di), Arg::Addr(src, si), Arg::Value(n)] => {
-                        [di, si, n].into_iter().for_each(|e| self.expr(e));
-                        let Some(n) = self.affine(n).filter(|n| n.coeffs.is_empty()).and_then(|n| u64::try_from(n.constant).ok()) else {
-                            self.fail("copies a count that is not a constant".into());
-                            continue;
-                        };
-                        let (d, s) = (self.affine(di), self.affine(si));
-                        self.accesses.push((*dst, d, n, true));
-                        self.accesses.push((*src, s, n, false));
-                        work = work.saturating_add(n.saturating_mul(2));
-                    }
-                    _ => self.fail("a malformed copy".into()),
-                },
-                Stmt::Call(f, _) => self.fail(format!("calls the runtime's `{}`", crate::text::names::runtime_fn_name(*f))),
+                Stmt::Call(Call::Copy(c)) => {
+                    [&c.dst.index, &c.src.index, &c.n].into_iter().for_each(|e| self.expr(e));
+                    let Some(n) = self.affine(&c.n).filter(|n| n.coeffs.is_empty()).and_then(|n| u64::try_from(n.constant).ok()) else {
+                        self.fail("copies a count that is not a constant".into());
+                        continue;
+                    };
+                    let (d, s) = (self.affine(&c.dst.index), self.affine(&c.src.index));
+                    self.accesses.push((c.dst.buf, d, n, true));
+                    self.accesses.push((c.src.buf, s, n, false));
+                    work = work.saturating_add(n.saturating_mul(2));
+                }
+                Stmt::Call(call) => self.fail(format!("calls the runtime's `{}`", call.kind().name())),
             }
         }
         work

@@ -29,32 +29,28 @@
 //!    are `bool`.
 //! 8. **Buffer accesses are typed**: every index is `i64`, and a stored value has the
 //!    buffer's value type ([`ElemType::value_type`]).
-//! 9. **No store into `Input` or `Const` buffers**, including a call's output address.
+//! 9. **No store into `Input` or `Const` buffers**, including through a call's address that
+//!    its signature says the routine writes.
 //! 10. **Check error codes exist**: below `Program::errors.len()`.
-//! 11. **Calls have their signature**: `sgemm` takes three `f32` buffer addresses, eight
-//!     `i64` values (m, n, k, lda, ldb, ldc, trans_a, trans_b) and two `f32` values;
-//!     `dwconv2d` three `f32` buffer addresses and fifteen `i64` values (planes, channels, h,
-//!     w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, accumulate); `epilogue` three `f32` buffer
-//!     addresses (y, written; bias; z), six `i64` values (rows, cols, bias, period, residual,
-//!     act) and two `f32` values (alpha, beta), and its constant codes exist (bias mode 0–2, a
-//!     positive period per row, activation 0–8); `im2col` two `f32` buffer addresses (x;
-//!     col, written) and thirteen `i64` values (channels, h, w, oh, ow, kh, kw, sh, sw, ph,
-//!     pw, dh, dw); `maxpool2d` likewise (x; y, written; planes, h, w, oh, ow, kh, kw, sh, sw,
-//!     ph, pw, dh, dw); `softmax` one `f32` buffer address (x, written) and two `i64` values
-//!     (rows, cols); `copy` two addresses of buffers of one whole-byte element type (dst,
-//!     written; src) and one `i64` value (n).
+//! 11. **Calls have their signature** (`crate::call`'s table; which operands are addresses
+//!     and which values the IR's types already say): each value has its operand's type (`i64`
+//!     or `f32`); each address is into a buffer of `f32` elements, or for `copy` of one
+//!     whole-byte element type for both operands; and the constant codes exist (`epilogue` and
+//!     `sgemm_fused`: bias mode 0–2, a positive period per row, activation 0–8; `conv2d`
+//!     activation 0–8; `conv2d_nchwc` activation 0–2 and panel width 0, 64 or, depthwise, 16;
+//!     `conv2d_packed` a constant positive panel width).
 //! 12. **Static bounds**: an interval analysis over `i64` index expressions (loop variables
 //!     range over `[0, extent-1]`, `Let`s carry their value's interval, `If` and `Check`
 //!     conditions of the form `cmp(e, constant)` narrow `e`) must not prove an access out of
 //!     bounds. An access is reported when its whole interval lies outside `[0, len-1]`, or
 //!     when it is reached unconditionally and its interval is exact (affine in distinct loop
-//!     variables, so every bound is attained) yet not inside `[0, len-1]`. For `sgemm` and
-//!     `dwconv2d` with constant sizes the extent each operand spans from its base address is
-//!     checked the same way (`dwconv2d`: `planes·h·w` elements of X, `channels·kh·kw` of W,
-//!     `planes·oh·ow` of Y), for `epilogue` with constant rows and columns (`rows·cols`
-//!     elements of Y and Z, `min(period, rows)` or `cols` of the bias), for `im2col`
-//!     (`channels·h·w` of X, `channels·kh·kw·oh·ow` of the matrix) and for `maxpool2d`
-//!     (`planes·h·w` of X, `planes·oh·ow` of Y). An `epilogue` operand counts as read unless
+//!     variables, so every bound is attained) yet not inside `[0, len-1]`. For every routine
+//!     with constant sizes the extent each address operand spans from its base is checked
+//!     the same way (`verify/extents.rs`; `dwconv2d`: `planes·ih·iw` elements of X,
+//!     `channels·kh·kw` of W, `planes·oh·ow` of Y; `epilogue` with constant rows and columns:
+//!     `rows·cols` elements of Y and Z, `min(period, rows)` or `cols` of the bias; `im2col`:
+//!     `channels·ih·iw` of X, `channels·kh·kw·oh·ow` of the matrix; `maxpool2d`: `planes·ih·iw`
+//!     of X, `planes·oh·ow` of Y; likewise the others). An `epilogue` operand counts as read unless
 //!     its flag is a constant saying it is not (an unknown bias mode checks the larger of the
 //!     two extents), so the dummy address of an unused operand is never trusted blindly. This
 //!     is the static half of "a compiled model never reads or writes outside its buffers";
@@ -67,6 +63,7 @@ use crate::ir::*;
 use crate::text::names::{binop_name, cmp_name, math_name, unop_name};
 
 mod calls;
+mod extents;
 
 /// One invariant violation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -443,8 +440,8 @@ impl<'a> Cx<'a> {
                 self.learn(cond, true);
                 None
             }
-            Stmt::Call(f, args) => {
-                self.call(*f, args);
+            Stmt::Call(call) => {
+                self.call(call);
                 None
             }
         }

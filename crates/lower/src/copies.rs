@@ -67,7 +67,7 @@ fn as_copy(var: Var, extent: u64, body: &[Stmt], elems: &[ElemType]) -> Option<V
     }
     let mut out = before.to_vec();
     let n = Expr::idx(i64::try_from(extent).ok()?);
-    out.push(Stmt::Call(RuntimeFn::Copy, vec![Arg::Addr(*dst, a), Arg::Addr(*src, b), Arg::Value(n)]));
+    out.push(Stmt::Call(kiln_loops::call::Copy { dst: Addr::new(*dst, a), src: Addr::new(*src, b), n }.into()));
     Some(out)
 }
 
@@ -104,7 +104,7 @@ mod tests {
         fn count(s: &[Stmt]) -> usize {
             s.iter()
                 .map(|s| match s {
-                    Stmt::Call(RuntimeFn::Copy, _) => 1,
+                    Stmt::Call(Call::Copy(_)) => 1,
                     Stmt::For { body, .. } => count(body),
                     Stmt::If { then, otherwise, .. } => count(then) + count(otherwise),
                     _ => 0,
@@ -128,7 +128,7 @@ mod tests {
         copy_calls(&mut p);
         assert_eq!(calls(&p), 1);
         let Stmt::For { body, .. } = &p.kernels[0].body[0] else { panic!() };
-        assert!(matches!(body[..], [Stmt::Let(..), Stmt::Check { .. }, Stmt::Call(RuntimeFn::Copy, _)]), "{body:?}");
+        assert!(matches!(body[..], [Stmt::Let(..), Stmt::Check { .. }, Stmt::Call(Call::Copy(_))]), "{body:?}");
     }
 
     #[test]

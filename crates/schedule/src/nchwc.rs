@@ -29,6 +29,7 @@ use std::collections::{HashMap, HashSet};
 use kiln_runtime::conv::Conv2d;
 use kiln_runtime::nchwc;
 
+use kiln_loops::call::{self, Operand, OperandMut};
 use kiln_loops::ir::*;
 
 /// The blocked layout of an operand: images, channels, pixels per channel.
@@ -49,11 +50,11 @@ fn blocked_len(l: Layout) -> usize {
 struct Candidate {
     kernel: usize,
     conv: bool,
-    /// Tensor operands: argument index, buffer, whether written, layout.
-    operands: Vec<(usize, BufId, bool, Layout)>,
+    /// Tensor operands: operand name, buffer, whether written, layout.
+    operands: Vec<(&'static str, BufId, bool, Layout)>,
     /// Addresses the routine does not read (a bias or addend it is told not to add, passed
     /// as `y`'s address).
-    unused: Vec<usize>,
+    unused: Vec<&'static str>,
     /// Whether the call may read its input as NCHW planes: a convolution of one group over
     /// fewer than 16 channels (a network's first, on its image).
     x_plain: bool,
@@ -62,42 +63,42 @@ struct Candidate {
 /// The call of kernel `k` when it has a blocked form and its tensor operands start at
 /// element 0.
 fn candidate(k: usize, kernel: &Kernel) -> Option<Candidate> {
-    let [Stmt::Call(f, args)] = &kernel.body[..] else { return None };
-    let int = |a: &Arg| match a {
-        Arg::Value(Expr::Const(Scalar::Int(ScalarType::I64, v))) => Some(*v),
+    let [Stmt::Call(call)] = &kernel.body[..] else { return None };
+    let int = |e: &Expr| match e {
+        Expr::Const(Scalar::Int(ScalarType::I64, v)) => Some(*v),
         _ => None,
     };
-    let float = |a: &Arg| match a {
-        Arg::Value(Expr::Const(Scalar::F32(v))) => Some(*v),
+    let float = |e: &Expr| match e {
+        Expr::Const(Scalar::F32(v)) => Some(*v),
         _ => None,
     };
-    let at_zero = |a: &Arg| match a {
-        Arg::Addr(b, Expr::Const(Scalar::Int(_, 0))) => Some(*b),
+    let at_zero = |a: &Addr| match a.index {
+        Expr::Const(Scalar::Int(_, 0)) => Some(a.buf),
         _ => None,
     };
-    match f {
-        RuntimeFn::Conv2d if args.len() == 26 => {
-            let ints: Vec<i64> = args[5..24].iter().map(int).collect::<Option<_>>()?;
-            let c = Conv2d::from_args(ints.try_into().ok()?, float(&args[24])?, float(&args[25])?)?;
+    match call {
+        Call::Conv2d(conv) => {
+            let ints: Vec<i64> = conv.ints().into_iter().map(int).collect::<Option<_>>()?;
+            let c = Conv2d::from_args(ints.try_into().ok()?, float(&conv.alpha)?, float(&conv.beta)?)?;
             if !nchwc::conv::supports(&c) {
                 return None;
             }
-            let (x, y) = (at_zero(&args[0])?, at_zero(&args[4])?);
+            let (x, y) = (at_zero(&conv.x)?, at_zero(&conv.y)?);
             let out = (c.batch, c.out_channels, c.win.oh * c.win.ow);
-            let mut operands = vec![(0, x, false, (c.batch, c.channels, c.win.h * c.win.w)), (4, y, true, out)];
+            let mut operands = vec![("x", x, false, (c.batch, c.channels, c.win.h * c.win.w)), ("y", y, true, out)];
             if c.residual {
-                operands.push((3, at_zero(&args[3])?, false, out));
+                operands.push(("z", at_zero(&conv.z)?, false, out));
             }
-            let unused = [(2, c.bias), (3, c.residual)].into_iter().filter(|&(_, used)| !used).map(|(i, _)| i).collect();
+            let unused = [("b", c.bias), ("z", c.residual)].into_iter().filter(|&(_, used)| !used).map(|(name, _)| name).collect();
             let x_plain = c.groups == 1 && c.channels < nchwc::LANES;
             Some(Candidate { kernel: k, conv: true, operands, unused, x_plain })
         }
-        RuntimeFn::MaxPool2d if args.len() == 15 => {
-            let ints: Vec<usize> = args[2..].iter().map(|a| int(a).and_then(|v| usize::try_from(v).ok())).collect::<Option<_>>()?;
+        Call::MaxPool2d(pool) => {
+            let ints: Vec<usize> = std::iter::once(&pool.planes).chain(pool.window()).map(|e| int(e).and_then(|v| usize::try_from(v).ok())).collect::<Option<_>>()?;
             let &[planes, h, w, oh, ow, ..] = &ints[..] else { return None };
             (oh * ow > 0 && ints[6..].iter().all(|&s| s > 0)).then_some(())?;
-            let (x, y) = (at_zero(&args[0])?, at_zero(&args[1])?);
-            Some(Candidate { kernel: k, conv: false, operands: vec![(0, x, false, (1, planes, h * w)), (1, y, true, (1, planes, oh * ow))], unused: Vec::new(), x_plain: false })
+            let (x, y) = (at_zero(&pool.x)?, at_zero(&pool.y)?);
+            Some(Candidate { kernel: k, conv: false, operands: vec![("x", x, false, (1, planes, h * w)), ("y", y, true, (1, planes, oh * ow))], unused: Vec::new(), x_plain: false })
         }
         _ => None,
     }
@@ -105,39 +106,41 @@ fn candidate(k: usize, kernel: &Kernel) -> Option<Candidate> {
 
 /// Every buffer a statement tree touches, with whether the touch may write it.
 fn touches(stmts: &[Stmt], out: &mut Vec<(BufId, bool)>) {
-    fn expr(e: &Expr, out: &mut Vec<(BufId, bool)>) {
-        if let Expr::Load { buf, .. } = e {
-            out.push((*buf, false));
-        }
-        e.for_each_operand(|a| expr(a, out));
-    }
     for s in stmts {
         match s {
             Stmt::For { body, .. } => touches(body, out),
-            Stmt::Let(_, e) | Stmt::Local(_, e) | Stmt::Assign(_, e) | Stmt::Check { cond: e, .. } => expr(e, out),
+            Stmt::Let(_, e) | Stmt::Local(_, e) | Stmt::Assign(_, e) | Stmt::Check { cond: e, .. } => expr_touches(e, out),
             Stmt::Store { buf, index, value } => {
                 out.push((*buf, true));
-                expr(index, out);
-                expr(value, out);
+                expr_touches(index, out);
+                expr_touches(value, out);
             }
             Stmt::If { cond, then, otherwise } => {
-                expr(cond, out);
+                expr_touches(cond, out);
                 touches(then, out);
                 touches(otherwise, out);
             }
-            Stmt::Call(_, args) => {
-                for a in args {
-                    match a {
-                        // Any call may write any buffer it is given.
-                        Arg::Addr(b, e) => {
-                            out.push((*b, true));
-                            expr(e, out);
-                        }
-                        Arg::Value(e) => expr(e, out),
-                    }
-                }
-            }
+            Stmt::Call(call) => call_touches(call.operands(), out),
         }
+    }
+}
+
+/// The buffers an expression loads.
+fn expr_touches(e: &Expr, out: &mut Vec<(BufId, bool)>) {
+    if let Expr::Load { buf, .. } = e {
+        out.push((*buf, false));
+    }
+    e.for_each_operand(|a| expr_touches(a, out));
+}
+
+/// The buffers a call's `operands` touch.
+fn call_touches<'a>(operands: impl IntoIterator<Item = Operand<'a>>, out: &mut Vec<(BufId, bool)>) {
+    for operand in operands {
+        // Any call may write any buffer it is given.
+        if let Operand::Addr(a) = operand {
+            out.push((a.buf, true));
+        }
+        expr_touches(operand.expr(), out);
     }
 }
 
@@ -160,14 +163,15 @@ pub fn blocked(p: &mut Program) -> usize {
     for (k, kernel) in p.kernels.iter().enumerate() {
         let mut all = Vec::new();
         match (by_kernel.get(&k), &kernel.body[..]) {
-            (Some(&i), [Stmt::Call(f, args)]) => {
+            (Some(&i), [Stmt::Call(call)]) => {
                 let c = &cands[i];
                 for (j, o) in c.operands.iter().enumerate() {
                     tensor.entry(o.1).or_default().push((i, j));
                 }
                 // The weights and the bias are other uses; unused addresses none.
-                let rest: Vec<Arg> = args.iter().enumerate().filter(|(j, _)| !c.unused.contains(j) && !c.operands.iter().any(|o| o.0 == *j)).map(|(_, a)| a.clone()).collect();
-                touches(&[Stmt::Call(*f, rest)], &mut all);
+                let signature = call.kind().signature().iter();
+                let rest = signature.zip(call.operands()).filter(|(o, _)| !c.unused.contains(&o.name) && !c.operands.iter().any(|t| t.0 == o.name));
+                call_touches(rest.map(|(_, operand)| operand), &mut all);
             }
             _ => touches(&kernel.body, &mut all),
         }
@@ -226,7 +230,7 @@ fn rewrite_chain(p: &mut Program, cands: &[Candidate], chain: &[usize], in_place
     // whether every use is the input of a call that reads NCHW planes as well.
     let mut boundary: Vec<(BufId, Layout, Vec<usize>, Vec<usize>, bool)> = Vec::new();
     for &i in chain {
-        for &(j, b, writes, layout) in &cands[i].operands {
+        for &(name, b, writes, layout) in &cands[i].operands {
             if in_place.contains(&b) {
                 continue;
             }
@@ -242,7 +246,7 @@ fn rewrite_chain(p: &mut Program, cands: &[Candidate], chain: &[usize], in_place
                 return 0;
             }
             if writes { e.3.push(cands[i].kernel) } else { e.2.push(cands[i].kernel) }
-            e.4 &= !writes && j == 0 && cands[i].x_plain;
+            e.4 &= !writes && name == "x" && cands[i].x_plain;
         }
     }
     if convs < 2 || 2 * boundary.len() > convs {
@@ -278,43 +282,43 @@ fn rewrite_chain(p: &mut Program, cands: &[Candidate], chain: &[usize], in_place
         let copy = Buffer { name: format!("{}.nchwc", src.name), elem: ElemType::Scalar(ScalarType::F32), len: blocked_len(*layout) as u64, kind: BufferKind::Temp };
         let id = p.add_buffer(copy);
         copies.insert(*b, id);
-        let sizes = [layout.0, layout.1, layout.2].map(|v| Arg::Value(Expr::idx(v as i64)));
-        let addr = |b: BufId| Arg::Addr(b, Expr::idx(0));
+        let [batch, channels, pixels] = [layout.0, layout.1, layout.2].map(|v| Expr::idx(v as i64));
         if let Some(&r) = reads.iter().min().filter(|_| writes.is_empty()) {
-            let args = [addr(*b), addr(id)].into_iter().chain(sizes.clone()).collect();
-            p.kernels[r].body.insert(0, Stmt::Call(RuntimeFn::ToNchwc, args));
+            let to = call::ToNchwc { x: Addr::at(*b, 0), y: Addr::at(id, 0), batch: batch.clone(), channels: channels.clone(), pixels: pixels.clone() };
+            p.kernels[r].body.insert(0, Stmt::Call(to.into()));
         }
         if let Some(&w) = writes.first() {
-            let args = [addr(id), addr(*b)].into_iter().chain(sizes).collect();
-            p.kernels[w].body.push(Stmt::Call(RuntimeFn::FromNchwc, args));
+            let from = call::FromNchwc { x: Addr::at(id, 0), y: Addr::at(*b, 0), batch, channels, pixels };
+            p.kernels[w].body.push(Stmt::Call(from.into()));
         }
     }
     // The calls.
     for &i in chain {
         let k = cands[i].kernel;
-        let Some(Stmt::Call(f, args)) = p.kernels[k].body.iter_mut().find(|s| matches!(s, Stmt::Call(RuntimeFn::Conv2d | RuntimeFn::MaxPool2d, _))) else { continue };
-        for &(j, b, _, _) in &cands[i].operands {
-            if let Some(&copy) = copies.get(&b) {
-                args[j] = Arg::Addr(copy, Expr::idx(0));
+        let Some(Stmt::Call(call)) = p.kernels[k].body.iter_mut().find(|s| matches!(s, Stmt::Call(Call::Conv2d(_) | Call::MaxPool2d(_)))) else { continue };
+        for &(name, b, _, _) in &cands[i].operands {
+            if let (Some(&copy), Some(OperandMut::Addr(a))) = (copies.get(&b), call.operand_mut(name)) {
+                *a = Addr::at(copy, 0);
             }
         }
         // Unused addresses follow `y`, as the lowering passes them.
-        let y = args[if cands[i].conv { 4 } else { 1 }].clone();
-        for &j in &cands[i].unused {
-            args[j] = y.clone();
+        if let Some(Operand::Addr(y)) = call.operand("y") {
+            let y = y.clone();
+            for &name in &cands[i].unused {
+                if let Some(OperandMut::Addr(a)) = call.operand_mut(name) {
+                    *a = y.clone();
+                }
+            }
         }
-        if *f == RuntimeFn::Conv2d {
-            // Plain weights (panel width 0) until `prepack` packs them; the input blocked unless
-            // it is a boundary tensor left as planes.
-            let x_blocked = match &args[0] {
-                Arg::Addr(b, _) => boundary.iter().all(|e| e.0 != *b || !e.4),
-                Arg::Value(_) => true,
-            };
-            args.insert(24, Arg::Value(Expr::idx(0)));
-            args.insert(25, Arg::Value(Expr::idx(i64::from(x_blocked))));
-            *f = RuntimeFn::Conv2dNchwc;
-        } else {
-            *f = RuntimeFn::MaxPool2dNchwc;
+        match call {
+            Call::Conv2d(c) => {
+                // Plain weights (panel width 0) until `prepack` packs them; the input blocked
+                // unless it is a boundary tensor left as planes.
+                let x_blocked = boundary.iter().all(|e| e.0 != c.x.buf || !e.4);
+                *call = c.clone().nchwc(Expr::idx(0), Expr::idx(i64::from(x_blocked))).into();
+            }
+            Call::MaxPool2d(m) => *call = m.clone().nchwc().into(),
+            _ => {}
         }
     }
     chain.len()

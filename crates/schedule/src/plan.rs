@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use kiln_loops::call::Operand;
 use kiln_loops::ir::*;
 
 /// Offsets in the arena are multiples of this.
@@ -128,15 +129,16 @@ struct Uses<'a> {
 /// `conv2d_nchwc` that adds a residual laid out as its output, both operands at the same
 /// offset, reads each addend element only to compute the output element at its position. The
 /// call's other operands must be other buffers, but for an unused bias passed as the output.
-fn in_place_addend(f: RuntimeFn, args: &[Arg]) -> Option<(BufId, BufId)> {
-    let (RuntimeFn::Conv2dNchwc, [Arg::Addr(x, _), Arg::Addr(w, _), Arg::Addr(b, _), Arg::Addr(z, z_at), Arg::Addr(y, y_at), ints @ ..]) = (f, args) else { return None };
-    let flag = |i: usize| match ints.get(i) {
-        Some(Arg::Value(Expr::Const(Scalar::Int(_, v)))) => Some(*v),
+fn in_place_addend(call: &Call) -> Option<(BufId, BufId)> {
+    let Call::Conv2dNchwc(c) = call else { return None };
+    let flag = |e: &Expr| match e {
+        Expr::Const(Scalar::Int(_, v)) => Some(*v),
         _ => None,
     };
-    let (bias, residual) = (flag(16)?, flag(17)?);
+    let (bias, residual) = (flag(&c.bias)?, flag(&c.residual)?);
+    let (x, w, b, z, y) = (c.x.buf, c.w.buf, c.b.buf, c.z.buf, c.y.buf);
     let apart = ![x, w, b].contains(&z) && ![x, w].contains(&y) && (b != y || bias == 0) && z != y;
-    (residual != 0 && apart && z_at == y_at && matches!(z_at, Expr::Const(_))).then_some((*z, *y))
+    (residual != 0 && apart && c.z.index == c.y.index && matches!(c.z.index, Expr::Const(_))).then_some((z, y))
 }
 
 
@@ -162,21 +164,18 @@ impl<'a> Uses<'a> {
                     self.block(otherwise);
                 }
                 Stmt::Check { cond, .. } => self.expr(cond),
-                Stmt::Call(f, args) => {
+                Stmt::Call(call) => {
                     self.call_stmts += 1;
                     // Inside a loop the call would read, on a later iteration, the output
                     // it wrote over its addend.
                     if self.loops.is_empty() {
-                        self.addends.extend(in_place_addend(*f, args));
+                        self.addends.extend(in_place_addend(call));
                     }
-                    for a in args {
-                        match a {
-                            Arg::Addr(b, e) => {
-                                self.calls.push(*b);
-                                self.expr(e);
-                            }
-                            Arg::Value(e) => self.expr(e),
+                    for operand in call.operands() {
+                        if let Operand::Addr(a) = operand {
+                            self.calls.push(a.buf);
                         }
+                        self.expr(operand.expr());
                     }
                 }
             }

@@ -40,6 +40,7 @@ use kiln_runtime::window::Window;
 use kiln_runtime::pool;
 use kiln_tir::{DType, Tensor, TensorData};
 
+use kiln_loops::call;
 use kiln_loops::ir::*;
 
 /// The layouts operands are packed in: those the kernels of the CPU that runs the code read.
@@ -103,8 +104,8 @@ pub fn prepack_deferred(p: &mut Program, layout: Layouts) -> Option<Deferred> {
     // The operands to pack, each once, in order of first use.
     let mut found = Found { index: HashMap::new(), order: Vec::new() };
     for k in &p.kernels {
-        visit(&k.body, &mut |f, args| {
-            if let Some((key, job)) = job(f, args, layout) {
+        visit(&k.body, &mut |call| {
+            if let Some((key, job)) = job(call, layout) {
                 found.add(key, job, &p.buffers);
             }
         });
@@ -128,30 +129,20 @@ pub fn prepack_deferred(p: &mut Program, layout: Layouts) -> Option<Deferred> {
     }
     let mut rewritten = 0;
     for k in &mut p.kernels {
-        rewrite(&mut k.body, &mut |f, args| {
-            let Some((key, job)) = job(*f, args, layout) else { return };
+        rewrite(&mut k.body, &mut |call| {
+            let Some((key, job)) = job(call, layout) else { return };
             let Some(&i) = found.index.get(&key) else { return };
-            let packed = BufId((first + i) as u32);
-            match job {
-                Job::Matrix { .. } if *f == RuntimeFn::SgemmFused => set_packed_layout(args, packed, layout.gemm),
-                Job::Matrix { .. } => {
-                    let Some(new) = packed_args(args, packed, layout.gemm) else { return };
-                    *args = new;
-                    *f = RuntimeFn::SgemmPacked;
-                }
-                Job::Conv { width, .. } => {
-                    // `conv2d_packed`: the packed weights, and the panel width after `act`.
-                    args[1] = Arg::Addr(packed, Expr::idx(0));
-                    args.insert(CONV2D_INTS_END, Arg::Value(Expr::idx(width as i64)));
-                    *f = RuntimeFn::Conv2dPacked;
-                }
-                Job::Blocked { width, .. } => {
-                    // The blocked routine's panels: the packed weights and their width.
-                    args[1] = Arg::Addr(packed, Expr::idx(0));
-                    args[CONV2D_INTS_END] = Arg::Value(Expr::idx(width as i64));
-                }
-
-            }
+            let packed = Addr::at(BufId((first + i) as u32), 0);
+            let size = |v: usize| Expr::idx(v as i64);
+            *call = match (job, call.clone()) {
+                // An `sgemm_fused` call keeps its routine and takes the layout.
+                (Job::Matrix { .. }, Call::SgemmFused(g)) => call::SgemmFused { b: packed, nr: size(layout.gemm.nr), kc: size(layout.gemm.kc), ..*g }.into(),
+                (Job::Matrix { .. }, Call::Sgemm(g)) => g.packed(packed, size(layout.gemm.nr), size(layout.gemm.kc)).into(),
+                (Job::Conv { width, .. }, Call::Conv2d(c)) => c.packed(packed, size(width)).into(),
+                // The blocked routine's panels: the packed weights and their width.
+                (Job::Blocked { width, .. }, Call::Conv2dNchwc(c)) => call::Conv2dNchwc { w: packed, width: size(width), ..*c }.into(),
+                _ => return,
+            };
             rewritten += 1;
         });
     }
@@ -251,89 +242,68 @@ enum Shape {
     Blocked([usize; 4]),
 }
 
-/// Index of the first argument past `conv2d`'s integers (5 addresses, 19 `i64`): where
-/// `conv2d_packed` has its panel width.
-const CONV2D_INTS_END: usize = 24;
-
 /// The operand a call reads that qualifies for packing under `layout`, with its key.
-fn job(f: RuntimeFn, args: &[Arg], layout: Layouts) -> Option<(Key, Job)> {
+fn job(call: &Call, layout: Layouts) -> Option<(Key, Job)> {
     let int = |e: &Expr| match e {
         Expr::Const(Scalar::Int(ScalarType::I64, v)) => Some(*v),
         _ => None,
     };
-    let value = |a: &Arg| match a {
-        Arg::Value(e) => int(e),
-        Arg::Addr(..) => None,
-    };
-    let size = |a: &Arg| value(a).and_then(|v| usize::try_from(v).ok());
-    match (f, args) {
-        (RuntimeFn::Sgemm | RuntimeFn::SgemmFused, _) => {
-            let (b, m, n, k, ldb, tb) = match (f, args) {
-                (RuntimeFn::Sgemm, [_, b, _, m, n, k, _, ldb, _, _, tb, _, _]) => (b, m, n, k, ldb, tb),
-                // Not packed yet: `nr` is 0.
-                (RuntimeFn::SgemmFused, [_, b, _, _, _, m, n, k, _, ldb, _, _, tb, Arg::Value(Expr::Const(Scalar::Int(_, 0))), ..]) => (b, m, n, k, ldb, tb),
+    let size = |e: &Expr| int(e).and_then(|v| usize::try_from(v).ok());
+    match call {
+        Call::Sgemm(_) | Call::SgemmFused(_) => {
+            let (b, m, n, k, ldb, trans_b) = match call {
+                Call::Sgemm(g) => (&g.b, &g.m, &g.n, &g.k, &g.ldb, &g.trans_b),
+                // A fused product not packed yet: `nr` is 0.
+                Call::SgemmFused(g) if matches!(g.nr, Expr::Const(Scalar::Int(_, 0))) => (&g.b, &g.m, &g.n, &g.k, &g.ldb, &g.trans_b),
                 _ => return None,
             };
             let gemm = layout.gemm;
             if gemm.nr == 0 || gemm.kc == 0 {
                 return None;
             }
-            let Arg::Addr(b, offset) = b else { return None };
-            let (m, n, k, ldb, trans) = (size(m)?, size(n)?, size(k)?, size(ldb)?, value(tb)? != 0);
+            let (m, n, k, ldb, trans) = (size(m)?, size(n)?, size(k)?, size(ldb)?, int(trans_b)? != 0);
             // A row vector times the matrix streams it either way, in panels when packed
             // (faster: one run of memory instead of four rows at once); unless the last panel's
             // padding would be more than an eighth of the matrix to read.
             let vector_ok = n.div_ceil(gemm.nr).saturating_mul(gemm.nr).saturating_mul(8) <= n.saturating_mul(9);
             ((m > 1 || vector_ok) && n > 1 && k > 0).then_some(())?;
-            let key = (*b, usize::try_from(int(offset)?).ok()?, Shape::Matrix([k, n, ldb], trans));
+            let key = (b.buf, usize::try_from(int(&b.index)?).ok()?, Shape::Matrix([k, n, ldb], trans));
             Some((key, Job::Matrix { k, n, ldb, trans, layout: gemm }))
         }
-        (RuntimeFn::Conv2d | RuntimeFn::Conv2dNchwc, [_, Arg::Addr(w, offset), _, _, _, ints @ ..]) if ints.len() == 21 + 2 * usize::from(f == RuntimeFn::Conv2dNchwc) => {
-            // A blocked call's weights not packed yet: panel width 0.
-            if f == RuntimeFn::Conv2dNchwc && ints.get(19).and_then(value) != Some(0) {
-                return None;
-            }
-            let ints: Vec<i64> = ints[..19].iter().map(value).collect::<Option<_>>()?;
+        Call::Conv2d(_) | Call::Conv2dNchwc(_) => {
+            let (w, ints, blocked) = match call {
+                Call::Conv2d(c) => (&c.w, c.ints(), false),
+                Call::Conv2dNchwc(c) => {
+                    // A blocked call's weights not packed yet: panel width 0.
+                    if int(&c.width) != Some(0) {
+                        return None;
+                    }
+                    (&c.w, c.ints(), true)
+                }
+                _ => return None,
+            };
+            let ints: Vec<i64> = ints.into_iter().map(int).collect::<Option<_>>()?;
             let counts = [ints[0], ints[1], ints[2], ints[3]].map(usize::try_from);
             let ([Ok(batch), Ok(channels), Ok(out_channels), Ok(groups)], Some(win)) = (counts, Window::from_args(ints[4..16].try_into().ok()?)) else {
                 return None;
             };
             // The activation and the epilogue's operands do not change how weights are read.
             let conv = Conv2d { batch, channels, out_channels, groups, win, bias: false, residual: false, act: Activation::None };
-            let blocked = f == RuntimeFn::Conv2dNchwc;
             if blocked && !kiln_runtime::nchwc::conv::supports(&conv) {
                 return None;
             }
             let width = if blocked { kiln_runtime::nchwc::conv::packed_width(&conv) } else { conv.packed_width(layout.conv)? };
             let steps = channels / groups * win.kh * win.kw;
             let shape = [groups, out_channels / groups, steps, width];
-            let key = (*w, usize::try_from(int(offset)?).ok()?, if blocked { Shape::Blocked(shape) } else { Shape::Conv(shape) });
+            let key = (w.buf, usize::try_from(int(&w.index)?).ok()?, if blocked { Shape::Blocked(shape) } else { Shape::Conv(shape) });
             Some((key, if blocked { Job::Blocked { conv, width } } else { Job::Conv { conv, width } }))
         }
         _ => None,
     }
 }
 
-/// The `sgemm_packed` arguments replacing an `sgemm` call's.
-fn packed_args(args: &[Arg], packed: BufId, layout: PackedLayout) -> Option<Vec<Arg>> {
-    let [a, _, c, m, n, k, lda, _, ldc, ta, _, alpha, beta] = args else { return None };
-    let size = |v: usize| Arg::Value(Expr::idx(v as i64));
-    let packed = Arg::Addr(packed, Expr::idx(0));
-    Some(vec![a.clone(), packed, c.clone(), m.clone(), n.clone(), k.clone(), lda.clone(), ldc.clone(), ta.clone(), size(layout.nr), size(layout.kc), alpha.clone(), beta.clone()])
-}
-
-/// Points an `sgemm_fused` call's `B` at its packed copy and sets the layout (`nr`, `kc`).
-fn set_packed_layout(args: &mut [Arg], packed: BufId, layout: PackedLayout) {
-    let size = |v: usize| Arg::Value(Expr::idx(v as i64));
-    if let [_, b, _, _, _, _, _, _, _, _, _, _, _, nr, kc, ..] = args {
-        *b = Arg::Addr(packed, Expr::idx(0));
-        *nr = size(layout.nr);
-        *kc = size(layout.kc);
-    }
-}
-
 /// Runs `f` on every `sgemm`, `sgemm_fused`, `conv2d` and `conv2d_nchwc` call in `stmts`.
-fn visit(stmts: &[Stmt], f: &mut impl FnMut(RuntimeFn, &[Arg])) {
+fn visit(stmts: &[Stmt], f: &mut impl FnMut(&Call)) {
     for s in stmts {
         match s {
             Stmt::For { body, .. } => visit(body, f),
@@ -341,7 +311,7 @@ fn visit(stmts: &[Stmt], f: &mut impl FnMut(RuntimeFn, &[Arg])) {
                 visit(then, f);
                 visit(otherwise, f);
             }
-            Stmt::Call(func @ (RuntimeFn::Sgemm | RuntimeFn::SgemmFused | RuntimeFn::Conv2d | RuntimeFn::Conv2dNchwc), args) => f(*func, args),
+            Stmt::Call(call @ (Call::Sgemm(_) | Call::SgemmFused(_) | Call::Conv2d(_) | Call::Conv2dNchwc(_))) => f(call),
             _ => {}
         }
     }
@@ -349,7 +319,7 @@ fn visit(stmts: &[Stmt], f: &mut impl FnMut(RuntimeFn, &[Arg])) {
 
 /// Runs `f` on every `sgemm`, `sgemm_fused`, `conv2d` and `conv2d_nchwc` call in `stmts`,
 /// which it may rewrite.
-fn rewrite(stmts: &mut [Stmt], f: &mut impl FnMut(&mut RuntimeFn, &mut Vec<Arg>)) {
+fn rewrite(stmts: &mut [Stmt], f: &mut impl FnMut(&mut Call)) {
     for s in stmts {
         match s {
             Stmt::For { body, .. } => rewrite(body, f),
@@ -357,7 +327,7 @@ fn rewrite(stmts: &mut [Stmt], f: &mut impl FnMut(&mut RuntimeFn, &mut Vec<Arg>)
                 rewrite(then, f);
                 rewrite(otherwise, f);
             }
-            Stmt::Call(func @ (RuntimeFn::Sgemm | RuntimeFn::SgemmFused | RuntimeFn::Conv2d | RuntimeFn::Conv2dNchwc), args) => f(func, args),
+            Stmt::Call(call @ (Call::Sgemm(_) | Call::SgemmFused(_) | Call::Conv2d(_) | Call::Conv2dNchwc(_))) => f(call),
             _ => {}
         }
     }

@@ -47,11 +47,12 @@ fn malformed_programs_are_errors_not_panics() {
         let v = k.var(ScalarType::I32);
         vec![Stmt::For { var: v, extent: 3, body: vec![] }]
     }), "loop variable");
-    assert_invalid(&program(|_, a, out| vec![Stmt::Call(RuntimeFn::Sgemm, vec![Arg::Addr(a, Expr::idx(0)), Arg::Addr(out, Expr::idx(0))])]), "sgemm");
-    assert_invalid(&program(|_, a, out| vec![Stmt::Call(RuntimeFn::DwConv2d, vec![Arg::Addr(a, Expr::idx(0)), Arg::Addr(a, Expr::idx(0)), Arg::Addr(out, Expr::idx(0)), Arg::Value(Expr::idx(1))])]), "dwconv2d");
-    assert_invalid(&program(|_, a, out| vec![Stmt::Call(RuntimeFn::Epilogue, vec![Arg::Addr(out, Expr::idx(0)), Arg::Addr(a, Expr::idx(0)), Arg::Addr(a, Expr::idx(0)), Arg::Value(Expr::idx(1))])]), "epilogue");
-    assert_invalid(&program(|_, a, out| vec![Stmt::Call(RuntimeFn::Im2col, vec![Arg::Addr(a, Expr::idx(0)), Arg::Addr(out, Expr::idx(0)), Arg::Value(Expr::idx(1))])]), "im2col");
-    assert_invalid(&program(|_, a, out| vec![Stmt::Call(RuntimeFn::MaxPool2d, vec![Arg::Addr(a, Expr::idx(0)), Arg::Addr(out, Expr::idx(0)), Arg::Value(Expr::idx(1))])]), "maxpool2d");
+    // The IR's types give every call its operands; their types and buffers are checked.
+    let softmax = |x: BufId, rows: Expr, cols: Expr| vec![Stmt::Call(call::Softmax { x: Addr::at(x, 0), rows, cols }.into())];
+    assert_invalid(&program(|_, _, out| softmax(out, Expr::f32(1.0), Expr::idx(4))), "softmax operand `rows` of type f32");
+    assert_invalid(&program(|_, _, out| softmax(out, Expr::idx(1), Expr::Const(Scalar::Bool(true)))), "softmax operand `cols` of type bool");
+    assert_invalid(&program(|_, _, _| softmax(BufId(9), Expr::idx(1), Expr::idx(4))), "@9");
+    assert_invalid(&program(|_, a, out| vec![Stmt::Call(call::Copy { dst: Addr::at(out, 0), src: Addr::at(a, 0), n: Expr::f32(4.0) }.into())]), "copy count");
     assert_invalid(&program(|k, _, _| {
         let v = k.var(ScalarType::U8);
         vec![Stmt::Let(v, Expr::f32(1.0))]

@@ -24,26 +24,24 @@ fn sgemm_matches_the_interpreter() {
         let b = h.input_of(ScalarType::F32, &f32_data(b_len as usize, 2));
         let c = h.output(ElemType::Scalar(ScalarType::F32), c_len as u64);
         let mut kern = Kernel::new("gemm");
-        let i = |v: i64| Arg::Value(Expr::idx(v));
-        kern.body = vec![Stmt::Call(
-            RuntimeFn::Sgemm,
-            vec![
-                Arg::Addr(a, Expr::idx(3)),
-                Arg::Addr(b, Expr::idx(5)),
-                Arg::Addr(c, Expr::idx(1)),
-                i(m),
-                i(n),
-                // An i32 argument is extended to i64, as the interpreter allows.
-                Arg::Value(Expr::int(ScalarType::I32, k)),
-                i(lda),
-                i(ldb),
-                i(ldc),
-                i(ta),
-                i(tb),
-                Arg::Value(Expr::f32(alpha)),
-                Arg::Value(Expr::f32(beta)),
-            ],
-        )];
+        let i = Expr::idx;
+        let gemm = call::Sgemm {
+            a: Addr::at(a, 3),
+            b: Addr::at(b, 5),
+            c: Addr::at(c, 1),
+            m: i(m),
+            n: i(n),
+            // An i32 operand is extended to i64, as the interpreter allows.
+            k: Expr::int(ScalarType::I32, k),
+            lda: i(lda),
+            ldb: i(ldb),
+            ldc: i(ldc),
+            trans_a: i(ta),
+            trans_b: i(tb),
+            alpha: Expr::f32(alpha),
+            beta: Expr::f32(beta),
+        };
+        kern.body = vec![Stmt::Call(gemm.into())];
         h.push(kern);
         h.run().unwrap();
     }
@@ -63,11 +61,9 @@ fn sgemm_packed_matches_the_interpreter() {
         let b = h.input_of(ScalarType::F32, &f32_data(b_len as usize, 4));
         let c = h.output(ElemType::Scalar(ScalarType::F32), (ldc * m + 1) as u64);
         let mut kern = Kernel::new("gemm_packed");
-        let i = |v: i64| Arg::Value(Expr::idx(v));
-        kern.body = vec![Stmt::Call(
-            RuntimeFn::SgemmPacked,
-            vec![Arg::Addr(a, Expr::idx(3)), Arg::Addr(b, Expr::idx(5)), Arg::Addr(c, Expr::idx(1)), i(m), i(n), i(k), i(lda), i(ldc), i(ta), i(nr), i(kc), Arg::Value(Expr::f32(0.5)), Arg::Value(Expr::f32(1.0))],
-        )];
+        let i = Expr::idx;
+        let gemm = call::SgemmPacked { a: Addr::at(a, 3), b: Addr::at(b, 5), c: Addr::at(c, 1), m: i(m), n: i(n), k: i(k), lda: i(lda), ldc: i(ldc), trans_a: i(ta), nr: i(nr), kc: i(kc), alpha: Expr::f32(0.5), beta: Expr::f32(1.0) };
+        kern.body = vec![Stmt::Call(gemm.into())];
         h.push(kern);
         h.run().unwrap();
     }
@@ -89,12 +85,33 @@ fn sgemm_fused_matches_the_interpreter() {
         let bias = h.input_of(ScalarType::F32, &f32_data(m.max(n) as usize + 2, 7));
         let c = h.output(ElemType::Scalar(ScalarType::F32), (2 * c_len + 1) as u64);
         let mut kern = Kernel::new("gemm_fused");
-        let i = |v: i64| Arg::Value(Expr::idx(v));
-        let f = |v: f32| Arg::Value(Expr::f32(v));
-        let mut args = vec![Arg::Addr(a, Expr::idx(3)), Arg::Addr(b, Expr::idx(5)), Arg::Addr(c, Expr::idx(1)), Arg::Addr(bias, Expr::idx(2)), Arg::Addr(c, Expr::idx(c_len + 1))];
-        args.extend([m, n, k, lda, ldb, ldc, 0, tb, nr, kc, mode, period, residual, act].map(i));
-        args.extend([f(0.5), f(if residual != 0 { 0.0 } else { 1.0 }), f(-0.25), f(0.5)]);
-        kern.body = vec![Stmt::Call(RuntimeFn::SgemmFused, args)];
+        let i = Expr::idx;
+        let gemm = call::SgemmFused {
+            a: Addr::at(a, 3),
+            b: Addr::at(b, 5),
+            c: Addr::at(c, 1),
+            bias: Addr::at(bias, 2),
+            z: Addr::at(c, c_len + 1),
+            m: i(m),
+            n: i(n),
+            k: i(k),
+            lda: i(lda),
+            ldb: i(ldb),
+            ldc: i(ldc),
+            trans_a: i(0),
+            trans_b: i(tb),
+            nr: i(nr),
+            kc: i(kc),
+            bias_mode: i(mode),
+            period: i(period),
+            residual: i(residual),
+            act: i(act),
+            alpha: Expr::f32(0.5),
+            beta: Expr::f32(if residual != 0 { 0.0 } else { 1.0 }),
+            act_alpha: Expr::f32(-0.25),
+            act_beta: Expr::f32(0.5),
+        };
+        kern.body = vec![Stmt::Call(gemm.into())];
         h.push(kern);
         h.run().unwrap();
     }
@@ -120,33 +137,31 @@ fn dwconv2d_matches_the_interpreter() {
         let start = hs.input_of(ScalarType::F32, &f32_data(y_len as usize, 3));
         let y = hs.output(ElemType::Scalar(ScalarType::F32), y_len as u64 + 2);
         let mut kern = Kernel::new("dwconv");
-        let i = |v: i64| Arg::Value(Expr::idx(v));
+        let i = Expr::idx;
         // The start of the output, which an accumulating call adds to.
         kern.body = kern.nest(&[y_len as u64], |_, idx| vec![Stmt::Store { buf: y, index: idx[0].clone() + 1, value: Expr::load(start, idx[0].clone()) }]);
-        kern.body.push(Stmt::Call(
-            RuntimeFn::DwConv2d,
-            vec![
-                Arg::Addr(x, Expr::idx(3)),
-                Arg::Addr(k, Expr::idx(5)),
-                Arg::Addr(y, Expr::idx(1)),
-                i(planes),
-                // An i32 argument is extended to i64, as the interpreter allows.
-                Arg::Value(Expr::int(ScalarType::I32, channels)),
-                i(h),
-                i(w),
-                i(oh),
-                i(ow),
-                i(kh),
-                i(kw),
-                i(sh),
-                i(sw),
-                i(ph),
-                i(pw),
-                i(dh),
-                i(dw),
-                i(acc),
-            ],
-        ));
+        let conv = call::DwConv2d {
+            x: Addr::at(x, 3),
+            w: Addr::at(k, 5),
+            y: Addr::at(y, 1),
+            planes: i(planes),
+            // An i32 operand is extended to i64, as the interpreter allows.
+            channels: Expr::int(ScalarType::I32, channels),
+            ih: i(h),
+            iw: i(w),
+            oh: i(oh),
+            ow: i(ow),
+            kh: i(kh),
+            kw: i(kw),
+            sh: i(sh),
+            sw: i(sw),
+            ph: i(ph),
+            pw: i(pw),
+            dh: i(dh),
+            dw: i(dw),
+            accumulate: i(acc),
+        };
+        kern.body.push(Stmt::Call(conv.into()));
         hs.push(kern);
         hs.run().unwrap();
     }
@@ -184,17 +199,38 @@ fn conv2d_matches_the_interpreter() {
         let z = hs.input_of(ScalarType::F32, &f32_data(y_len as usize + 1, 4));
         let y = hs.output(ElemType::Scalar(ScalarType::F32), y_len as u64 + 2);
         let mut kern = Kernel::new("conv");
-        let i = |v: i64| Arg::Value(Expr::idx(v));
-        let (b_addr, z_addr) = (if bias == 0 { Arg::Addr(y, Expr::idx(1)) } else { Arg::Addr(b, Expr::idx(2)) }, if residual == 0 { Arg::Addr(y, Expr::idx(1)) } else { Arg::Addr(z, Expr::idx(1)) });
-        let mut args = vec![Arg::Addr(x, Expr::idx(3)), Arg::Addr(k, Expr::idx(5)), b_addr, z_addr, Arg::Addr(y, Expr::idx(1))];
-        // An i32 argument is extended to i64, as the interpreter allows.
-        args.push(Arg::Value(Expr::int(ScalarType::I32, batch)));
-        args.extend([channels, out_channels, groups, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, bias, residual, act].map(i));
-        if width > 0 {
-            args.push(i(width));
-        }
-        args.extend([Arg::Value(Expr::f32(-0.5)), Arg::Value(Expr::f32(0.75))]);
-        kern.body = vec![Stmt::Call(if width == 0 { RuntimeFn::Conv2d } else { RuntimeFn::Conv2dPacked }, args)];
+        let i = Expr::idx;
+        let conv = call::Conv2d {
+            x: Addr::at(x, 3),
+            w: Addr::at(k, 5),
+            b: if bias == 0 { Addr::at(y, 1) } else { Addr::at(b, 2) },
+            z: if residual == 0 { Addr::at(y, 1) } else { Addr::at(z, 1) },
+            y: Addr::at(y, 1),
+            // An i32 operand is extended to i64, as the interpreter allows.
+            batch: Expr::int(ScalarType::I32, batch),
+            channels: i(channels),
+            out_channels: i(out_channels),
+            groups: i(groups),
+            ih: i(h),
+            iw: i(w),
+            oh: i(oh),
+            ow: i(ow),
+            kh: i(kh),
+            kw: i(kw),
+            sh: i(sh),
+            sw: i(sw),
+            ph: i(ph),
+            pw: i(pw),
+            dh: i(dh),
+            dw: i(dw),
+            bias: i(bias),
+            residual: i(residual),
+            act: i(act),
+            alpha: Expr::f32(-0.5),
+            beta: Expr::f32(0.75),
+        };
+        let call: Call = if width == 0 { conv.into() } else { conv.clone().packed(conv.w, i(width)).into() };
+        kern.body = vec![Stmt::Call(call)];
         hs.push(kern);
         hs.run().unwrap();
     }
@@ -212,23 +248,20 @@ fn layernorm_matches_the_interpreter() {
         let b = h.input_of(ScalarType::F32, &f32_data(cols as usize + 2, 3));
         let y = h.output(ElemType::Scalar(ScalarType::F32), n as u64 + 2);
         let mut kern = Kernel::new("layernorm");
-        let i = |v: i64| Arg::Value(Expr::idx(v));
-        let b_addr = if bias == 0 { Arg::Addr(scale, Expr::idx(1)) } else { Arg::Addr(b, Expr::idx(2)) };
-        kern.body = vec![Stmt::Call(
-            RuntimeFn::LayerNorm,
-            vec![
-                Arg::Addr(x, Expr::idx(3)),
-                Arg::Addr(scale, Expr::idx(1)),
-                b_addr,
-                Arg::Addr(y, Expr::idx(1)),
-                // An i32 argument is extended to i64, as the interpreter allows.
-                Arg::Value(Expr::int(ScalarType::I32, rows)),
-                i(cols),
-                i(bias),
-                i(rms),
-                Arg::Value(Expr::f32(1e-5)),
-            ],
-        )];
+        let i = Expr::idx;
+        let norm = call::LayerNorm {
+            x: Addr::at(x, 3),
+            scale: Addr::at(scale, 1),
+            b: if bias == 0 { Addr::at(scale, 1) } else { Addr::at(b, 2) },
+            y: Addr::at(y, 1),
+            // An i32 operand is extended to i64, as the interpreter allows.
+            rows: Expr::int(ScalarType::I32, rows),
+            cols: i(cols),
+            bias: i(bias),
+            rms: i(rms),
+            epsilon: Expr::f32(1e-5),
+        };
+        kern.body = vec![Stmt::Call(norm.into())];
         h.push(kern);
         h.run().unwrap();
     }
@@ -255,26 +288,23 @@ fn epilogue_matches_the_interpreter() {
         let z = h.input_of(ScalarType::F32, &f32_data(n as usize + 3, 3));
         let y = h.output(ElemType::Scalar(ScalarType::F32), n as u64 + 2);
         let mut kern = Kernel::new("epilogue");
-        let i = |v: i64| Arg::Value(Expr::idx(v));
+        let i = Expr::idx;
         kern.body = kern.nest(&[n as u64], |_, idx| vec![Stmt::Store { buf: y, index: idx[0].clone() + 1, value: Expr::load(start, idx[0].clone() + 1) }]);
-        let (b_addr, z_addr) = (if mode == 0 { Arg::Addr(y, Expr::idx(1)) } else { Arg::Addr(b, Expr::idx(2)) }, if residual == 0 { Arg::Addr(y, Expr::idx(1)) } else { Arg::Addr(z, Expr::idx(3)) });
-        kern.body.push(Stmt::Call(
-            RuntimeFn::Epilogue,
-            vec![
-                Arg::Addr(y, Expr::idx(1)),
-                b_addr,
-                z_addr,
-                i(rows),
-                // An i32 argument is extended to i64, as the interpreter allows.
-                Arg::Value(Expr::int(ScalarType::I32, cols)),
-                i(mode),
-                i(period),
-                i(residual),
-                i(act),
-                Arg::Value(Expr::f32(alpha)),
-                Arg::Value(Expr::f32(beta)),
-            ],
-        ));
+        let epilogue = call::Epilogue {
+            y: Addr::at(y, 1),
+            b: if mode == 0 { Addr::at(y, 1) } else { Addr::at(b, 2) },
+            z: if residual == 0 { Addr::at(y, 1) } else { Addr::at(z, 3) },
+            rows: i(rows),
+            // An i32 operand is extended to i64, as the interpreter allows.
+            cols: Expr::int(ScalarType::I32, cols),
+            bias_mode: i(mode),
+            period: i(period),
+            residual: i(residual),
+            act: i(act),
+            alpha: Expr::f32(alpha),
+            beta: Expr::f32(beta),
+        };
+        kern.body.push(Stmt::Call(epilogue.into()));
         h.push(kern);
         h.run().unwrap();
     }
@@ -293,28 +323,26 @@ fn im2col_matches_the_interpreter() {
         let x = hs.input_of(ScalarType::F32, &f32_data(x_len as usize + 3, 1));
         let col = hs.output(ElemType::Scalar(ScalarType::F32), col_len as u64 + 2);
         let mut kern = Kernel::new("im2col");
-        let i = |v: i64| Arg::Value(Expr::idx(v));
-        kern.body = vec![Stmt::Call(
-            RuntimeFn::Im2col,
-            vec![
-                Arg::Addr(x, Expr::idx(3)),
-                Arg::Addr(col, Expr::idx(1)),
-                // An i32 argument is extended to i64, as the interpreter allows.
-                Arg::Value(Expr::int(ScalarType::I32, channels)),
-                i(h),
-                i(w),
-                i(oh),
-                i(ow),
-                i(kh),
-                i(kw),
-                i(sh),
-                i(sw),
-                i(ph),
-                i(pw),
-                i(dh),
-                i(dw),
-            ],
-        )];
+        let i = Expr::idx;
+        let im2col = call::Im2col {
+            x: Addr::at(x, 3),
+            col: Addr::at(col, 1),
+            // An i32 operand is extended to i64, as the interpreter allows.
+            channels: Expr::int(ScalarType::I32, channels),
+            ih: i(h),
+            iw: i(w),
+            oh: i(oh),
+            ow: i(ow),
+            kh: i(kh),
+            kw: i(kw),
+            sh: i(sh),
+            sw: i(sw),
+            ph: i(ph),
+            pw: i(pw),
+            dh: i(dh),
+            dw: i(dw),
+        };
+        kern.body = vec![Stmt::Call(im2col.into())];
         hs.push(kern);
         hs.run().unwrap();
     }
@@ -333,28 +361,26 @@ fn maxpool2d_matches_the_interpreter() {
         let x = hs.input_of(ScalarType::F32, &f32_data(x_len as usize + 3, 1));
         let y = hs.output(ElemType::Scalar(ScalarType::F32), y_len as u64 + 2);
         let mut kern = Kernel::new("maxpool");
-        let i = |v: i64| Arg::Value(Expr::idx(v));
-        kern.body = vec![Stmt::Call(
-            RuntimeFn::MaxPool2d,
-            vec![
-                Arg::Addr(x, Expr::idx(3)),
-                Arg::Addr(y, Expr::idx(1)),
-                // An i32 argument is extended to i64, as the interpreter allows.
-                Arg::Value(Expr::int(ScalarType::I32, planes)),
-                i(h),
-                i(w),
-                i(oh),
-                i(ow),
-                i(kh),
-                i(kw),
-                i(sh),
-                i(sw),
-                i(ph),
-                i(pw),
-                i(dh),
-                i(dw),
-            ],
-        )];
+        let i = Expr::idx;
+        let pool = call::MaxPool2d {
+            x: Addr::at(x, 3),
+            y: Addr::at(y, 1),
+            // An i32 operand is extended to i64, as the interpreter allows.
+            planes: Expr::int(ScalarType::I32, planes),
+            ih: i(h),
+            iw: i(w),
+            oh: i(oh),
+            ow: i(ow),
+            kh: i(kh),
+            kw: i(kw),
+            sh: i(sh),
+            sw: i(sw),
+            ph: i(ph),
+            pw: i(pw),
+            dh: i(dh),
+            dw: i(dw),
+        };
+        kern.body = vec![Stmt::Call(pool.into())];
         hs.push(kern);
         hs.run().unwrap();
     }

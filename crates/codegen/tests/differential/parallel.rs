@@ -61,7 +61,7 @@ fn row_copies_split_over_threads() {
     let mut k = Kernel::new("reverse_rows");
     k.body = k.nest(&[rows as u64], |_, i| {
         let from = (Expr::idx(rows - 1) - i[0].clone()) * Expr::idx(cols);
-        vec![Stmt::Call(RuntimeFn::Copy, vec![Arg::Addr(y, i[0].clone() * Expr::idx(cols)), Arg::Addr(x, from), Arg::Value(Expr::idx(cols))])]
+        vec![Stmt::Call(call::Copy { dst: Addr::new(y, i[0].clone() * Expr::idx(cols)), src: Addr::new(x, from), n: Expr::idx(cols) }.into())]
     });
     h.push(k);
     assert_eq!(outlined(&h.p), 1);

@@ -40,8 +40,10 @@
 //!   `kernel k vars($5: f32) { ... }`.
 //! - **Statements**: `loop.for`, `loop.let`, `loop.local`, `loop.assign $N = EXPR`,
 //!   `loop.store @N[INDEX] = EXPR`, `loop.if COND { ... } else { ... }` (no `else` when it is
-//!   empty), `loop.check COND, error N`, and `loop.call sgemm(addr @N[INDEX], ..., EXPR, ...)`
-//!   (likewise `dwconv2d`, `epilogue`, `im2col` and `maxpool2d`).
+//!   empty), `loop.check COND, error N`, and `loop.call NAME(OPERAND: ARG, ...)`: a routine of
+//!   [`crate::call`]'s table with every operand of its signature, named, in order, each
+//!   `addr @N[INDEX]` or a value as the signature says (`loop.call softmax(x: addr @2[0i64],
+//!   rows: 4i64, cols: 16i64)`).
 //! - **Expressions** are prefix calls: `add(a, b)`, `lt(a, b)`, `select(c, a, b)`, `neg(x)`,
 //!   `exp(x)`, `cast<f32>(x)`, `bitcast<i32>(x)`, `load @N[INDEX]`, a variable `$N` or a
 //!   constant.

@@ -71,28 +71,6 @@ pub(crate) fn math_name(f: MathFn) -> &'static str {
     }
 }
 
-/// The text name of a runtime routine.
-pub(crate) fn runtime_fn_name(f: RuntimeFn) -> &'static str {
-    match f {
-        RuntimeFn::Sgemm => "sgemm",
-        RuntimeFn::SgemmPacked => "sgemm_packed",
-        RuntimeFn::SgemmFused => "sgemm_fused",
-        RuntimeFn::DwConv2d => "dwconv2d",
-        RuntimeFn::Conv2d => "conv2d",
-        RuntimeFn::Conv2dPacked => "conv2d_packed",
-        RuntimeFn::LayerNorm => "layernorm",
-        RuntimeFn::Epilogue => "epilogue",
-        RuntimeFn::Im2col => "im2col",
-        RuntimeFn::MaxPool2d => "maxpool2d",
-        RuntimeFn::Softmax => "softmax",
-        RuntimeFn::Copy => "copy",
-        RuntimeFn::Conv2dNchwc => "conv2d_nchwc",
-        RuntimeFn::MaxPool2dNchwc => "maxpool2d_nchwc",
-        RuntimeFn::ToNchwc => "to_nchwc",
-        RuntimeFn::FromNchwc => "from_nchwc",
-    }
-}
-
 /// Every scalar type.
 const SCALAR_TYPES: [ScalarType; 11] = [
     ScalarType::Bool,
@@ -135,25 +113,6 @@ const MATH_FNS: [MathFn; 18] = [
     MathFn::Rint,
 ];
 
-const RUNTIME_FNS: [RuntimeFn; 16] = [
-    RuntimeFn::LayerNorm,
-    RuntimeFn::Sgemm,
-    RuntimeFn::SgemmPacked,
-    RuntimeFn::SgemmFused,
-    RuntimeFn::DwConv2d,
-    RuntimeFn::Conv2d,
-    RuntimeFn::Conv2dPacked,
-    RuntimeFn::Epilogue,
-    RuntimeFn::Im2col,
-    RuntimeFn::MaxPool2d,
-    RuntimeFn::Softmax,
-    RuntimeFn::Copy,
-    RuntimeFn::Conv2dNchwc,
-    RuntimeFn::MaxPool2dNchwc,
-    RuntimeFn::ToNchwc,
-    RuntimeFn::FromNchwc,
-];
-
 /// The scalar type spelled `name`.
 pub(super) fn scalar_type(name: &str) -> Option<ScalarType> {
     SCALAR_TYPES.into_iter().find(|t| t.name() == name)
@@ -184,11 +143,6 @@ pub(super) fn func(name: &str) -> Option<Func> {
         .or_else(|| (name == "select").then_some(Func::Select))
 }
 
-/// The runtime routine spelled `name`.
-pub(super) fn runtime_fn(name: &str) -> Option<RuntimeFn> {
-    RUNTIME_FNS.into_iter().find(|&f| runtime_fn_name(f) == name)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,11 +162,7 @@ mod tests {
             assert_eq!(scalar_type(t.name()), Some(t));
         }
         // Runtime routines are looked up only after `loop.call`, so they need only differ from
-        // each other.
-        let routines: Vec<&str> = RUNTIME_FNS.iter().map(|&f| runtime_fn_name(f)).collect();
-        for (i, &f) in RUNTIME_FNS.iter().enumerate() {
-            assert_eq!(runtime_fn(routines[i]), Some(f));
-        }
+        // each other, which `crate::call`'s tests check.
         for e in ElemType::NARROW.into_iter().chain([ElemType::Scalar(ScalarType::U16)]) {
             assert_eq!(elem_type(e.name()), Some(e));
             // The text name is the tensor IR's, so a constant's dtype names its buffer's type.

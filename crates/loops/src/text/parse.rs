@@ -2,7 +2,8 @@
 //!
 //! The parser checks syntax and what the data structure itself needs: buffers and errors
 //! numbered in order, one type per variable, variables numbered densely from `$0`, a const
-//! buffer's byte count. Everything else (buffer ids in range, scoping, types of expressions)
+//! buffer's byte count, a call's operands named in its signature's order, each an address or a
+//! value as the signature says. Everything else (buffer ids in range, scoping, types of expressions)
 //! is the verifier's business, so that malformed programs can be written down and verified.
 
 use std::collections::HashMap;
@@ -11,7 +12,7 @@ use kiln_tir::{DType, Tensor, TensorData};
 
 use super::lex::{Tok, lex, line_col, skip_trivia};
 use super::literal::parse_scalar;
-use super::names::{Func, elem_type, func, runtime_fn, scalar_type};
+use super::names::{Func, elem_type, func, scalar_type};
 use crate::ir::*;
 
 /// A syntax error, at a position in the source.
@@ -104,6 +105,55 @@ impl<'a> Parser<'a> {
         } else {
             self.unexpected(&format!("`{kw}`"))
         }
+    }
+
+    /// After `loop.call`: `NAME(OPERAND: ARG, ...)`, the operands named in the routine's
+    /// signature order, each `addr @N[INDEX]` or a value as the signature says.
+    fn call(&mut self) -> PResult<Call> {
+        let at = self.start;
+        let f = match self.tok {
+            Tok::Ident(name) => match RuntimeFn::from_name(name) {
+                Some(f) => f,
+                None => return self.fail(at, format!("unknown runtime routine `{name}`")),
+            },
+            _ => return self.unexpected("a runtime routine such as `sgemm`"),
+        };
+        self.bump();
+        self.expect(b'(')?;
+        let mut args = Vec::new();
+        for (i, spec) in f.signature().iter().enumerate() {
+            if i > 0 && !self.eat(b',') {
+                return self.fail(self.start, format!("{} is missing operand `{}`", f.name(), spec.name));
+            }
+            match self.tok {
+                Tok::Ident(name) if name == spec.name => {
+                    self.bump();
+                }
+                Tok::Ident(name) => return self.fail(self.start, format!("{} operand {} is `{}`, not `{name}`", f.name(), i + 1, spec.name)),
+                _ => return self.unexpected(&format!("operand `{}`", spec.name)),
+            }
+            self.expect(b':')?;
+            let is_addr = self.tok == Tok::Ident("addr");
+            if is_addr != spec.kind.is_addr() {
+                let want = if spec.kind.is_addr() { "a buffer address" } else { "a value" };
+                return self.fail(self.start, format!("{} operand `{}` must be {want}", f.name(), spec.name));
+            }
+            if is_addr {
+                self.bump();
+                let buf = self.buf()?;
+                self.expect(b'[')?;
+                let index = self.expr(0)?;
+                self.expect(b']')?;
+                args.push(Arg::Addr(Addr { buf, index }));
+            } else {
+                args.push(Arg::Value(self.expr(0)?));
+            }
+        }
+        if !self.eat(b')') {
+            let n = f.signature().len();
+            return self.fail(self.start, format!("{} takes {n} operands, not more", f.name()));
+        }
+        Call::from_operands(f, args).or_else(|e| self.fail(at, e))
     }
 
     fn string(&mut self) -> PResult<String> {
@@ -394,34 +444,7 @@ impl<'a> Parser<'a> {
                 self.expect_keyword("error")?;
                 Stmt::Check { cond, error: self.small_uint("an error code")? }
             }
-            "loop.call" => {
-                let f = match self.tok {
-                    Tok::Ident(name) => match runtime_fn(name) {
-                        Some(f) => f,
-                        None => return self.fail(self.start, format!("unknown runtime routine `{name}`")),
-                    },
-                    _ => return self.unexpected("a runtime routine such as `sgemm`"),
-                };
-                self.bump();
-                self.expect(b'(')?;
-                let mut args = Vec::new();
-                while !self.eat(b')') {
-                    if !args.is_empty() {
-                        self.expect(b',')?;
-                    }
-                    if self.tok == Tok::Ident("addr") {
-                        self.bump();
-                        let buf = self.buf()?;
-                        self.expect(b'[')?;
-                        let index = self.expr(0)?;
-                        self.expect(b']')?;
-                        args.push(Arg::Addr(buf, index));
-                    } else {
-                        args.push(Arg::Value(self.expr(0)?));
-                    }
-                }
-                Stmt::Call(f, args)
-            }
+            "loop.call" => Stmt::Call(self.call()?),
             _ => return self.fail(kw_at, format!("unknown statement `{kw}`")),
         })
     }

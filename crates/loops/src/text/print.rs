@@ -9,7 +9,8 @@ use std::fmt::Write;
 
 use super::lex::{is_ident, write_quoted};
 use super::literal::write_scalar;
-use super::names::{binop_name, cmp_name, math_name, runtime_fn_name, unop_name};
+use super::names::{binop_name, cmp_name, math_name, unop_name};
+use crate::call::Operand;
 use crate::ir::*;
 
 /// Prints `p` in the text form; [`parse`](super::parse()) reads it back.
@@ -177,19 +178,21 @@ impl Printer<'_> {
                 self.expr(cond);
                 let _ = writeln!(self.out, ", error {error}");
             }
-            Stmt::Call(f, args) => {
-                let _ = write!(self.out, "loop.call {}(", runtime_fn_name(*f));
-                for (i, a) in args.iter().enumerate() {
+            Stmt::Call(call) => {
+                let f = call.kind();
+                let _ = write!(self.out, "loop.call {}(", f.name());
+                for (i, (spec, a)) in f.signature().iter().zip(call.operands()).enumerate() {
                     if i > 0 {
                         self.out.push_str(", ");
                     }
+                    let _ = write!(self.out, "{}: ", spec.name);
                     match a {
-                        Arg::Addr(buf, index) => {
-                            let _ = write!(self.out, "addr @{}[", buf.0);
-                            self.expr(index);
+                        Operand::Addr(a) => {
+                            let _ = write!(self.out, "addr @{}[", a.buf.0);
+                            self.expr(&a.index);
                             self.out.push(']');
                         }
-                        Arg::Value(e) => self.expr(e),
+                        Operand::Value(e) => self.expr(e),
                     }
                 }
                 self.out.push_str(")\n");

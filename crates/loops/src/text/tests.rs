@@ -42,33 +42,13 @@ fn everything() -> Program {
         Stmt::Local(acc, Expr::Const(Scalar::F32(f32::NEG_INFINITY))),
         Stmt::For { var: i, extent: 8, body: vec![Stmt::For { var: j, extent: 8, body: inner }] },
         Stmt::Store { buf: y, index: Expr::idx(0), value: Expr::from(acc).cmp(CmpOp::Ge, Expr::f32(1e-5)).select(Expr::from(acc), Expr::f32(f32::NAN)) },
-        Stmt::Call(
-            RuntimeFn::Sgemm,
-            [Arg::Addr(x, Expr::idx(0)), Arg::Addr(x, Expr::idx(0)), Arg::Addr(y, Expr::idx(0))]
-                .into_iter()
-                .chain([1, 1, 1, 1, 1, 1, 0, 0].map(|v| Arg::Value(Expr::idx(v))))
-                .chain([Arg::Value(Expr::f32(1.0)), Arg::Value(Expr::f32(0.0))])
-                .collect(),
-        ),
-        Stmt::Call(
-            RuntimeFn::DwConv2d,
-            [Arg::Addr(x, Expr::idx(0)), Arg::Addr(x, Expr::idx(8)), Arg::Addr(y, Expr::idx(0))]
-                .into_iter()
-                .chain([2, 2, 4, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1].map(|v| Arg::Value(Expr::idx(v))))
-                .collect(),
-        ),
-        Stmt::Call(
-            RuntimeFn::Epilogue,
-            [Arg::Addr(y, Expr::idx(0)), Arg::Addr(x, Expr::idx(2)), Arg::Addr(y, Expr::idx(0))]
-                .into_iter()
-                .chain([2, 4, 1, 2, 0, 2].map(|v| Arg::Value(Expr::idx(v))))
-                .chain([Arg::Value(Expr::f32(-0.5)), Arg::Value(Expr::f32(6.0))])
-                .collect(),
-        ),
-        Stmt::Call(RuntimeFn::Im2col, [Arg::Addr(x, Expr::idx(4)), Arg::Addr(y, Expr::idx(0))].into_iter().chain([1, 3, 3, 2, 2, 2, 2, 1, 1, 0, 0, 1, 1].map(|v| Arg::Value(Expr::idx(v)))).collect()),
-        Stmt::Call(RuntimeFn::MaxPool2d, [Arg::Addr(x, Expr::idx(5)), Arg::Addr(y, Expr::idx(0))].into_iter().chain([1, 3, 3, 2, 2, 2, 2, 1, 1, 0, 0, 1, 1].map(|v| Arg::Value(Expr::idx(v)))).collect()),
-        Stmt::Call(RuntimeFn::Softmax, vec![Arg::Addr(y, Expr::idx(0)), Arg::Value(Expr::idx(2)), Arg::Value(Expr::idx(2))]),
-        Stmt::Call(RuntimeFn::Copy, vec![Arg::Addr(y, Expr::idx(1)), Arg::Addr(x, Expr::idx(3)), Arg::Value(Expr::idx(2))]),
+        call(RuntimeFn::Sgemm, &[(x, 0), (x, 0), (y, 0)], &[1, 1, 1, 1, 1, 1, 0, 0], &[1.0, 0.0]),
+        call(RuntimeFn::DwConv2d, &[(x, 0), (x, 8), (y, 0)], &[2, 2, 4, 4, 4, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1], &[]),
+        call(RuntimeFn::Epilogue, &[(y, 0), (x, 2), (y, 0)], &[2, 4, 1, 2, 0, 2], &[-0.5, 6.0]),
+        call(RuntimeFn::Im2col, &[(x, 4), (y, 0)], &[1, 3, 3, 2, 2, 2, 2, 1, 1, 0, 0, 1, 1], &[]),
+        call(RuntimeFn::MaxPool2d, &[(x, 5), (y, 0)], &[1, 3, 3, 2, 2, 2, 2, 1, 1, 0, 0, 1, 1], &[]),
+        Stmt::Call(crate::call::Softmax { x: Addr::at(y, 0), rows: Expr::idx(2), cols: Expr::idx(2) }.into()),
+        Stmt::Call(crate::call::Copy { dst: Addr::at(y, 1), src: Addr::at(x, 3), n: Expr::idx(2) }.into()),
     ];
     p.kernels.push(k);
     let mut odd = Kernel::new("not an identifier");
@@ -97,10 +77,10 @@ fn a_program_round_trips_exactly() {
     assert!(text.contains("0x7fc00001_f32"), "{text}");
     assert!(text.contains("kernel \"not an identifier\" vars($0: u8) {"), "{text}");
     assert!(text.contains("loop.for $1: f32 in 0..0 {"), "{text}");
-    assert!(text.contains("loop.call dwconv2d(addr @0[0i64], addr @0[8i64], addr @3[0i64], 2i64, 2i64, 4i64, "), "{text}");
-    assert!(text.contains("loop.call maxpool2d(addr @0[5i64], addr @3[0i64], 1i64, 3i64, 3i64, 2i64, "), "{text}");
-    assert!(text.contains("loop.call im2col(addr @0[4i64], addr @3[0i64], 1i64, 3i64, 3i64, 2i64, "), "{text}");
-    assert!(text.contains("loop.call epilogue(addr @3[0i64], addr @0[2i64], addr @3[0i64], 2i64, 4i64, 1i64, 2i64, 0i64, 2i64, -0.5f32, 6.0f32)"), "{text}");
+    assert!(text.contains("loop.call dwconv2d(x: addr @0[0i64], w: addr @0[8i64], y: addr @3[0i64], planes: 2i64, channels: 2i64, ih: 4i64, "), "{text}");
+    assert!(text.contains("loop.call maxpool2d(x: addr @0[5i64], y: addr @3[0i64], planes: 1i64, ih: 3i64, iw: 3i64, oh: 2i64, "), "{text}");
+    assert!(text.contains("loop.call im2col(x: addr @0[4i64], col: addr @3[0i64], channels: 1i64, ih: 3i64, iw: 3i64, oh: 2i64, "), "{text}");
+    assert!(text.contains("loop.call epilogue(y: addr @3[0i64], b: addr @0[2i64], z: addr @3[0i64], rows: 2i64, cols: 4i64, bias_mode: 1i64, period: 2i64, residual: 0i64, act: 2i64, alpha: -0.5f32, beta: 6.0f32)"), "{text}");
     assert!(text.contains("buffer @1 \"w\" : f16[8] const bytes 16\n"), "{text}");
 }
 
@@ -138,6 +118,13 @@ fn empty_program_is_empty_text() {
     assert_eq!(parse("  // nothing\n"), Ok(Program::default()));
 }
 
+/// A call of `f` with the addresses `addrs` (buffer, constant index), then the values `ints`
+/// (`i64`) and `floats`, in its signature's order.
+fn call(f: RuntimeFn, addrs: &[(BufId, i64)], ints: &[i64], floats: &[f32]) -> Stmt {
+    let args = addrs.iter().map(|&(b, i)| Arg::Addr(Addr::at(b, i))).chain(ints.iter().map(|&v| Arg::Value(Expr::idx(v)))).chain(floats.iter().map(|&v| Arg::Value(Expr::f32(v))));
+    Stmt::Call(Call::from_operands(f, args.collect()).unwrap())
+}
+
 fn error_of(src: &str) -> String {
     match parse(src) {
         Ok(p) => panic!("parsed:\n{}", print(&p)),
@@ -161,6 +148,11 @@ fn errors_name_their_position() {
         ("kernel k {\n  loop.store @0[0] = 1i64\n}", "line 2, column 17: constant `0` needs a type suffix, as in `7i64` or `1.0f32`"),
         ("kernel k {\n  loop.frob\n}", "line 2, column 3: unknown statement `loop.frob`"),
         ("kernel k {\n  loop.call dgemm()\n}", "line 2, column 13: unknown runtime routine `dgemm`"),
+        ("kernel k {\n  loop.call softmax(x: addr @0[0i64], rows: 1i64)\n}", "line 2, column 49: softmax is missing operand `cols`"),
+        ("kernel k {\n  loop.call softmax(x: addr @0[0i64], cols: 1i64, rows: 1i64)\n}", "line 2, column 39: softmax operand 2 is `rows`, not `cols`"),
+        ("kernel k {\n  loop.call softmax(x: 1i64, rows: 1i64, cols: 1i64)\n}", "line 2, column 24: softmax operand `x` must be a buffer address"),
+        ("kernel k {\n  loop.call softmax(x: addr @0[0i64], rows: addr @0[0i64], cols: 1i64)\n}", "line 2, column 45: softmax operand `rows` must be a value"),
+        ("kernel k {\n  loop.call softmax(x: addr @0[0i64], rows: 1i64, cols: 1i64, n: 1i64)\n}", "line 2, column 61: softmax takes 3 operands, not more"),
         ("kernel k {\n  loop.store @0[0i64] = \"s\n}", "line 2, column 25: unterminated string"),
         ("kernel k {", "line 1, column 11: expected a statement or `}`, found end of input"),
         ("bogus", "line 1, column 1: expected `buffer`, `error` or `kernel`, found `bogus`"),

@@ -133,7 +133,7 @@ struct Rows<'a> {
 
 /// The runtime's softmax over `rows × cols` `f32` scores at `buf[at]`.
 fn softmax_call(buf: BufId, at: Expr, rows: u64, cols: u64) -> Stmt {
-    Stmt::Call(RuntimeFn::Softmax, vec![Arg::Addr(buf, at), Arg::Value(Expr::idx(rows as i64)), Arg::Value(Expr::idx(cols as i64))])
+    Stmt::Call(kiln_loops::call::Softmax { x: Addr::new(buf, at), rows: Expr::idx(rows as i64), cols: Expr::idx(cols as i64) }.into())
 }
 
 impl Rows<'_> {

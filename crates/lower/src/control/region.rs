@@ -59,11 +59,9 @@ fn shift_block(stmts: &mut [Stmt], base: u32) {
                 shift_block(otherwise, base);
             }
             Stmt::Check { cond, .. } => shift_expr(cond, base),
-            Stmt::Call(_, args) => {
-                for a in args {
-                    match a {
-                        Arg::Addr(_, e) | Arg::Value(e) => shift_expr(e, base),
-                    }
+            Stmt::Call(call) => {
+                for operand in call.operands_mut() {
+                    shift_expr(operand.expr(), base);
                 }
             }
         }

@@ -8,6 +8,7 @@
 use kiln_runtime::epilogue::Activation as RtActivation;
 use kiln_tir::op::Activation;
 
+use kiln_loops::call;
 use kiln_loops::ir::*;
 use crate::Operand;
 use super::Sgemm;
@@ -111,53 +112,67 @@ impl Epilogue {
         if self.is_empty() && bias.is_none() {
             return None;
         }
-        let int = |v: i64| Arg::Value(Expr::idx(v));
         let (b, mode, period) = match bias {
             None => (y.buf, 0, 0),
             Some((b, BiasIndex::PerRow { period })) => (b, 1, period as i64),
             Some((b, BiasIndex::PerColumn)) => (b, 2, 0),
         };
         let (code, alpha, beta) = self.code();
-        Some(Stmt::Call(
-            RuntimeFn::Epilogue,
-            vec![
-                Arg::Addr(y.buf, Expr::idx(0)),
-                Arg::Addr(b, Expr::idx(0)),
-                Arg::Addr(self.z.unwrap_or(y.buf), Expr::idx(0)),
-                int(rows as i64),
-                int(cols as i64),
-                int(mode),
-                int(period),
-                int(i64::from(self.z.is_some())),
-                int(code),
-                Arg::Value(Expr::f32(alpha)),
-                Arg::Value(Expr::f32(beta)),
-            ],
-        ))
+        let e = call::Epilogue {
+            y: Addr::at(y.buf, 0),
+            b: Addr::at(b, 0),
+            z: Addr::at(self.z.unwrap_or(y.buf), 0),
+            rows: Expr::idx(rows as i64),
+            cols: Expr::idx(cols as i64),
+            bias_mode: Expr::idx(mode),
+            period: Expr::idx(period),
+            residual: Expr::idx(i64::from(self.z.is_some())),
+            act: Expr::idx(code),
+            alpha: Expr::f32(alpha),
+            beta: Expr::f32(beta),
+        };
+        Some(Stmt::Call(e.into()))
     }
 
     /// The product `g` with this epilogue and `bias` applied to its `m × n` result as the
     /// runtime finishes each block (`sgemm_fused`); the residual addend is laid out as `C`, at
     /// `C`'s offset. Unused operands are passed as `C`'s address with their flags off.
     pub fn fused_sgemm(&self, g: Sgemm, bias: Option<(BufId, BiasIndex)>) -> Stmt {
-        let int = |v: i64| Arg::Value(Expr::idx(v));
         let (c, at) = g.c.clone();
         let (b, mode, period) = match bias {
             None => (c, 0, 0),
             Some((b, BiasIndex::PerRow { period })) => (b, 1, period as i64),
             Some((b, BiasIndex::PerColumn)) => (b, 2, 0),
         };
-        let (code, alpha, beta) = self.code();
-        let mut args = g.args();
-        let scalars = args.split_off(3);
-        args.extend([Arg::Addr(b, Expr::idx(0)), Arg::Addr(self.z.unwrap_or(c), at)]);
-        // sgemm's integers, then no packed layout and the epilogue's codes, then its floats.
-        let (ints, floats) = scalars.split_at(8);
-        args.extend(ints.iter().cloned());
-        args.extend([int(0), int(0), int(mode), int(period), int(i64::from(self.z.is_some())), int(code)]);
-        args.extend(floats.iter().cloned());
-        args.extend([Arg::Value(Expr::f32(alpha)), Arg::Value(Expr::f32(beta))]);
-        Stmt::Call(RuntimeFn::SgemmFused, args)
+        let (code, act_alpha, act_beta) = self.code();
+        let call::Sgemm { a, b: matrix, c: product, m, n, k, lda, ldb, ldc, trans_a, trans_b, alpha, beta } = g.routine();
+        let fused = call::SgemmFused {
+            a,
+            b: matrix,
+            c: product,
+            bias: Addr::at(b, 0),
+            z: Addr::new(self.z.unwrap_or(c), at),
+            m,
+            n,
+            k,
+            lda,
+            ldb,
+            ldc,
+            trans_a,
+            trans_b,
+            // No packed layout: `prepack` may give one.
+            nr: Expr::idx(0),
+            kc: Expr::idx(0),
+            bias_mode: Expr::idx(mode),
+            period: Expr::idx(period),
+            residual: Expr::idx(i64::from(self.z.is_some())),
+            act: Expr::idx(code),
+            alpha,
+            beta,
+            act_alpha: Expr::f32(act_alpha),
+            act_beta: Expr::f32(act_beta),
+        };
+        Stmt::Call(fused.into())
     }
 
     /// The value stored at flat output index `at` whose product plus bias is `v`, of type `ty`.

@@ -18,6 +18,7 @@ pub(crate) use epilogue::{BiasIndex, Epilogue};
 use kiln_tir::{NodeId, Op};
 
 use super::{LowerError, Lowerer, Operand};
+use kiln_loops::call;
 use kiln_loops::ir::*;
 
 /// Lowers `n` if this family handles its op.
@@ -69,27 +70,27 @@ pub(crate) struct Sgemm {
 impl Sgemm {
     /// The call statement.
     pub fn call(self) -> Stmt {
-        Stmt::Call(RuntimeFn::Sgemm, self.args())
+        Stmt::Call(self.routine().into())
     }
 
-    /// The call's arguments: the three addresses, eight integers and two floats.
-    pub fn args(self) -> Vec<Arg> {
-        let int = |v: u64| Arg::Value(Expr::idx(v as i64));
-        vec![
-            Arg::Addr(self.a.0, self.a.1),
-            Arg::Addr(self.b.0, self.b.1),
-            Arg::Addr(self.c.0, self.c.1),
-            int(self.m),
-            int(self.n),
-            int(self.k),
-            int(self.lda),
-            int(self.ldb),
-            int(self.ldc),
-            int(u64::from(self.trans_a)),
-            int(u64::from(self.trans_b)),
-            Arg::Value(Expr::f32(self.alpha)),
-            Arg::Value(Expr::f32(self.beta)),
-        ]
+    /// The runtime call's operands.
+    pub fn routine(self) -> call::Sgemm {
+        let int = |v: u64| Expr::idx(v as i64);
+        call::Sgemm {
+            a: Addr::new(self.a.0, self.a.1),
+            b: Addr::new(self.b.0, self.b.1),
+            c: Addr::new(self.c.0, self.c.1),
+            m: int(self.m),
+            n: int(self.n),
+            k: int(self.k),
+            lda: int(self.lda),
+            ldb: int(self.ldb),
+            ldc: int(self.ldc),
+            trans_a: int(u64::from(self.trans_a)),
+            trans_b: int(u64::from(self.trans_b)),
+            alpha: Expr::f32(self.alpha),
+            beta: Expr::f32(self.beta),
+        }
     }
 }
 

@@ -18,6 +18,7 @@ use kiln_tir::op::{AutoPad, FusedConv};
 
 use super::{Window, WindowAttrs, guarded, spatial};
 use kiln_loops::builder::{linear, strides};
+use kiln_loops::call;
 use kiln_loops::ir::*;
 use crate::elementwise::{ElemResult, Scope};
 use crate::linalg::{BiasIndex, Epilogue, Sgemm, is_f32, zero};
@@ -262,41 +263,38 @@ fn conv2d(
     e: &Epilogue,
     y: &Operand,
 ) -> Stmt {
-    let win = &s.win;
-    let int = |v: i64| Arg::Value(Expr::idx(v));
-    let size = |v: u64| int(v as i64);
-    let at = |b: BufId| Arg::Addr(b, Expr::idx(0));
-    let mut args = vec![
-        at(x.buf),
-        at(w.buf),
-        at(bias.map_or(y.buf, |b| b.buf)),
-        at(e.z.unwrap_or(y.buf)),
-        at(y.buf),
-    ];
-    args.extend([s.batch, s.c, s.m, s.groups].map(size));
-    args.extend(
-        win.input
-            .iter()
-            .chain(&win.output)
-            .chain(&win.kernel)
-            .map(|&v| size(v)),
-    );
-    args.extend(
-        win.strides
-            .iter()
-            .chain(&win.pad_begin)
-            .chain(&win.dilations)
-            .map(|&v| int(v)),
-    );
+    let int = |v: u64| Expr::idx(v as i64);
+    let [ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw] = s.win.call_operands();
     let (code, alpha, beta) = e.code();
-    args.extend([
-        int(i64::from(bias.is_some())),
-        int(i64::from(e.z.is_some())),
-        int(code),
-        Arg::Value(Expr::f32(alpha)),
-        Arg::Value(Expr::f32(beta)),
-    ]);
-    Stmt::Call(RuntimeFn::Conv2d, args)
+    let c = call::Conv2d {
+        x: Addr::at(x.buf, 0),
+        w: Addr::at(w.buf, 0),
+        b: Addr::at(bias.map_or(y.buf, |b| b.buf), 0),
+        z: Addr::at(e.z.unwrap_or(y.buf), 0),
+        y: Addr::at(y.buf, 0),
+        batch: int(s.batch),
+        channels: int(s.c),
+        out_channels: int(s.m),
+        groups: int(s.groups),
+        ih,
+        iw,
+        oh,
+        ow,
+        kh,
+        kw,
+        sh,
+        sw,
+        ph,
+        pw,
+        dh,
+        dw,
+        bias: int(u64::from(bias.is_some())),
+        residual: int(u64::from(e.z.is_some())),
+        act: Expr::idx(code),
+        alpha: Expr::f32(alpha),
+        beta: Expr::f32(beta),
+    };
+    Stmt::Call(c.into())
 }
 
 /// The `f32` Conv over other than two spatial dims: per image and group, im2col of the group's

@@ -179,6 +179,15 @@ impl Window {
         self.input.len()
     }
 
+    /// A 2-D window as the runtime's windowed routines take it: `ih, iw, oh, ow, kh, kw, sh,
+    /// sw, ph, pw, dh, dw` (`kiln_loops::call::Conv2d::window`'s order).
+    pub fn call_operands(&self) -> [Expr; 12] {
+        let size = |v: u64| Expr::idx(v as i64);
+        let [ih, iw, oh, ow, kh, kw] = [self.input[0], self.input[1], self.output[0], self.output[1], self.kernel[0], self.kernel[1]].map(size);
+        let [sh, sw, ph, pw, dh, dw] = [self.strides[0], self.strides[1], self.pad_begin[0], self.pad_begin[1], self.dilations[0], self.dilations[1]].map(Expr::idx);
+        [ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw]
+    }
+
     /// True if every tap of every output position along dim `i` lands inside the input.
     pub fn always_inside(&self, i: usize) -> bool {
         let last = (self.output[i] as i64 - 1) * self.strides[i]

@@ -12,6 +12,7 @@ use kiln_tir::{NodeId, Op};
 
 use super::{all, guarded, in_range, spatial, Window, WindowAttrs};
 use kiln_loops::builder::{linear, strides};
+use kiln_loops::call;
 use kiln_loops::ir::*;
 use crate::linalg::zero;
 use crate::{LowerError, Lowerer};
@@ -94,12 +95,11 @@ pub(super) fn pool(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
     }
     if matches!(a.reduction, Reduction::Max { .. }) && indices.is_none() && x.elem == ElemType::Scalar(ScalarType::F32) && win.rank() == 2 {
         // The runtime's maxpool2d over all N·C planes; its taps and NaN rule are the nest's below.
-        let int = |v: i64| Arg::Value(Expr::idx(v));
-        let mut args = vec![Arg::Addr(x.buf, Expr::idx(0)), Arg::Addr(y.buf, Expr::idx(0)), int((x.dims[0] * x.dims[1]) as i64)];
-        args.extend(win.input.iter().chain(&win.output).chain(&win.kernel).map(|&v| int(v as i64)));
-        args.extend(win.strides.iter().chain(&win.pad_begin).chain(&win.dilations).map(|&v| int(v)));
+        let [ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw] = win.call_operands();
+        let planes = Expr::idx((x.dims[0] * x.dims[1]) as i64);
+        let pool = call::MaxPool2d { x: Addr::at(x.buf, 0), y: Addr::at(y.buf, 0), planes, ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw };
         let mut k = cx.kernel(n);
-        k.body = vec![Stmt::Call(RuntimeFn::MaxPool2d, args)];
+        k.body = vec![Stmt::Call(pool.into())];
         cx.push(k);
         return Ok(());
     }

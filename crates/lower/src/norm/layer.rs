@@ -7,6 +7,7 @@ use kiln_tir::{DType, NodeId, Op};
 
 use super::{broadcasts_to, expect_dims, expect_float, inv_std, moments, stats_type};
 use kiln_loops::builder::broadcast_index;
+use kiln_loops::call;
 use kiln_loops::ir::*;
 use crate::reduce::{axis, bind, convert, expect_len, fold, load_as, Split};
 use crate::linalg::is_f32;
@@ -62,23 +63,20 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
         && inv_out.is_none()
         && std::iter::once(&scale).chain(&bias).all(|p| is_f32(p) && per_column(p));
     if runtime {
-        let int = |v: u64| Arg::Value(Expr::idx(v as i64));
-        let at = |b: BufId| Arg::Addr(b, Expr::idx(0));
+        let int = |v: u64| Expr::idx(v as i64);
+        let norm = call::LayerNorm {
+            x: Addr::at(x.buf, 0),
+            scale: Addr::at(scale.buf, 0),
+            b: Addr::at(bias.as_ref().map_or(scale.buf, |b| b.buf), 0),
+            y: Addr::at(y.buf, 0),
+            rows: int(split.outer_count()),
+            cols: int(split.inner_count()),
+            bias: int(u64::from(bias.is_some())),
+            rms: int(u64::from(kind == Kind::Rms)),
+            epsilon: Expr::f32(epsilon),
+        };
         let mut k = cx.kernel(n);
-        k.body = vec![Stmt::Call(
-            RuntimeFn::LayerNorm,
-            vec![
-                at(x.buf),
-                at(scale.buf),
-                at(bias.as_ref().map_or(scale.buf, |b| b.buf)),
-                at(y.buf),
-                int(split.outer_count()),
-                int(split.inner_count()),
-                int(u64::from(bias.is_some())),
-                int(u64::from(kind == Kind::Rms)),
-                Arg::Value(Expr::f32(epsilon)),
-            ],
-        )];
+        k.body = vec![Stmt::Call(norm.into())];
         cx.push(k);
         return Ok(true);
     }

@@ -38,8 +38,8 @@ fn calls(p: &Program) -> Vec<RuntimeFn> {
     let mut out = Vec::new();
     for k in &p.kernels {
         for s in &k.body {
-            if let Stmt::Call(f, _) = s {
-                out.push(*f);
+            if let Stmt::Call(c) = s {
+                out.push(c.kind());
             }
         }
     }
@@ -105,8 +105,8 @@ fn a_convolution_chain_takes_the_layout_with_a_reorder_at_each_end() {
     prepack(&mut packed, Layouts::for_isa(Isa::detected()));
     kiln_loops::verify::verify(&packed).unwrap_or_else(|e| panic!("{e:?}"));
     let widths: Vec<Option<i64>> = packed.kernels.iter().flat_map(|k| &k.body).filter_map(|s| match s {
-        Stmt::Call(RuntimeFn::Conv2dNchwc, args) => Some(match &args[24] {
-            Arg::Value(Expr::Const(Scalar::Int(_, w))) => Some(*w),
+        Stmt::Call(Call::Conv2dNchwc(c)) => Some(match c.width {
+            Expr::Const(Scalar::Int(_, w)) => Some(w),
             _ => None,
         }),
         _ => None,

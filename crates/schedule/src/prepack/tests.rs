@@ -44,7 +44,7 @@ fn calls(p: &Program) -> Vec<RuntimeFn> {
     fn walk(stmts: &[Stmt], out: &mut Vec<RuntimeFn>) {
         for s in stmts {
             match s {
-                Stmt::Call(f, _) => out.push(*f),
+                Stmt::Call(c) => out.push(c.kind()),
                 Stmt::For { body, .. } => walk(body, out),
                 Stmt::If { then, otherwise, .. } => {
                     walk(then, out);
