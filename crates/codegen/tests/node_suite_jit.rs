@@ -101,6 +101,7 @@ fn run_case(case: &Case) -> Outcome {
     let program = match lower(&g) {
         Ok(p) => p,
         Err(LowerError::Unsupported { op, reason, .. }) => return Outcome::Unsupported(format!("tensor.{op}: {reason}")),
+        Err(e @ LowerError::Internal { .. }) => return Outcome::Lowering(e.to_string()),
         Err(e) => return Outcome::Unsupported(e.to_string()),
     };
     let Ok((inputs, expected)) = read_case(case) else {

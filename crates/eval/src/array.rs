@@ -6,10 +6,11 @@
 
 use bytes::Bytes;
 use kiln_tir::dtype::DTypeKind;
+use kiln_tir::op::RoundMode;
 use kiln_tir::{DType, Tensor, TensorData};
 
 use crate::error::{EvalError, Result, invalid, unsupported};
-use crate::minifloat::{self, E8M0Round, MiniFloat};
+use crate::minifloat::{self, MiniFloat};
 
 /// Largest element count the evaluator will materialize.
 pub(crate) const MAX_ELEMENTS: usize = 1 << 30;
@@ -410,7 +411,7 @@ impl Arr {
                 }
                 DType::F64 => v.iter().flat_map(|&x| x.to_le_bytes()).collect(),
                 // Cast has already rounded e8m0 results to powers of two, which truncation keeps.
-                DType::F8E8M0 => v.iter().map(|&x| minifloat::e8m0_encode(x, true, E8M0Round::Down)).collect(),
+                DType::F8E8M0 => v.iter().map(|&x| minifloat::e8m0_encode(x, true, RoundMode::Down)).collect(),
                 DType::F4E2M1 | DType::F6E2M3 | DType::F6E3M2 => {
                     let fmt = minifloat_of(dtype).ok_or_else(|| internal(op, "no format"))?;
                     write_packed(v.iter().map(|&x| fmt.encode(x, false)), n, dtype.bits() as usize)

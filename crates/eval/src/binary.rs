@@ -4,6 +4,7 @@
 use std::cmp::Ordering;
 
 use kiln_tir::Op;
+use kiln_tir::op::ShiftDirection;
 
 use crate::args::Args;
 use crate::array::{Arr, Buf, broadcast_shape, broadcast_to, float_to_int, numel, zip_vec};
@@ -30,7 +31,7 @@ pub(crate) fn eval(op: &Op, a: &Args) -> Option<Result<Vec<Arr>>> {
         Op::BitwiseAnd(_) => arith_int(a, |x, y| x & y),
         Op::BitwiseOr(_) => arith_int(a, |x, y| x | y),
         Op::BitwiseXor(_) => arith_int(a, |x, y| x ^ y),
-        Op::BitShift(o) => bit_shift(a, &o.direction),
+        Op::BitShift(o) => bit_shift(a, o.direction),
         Op::Max(_) => variadic(a, max_f, |x, y| Some(x.max(y))),
         Op::Min(_) => variadic(a, min_f, |x, y| Some(x.min(y))),
         Op::Sum(_) => variadic(a, |x, y| x + y, |x, y| Some(x.wrapping_add(y))),
@@ -109,12 +110,11 @@ fn arith_int(a: &Args, g: impl Fn(i128, i128) -> i128) -> Result<Vec<Arr>> {
 
 /// Shifts by amounts in `[0, width)`; other amounts shift everything out (a negative value
 /// shifted right leaves -1), as the ONNX reference defines.
-fn bit_shift(a: &Args, direction: &str) -> Result<Vec<Arr>> {
+fn bit_shift(a: &Args, direction: ShiftDirection) -> Result<Vec<Arr>> {
     let width = i128::from(a.tensor(0)?.dtype.bits());
     match direction {
-        "LEFT" => arith_int(a, |x, s| if (0..width).contains(&s) { ((x as u128) << s) as i128 } else { 0 }),
-        "RIGHT" => arith_int(a, |x, s| if (0..width).contains(&s) { x >> s } else if x < 0 { -1 } else { 0 }),
-        d => Err(invalid(a.op, format!("direction `{d}` is neither LEFT nor RIGHT"))),
+        ShiftDirection::Left => arith_int(a, |x, s| if (0..width).contains(&s) { ((x as u128) << s) as i128 } else { 0 }),
+        ShiftDirection::Right => arith_int(a, |x, s| if (0..width).contains(&s) { x >> s } else if x < 0 { -1 } else { 0 }),
     }
 }
 

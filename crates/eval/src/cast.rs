@@ -6,29 +6,22 @@
 
 use bytes::Bytes;
 use kiln_tir::dtype::DTypeKind;
+use kiln_tir::op::RoundMode;
 use kiln_tir::{DType, Op};
 
 use crate::args::Args;
 use crate::array::{Arr, Buf, float_to_int, minifloat_of, wrap_int};
 use crate::error::{Result, invalid, unsupported};
-use crate::minifloat::{self, E8M0Round};
+use crate::minifloat;
 
 /// Evaluates Cast and CastLike.
 pub(crate) fn eval(op: &Op, a: &Args) -> Option<Result<Vec<Arr>>> {
-    let (to, saturate, round_mode) = match op {
-        Op::Cast(o) => (Ok(o.to), o.saturate != 0, &o.round_mode),
-        Op::CastLike(o) => (a.tensor(1).map(|t| t.dtype), o.saturate != 0, &o.round_mode),
+    let (to, saturate, round) = match op {
+        Op::Cast(o) => (Ok(o.to), o.saturate != 0, o.round_mode),
+        Op::CastLike(o) => (a.tensor(1).map(|t| t.dtype), o.saturate != 0, o.round_mode),
         _ => return None,
     };
-    Some((|| {
-        let round = match round_mode.as_str() {
-            "up" => E8M0Round::Up,
-            "down" => E8M0Round::Down,
-            "nearest" => E8M0Round::Nearest,
-            m => return Err(invalid(a.op, format!("round_mode `{m}` is not up, down or nearest"))),
-        };
-        Ok(vec![cast(a.op, &a.arr(0)?, to?, Rounding { saturate, round })?])
-    })())
+    Some((|| Ok(vec![cast(a.op, &a.arr(0)?, to?, Rounding { saturate, round })?]))())
 }
 
 /// Cast's rounding attributes.
@@ -37,12 +30,12 @@ pub(crate) struct Rounding {
     /// Float8 targets clamp out-of-range values to the largest finite value.
     pub saturate: bool,
     /// How float8 e8m0 rounds.
-    pub round: E8M0Round,
+    pub round: RoundMode,
 }
 
 impl Default for Rounding {
     fn default() -> Rounding {
-        Rounding { saturate: true, round: E8M0Round::Up }
+        Rounding { saturate: true, round: RoundMode::Up }
     }
 }
 

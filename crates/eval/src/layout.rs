@@ -6,7 +6,7 @@ use kiln_tir::op::{DepthToSpaceMode, PadMode};
 
 use crate::args::Args;
 use crate::array::{Arr, Buf, broadcast_shape, broadcast_to, internal, norm_axis, numel, strides, walk};
-use crate::error::{Result, invalid, unsupported};
+use crate::error::{Result, invalid};
 use crate::shape_ops::{dims_input, norm_axes};
 
 /// Evaluates `op` if it is one of this module's.
@@ -24,7 +24,7 @@ pub(crate) fn eval(op: &Op, a: &Args) -> Option<Result<Vec<Arr>>> {
         Op::Pad(o) => pad(a, o.mode),
         Op::Trilu(o) => trilu(a, o.upper != 0),
         Op::DepthToSpace(o) => depth_to_space(a, o.blocksize, o.mode),
-        Op::SpaceToDepth(o) => space_to_depth(a, o.blocksize, &o.mode),
+        Op::SpaceToDepth(o) => space_to_depth(a, o.blocksize, o.mode),
         _ => return None,
     })
 }
@@ -349,16 +349,15 @@ fn depth_to_space(a: &Args, blocksize: i64, mode: DepthToSpaceMode) -> Result<Ve
     Ok(vec![y.with_shape(vec![n, cb, h * b, w * b])])
 }
 
-fn space_to_depth(a: &Args, blocksize: i64, mode: &str) -> Result<Vec<Arr>> {
+fn space_to_depth(a: &Args, blocksize: i64, mode: DepthToSpaceMode) -> Result<Vec<Arr>> {
     let x = a.arr(0)?;
     let ([n, c, h, w], b) = blocked(a, &x, blocksize)?;
     if h % b != 0 || w % b != 0 {
         return Err(invalid(a.op, format!("spatial dims {h}x{w} do not divide by blocksize {b}")));
     }
     let perm = match mode {
-        "DCR" => [0, 3, 5, 1, 2, 4],
-        "CRD" => [0, 1, 3, 5, 2, 4],
-        m => return Err(unsupported(a.op, format!("mode `{m}`"))),
+        DepthToSpaceMode::Dcr => [0, 3, 5, 1, 2, 4],
+        DepthToSpaceMode::Crd => [0, 1, 3, 5, 2, 4],
     };
     let y = transpose(a.op, &x.with_shape(vec![n, c, h / b, b, w / b, b]), &perm)?;
     Ok(vec![y.with_shape(vec![n, c * b * b, h / b, w / b])])

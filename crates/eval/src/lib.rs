@@ -28,6 +28,7 @@ mod cast;
 pub mod compare;
 mod control;
 mod conv;
+mod dispatch;
 mod error;
 pub mod fold;
 mod fused;
@@ -52,8 +53,7 @@ use kiln_tir::{Op, Tensor};
 pub use error::{EvalError, Result};
 pub use graph::eval_graph;
 
-use args::Args;
-use error::unsupported;
+use dispatch::dispatch;
 
 /// Evaluates one op on concrete inputs (`None` is an omitted optional input) and returns its
 /// first `num_outputs` outputs.
@@ -74,65 +74,4 @@ pub fn eval_op(op: &Op, inputs: &[Option<&Tensor>], num_outputs: usize) -> Resul
             Err(EvalError::Internal { op: name, reason })
         }
     }
-}
-
-/// Routes `op` to the module of its family.
-fn dispatch(op: &Op, inputs: &[Option<&Tensor>], num_outputs: usize) -> Result<Vec<Tensor>> {
-    let a = Args::new(op.kind().text_name(), inputs, num_outputs);
-    // Views and byte-level Gather produce tensors directly, without decoding the data.
-    if let Some(outs) = shape_ops::eval_view(op, &a).or_else(|| gather_scatter::eval_raw(op, &a)) {
-        let mut outs = outs?;
-        if outs.len() < num_outputs {
-            return Err(unsupported(
-                a.op,
-                format!(
-                    "{num_outputs} outputs requested, the evaluator produces {}",
-                    outs.len()
-                ),
-            ));
-        }
-        outs.truncate(num_outputs);
-        return Ok(outs);
-    }
-    match op {
-        Op::If(_) | Op::Loop(_) | Op::Scan(_) => {
-            return Err(unsupported(
-                a.op,
-                "control flow needs its regions: use eval_graph",
-            ));
-        }
-        _ => {}
-    }
-    let outs = unary::eval(op, &a)
-        .or_else(|| binary::eval(op, &a))
-        .or_else(|| cast::eval(op, &a))
-        .or_else(|| shape_ops::eval(op, &a))
-        .or_else(|| layout::eval(op, &a))
-        .or_else(|| gather_scatter::eval(op, &a))
-        .or_else(|| reduce::eval(op, &a))
-        .or_else(|| linalg::eval(op, &a))
-        .or_else(|| conv::eval(op, &a))
-        .or_else(|| pool::eval(op, &a))
-        .or_else(|| norm::eval(op, &a))
-        .or_else(|| quant::eval(op, &a))
-        .or_else(|| fused::eval(op, &a))
-        .unwrap_or_else(|| {
-            Err(unsupported(
-                a.op,
-                "the reference evaluator does not implement this op",
-            ))
-        })?;
-    if outs.len() < num_outputs {
-        return Err(unsupported(
-            a.op,
-            format!(
-                "{num_outputs} outputs requested, the evaluator produces {}",
-                outs.len()
-            ),
-        ));
-    }
-    outs.into_iter()
-        .take(num_outputs)
-        .map(|o| o.into_tensor(a.op))
-        .collect()
 }

@@ -5,6 +5,8 @@
 //! ties to even, following ONNX's `Cast` rules for overflow, NaN and saturation (which match
 //! the `ml_dtypes` package the ONNX reference uses).
 
+use kiln_tir::op::RoundMode;
+
 /// How a format spends its top exponent code and its sign bit on special values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Specials {
@@ -186,17 +188,6 @@ impl MiniFloat {
     }
 }
 
-/// How a cast to float8 e8m0 rounds (ONNX `Cast`'s `round_mode`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum E8M0Round {
-    /// Away from zero (the default).
-    Up,
-    /// Toward zero.
-    Down,
-    /// To nearest, ties up.
-    Nearest,
-}
-
 /// The value of a float8 e8m0 byte: `2^(e - 127)`, or NaN for `0xff`.
 pub(crate) fn e8m0_decode(bits: u8) -> f64 {
     if bits == 0xff { f64::NAN } else { exp2i(i32::from(bits) - 127) }
@@ -204,16 +195,16 @@ pub(crate) fn e8m0_decode(bits: u8) -> f64 {
 
 /// Encodes `x` (first rounded to `f32`, as ONNX does) to float8 e8m0. The sign is ignored,
 /// as in the ONNX reference; negative inputs are undefined behavior in the spec.
-pub(crate) fn e8m0_encode(x: f64, saturate: bool, round: E8M0Round) -> u8 {
+pub(crate) fn e8m0_encode(x: f64, saturate: bool, round: RoundMode) -> u8 {
     let bits = (x as f32).to_bits();
     let exponent = ((bits >> 23) & 0xff) as u16;
     if exponent == 0xff {
         return 0xff;
     }
     let increment = match round {
-        E8M0Round::Down => false,
-        E8M0Round::Up => bits & 0x7f_ffff != 0,
-        E8M0Round::Nearest => {
+        RoundMode::Down => false,
+        RoundMode::Up => bits & 0x7f_ffff != 0,
+        RoundMode::Nearest => {
             let guard = bits & 0x40_0000 != 0;
             let round_bit = bits & 0x20_0000 != 0;
             let sticky = bits & 0x1f_ffff != 0;

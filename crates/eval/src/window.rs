@@ -1,7 +1,7 @@
 //! Sliding windows shared by convolution and pooling: output size, padding and, for every
 //! (kernel position, output position) pair, which input element it reads.
 
-use kiln_tir::op::AutoPad;
+use kiln_tir::op::{AutoPad, PadsError, WindowAxis, window_pads};
 
 use crate::array::{numel, strides};
 use crate::error::{Result, invalid};
@@ -66,30 +66,25 @@ impl Window {
         }
         let strides = positive(op, "strides", attrs.strides, rank)?;
         let dilations = positive(op, "dilations", attrs.dilations, rank)?;
-        let (mut pad_begin, mut pad_end) = (vec![0; rank], vec![0; rank]);
-        if attrs.auto_pad == AutoPad::Notset && !attrs.pads.is_empty() {
-            if attrs.pads.len() != 2 * rank {
-                return Err(invalid(op, format!("pads has {} values for {rank} spatial dims", attrs.pads.len())));
-            }
-            for d in 0..rank {
-                let bad = |v: i64| invalid(op, format!("pad {v} must be non-negative and small"));
-                let (b, e) = (attrs.pads[d], attrs.pads[d + rank]);
-                pad_begin[d] = usize::try_from(b).ok().filter(|&v| v <= u32::MAX as usize).ok_or_else(|| bad(b))?;
-                pad_end[d] = usize::try_from(e).ok().filter(|&v| v <= u32::MAX as usize).ok_or_else(|| bad(e))?;
-            }
+        let axes: Vec<WindowAxis> = (0..rank).map(|d| WindowAxis { input: input[d] as u64, kernel: kernel[d] as u64, stride: strides[d] as u64, dilation: dilations[d] as u64 }).collect();
+        let bad = |v: i64| invalid(op, format!("pad {v} must be non-negative and small"));
+        let pads = window_pads(attrs.auto_pad, attrs.pads, rank, Some(&axes)).map_err(|e| match e {
+            PadsError::Count { len, .. } => invalid(op, format!("pads has {len} values for {rank} spatial dims")),
+            PadsError::Negative(v) => bad(v),
+            PadsError::Unknown => invalid(op, "the window's sizes are unknown"),
+        })?;
+        // Explicit pads are bounded so that the padded extents below cannot overflow.
+        let too_large = pads.iter().find(|&&p| p > u64::from(u32::MAX));
+        if let (AutoPad::Notset, Some(&p)) = (attrs.auto_pad, too_large) {
+            return Err(bad(p as i64));
         }
+        let (pad_begin, pad_end): (Vec<usize>, Vec<usize>) = (0..rank).map(|d| (pads[d] as usize, pads[rank + d] as usize)).unzip();
         let mut output = vec![0; rank];
         for d in 0..rank {
             let span = kernel[d].checked_sub(1).and_then(|k| k.checked_mul(dilations[d])).map(|k| k + 1).ok_or_else(|| invalid(op, "kernel dim is zero or too large"))?;
             let (i, s) = (input[d], strides[d]);
             output[d] = match attrs.auto_pad {
-                AutoPad::SameUpper | AutoPad::SameLower => {
-                    let out = i.div_ceil(s);
-                    let total = ((out.max(1) - 1) * s + span).saturating_sub(i);
-                    let small = total / 2;
-                    (pad_begin[d], pad_end[d]) = if attrs.auto_pad == AutoPad::SameUpper { (small, total - small) } else { (total - small, small) };
-                    out
-                }
+                AutoPad::SameUpper | AutoPad::SameLower => i.div_ceil(s),
                 AutoPad::Notset | AutoPad::Valid => {
                     let padded = i + pad_begin[d] + pad_end[d];
                     if padded < span {

@@ -66,7 +66,7 @@ fn float4_and_e8m0() {
     let e = cast(&f32t(&[3], &[3.0, 1.0, 0.75]), DType::F8E8M0);
     assert_eq!(e.raw().unwrap(), &[129, 127, 127]);
     assert_eq!(f32s(&cast(&e, DType::F32)), vec![4.0, 1.0, 1.0]);
-    let down = run(Op::Cast(Cast { to: DType::F8E8M0, round_mode: "down".into(), ..Cast::default() }), &[&f32t(&[1], &[3.0])]);
+    let down = run(Op::Cast(Cast { to: DType::F8E8M0, round_mode: RoundMode::Down, ..Cast::default() }), &[&f32t(&[1], &[3.0])]);
     assert_eq!(down.raw().unwrap(), &[128]);
 }
 

@@ -183,6 +183,6 @@ fn bitwise_and_shift() {
     assert_eq!(ints(&run(Op::BitwiseXor(BitwiseXor {}), &[&x, &y])), vec![0b0110, 0xfb, 8]);
     assert_eq!(ints(&run(Op::BitwiseNot(BitwiseNot {}), &[&x])), vec![0xf3, 0, 0xfe]);
     let s = u8t(&[3], &[2, 4, 9]);
-    assert_eq!(ints(&run(Op::BitShift(BitShift { direction: "LEFT".into() }), &[&x, &s])), vec![0b110000, 0xf0, 0]);
-    assert_eq!(ints(&run(Op::BitShift(BitShift { direction: "RIGHT".into() }), &[&x, &s])), vec![0b11, 0x0f, 0]);
+    assert_eq!(ints(&run(Op::BitShift(BitShift { direction: ShiftDirection::Left }), &[&x, &s])), vec![0b110000, 0xf0, 0]);
+    assert_eq!(ints(&run(Op::BitShift(BitShift { direction: ShiftDirection::Right }), &[&x, &s])), vec![0b11, 0x0f, 0]);
 }

@@ -162,6 +162,6 @@ fn trilu_and_depth_to_space() {
     let y = iota(&[1, 4, 1, 1]);
     let d = run(Op::DepthToSpace(DepthToSpace { blocksize: 2, mode: DepthToSpaceMode::Dcr }), &[&y]);
     assert_eq!((d.shape.clone(), f32s(&d)), (vec![1, 1, 2, 2], vec![0.0, 1.0, 2.0, 3.0]));
-    let s = run(Op::SpaceToDepth(SpaceToDepth { blocksize: 2, mode: "DCR".into() }), &[&d]);
+    let s = run(Op::SpaceToDepth(SpaceToDepth { blocksize: 2, mode: DepthToSpaceMode::Dcr }), &[&d]);
     assert_eq!(s, y);
 }

@@ -1,15 +1,15 @@
 //! kiln's lowering: tensor IR → loop IR.
 //!
-//! Each node becomes zero or more kernels. Op families live in their own files; each exports
-//! `lower(cx, node) -> Result<bool, LowerError>` and answers `Ok(false)` for ops it does not
-//! handle, so the dispatcher tries them in turn. Reshape-like ops produce no kernel: their
-//! output aliases the input's buffer (a view).
+//! Each node becomes zero or more kernels. Op families live in their own files; `dispatch.rs`
+//! names, for every op, the family that lowers it (or why none does) in one exhaustive match.
+//! Reshape-like ops produce no kernel: their output aliases the input's buffer (a view).
 
 #![deny(missing_docs)]
 
 mod attention;
 mod control;
 pub mod copies;
+mod dispatch;
 mod elementwise;
 mod linalg;
 mod misc;
@@ -52,6 +52,16 @@ pub enum LowerError {
         value: String,
         /// Its type.
         ty: String,
+    },
+    /// kiln has a bug (the model may be fine): an invariant of the lowering does not hold.
+    #[error("node \"{node}\" (tensor.{op}): {reason}")]
+    Internal {
+        /// Node name.
+        node: String,
+        /// Op text name.
+        op: &'static str,
+        /// What went wrong, starting "kiln bug".
+        reason: String,
     },
     /// A value's shape is not static: bind the model's symbolic dims first.
     #[error("value \"{value}\" has shape {ty}, which is not static; bind its symbols first")]
@@ -166,24 +176,6 @@ impl Capture {
     }
 }
 
-/// A family's entry point: lowers `node` if it handles its op.
-type Family = fn(&mut Lowerer<'_>, NodeId) -> Result<bool, LowerError>;
-
-const FAMILIES: &[Family] = &[
-    view::lower,
-    elementwise::lower,
-    quant::lower,
-    reduce::lower,
-    norm::lower,
-    linalg::lower,
-    nn::lower,
-    movement::lower,
-    attention::lower,
-    misc::lower,
-    rnn::lower,
-    control::lower,
-];
-
 /// Lowers a whole graph. Every value's shape must be static.
 pub fn lower(g: &Graph) -> Result<Program, LowerError> {
     let mut cx = Lowerer { g, program: Program::default(), bufs: HashMap::new(), graph_outputs: HashMap::new(), kernels_made: 0, capture: None };
@@ -204,15 +196,6 @@ pub fn lower(g: &Graph) -> Result<Program, LowerError> {
 }
 
 impl<'g> Lowerer<'g> {
-    fn lower_node(&mut self, n: NodeId) -> Result<(), LowerError> {
-        for family in FAMILIES {
-            if family(self, n)? {
-                return Ok(());
-            }
-        }
-        Err(self.unsupported(n, "no lowering for this op yet"))
-    }
-
     /// Graph outputs whose value does not live in its output buffer (an input, a constant, a
     /// view, or a value listed twice) are copied there.
     fn finish_outputs(&mut self) -> Result<(), LowerError> {

@@ -65,6 +65,7 @@ fn run_case(case: &Case) -> Outcome {
     let program = match lower(&g) {
         Ok(p) => p,
         Err(LowerError::Unsupported { op, reason, .. }) => return Outcome::Unsupported(format!("tensor.{op}: {reason}")),
+        Err(e @ LowerError::Internal { .. }) => return Outcome::Fail(e.to_string()),
         Err(e) => return Outcome::Unsupported(e.to_string()),
     };
     let got = match interpret(&g, &program, &inputs) {

@@ -7,7 +7,7 @@
 //! the data type once, the bias addition rounds again, and SiLU is computed in `f32` from that
 //! rounded value.
 
-use kiln_tir::op::CausalConvWithState;
+use kiln_tir::op::{CausalConvWithState, ConvActivation};
 use kiln_tir::NodeId;
 
 use super::{is_float, Num};
@@ -18,10 +18,9 @@ use crate::{LowerError, Lowerer, Operand};
 pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId, a: &CausalConvWithState) -> Result<(), LowerError> {
     let (x, w) = (cx.required(n, 0)?, cx.required(n, 1)?);
     let (bias, past) = (cx.input(n, 2)?, cx.input(n, 3)?);
-    let silu = match a.activation.as_str() {
-        "none" => false,
-        "silu" | "swish" => true,
-        other => return Err(cx.unsupported(n, format!("activation \"{other}\""))),
+    let silu = match a.activation {
+        ConvActivation::None => false,
+        ConvActivation::Silu | ConvActivation::Swish => true,
     };
     let &[batch, chans, len] = &x.dims[..] else {
         return Err(cx.unsupported(n, "the input must be [batch, channels, length]"));

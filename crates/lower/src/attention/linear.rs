@@ -8,7 +8,7 @@
 //! the state rounded once at the end). The default scale `1/√d_k` is a double in the reference,
 //! so its product with the `f32` read-out is formed in `f64` and rounded, as there.
 
-use kiln_tir::op::LinearAttention;
+use kiln_tir::op::{LinearAttention, UpdateRule};
 use kiln_tir::NodeId;
 
 use super::{is_float, Num};
@@ -29,12 +29,11 @@ struct Dims {
 pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId, a: &LinearAttention) -> Result<(), LowerError> {
     let (q, key, v) = (cx.required(n, 0)?, cx.required(n, 1)?, cx.required(n, 2)?);
     let (past, decay, beta) = (cx.input(n, 3)?, cx.input(n, 4)?, cx.input(n, 5)?);
-    let (gated, delta) = match a.update_rule.as_str() {
-        "linear" => (false, false),
-        "gated" => (true, false),
-        "delta" => (false, true),
-        "gated_delta" => (true, true),
-        other => return Err(cx.unsupported(n, format!("update_rule \"{other}\""))),
+    let (gated, delta) = match a.update_rule {
+        UpdateRule::Linear => (false, false),
+        UpdateRule::Gated => (true, false),
+        UpdateRule::Delta => (false, true),
+        UpdateRule::GatedDelta => (true, true),
     };
     if gated != decay.is_some() || delta != beta.is_some() {
         return Err(cx.unsupported(n, "decay must be given exactly for gated rules and beta exactly for delta rules"));

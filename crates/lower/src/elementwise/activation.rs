@@ -155,7 +155,7 @@ fn hard_sigmoid(x: Expr, ty: ScalarType, alpha: f64, beta: f64) -> Expr {
 }
 
 /// Lowers PRelu, SwiGLU and Clip.
-pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
+pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     match &cx.node(n).op {
         // x > 0 ? x : slope·x, the slope broadcast to x
         Op::PRelu(_) => {

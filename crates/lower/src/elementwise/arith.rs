@@ -7,7 +7,7 @@ use kiln_loops::ir::*;
 use crate::{LowerError, Lowerer};
 
 /// Lowers `n` if it is an arithmetic op.
-pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
+pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     let op = match &cx.node(n).op {
         Op::Add(_) => BinOp::Add,
         Op::Sub(_) => BinOp::Sub,

@@ -14,22 +14,12 @@
 //!   compute the power of two first, from the `f32`'s bits, with `saturate` keeping the
 //!   largest exponent from rounding up to NaN (ONNX's reference algorithm).
 
+use kiln_tir::op::RoundMode;
 use kiln_tir::{NodeId, Op};
 
 use super::{cast_to, map_n, ElemResult, Scope};
 use kiln_loops::ir::*;
 use crate::{elem_type, LowerError, Lowerer};
-
-/// How a float8 e8m0 conversion rounds (ONNX Cast's `round_mode`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(in crate) enum E8M0Round {
-    /// Away from zero, to the next power of two (the default).
-    Up,
-    /// Toward zero: the power of two at or below.
-    Down,
-    /// To the nearer power of two, ties up.
-    Nearest,
-}
 
 /// What a conversion into a float8 type does with values it cannot hold exactly: ONNX Cast's
 /// `saturate` and `round_mode`. Other targets ignore it.
@@ -39,37 +29,30 @@ pub(in crate) struct CastOpts {
     /// otherwise they become infinity or NaN, as the format has.
     pub saturate: bool,
     /// How e8m0 rounds.
-    pub e8m0: E8M0Round,
+    pub e8m0: RoundMode,
 }
 
 impl Default for CastOpts {
     fn default() -> CastOpts {
-        CastOpts { saturate: true, e8m0: E8M0Round::Up }
+        CastOpts { saturate: true, e8m0: RoundMode::Up }
     }
 }
 
 impl CastOpts {
     /// The options from Cast's attributes.
-    fn from_attrs(saturate: i64, round_mode: &str) -> Result<CastOpts, String> {
-        let e8m0 = match round_mode {
-            "up" => E8M0Round::Up,
-            "down" => E8M0Round::Down,
-            "nearest" => E8M0Round::Nearest,
-            other => return Err(format!("round_mode `{other}` (not up, down or nearest)")),
-        };
-        Ok(CastOpts { saturate: saturate != 0, e8m0 })
+    fn from_attrs(saturate: i64, e8m0: RoundMode) -> CastOpts {
+        CastOpts { saturate: saturate != 0, e8m0 }
     }
 }
 
 /// Lowers `n` if it is Cast, CastLike or BitCast.
-pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
+pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     let opts = match &cx.node(n).op {
-        Op::Cast(o) => Some(CastOpts::from_attrs(o.saturate, &o.round_mode)),
-        Op::CastLike(o) => Some(CastOpts::from_attrs(o.saturate, &o.round_mode)),
+        Op::Cast(o) => Some(CastOpts::from_attrs(o.saturate, o.round_mode)),
+        Op::CastLike(o) => Some(CastOpts::from_attrs(o.saturate, o.round_mode)),
         Op::BitCast(_) => None,
         _ => return Ok(false),
     };
-    let opts = opts.transpose().map_err(|why| cx.unsupported(n, why))?;
     // CastLike's second input only names the type, which is the output's.
     let x = cx.required(n, 0)?;
     let Some(out) = cx.node(n).outputs.first().copied().flatten() else {
@@ -148,20 +131,20 @@ pub(in crate) fn convert(s: &mut Scope<'_>, x: Expr, from: ElemType, to: ElemTyp
 }
 
 /// `f` (an f32) as an f32 holding the float8 e8m0 value `opts` rounds it to, exactly (an e8m0
-/// store then keeps it); for [`E8M0Round::Down`], `f` itself, which the store truncates.
+/// store then keeps it); for [`RoundMode::Down`], `f` itself, which the store truncates.
 fn to_e8m0(s: &mut Scope<'_>, f: Expr, opts: CastOpts) -> Expr {
     use ScalarType::{F32, U32};
     let u = |v: i64| Expr::int(U32, v);
-    if opts.e8m0 == E8M0Round::Down {
+    if opts.e8m0 == RoundMode::Down {
         return f;
     }
     let bits = s.bind(Expr::Bitcast(U32, Box::new(f)));
     let exp = s.bind(bits.clone().bin(BinOp::Shr, u(23)).bin(BinOp::And, u(0xff)));
     let round_up = match opts.e8m0 {
         // Any mantissa bit.
-        E8M0Round::Up | E8M0Round::Down => bits.bin(BinOp::And, u(0x7f_ffff)).cmp(CmpOp::Ne, u(0)),
+        RoundMode::Up | RoundMode::Down => bits.bin(BinOp::And, u(0x7f_ffff)).cmp(CmpOp::Ne, u(0)),
         // The guard bit, and a bit below it or a non-zero exponent (ONNX's reference test).
-        E8M0Round::Nearest => {
+        RoundMode::Nearest => {
             let guard = bits.clone().bin(BinOp::And, u(0x40_0000)).cmp(CmpOp::Ne, u(0));
             let rest = bits.bin(BinOp::And, u(0x3f_ffff)).cmp(CmpOp::Ne, u(0)).bin(BinOp::Or, exp.clone().cmp(CmpOp::Ne, u(0)));
             guard.bin(BinOp::And, rest)

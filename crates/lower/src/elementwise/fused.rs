@@ -15,7 +15,7 @@ use kiln_loops::ir::*;
 use crate::{Capture, LowerError, Lowerer, Operand};
 
 /// Lowers `n` if it is a `fused_elementwise`.
-pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
+pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     let Op::FusedElementwise(_) = cx.node(n).op else { return Ok(false) };
     let Some(body) = cx.node(n).regions.first().cloned() else {
         return Err(cx.unsupported(n, "the body region is missing"));

@@ -1,6 +1,7 @@
 //! Logic, bits and comparisons: And, Or, Xor, BitwiseAnd/Or/Xor, BitShift, Equal, Less,
 //! LessOrEqual, Greater, GreaterOrEqual, and Where.
 
+use kiln_tir::op::ShiftDirection;
 use kiln_tir::{NodeId, Op};
 
 use super::{c, common_type, map_n, need_int, operands};
@@ -8,7 +9,7 @@ use kiln_loops::ir::*;
 use crate::{LowerError, Lowerer};
 
 /// Lowers `n` if it is a logic, bitwise or comparison op.
-pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
+pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     let (op, operand): (BinOp, Operands) = match &cx.node(n).op {
         Op::And(_) => (BinOp::And, Operands::Bool),
         Op::Or(_) => (BinOp::Or, Operands::Bool),
@@ -21,14 +22,7 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
         Op::LessOrEqual(_) => return compare(cx, n, CmpOp::Le),
         Op::Greater(_) => return compare(cx, n, CmpOp::Gt),
         Op::GreaterOrEqual(_) => return compare(cx, n, CmpOp::Ge),
-        Op::BitShift(a) => {
-            let left = match a.direction.as_str() {
-                "LEFT" => true,
-                "RIGHT" => false,
-                other => return Err(cx.unsupported(n, format!("direction `{other}`"))),
-            };
-            return shift(cx, n, left);
-        }
+        Op::BitShift(a) => return shift(cx, n, a.direction == ShiftDirection::Left),
         Op::Where(_) => return select(cx, n),
         _ => return Ok(false),
     };

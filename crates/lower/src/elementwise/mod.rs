@@ -18,11 +18,11 @@
 //! and round once per op, as numpy does for the ONNX reference outputs. The float8 and float4
 //! formats do the same; the packed 4- and 2-bit integers compute as `i8` or `u8`.
 
-mod activation;
-mod arith;
-mod cast;
-mod fused;
-mod logic;
+pub(crate) mod activation;
+pub(crate) mod arith;
+pub(crate) mod cast;
+pub(crate) mod fused;
+pub(crate) mod logic;
 mod unary;
 
 pub(super) use activation::activation_expr;
@@ -40,21 +40,24 @@ pub(super) type ElemResult = Result<Expr, String>;
 /// The element function of a one-input op, given the input's value type.
 type UnaryFn = Box<dyn FnOnce(&mut Scope<'_>, Expr, ScalarType) -> ElemResult>;
 
-/// Lowers `n` if it is an elementwise op.
-pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
-    if fused::lower(cx, n)? {
-        return Ok(true);
-    }
-    let op = &cx.node(n).op;
-    if let Some(f) = unary::unary_fn(op).or_else(|| activation::unary_fn(op)) {
-        let x = cx.required(n, 0)?;
-        let ty = x.ty();
-        return map_n(cx, n, &[x], |s, a| f(s, a[0].clone(), ty));
-    }
-    Ok(arith::lower(cx, n)?
-        || logic::lower(cx, n)?
-        || activation::lower(cx, n)?
-        || cast::lower(cx, n)?)
+/// Lowers `n` if it is a one-input math or logic op of `unary.rs`.
+pub(crate) fn lower_unary(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
+    let f = unary::unary_fn(&cx.node(n).op);
+    one_input(cx, n, f)
+}
+
+/// Lowers `n` if it is a one-input activation of `activation.rs`.
+pub(crate) fn lower_activation(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
+    let f = activation::unary_fn(&cx.node(n).op);
+    one_input(cx, n, f)
+}
+
+/// Lowers `n` with its element function `f`, if it has one.
+fn one_input(cx: &mut Lowerer<'_>, n: NodeId, f: Option<UnaryFn>) -> Result<bool, LowerError> {
+    let Some(f) = f else { return Ok(false) };
+    let x = cx.required(n, 0)?;
+    let ty = x.ty();
+    map_n(cx, n, &[x], |s, a| f(s, a[0].clone(), ty))
 }
 
 /// The statements of one element of the loop nest, as they are being built.

@@ -11,6 +11,7 @@
 //! kiln follows the spec's function body and PyTorch.
 
 use kiln_tir::NodeId;
+use kiln_tir::op::LossReduction;
 
 use super::{bind, expect_dims, float_type, in_range, load_as, local, or, store, Body};
 use kiln_loops::builder::linear;
@@ -26,22 +27,8 @@ pub(super) enum Kind {
     SoftmaxCrossEntropy,
 }
 
-/// How the per-position losses are combined.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Reduction {
-    None,
-    Sum,
-    Mean,
-}
-
 /// Lowers a loss node.
-pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId, kind: Kind, ignore_index: Option<i64>, reduction: &str) -> Result<(), LowerError> {
-    let reduction = match reduction {
-        "none" => Reduction::None,
-        "sum" => Reduction::Sum,
-        "mean" => Reduction::Mean,
-        r => return Err(cx.unsupported(n, format!("reduction `{r}`"))),
-    };
+pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId, kind: Kind, ignore_index: Option<i64>, reduction: LossReduction) -> Result<(), LowerError> {
     let x = cx.required(n, 0)?;
     let target = cx.required(n, 1)?;
     let weight = cx.input(n, 2)?;
@@ -63,7 +50,7 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId, kind: Kind, ignore_index: O
     }
     let y = cx.required_output(n, 0)?;
     match reduction {
-        Reduction::None => expect_dims(cx, n, &y, &target.dims)?,
+        LossReduction::None => expect_dims(cx, n, &y, &target.dims)?,
         _ => expect_dims(cx, n, &y, &[])?,
     }
     let log_prob = match kind {
@@ -75,7 +62,7 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId, kind: Kind, ignore_index: O
     }
     let mut b = Body::new(cx, n);
     let acc = match reduction {
-        Reduction::None => None,
+        LossReduction::None => None,
         _ => {
             let sum = local(&mut b.k, &mut b.stmts, t, Expr::float(t, 0.0));
             let wsum = local(&mut b.k, &mut b.stmts, t, Expr::float(t, 0.0));
@@ -145,8 +132,8 @@ pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId, kind: Kind, ignore_index: O
     });
     b.stmts.extend(nest);
     match (reduction, acc) {
-        (Reduction::Sum, Some((sum, _))) => b.stmts.push(store(&y, Expr::idx(0), Expr::Var(sum), t)),
-        (Reduction::Mean, Some((sum, wsum))) => b.stmts.push(store(&y, Expr::idx(0), Expr::Var(sum) / Expr::Var(wsum), t)),
+        (LossReduction::Sum, Some((sum, _))) => b.stmts.push(store(&y, Expr::idx(0), Expr::Var(sum), t)),
+        (LossReduction::Mean, Some((sum, wsum))) => b.stmts.push(store(&y, Expr::idx(0), Expr::Var(sum) / Expr::Var(wsum), t)),
         _ => {}
     }
     b.push(cx);

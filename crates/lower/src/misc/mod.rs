@@ -7,9 +7,9 @@
 //! [`Stmt::Check`] or clamped into range before they address a buffer; a clamped position is
 //! only ever read under a condition that says it was inside (zero padding).
 //!
-//! Refused: NonMaxSuppression (its output shape depends on the data) and the random ops
-//! (Bernoulli, RandomUniform[Like], RandomNormal[Like], Multinomial), whose results kiln
-//! cannot reproduce.
+//! Refused, in `dispatch.rs`: NonMaxSuppression (its output shape depends on the data) and
+//! the random ops (Bernoulli, RandomUniform[Like], RandomNormal[Like], Multinomial), whose
+//! results kiln cannot reproduce.
 //!
 //! Topics: [`loss`], [`grid`] (GridSample, AffineGrid, and the interpolation taps DeformConv
 //! shares), [`roi`] (RoiAlign), [`deform`] (DeformConv), [`signal`] (DFT, STFT, windows,
@@ -32,8 +32,8 @@ use kiln_loops::ir::*;
 /// Lowers `n` if this family handles its op.
 pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     match &cx.node(n).op {
-        Op::NegativeLogLikelihoodLoss(a) => loss::lower(cx, n, loss::Kind::Nll, a.ignore_index, &a.reduction)?,
-        Op::SoftmaxCrossEntropyLoss(a) => loss::lower(cx, n, loss::Kind::SoftmaxCrossEntropy, a.ignore_index, &a.reduction)?,
+        Op::NegativeLogLikelihoodLoss(a) => loss::lower(cx, n, loss::Kind::Nll, a.ignore_index, a.reduction)?,
+        Op::SoftmaxCrossEntropyLoss(a) => loss::lower(cx, n, loss::Kind::SoftmaxCrossEntropy, a.ignore_index, a.reduction)?,
         Op::GridSample(a) => grid::grid_sample(cx, n, a)?,
         Op::AffineGrid(a) => grid::affine_grid(cx, n, a.align_corners != 0)?,
         Op::RoiAlign(a) => roi::roi_align(cx, n, a)?,
@@ -45,10 +45,6 @@ pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
         Op::BlackmanWindow(a) => signal::window(cx, n, signal::Window::Blackman, a.periodic != 0)?,
         Op::MelWeightMatrix(_) => signal::mel_weight_matrix(cx, n)?,
         Op::Det(_) => det::det(cx, n)?,
-        Op::NonMaxSuppression(_) => return Err(cx.unsupported(n, "the output shape depends on the input data")),
-        Op::Bernoulli(_) | Op::RandomUniform(_) | Op::RandomUniformLike(_) | Op::RandomNormal(_) | Op::RandomNormalLike(_) | Op::Multinomial(_) => {
-            return Err(cx.unsupported(n, "random values: kiln does not reproduce ONNX's random streams"));
-        }
         _ => return Ok(false),
     }
     Ok(true)

@@ -2,7 +2,7 @@
 //! OneHot, and TensorScatter (a KV-cache write). Every index read from a tensor wraps negative values and is checked in range
 //! before it addresses a buffer.
 
-use kiln_tir::op::ScatterReduction;
+use kiln_tir::op::{ScatterReduction, TensorScatterMode};
 use kiln_tir::{NodeId, Op};
 
 use super::layout::store;
@@ -20,14 +20,7 @@ pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
         Op::GatherND(g) => nd(cx, n, g.batch_dims, None)?,
         Op::ScatterND(s) => nd(cx, n, 0, Some(s.reduction))?,
         Op::OneHot(o) => one_hot(cx, n, o.axis)?,
-        Op::TensorScatter(t) => {
-            let circular = match t.mode.as_str() {
-                "linear" => false,
-                "circular" => true,
-                m => return Err(cx.unsupported(n, format!("mode `{m}`"))),
-            };
-            tensor_scatter(cx, n, t.axis, circular)?
-        }
+        Op::TensorScatter(t) => tensor_scatter(cx, n, t.axis, t.mode == TensorScatterMode::Circular)?,
         _ => return Ok(false),
     }
     Ok(true)

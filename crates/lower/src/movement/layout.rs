@@ -18,14 +18,7 @@ pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
         Op::Tile(_) => tile(cx, n)?,
         Op::Expand(_) => expand(cx, n)?,
         Op::DepthToSpace(d) => blocks(cx, n, d.blocksize, Blocks::DepthToSpace(d.mode))?,
-        Op::SpaceToDepth(s) => {
-            let crd = match s.mode.as_str() {
-                "DCR" => false,
-                "CRD" => true,
-                m => return Err(cx.unsupported(n, format!("mode `{m}`"))),
-            };
-            blocks(cx, n, s.blocksize, Blocks::SpaceToDepth { crd })?
-        }
+        Op::SpaceToDepth(s) => blocks(cx, n, s.blocksize, Blocks::SpaceToDepth { crd: s.mode == DepthToSpaceMode::Crd })?,
         Op::Trilu(t) => trilu(cx, n, t.upper != 0)?,
         _ => return Ok(false),
     }

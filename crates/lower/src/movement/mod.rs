@@ -14,31 +14,23 @@
 //! Topics: [`layout`] (Transpose, Concat, Split, Tile, Expand, DepthToSpace, SpaceToDepth,
 //! Trilu), [`crop`] (Slice, Pad, CenterCropPad, ReverseSequence, Compress), [`index`]
 //! (Gather*, Scatter*, OneHot, TensorScatter), [`fill`] (ConstantOfShape, Range, EyeLike,
-//! Shape, Size), [`resize`] (Resize), [`col2im`] (Col2Im). NonZero and Unique are refused:
-//! their output shapes depend on the data.
+//! Shape, Size), [`resize`] (Resize), [`col2im`] (Col2Im). NonZero and Unique are refused
+//! (`dispatch.rs`): their output shapes depend on the data.
 
-mod col2im;
-mod crop;
-mod fill;
-mod index;
-mod layout;
-mod resize;
+pub(crate) mod col2im;
+pub(crate) mod crop;
+pub(crate) mod fill;
+pub(crate) mod index;
+pub(crate) mod layout;
+pub(crate) mod resize;
 #[cfg(test)]
 mod tests;
 
-use kiln_tir::{DType, NodeId, Op, Tensor};
+use kiln_tir::{DType, NodeId, Tensor};
 
 use super::{LowerError, Lowerer, Operand};
 use kiln_loops::interp::Val;
 use kiln_loops::ir::*;
-
-/// Lowers `n` if it is a data-movement or indexing op.
-pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
-    if let Op::NonZero(_) | Op::Unique(_) = cx.node(n).op {
-        return Err(cx.unsupported(n, "the output shape depends on the input data"));
-    }
-    Ok(layout::lower(cx, n)? || crop::lower(cx, n)? || index::lower(cx, n)? || fill::lower(cx, n)? || resize::lower(cx, n)? || col2im::lower(cx, n)?)
-}
 
 /// A kernel being built: the kernel (for fresh variables) and its top-level statements.
 pub(super) struct Body {

@@ -12,7 +12,7 @@ mod pool;
 #[cfg(test)]
 mod tests;
 
-use kiln_tir::op::AutoPad;
+use kiln_tir::op::{AutoPad, WindowAxis, window_pads};
 use kiln_tir::{NodeId, Op};
 
 use super::{LowerError, Lowerer};
@@ -137,32 +137,11 @@ impl Window {
                 a.kernel.len()
             ));
         }
-        let (mut pad_begin, mut pad_end) = (vec![0; r], vec![0; r]);
-        match a.auto_pad {
-            AutoPad::Notset => {
-                if !a.pads.is_empty() {
-                    if a.pads.len() != 2 * r || a.pads.iter().any(|&p| p < 0) {
-                        return Err(format!("pads {:?} for {r} spatial dims", a.pads));
-                    }
-                    pad_begin.copy_from_slice(&a.pads[..r]);
-                    pad_end.copy_from_slice(&a.pads[r..]);
-                }
-            }
-            AutoPad::Valid => {}
-            AutoPad::SameUpper | AutoPad::SameLower => {
-                for i in 0..r {
-                    let span = (a.kernel[i] as i64 - 1) * dilations[i] + 1;
-                    let total =
-                        ((output[i] as i64 - 1) * strides[i] + span - input[i] as i64).max(0);
-                    let small = total / 2;
-                    (pad_begin[i], pad_end[i]) = if a.auto_pad == AutoPad::SameUpper {
-                        (small, total - small)
-                    } else {
-                        (total - small, small)
-                    };
-                }
-            }
-        }
+        let axes: Vec<WindowAxis> = (0..r)
+            .map(|i| WindowAxis { input: input[i], kernel: a.kernel[i], stride: strides[i] as u64, dilation: dilations[i] as u64 })
+            .collect();
+        let pads = window_pads(a.auto_pad, a.pads, r, Some(&axes)).map_err(|_| format!("pads {:?} for {r} spatial dims", a.pads))?;
+        let (pad_begin, pad_end) = (pads[..r].iter().map(|&p| p as i64).collect(), pads[r..].iter().map(|&p| p as i64).collect());
         Ok(Window {
             input: input.to_vec(),
             output: output.to_vec(),

@@ -9,7 +9,7 @@ use crate::reduce::{bind, convert, load_as, Split};
 use crate::{LowerError, Lowerer};
 
 /// Lowers `n` if it is BatchNormalization.
-pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
+pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     let Op::BatchNormalization(attr) = &cx.node(n).op else {
         return Ok(false);
     };

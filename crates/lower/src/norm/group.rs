@@ -9,7 +9,7 @@ use crate::reduce::{axis, bind, convert, load_as, Split};
 use crate::{LowerError, Lowerer};
 
 /// Lowers `n` if it is InstanceNormalization, GroupNormalization or MeanVarianceNormalization.
-pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
+pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     match &cx.node(n).op {
         Op::InstanceNormalization(a) => {
             let epsilon = a.epsilon;

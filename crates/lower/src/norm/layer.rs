@@ -23,7 +23,7 @@ enum Kind {
 }
 
 /// Lowers `n` if it is LayerNormalization or RMSNormalization.
-pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
+pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     let (kind, ax, epsilon, stash) = match &cx.node(n).op {
         Op::LayerNormalization(a) => (Kind::Layer, a.axis, a.epsilon, a.stash_type),
         Op::RMSNormalization(a) => (Kind::Rms, a.axis, a.epsilon, a.stash_type),

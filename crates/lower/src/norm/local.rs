@@ -9,7 +9,7 @@ use crate::reduce::{and, axis, bind, convert, fold, load_as, Split};
 use crate::{LowerError, Lowerer};
 
 /// Lowers `n` if it is LpNormalization or LRN.
-pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
+pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     match &cx.node(n).op {
         Op::LpNormalization(a) => {
             let (ax, p) = (a.axis, a.p);

@@ -7,10 +7,10 @@
 //! normalized values. Statistics are computed in `f32` (`f64` for `f64` inputs or an `f64`
 //! stash type), the variance in two passes as ONNX's reference does.
 
-mod batch;
-mod group;
-mod layer;
-mod local;
+pub(crate) mod batch;
+pub(crate) mod group;
+pub(crate) mod layer;
+pub(crate) mod local;
 #[cfg(test)]
 mod tests;
 
@@ -19,11 +19,6 @@ use kiln_tir::NodeId;
 use super::reduce::{bind, fold, load_as, Split};
 use super::{LowerError, Lowerer, Operand};
 use kiln_loops::ir::*;
-
-/// Lowers `n` if this family handles its op.
-pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
-    Ok(batch::lower(cx, n)? || layer::lower(cx, n)? || group::lower(cx, n)? || local::lower(cx, n)?)
-}
 
 /// Statements computing the mean and the population variance, in `ct`, of the elements of
 /// `x` over the inner axes of `split` (a row-major view of `x`) at outer index `o`. Returns

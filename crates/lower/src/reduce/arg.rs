@@ -27,7 +27,7 @@ pub(super) enum Tie {
 }
 
 /// Lowers `n` if it is ArgMax or ArgMin.
-pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
+pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     let (extreme, ax, last) = match &cx.node(n).op {
         Op::ArgMax(a) => (Extreme::Max, a.axis, a.select_last_index),
         Op::ArgMin(a) => (Extreme::Min, a.axis, a.select_last_index),

@@ -6,22 +6,17 @@
 //! describes that division of an operand's axes; [`fold`] builds one accumulating pass. The
 //! normalization family (`norm`) uses both.
 
-mod arg;
-mod reduce_ops;
-mod scan;
-mod softmax;
-mod topk;
+pub(crate) mod arg;
+pub(crate) mod reduce_ops;
+pub(crate) mod scan;
+pub(crate) mod softmax;
+pub(crate) mod topk;
 
 use kiln_tir::{NodeId, Tensor};
 
 use super::{LowerError, Lowerer, Operand};
 use kiln_loops::builder::{linear, strides};
 use kiln_loops::ir::*;
-
-/// Lowers `n` if this family handles its op.
-pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
-    Ok(reduce_ops::lower(cx, n)? || arg::lower(cx, n)? || softmax::lower(cx, n)? || scan::lower(cx, n)? || topk::lower(cx, n)?)
-}
 
 /// An operand's axes divided into outer axes, which a kernel loops over outside, and inner
 /// axes, which each outer iteration passes over (reduces, scans, normalizes).

@@ -29,7 +29,7 @@ enum Reduction {
 }
 
 /// Lowers `n` if it is a Reduce* op.
-pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
+pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     let (red, noop) = match &cx.node(n).op {
         Op::ReduceSum(a) => (Reduction::Sum, a.noop_with_empty_axes),
         Op::ReduceSumSquare(a) => (Reduction::SumSquare, a.noop_with_empty_axes),

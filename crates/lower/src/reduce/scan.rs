@@ -26,7 +26,7 @@ struct Mode {
 }
 
 /// Lowers `n` if it is CumSum or CumProd.
-pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
+pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     let mode = match &cx.node(n).op {
         Op::CumSum(a) => Mode { combine: Combine::Sum, exclusive: a.exclusive != 0, reverse: a.reverse != 0 },
         Op::CumProd(a) => Mode { combine: Combine::Prod, exclusive: a.exclusive != 0, reverse: a.reverse != 0 },

@@ -20,7 +20,7 @@ enum Kind {
 }
 
 /// Lowers `n` if it is Softmax, LogSoftmax or Hardmax.
-pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
+pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     let (kind, ax) = match &cx.node(n).op {
         Op::Softmax(a) => (Kind::Softmax, a.axis),
         Op::LogSoftmax(a) => (Kind::LogSoftmax, a.axis),

@@ -20,7 +20,7 @@ enum End {
 }
 
 /// Lowers `n` if it is TopK.
-pub(super) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
+pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     let (ax, end) = match &cx.node(n).op {
         Op::TopK(a) => (a.axis, if a.largest != 0 { End::Largest } else { End::Smallest }),
         _ => return Ok(false),

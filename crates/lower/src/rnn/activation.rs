@@ -1,7 +1,8 @@
-//! The activation functions RNN, GRU and LSTM accept by name, with their `alpha`/`beta`
-//! parameters resolved from `activation_alpha`/`activation_beta`.
+//! The activation functions of RNN, GRU and LSTM, with their `alpha`/`beta` parameters
+//! resolved from `activation_alpha`/`activation_beta`.
 
 use kiln_loops::ir::*;
+use kiln_tir::op::RnnActivation;
 
 /// One activation function with its parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -27,28 +28,25 @@ pub(super) enum Act {
     Softplus,
 }
 
-/// Resolves activation names (case-insensitive) to functions. Each function that takes
-/// parameters consumes the next values of `alphas` and `betas` in order, falling back to the
-/// ONNX operator's defaults when the lists run out (as onnxruntime reads them).
-pub(super) fn parse(names: &[String], alphas: &[f32], betas: &[f32]) -> Result<Vec<Act>, String> {
+/// The functions `names` names. Each function that takes parameters consumes the next values
+/// of `alphas` and `betas` in order, falling back to the ONNX operator's defaults when the
+/// lists run out (as onnxruntime reads them).
+pub(super) fn resolve(names: &[RnnActivation], alphas: &[f32], betas: &[f32]) -> Vec<Act> {
     let (mut a, mut b) = (alphas.iter().copied(), betas.iter().copied());
     names
         .iter()
-        .map(|name| {
-            Ok(match name.to_ascii_lowercase().as_str() {
-                "relu" => Act::Relu,
-                "tanh" => Act::Tanh,
-                "sigmoid" => Act::Sigmoid,
-                "affine" => Act::Affine(a.next().unwrap_or(1.0), b.next().unwrap_or(0.0)),
-                "leakyrelu" => Act::LeakyRelu(a.next().unwrap_or(0.01)),
-                "thresholdedrelu" => Act::ThresholdedRelu(a.next().unwrap_or(1.0)),
-                "scaledtanh" => Act::ScaledTanh(a.next().unwrap_or(1.0), b.next().unwrap_or(1.0)),
-                "hardsigmoid" => Act::HardSigmoid(a.next().unwrap_or(0.2), b.next().unwrap_or(0.5)),
-                "elu" => Act::Elu(a.next().unwrap_or(1.0)),
-                "softsign" => Act::Softsign,
-                "softplus" => Act::Softplus,
-                _ => return Err(format!("activation function \"{name}\"")),
-            })
+        .map(|name| match name {
+            RnnActivation::Relu => Act::Relu,
+            RnnActivation::Tanh => Act::Tanh,
+            RnnActivation::Sigmoid => Act::Sigmoid,
+            RnnActivation::Affine => Act::Affine(a.next().unwrap_or(1.0), b.next().unwrap_or(0.0)),
+            RnnActivation::LeakyRelu => Act::LeakyRelu(a.next().unwrap_or(0.01)),
+            RnnActivation::ThresholdedRelu => Act::ThresholdedRelu(a.next().unwrap_or(1.0)),
+            RnnActivation::ScaledTanh => Act::ScaledTanh(a.next().unwrap_or(1.0), b.next().unwrap_or(1.0)),
+            RnnActivation::HardSigmoid => Act::HardSigmoid(a.next().unwrap_or(0.2), b.next().unwrap_or(0.5)),
+            RnnActivation::Elu => Act::Elu(a.next().unwrap_or(1.0)),
+            RnnActivation::Softsign => Act::Softsign,
+            RnnActivation::Softplus => Act::Softplus,
         })
         .collect()
 }

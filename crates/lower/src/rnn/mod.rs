@@ -16,6 +16,7 @@
 
 mod activation;
 
+use kiln_tir::op::{RnnActivation, RnnDirection};
 use kiln_tir::{NodeId, Op};
 
 use self::activation::Act;
@@ -44,22 +45,23 @@ impl Cell {
     }
 
     /// The activation functions per direction when the attribute is empty.
-    fn default_activations(self) -> &'static [&'static str] {
+    fn default_activations(self) -> &'static [RnnActivation] {
+        use RnnActivation::{Sigmoid, Tanh};
         match self {
-            Cell::Rnn => &["Tanh"],
-            Cell::Gru { .. } => &["Sigmoid", "Tanh"],
-            Cell::Lstm { .. } => &["Sigmoid", "Tanh", "Tanh"],
+            Cell::Rnn => &[Tanh],
+            Cell::Gru { .. } => &[Sigmoid, Tanh],
+            Cell::Lstm { .. } => &[Sigmoid, Tanh, Tanh],
         }
     }
 }
 
 /// The attributes the three ops share.
 struct Attrs<'a> {
-    activations: &'a [String],
+    activations: &'a [RnnActivation],
     alpha: &'a [f32],
     beta: &'a [f32],
     clip: Option<f32>,
-    direction: &'a str,
+    direction: RnnDirection,
     hidden_size: Option<i64>,
     layout: i64,
 }
@@ -67,14 +69,14 @@ struct Attrs<'a> {
 /// Lowers `n` if it is RNN, GRU or LSTM.
 pub fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     let (cell, attrs) = match &cx.node(n).op {
-        Op::RNN(a) => (Cell::Rnn, Attrs { activations: &a.activations, alpha: &a.activation_alpha, beta: &a.activation_beta, clip: a.clip, direction: &a.direction, hidden_size: a.hidden_size, layout: a.layout }),
+        Op::RNN(a) => (Cell::Rnn, Attrs { activations: &a.activations, alpha: &a.activation_alpha, beta: &a.activation_beta, clip: a.clip, direction: a.direction, hidden_size: a.hidden_size, layout: a.layout }),
         Op::GRU(a) => (
             Cell::Gru { linear_before_reset: a.linear_before_reset != 0 },
-            Attrs { activations: &a.activations, alpha: &a.activation_alpha, beta: &a.activation_beta, clip: a.clip, direction: &a.direction, hidden_size: a.hidden_size, layout: a.layout },
+            Attrs { activations: &a.activations, alpha: &a.activation_alpha, beta: &a.activation_beta, clip: a.clip, direction: a.direction, hidden_size: a.hidden_size, layout: a.layout },
         ),
         Op::LSTM(a) => (
             Cell::Lstm { input_forget: a.input_forget != 0 },
-            Attrs { activations: &a.activations, alpha: &a.activation_alpha, beta: &a.activation_beta, clip: a.clip, direction: &a.direction, hidden_size: a.hidden_size, layout: a.layout },
+            Attrs { activations: &a.activations, alpha: &a.activation_alpha, beta: &a.activation_beta, clip: a.clip, direction: a.direction, hidden_size: a.hidden_size, layout: a.layout },
         ),
         _ => return Ok(false),
     };
@@ -157,9 +159,8 @@ struct Layer {
 
 fn recurrent(cx: &mut Lowerer<'_>, n: NodeId, cell: Cell, attrs: &Attrs<'_>) -> Result<(), LowerError> {
     let dirs = match attrs.direction {
-        "forward" | "reverse" => 1,
-        "bidirectional" => 2,
-        other => return Err(cx.unsupported(n, format!("direction \"{other}\""))),
+        RnnDirection::Forward | RnnDirection::Reverse => 1,
+        RnnDirection::Bidirectional => 2,
     };
     let x = cx.required(n, 0)?;
     let w = cx.required(n, 1)?;
@@ -230,7 +231,7 @@ fn recurrent(cx: &mut Lowerer<'_>, n: NodeId, cell: Cell, attrs: &Attrs<'_>) -> 
     }
     let per_dir = acts.len() / dirs as usize;
     for d in 0..dirs {
-        let reverse = attrs.direction == "reverse" || d == 1;
+        let reverse = attrs.direction == RnnDirection::Reverse || d == 1;
         body.extend(direction(&mut k, &layer, d, reverse, &acts[d as usize * per_dir..][..per_dir]));
     }
     k.body = body;
@@ -261,12 +262,12 @@ fn geometry(x: &Operand, r: &Operand, dirs: u64, attrs: &Attrs<'_>) -> Result<Ge
 /// for both directions of a bidirectional layer).
 fn activations(cell: Cell, attrs: &Attrs<'_>, dirs: usize) -> Result<Vec<Act>, String> {
     let per_dir = cell.default_activations().len();
-    let names: Vec<String> = if attrs.activations.is_empty() {
-        cell.default_activations().iter().cycle().take(per_dir * dirs).map(|s| s.to_string()).collect()
+    let names: Vec<RnnActivation> = if attrs.activations.is_empty() {
+        cell.default_activations().iter().cycle().take(per_dir * dirs).copied().collect()
     } else {
         attrs.activations.to_vec()
     };
-    let mut acts = activation::parse(&names, attrs.alpha, attrs.beta)?;
+    let mut acts = activation::resolve(&names, attrs.alpha, attrs.beta);
     if acts.len() == per_dir && dirs == 2 {
         acts.extend_from_within(..);
     }

@@ -1,7 +1,7 @@
 //! Attention layers: Attention, RotaryEmbedding, LinearAttention.
 
 use crate::dim::Dim;
-use crate::op::{Attention, LinearAttention, RotaryEmbedding};
+use crate::op::{Attention, LinearAttention, RotaryEmbedding, UpdateRule};
 use crate::types::TensorType;
 
 use super::common::{Cx, Res, TypeSet, add, attr_err, mul, positive, set, shape_err, tt, unify};
@@ -98,18 +98,17 @@ pub(super) fn linear_attention(cx: &mut Cx<'_, '_>, a: &LinearAttention) -> Res<
     for (i, name) in [(0, "query"), (1, "key"), (2, "value")] {
         cx.rank_is(i, 3, name)?;
     }
-    let (needs_decay, needs_beta) = match a.update_rule.as_str() {
-        "linear" => (false, false),
-        "gated" => (true, false),
-        "delta" => (false, true),
-        "gated_delta" => (true, true),
-        other => return Err(attr_err(format!("update_rule `{other}` is not linear, gated, delta or gated_delta"))),
+    let (needs_decay, needs_beta) = match a.update_rule {
+        UpdateRule::Linear => (false, false),
+        UpdateRule::Gated => (true, false),
+        UpdateRule::Delta => (false, true),
+        UpdateRule::GatedDelta => (true, true),
     };
     if needs_decay && cx.opt(4).is_none() {
-        return Err(shape_err(format!("update_rule `{}` needs the decay input", a.update_rule)));
+        return Err(shape_err(format!("update_rule `{}` needs the decay input", a.update_rule.as_str())));
     }
     if needs_beta && cx.opt(5).is_none() {
-        return Err(shape_err(format!("update_rule `{}` needs the beta input", a.update_rule)));
+        return Err(shape_err(format!("update_rule `{}` needs the beta input", a.update_rule.as_str())));
     }
     let (q, k, v) = (cx.ty(0)?, cx.ty(1)?, cx.ty(2)?);
     let hq = Dim::Known(positive(a.q_num_heads, "q_num_heads")?);

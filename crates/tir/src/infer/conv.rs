@@ -4,7 +4,8 @@
 use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::op::{
-    AutoPad, Col2Im, Conv, ConvInteger, ConvTranspose, DeformConv, FusedConv, QLinearConv,
+    AutoPad, Col2Im, Conv, ConvInteger, ConvTranspose, DeformConv, FusedConv, PadsError,
+    QLinearConv, window_pads,
 };
 use crate::types::TensorType;
 
@@ -44,16 +45,14 @@ impl Window<'_> {
                 .map(|v| positive(v, what))
                 .collect()
         };
-        let pads = per_axis(self.pads, 2 * n, 0, "pads")?;
-        let pads = match self.auto_pad {
-            AutoPad::Notset => pads
-                .iter()
-                .map(|&p| {
-                    u64::try_from(p)
-                        .map_err(|_| attr_err(format!("pads must not be negative, found {p}")))
-                })
-                .collect::<Res<_>>()?,
-            _ => vec![0; 2 * n],
+        per_axis(self.pads, 2 * n, 0, "pads")?;
+        // SAME windows have ceil(input / stride) outputs whatever their pads, which over a
+        // symbolic size have no closed form: `output` does not read them.
+        let pads = match window_pads(self.auto_pad, self.pads, n, None) {
+            Ok(pads) => pads,
+            Err(PadsError::Unknown) => vec![0; 2 * n],
+            Err(PadsError::Negative(p)) => return Err(attr_err(format!("pads must not be negative, found {p}"))),
+            Err(PadsError::Count { len, .. }) => return Err(attr_err(format!("`pads` has {len} values, expected {}", 2 * n))),
         };
         Ok(Resolved {
             strides: pos(self.strides, "strides")?,

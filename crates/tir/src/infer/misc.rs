@@ -3,7 +3,7 @@
 
 use crate::dim::Dim;
 use crate::dtype::DType;
-use crate::op::{Multinomial, StringNormalizer, TfIdfVectorizer};
+use crate::op::{LossReduction, Multinomial, PixelFormat, StringNormalizer, TfIdfVectorizer};
 use crate::types::TensorType;
 
 use super::common::{Cx, Res, attr_err, known, positive, set, shape_err, tt, unify};
@@ -61,12 +61,8 @@ pub(super) fn eye_like(cx: &mut Cx<'_, '_>, dtype: Option<DType>) -> Res<Vec<Ten
 }
 
 /// Whether a loss keeps one value per sample (`none`) or reduces to a scalar.
-fn per_sample(reduction: &str) -> Res<bool> {
-    match reduction {
-        "none" => Ok(true),
-        "mean" | "sum" => Ok(false),
-        other => Err(attr_err(format!("reduction `{other}` is not none, mean or sum"))),
-    }
+fn per_sample(reduction: LossReduction) -> bool {
+    reduction == LossReduction::None
 }
 
 /// Checks `[N, C, d...]` scores against `[N, d...]` targets and a `[C]` weight.
@@ -92,25 +88,25 @@ fn check_loss_shapes(cx: &Cx<'_, '_>) -> Res<()> {
 }
 
 /// NegativeLogLikelihoodLoss: the target's shape, or a scalar when reduced.
-pub(super) fn nll_loss(cx: &mut Cx<'_, '_>, reduction: &str) -> Res<Vec<TensorType>> {
+pub(super) fn nll_loss(cx: &mut Cx<'_, '_>, reduction: LossReduction) -> Res<Vec<TensorType>> {
     cx.arity(2, 3)?;
     let d = cx.check(0, set::FLOAT)?;
     cx.check(1, set::INDEX)?;
     cx.same(0, 2)?;
     check_loss_shapes(cx)?;
-    let shape = if per_sample(reduction)? { cx.ty(1)?.shape.clone() } else { Vec::new() };
+    let shape = if per_sample(reduction) { cx.ty(1)?.shape.clone() } else { Vec::new() };
     Ok(vec![tt(d, shape)])
 }
 
 /// SoftmaxCrossEntropyLoss: the loss (like NegativeLogLikelihoodLoss) and the log
 /// probabilities (the scores' shape).
-pub(super) fn softmax_cross_entropy(cx: &mut Cx<'_, '_>, reduction: &str) -> Res<Vec<TensorType>> {
+pub(super) fn softmax_cross_entropy(cx: &mut Cx<'_, '_>, reduction: LossReduction) -> Res<Vec<TensorType>> {
     cx.arity(2, 3)?;
     let d = cx.check(0, set::FLOAT)?;
     cx.check(1, set::INDEX)?;
     cx.same(0, 2)?;
     check_loss_shapes(cx)?;
-    let shape = if per_sample(reduction)? { cx.ty(1)?.shape.clone() } else { Vec::new() };
+    let shape = if per_sample(reduction) { cx.ty(1)?.shape.clone() } else { Vec::new() };
     Ok(vec![tt(d, shape), cx.ty(0)?.clone()])
 }
 
@@ -212,14 +208,13 @@ pub(super) fn string_split(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
 }
 
 /// ImageDecoder: u8 `[H, W, channels]` with fresh height and width.
-pub(super) fn image_decoder(cx: &mut Cx<'_, '_>, pixel_format: &str) -> Res<Vec<TensorType>> {
+pub(super) fn image_decoder(cx: &mut Cx<'_, '_>, pixel_format: PixelFormat) -> Res<Vec<TensorType>> {
     cx.arity(1, 1)?;
     cx.check(0, set::INT8)?;
     cx.rank_is(0, 1, "encoded_stream")?;
     let channels = match pixel_format {
-        "RGB" | "BGR" => 3,
-        "Grayscale" => 1,
-        other => return Err(attr_err(format!("pixel_format `{other}` is not RGB, BGR or Grayscale"))),
+        PixelFormat::Rgb | PixelFormat::Bgr => 3,
+        PixelFormat::Grayscale => 1,
     };
     let (h, w) = (cx.fresh(), cx.fresh());
     Ok(vec![tt(DType::U8, vec![h, w, Dim::Known(channels)])])

@@ -357,7 +357,7 @@ fn dispatch(op: &Op, cx: &mut Cx<'_, '_>) -> Result<Vec<TensorType>, InferError>
             cx,
             rnn::Cell {
                 gates: 1,
-                direction: &a.direction,
+                direction: a.direction,
                 hidden_size: a.hidden_size,
                 layout: a.layout,
                 max_inputs: 6,
@@ -368,7 +368,7 @@ fn dispatch(op: &Op, cx: &mut Cx<'_, '_>) -> Result<Vec<TensorType>, InferError>
             cx,
             rnn::Cell {
                 gates: 3,
-                direction: &a.direction,
+                direction: a.direction,
                 hidden_size: a.hidden_size,
                 layout: a.layout,
                 max_inputs: 6,
@@ -379,7 +379,7 @@ fn dispatch(op: &Op, cx: &mut Cx<'_, '_>) -> Result<Vec<TensorType>, InferError>
             cx,
             rnn::Cell {
                 gates: 4,
-                direction: &a.direction,
+                direction: a.direction,
                 hidden_size: a.hidden_size,
                 layout: a.layout,
                 max_inputs: 8,
@@ -412,14 +412,14 @@ fn dispatch(op: &Op, cx: &mut Cx<'_, '_>) -> Result<Vec<TensorType>, InferError>
         Op::Bernoulli(a) => misc::bernoulli(cx, a.dtype),
         Op::Multinomial(a) => misc::multinomial(cx, a),
         Op::EyeLike(a) => misc::eye_like(cx, a.dtype),
-        Op::NegativeLogLikelihoodLoss(a) => misc::nll_loss(cx, &a.reduction),
-        Op::SoftmaxCrossEntropyLoss(a) => misc::softmax_cross_entropy(cx, &a.reduction),
+        Op::NegativeLogLikelihoodLoss(a) => misc::nll_loss(cx, a.reduction),
+        Op::SoftmaxCrossEntropyLoss(a) => misc::softmax_cross_entropy(cx, a.reduction),
         Op::NonMaxSuppression(_) => misc::non_max_suppression(cx),
         Op::GridSample(_) => misc::grid_sample(cx),
         Op::AffineGrid(_) => misc::affine_grid(cx),
         Op::StringNormalizer(a) => misc::string_normalizer(cx, a),
         Op::StringSplit(_) => misc::string_split(cx),
-        Op::ImageDecoder(a) => misc::image_decoder(cx, &a.pixel_format),
+        Op::ImageDecoder(a) => misc::image_decoder(cx, a.pixel_format),
         Op::TfIdfVectorizer(a) => misc::tf_idf(cx, a),
     }
 }

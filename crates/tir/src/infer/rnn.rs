@@ -1,16 +1,17 @@
 //! Recurrent layers: RNN, GRU, LSTM.
 
 use crate::dim::Dim;
+use crate::op::RnnDirection;
 use crate::types::TensorType;
 
 use super::common::{Cx, Res, attr_err, mul, positive, set, tt, unify};
 
 /// What distinguishes the three recurrent layers.
-pub(super) struct Cell<'a> {
+pub(super) struct Cell {
     /// Gates per direction (1 RNN, 3 GRU, 4 LSTM): W and R stack `gates * hidden` rows.
     pub gates: u64,
-    /// `forward`, `reverse` or `bidirectional`.
-    pub direction: &'a str,
+    /// Which way the sequence is walked.
+    pub direction: RnnDirection,
     /// The `hidden_size` attribute.
     pub hidden_size: Option<i64>,
     /// 0: sequence-major tensors; 1: batch-major.
@@ -23,7 +24,7 @@ pub(super) struct Cell<'a> {
 
 /// `Y` (`[seq, dirs, batch, hidden]`, or `[batch, seq, dirs, hidden]` with layout 1), then
 /// `Y_h` and `Y_c` (`[dirs, batch, hidden]`, or `[batch, dirs, hidden]`).
-pub(super) fn rnn(cx: &mut Cx<'_, '_>, c: Cell<'_>) -> Res<Vec<TensorType>> {
+pub(super) fn rnn(cx: &mut Cx<'_, '_>, c: Cell) -> Res<Vec<TensorType>> {
     cx.arity(3, c.max_inputs)?;
     let d = cx.check(0, set::FLOAT)?;
     for i in [1, 2, 3, 5, 6, 7] {
@@ -35,9 +36,8 @@ pub(super) fn rnn(cx: &mut Cx<'_, '_>, c: Cell<'_>) -> Res<Vec<TensorType>> {
     cx.rank_is(2, 3, "R")?;
     let (x, w, r) = (cx.ty(0)?, cx.ty(1)?, cx.ty(2)?);
     let dirs = Dim::Known(match c.direction {
-        "forward" | "reverse" => 1,
-        "bidirectional" => 2,
-        other => return Err(attr_err(format!("direction `{other}` is not forward, reverse or bidirectional"))),
+        RnnDirection::Forward | RnnDirection::Reverse => 1,
+        RnnDirection::Bidirectional => 2,
     });
     let (seq, batch) = match c.layout {
         0 => (&x.shape[0], &x.shape[1]),

@@ -168,8 +168,55 @@ impl<T: Attr> Attr for Option<T> {
     }
 }
 
+/// True when the enum was declared `ignore_case`.
+macro_rules! ignore_case {
+    () => {
+        false
+    };
+    (ignore_case) => {
+        true
+    };
+}
+
+/// An enum whose values are ONNX attribute spellings; a `Vec` of one is a list attribute.
+pub trait AttrEnum: Copy + Sized + 'static {
+    /// Every value with its ONNX spelling, in declaration order.
+    const SPELLINGS: &'static [(Self, &'static str)];
+    /// True if the spelling is matched ignoring ASCII case (as onnxruntime reads it).
+    const IGNORE_CASE: bool;
+
+    /// The ONNX spelling, which the text form uses too.
+    fn as_str(self) -> &'static str;
+
+    /// The value spelled `s`, or a reason naming the allowed spellings.
+    fn parse(s: &str) -> Result<Self, String> {
+        let found = Self::SPELLINGS.iter().find(|(_, t)| if Self::IGNORE_CASE { t.eq_ignore_ascii_case(s) } else { *t == s });
+        match found {
+            Some(&(v, _)) => Ok(v),
+            None => {
+                let allowed: Vec<String> = Self::SPELLINGS.iter().map(|(_, t)| format!("`{t}`")).collect();
+                Err(format!("`{s}` is not one of {}", allowed.join(", ")))
+            }
+        }
+    }
+}
+
+impl<E: AttrEnum> Attr for Vec<E> {
+    fn to_value(&self) -> Option<AttrValue> {
+        Some(AttrValue::Strs(self.iter().map(|e| e.as_str().to_string()).collect()))
+    }
+    fn from_value(v: AttrValue) -> Result<Self, String> {
+        match v {
+            AttrValue::Strs(s) => s.iter().map(|s| E::parse(s)).collect(),
+            AttrValue::Ints(i) if i.is_empty() => Ok(Vec::new()),
+            AttrValue::Floats(f) if f.is_empty() => Ok(Vec::new()),
+            other => mismatch("strings", &other),
+        }
+    }
+}
+
 macro_rules! attr_enums {
-    ($($(#[$doc:meta])* $name:ident { $($variant:ident = $text:literal),* $(,)? })*) => {
+    ($($(#[$doc:meta])* $name:ident $($ci:ident)? { $($variant:ident = $text:literal),* $(,)? })*) => {
         $(
             $(#[$doc])*
             #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -190,20 +237,23 @@ macro_rules! attr_enums {
                 }
             }
 
+            impl AttrEnum for $name {
+                const SPELLINGS: &'static [(Self, &'static str)] = &[$(($name::$variant, $text)),*];
+                const IGNORE_CASE: bool = ignore_case!($($ci)?);
+
+                fn as_str(self) -> &'static str {
+                    $name::as_str(self)
+                }
+            }
+
             impl Attr for $name {
                 fn to_value(&self) -> Option<AttrValue> {
                     Some(AttrValue::Str(self.as_str().to_string()))
                 }
                 fn from_value(v: AttrValue) -> Result<Self, String> {
-                    let AttrValue::Str(s) = v else {
-                        return mismatch("string", &v);
-                    };
-                    match s.as_str() {
-                        $($text => Ok($name::$variant),)*
-                        _ => Err(format!(
-                            "`{s}` is not one of {}",
-                            [$(concat!("`", $text, "`")),*].join(", ")
-                        )),
+                    match v {
+                        AttrValue::Str(s) => <$name as AttrEnum>::parse(&s),
+                        other => mismatch("string", &other),
                     }
                 }
             }
@@ -248,7 +298,7 @@ attr_enums! {
         Gelu = "gelu",
         GeluTanh = "gelu_tanh",
     }
-    /// Channel order of DepthToSpace.
+    /// Channel order of DepthToSpace and SpaceToDepth.
     DepthToSpaceMode { Dcr = "DCR", Crd = "CRD" }
     /// How Scatter* combine updates with existing values.
     ScatterReduction { None = "none", Add = "add", Mul = "mul", Max = "max", Min = "min" }
@@ -258,4 +308,40 @@ attr_enums! {
     RoiPoolMode { Avg = "avg", Max = "max" }
     /// RoiAlign's coordinate convention.
     RoiCoordMode { HalfPixel = "half_pixel", OutputHalfPixel = "output_half_pixel" }
+    /// BitShift's direction.
+    ShiftDirection { Right = "RIGHT", Left = "LEFT" }
+    /// How Cast and CastLike round into float8 e8m0: away from zero, toward zero, or to the
+    /// nearer power of two with ties up.
+    RoundMode { Up = "up", Down = "down", Nearest = "nearest" }
+    /// CausalConvWithState's fused activation; `silu` and `swish` are the same function.
+    ConvActivation { None = "none", Silu = "silu", Swish = "swish" }
+    /// Which way RNN, GRU and LSTM walk the sequence.
+    RnnDirection { Forward = "forward", Reverse = "reverse", Bidirectional = "bidirectional" }
+    /// An activation function of RNN, GRU and LSTM. Names match ignoring case, as onnxruntime
+    /// reads them; they print as ONNX spells them.
+    RnnActivation ignore_case {
+        Relu = "Relu",
+        Tanh = "Tanh",
+        Sigmoid = "Sigmoid",
+        Affine = "Affine",
+        LeakyRelu = "LeakyRelu",
+        ThresholdedRelu = "ThresholdedRelu",
+        ScaledTanh = "ScaledTanh",
+        HardSigmoid = "HardSigmoid",
+        Elu = "Elu",
+        Softsign = "Softsign",
+        Softplus = "Softplus",
+    }
+    /// LinearAttention's recurrence: whether it takes a decay (gated) and a beta (delta).
+    UpdateRule { Linear = "linear", Gated = "gated", Delta = "delta", GatedDelta = "gated_delta" }
+    /// How NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss combine per-sample losses.
+    LossReduction { None = "none", Sum = "sum", Mean = "mean" }
+    /// TensorScatter's write mode: `circular` wraps indices around the cache length.
+    TensorScatterMode { Linear = "linear", Circular = "circular" }
+    /// StringNormalizer's case change.
+    CaseChange { None = "NONE", Lower = "LOWER", Upper = "UPPER" }
+    /// TfIdfVectorizer's weighting.
+    TfIdfMode { Tf = "TF", Idf = "IDF", TfIdf = "TFIDF" }
+    /// ImageDecoder's output channels.
+    PixelFormat { Rgb = "RGB", Bgr = "BGR", Grayscale = "Grayscale" }
 }

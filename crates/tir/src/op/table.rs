@@ -47,7 +47,7 @@ define_ops! {
     /// ONNX `BitCast` (opset 26).
     BitCast "bitcast" { to: DType }
     /// ONNX `BitShift` (opset 28).
-    BitShift "bit_shift" { direction: String }
+    BitShift "bit_shift" { direction: ShiftDirection }
     /// ONNX `BitwiseAnd` (opset 18).
     BitwiseAnd "bitwise_and" {}
     /// ONNX `BitwiseNot` (opset 18).
@@ -59,11 +59,11 @@ define_ops! {
     /// ONNX `BlackmanWindow` (opset 17).
     BlackmanWindow "blackman_window" { output_datatype: DType = DType::F32, periodic: i64 = 1 }
     /// ONNX `Cast` (opset 28).
-    Cast "cast" { round_mode: String = "up".to_string(), saturate: i64 = 1, to: DType }
+    Cast "cast" { round_mode: RoundMode = RoundMode::Up, saturate: i64 = 1, to: DType }
     /// ONNX `CastLike` (opset 25).
-    CastLike "cast_like" { round_mode: String = "up".to_string(), saturate: i64 = 1 }
+    CastLike "cast_like" { round_mode: RoundMode = RoundMode::Up, saturate: i64 = 1 }
     /// ONNX `CausalConvWithState` (opset 27).
-    CausalConvWithState "causal_conv_with_state" { activation: String = "none".to_string() }
+    CausalConvWithState "causal_conv_with_state" { activation: ConvActivation = ConvActivation::None }
     /// ONNX `Ceil` (opset 13).
     Ceil "ceil" {}
     /// ONNX `Celu` (opset 28).
@@ -129,7 +129,7 @@ define_ops! {
     /// ONNX `Floor` (opset 13).
     Floor "floor" {}
     /// ONNX `GRU` (opset 22).
-    GRU "gru" { activation_alpha: Vec<f32> = Vec::new(), activation_beta: Vec<f32> = Vec::new(), activations: Vec<String> = Vec::new(), clip: Option<f32> = None, direction: String = "forward".to_string(), hidden_size: Option<i64> = None, layout: i64 = 0, linear_before_reset: i64 = 0 }
+    GRU "gru" { activation_alpha: Vec<f32> = Vec::new(), activation_beta: Vec<f32> = Vec::new(), activations: Vec<RnnActivation> = Vec::new(), clip: Option<f32> = None, direction: RnnDirection = RnnDirection::Forward, hidden_size: Option<i64> = None, layout: i64 = 0, linear_before_reset: i64 = 0 }
     /// ONNX `Gather` (opset 13).
     Gather "gather" { axis: i64 = 0 }
     /// ONNX `GatherElements` (opset 13).
@@ -169,7 +169,7 @@ define_ops! {
     /// ONNX `If` (opset 25).
     If "if" [then_branch, else_branch] {}
     /// ONNX `ImageDecoder` (opset 20).
-    ImageDecoder "image_decoder" { pixel_format: String = "RGB".to_string() }
+    ImageDecoder "image_decoder" { pixel_format: PixelFormat = PixelFormat::Rgb }
     /// ONNX `InstanceNormalization` (opset 22).
     InstanceNormalization "instance_normalization" { epsilon: f32 = 9.999999747378752e-06_f32 }
     /// ONNX `IsInf` (opset 20).
@@ -179,7 +179,7 @@ define_ops! {
     /// ONNX `LRN` (opset 13).
     LRN "lrn" { alpha: f32 = 9.999999747378752e-05_f32, beta: f32 = 0.75_f32, bias: f32 = 1.0_f32, size: i64 }
     /// ONNX `LSTM` (opset 22).
-    LSTM "lstm" { activation_alpha: Vec<f32> = Vec::new(), activation_beta: Vec<f32> = Vec::new(), activations: Vec<String> = Vec::new(), clip: Option<f32> = None, direction: String = "forward".to_string(), hidden_size: Option<i64> = None, input_forget: i64 = 0, layout: i64 = 0 }
+    LSTM "lstm" { activation_alpha: Vec<f32> = Vec::new(), activation_beta: Vec<f32> = Vec::new(), activations: Vec<RnnActivation> = Vec::new(), clip: Option<f32> = None, direction: RnnDirection = RnnDirection::Forward, hidden_size: Option<i64> = None, input_forget: i64 = 0, layout: i64 = 0 }
     /// ONNX `LayerNormalization` (opset 17).
     LayerNormalization "layer_normalization" { axis: i64 = -1, epsilon: f32 = 9.999999747378752e-06_f32, stash_type: DType = DType::F32 }
     /// ONNX `LeakyRelu` (opset 16).
@@ -189,7 +189,7 @@ define_ops! {
     /// ONNX `LessOrEqual` (opset 16).
     LessOrEqual "less_or_equal" {}
     /// ONNX `LinearAttention` (opset 27).
-    LinearAttention "linear_attention" { chunk_size: i64 = 64, kv_num_heads: i64, q_num_heads: i64, scale: f32 = 0.0_f32, update_rule: String = "gated_delta".to_string() }
+    LinearAttention "linear_attention" { chunk_size: i64 = 64, kv_num_heads: i64, q_num_heads: i64, scale: f32 = 0.0_f32, update_rule: UpdateRule = UpdateRule::GatedDelta }
     /// ONNX `Log` (opset 13).
     Log "log" {}
     /// ONNX `LogSoftmax` (opset 13).
@@ -231,7 +231,7 @@ define_ops! {
     /// ONNX `Neg` (opset 13).
     Neg "neg" {}
     /// ONNX `NegativeLogLikelihoodLoss` (opset 22).
-    NegativeLogLikelihoodLoss "negative_log_likelihood_loss" { ignore_index: Option<i64> = None, reduction: String = "mean".to_string() }
+    NegativeLogLikelihoodLoss "negative_log_likelihood_loss" { ignore_index: Option<i64> = None, reduction: LossReduction = LossReduction::Mean }
     /// ONNX `NonMaxSuppression` (opset 11).
     NonMaxSuppression "non_max_suppression" { center_point_box: i64 = 0 }
     /// ONNX `NonZero` (opset 13).
@@ -257,7 +257,7 @@ define_ops! {
     /// ONNX `RMSNormalization` (opset 23).
     RMSNormalization "rms_normalization" { axis: i64 = -1, epsilon: f32 = 9.999999747378752e-06_f32, stash_type: DType = DType::F32 }
     /// ONNX `RNN` (opset 22).
-    RNN "rnn" { activation_alpha: Vec<f32> = Vec::new(), activation_beta: Vec<f32> = Vec::new(), activations: Vec<String> = Vec::new(), clip: Option<f32> = None, direction: String = "forward".to_string(), hidden_size: Option<i64> = None, layout: i64 = 0 }
+    RNN "rnn" { activation_alpha: Vec<f32> = Vec::new(), activation_beta: Vec<f32> = Vec::new(), activations: Vec<RnnActivation> = Vec::new(), clip: Option<f32> = None, direction: RnnDirection = RnnDirection::Forward, hidden_size: Option<i64> = None, layout: i64 = 0 }
     /// ONNX `RandomNormal` (opset 22).
     RandomNormal "random_normal" { dtype: DType = DType::F32, mean: f32 = 0.0_f32, scale: f32 = 1.0_f32, seed: Option<f32> = None, shape: Vec<i64> }
     /// ONNX `RandomNormalLike` (opset 22).
@@ -335,13 +335,13 @@ define_ops! {
     /// ONNX `Softmax` (opset 13).
     Softmax "softmax" { axis: i64 = -1 }
     /// ONNX `SoftmaxCrossEntropyLoss` (opset 13).
-    SoftmaxCrossEntropyLoss "softmax_cross_entropy_loss" { ignore_index: Option<i64> = None, reduction: String = "mean".to_string() }
+    SoftmaxCrossEntropyLoss "softmax_cross_entropy_loss" { ignore_index: Option<i64> = None, reduction: LossReduction = LossReduction::Mean }
     /// ONNX `Softplus` (opset 22).
     Softplus "softplus" {}
     /// ONNX `Softsign` (opset 22).
     Softsign "softsign" {}
     /// ONNX `SpaceToDepth` (opset 28).
-    SpaceToDepth "space_to_depth" { blocksize: i64, mode: String = "DCR".to_string() }
+    SpaceToDepth "space_to_depth" { blocksize: i64, mode: DepthToSpaceMode = DepthToSpaceMode::Dcr }
     /// ONNX `Split` (opset 18).
     Split "split" { axis: i64 = 0, num_outputs: Option<i64> = None }
     /// ONNX `Sqrt` (opset 13).
@@ -351,7 +351,7 @@ define_ops! {
     /// ONNX `StringConcat` (opset 20).
     StringConcat "string_concat" {}
     /// ONNX `StringNormalizer` (opset 10).
-    StringNormalizer "string_normalizer" { case_change_action: String = "NONE".to_string(), is_case_sensitive: i64 = 0, locale: Option<String> = None, stopwords: Vec<String> = Vec::new() }
+    StringNormalizer "string_normalizer" { case_change_action: CaseChange = CaseChange::None, is_case_sensitive: i64 = 0, locale: Option<String> = None, stopwords: Vec<String> = Vec::new() }
     /// ONNX `StringSplit` (opset 20).
     StringSplit "string_split" { delimiter: Option<String> = None, maxsplit: Option<i64> = None }
     /// ONNX `Sub` (opset 14).
@@ -367,9 +367,9 @@ define_ops! {
     /// ONNX `Tanh` (opset 13).
     Tanh "tanh" {}
     /// ONNX `TensorScatter` (opset 24).
-    TensorScatter "tensor_scatter" { axis: i64 = -2, mode: String = "linear".to_string() }
+    TensorScatter "tensor_scatter" { axis: i64 = -2, mode: TensorScatterMode = TensorScatterMode::Linear }
     /// ONNX `TfIdfVectorizer` (opset 9).
-    TfIdfVectorizer "tf_idf_vectorizer" { max_gram_length: i64, max_skip_count: i64, min_gram_length: i64, mode: String, ngram_counts: Vec<i64>, ngram_indexes: Vec<i64>, pool_int64s: Vec<i64> = Vec::new(), pool_strings: Vec<String> = Vec::new(), weights: Vec<f32> = Vec::new() }
+    TfIdfVectorizer "tf_idf_vectorizer" { max_gram_length: i64, max_skip_count: i64, min_gram_length: i64, mode: TfIdfMode, ngram_counts: Vec<i64>, ngram_indexes: Vec<i64>, pool_int64s: Vec<i64> = Vec::new(), pool_strings: Vec<String> = Vec::new(), weights: Vec<f32> = Vec::new() }
     /// ONNX `ThresholdedRelu` (opset 22).
     ThresholdedRelu "thresholded_relu" { alpha: f32 = 1.0_f32 }
     /// ONNX `Tile` (opset 13).

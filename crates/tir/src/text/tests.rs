@@ -7,7 +7,7 @@ use super::{parse, print};
 use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::graph::{Graph, Region, ValueDef, ValueId};
-use crate::op::{self, Op, OpKind};
+use crate::op::{self, AttrValue, Op, OpKind};
 use crate::tensor::{Tensor, TensorData};
 use crate::types::TensorType;
 
@@ -126,7 +126,7 @@ fn every_attribute_kind_round_trips() {
         Op::LeakyRelu(op::LeakyRelu { alpha: 1e-5 }),
         Op::Gelu(op::Gelu { approximate: op::GeluApprox::Tanh }),
         Op::ConstantOfShape(op::ConstantOfShape { value: Some(Tensor::from_i64s(&[1], &[7])) }),
-        Op::LSTM(op::LSTM { activation_alpha: vec![1.0, 2.5], activations: vec!["Tanh".into(), "Relu".into()], ..Default::default() }),
+        Op::LSTM(op::LSTM { activation_alpha: vec![1.0, 2.5], activations: vec![op::RnnActivation::Tanh, op::RnnActivation::Relu], ..Default::default() }),
         Op::Transpose(op::Transpose { perm: vec![1, 0] }),
     ];
     for o in ops {
@@ -143,6 +143,20 @@ fn every_attribute_kind_round_trips() {
         assert!(text.contains(piece), "missing `{piece}` in\n{text}");
     }
     assert_eq!(parse(&text).expect("parses").nodes, g.nodes);
+}
+
+#[test]
+fn enum_attributes_parse_their_onnx_spellings() {
+    let strs = |v: &[&str]| AttrValue::Strs(v.iter().map(|s| s.to_string()).collect());
+    // Recurrent activations match ignoring case, as onnxruntime reads them, and print as ONNX
+    // spells them.
+    let lstm = OpKind::LSTM.with_attrs(vec![("activations".into(), strs(&["sigmoid", "TANH", "Tanh"]))]).expect("valid");
+    assert_eq!(lstm.attrs(), vec![("activations", strs(&["Sigmoid", "Tanh", "Tanh"]))]);
+    let bad = OpKind::LSTM.with_attrs(vec![("activations".into(), strs(&["Tanh", "Swish"]))]).unwrap_err();
+    assert!(bad.to_string().starts_with("attribute `activations`: `Swish` is not one of `Relu`, `Tanh`, "), "{bad}");
+    // Other enums match exactly.
+    let cast = OpKind::Cast.with_attrs(vec![("to".into(), AttrValue::DType(DType::F16)), ("round_mode".into(), AttrValue::Str("Up".into()))]);
+    assert_eq!(cast.unwrap_err().to_string(), "attribute `round_mode`: `Up` is not one of `up`, `down`, `nearest`");
 }
 
 #[test]

@@ -108,7 +108,7 @@ fn depth_and_space() {
     let d2s = Op::DepthToSpace(DepthToSpace { blocksize: 2, mode: DepthToSpaceMode::Dcr });
     assert_eq!(infer1(d2s.clone(), &[ty("f32[n, 8, h, w]")]), "f32[n, 2, h*2, w*2]");
     assert_eq!(infer1(d2s, &[ty("f32[n, 6, h, w]")]), "error: 6 channels do not divide by blocksize² = 4");
-    let s2d = Op::SpaceToDepth(SpaceToDepth { blocksize: 2, mode: "DCR".into() });
+    let s2d = Op::SpaceToDepth(SpaceToDepth { blocksize: 2, mode: DepthToSpaceMode::Dcr });
     assert_eq!(infer1(s2d.clone(), &[ty("f32[n, 3, 4, 6]")]), "f32[n, 12, 2, 3]");
     assert_eq!(infer1(s2d, &[ty("f32[n, 3, 5, 6]")]), "error: spatial size 5 does not divide by blocksize 2");
     assert_eq!(infer1(Op::Identity(Identity {}), &[Arg::Ty(super::t("string[q]"))]), "string[q]");
