@@ -205,7 +205,7 @@ fn max_pools_match_the_planar_routine_bit_for_bit() {
         for isa in [Isa::Avx512, Isa::Portable].into_iter().filter(|isa| isa.available()) {
             let mut yb = vec![f32::NAN; blocked_len(channels, oh * ow)];
             // SAFETY: the blocked operands hold every block.
-            unsafe { super::pool::run(isa, channels.div_ceil(LANES), &win, xb.as_ptr(), yb.as_mut_ptr()) };
+            unsafe { super::maxpool::run(isa, channels.div_ceil(LANES), &win, xb.as_ptr(), yb.as_mut_ptr()) };
             let mut got = vec![0.0; want.len()];
             from_blocked(&yb, channels, oh * ow, &mut got);
             for (e, (g, r)) in got.iter().zip(&want).enumerate() {
