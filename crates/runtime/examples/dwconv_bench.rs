@@ -30,7 +30,7 @@ fn main() {
         .collect();
     let layers = if args.is_empty() { LAYERS.to_vec() } else { args };
     let runs = 200;
-    for isa in [Isa::Avx512, Isa::Avx2, Isa::Portable].into_iter().filter(|isa| isa.available()) {
+    for isa in Isa::runnable() {
         println!("{isa:?}");
         let (mut total, mut macs_total) = (Duration::ZERO, 0usize);
         for &(c, hw, s, repeats) in &layers {

@@ -33,7 +33,7 @@ fn main() {
         ("mobilenet 24×56², bias per row + z", 24, 56 * 56, Bias::PerRow { period: 24 }, true),
         ("bert FFN 128×1024, bias per column", 128, 1024, Bias::PerColumn, false),
     ];
-    for isa in [Isa::Avx512, Isa::Avx2, Isa::Portable].into_iter().filter(|isa| isa.available()) {
+    for isa in Isa::runnable() {
         println!("{isa:?}");
         for &(what, rows, cols, bias, residual) in &shapes {
             println!("  {what}");

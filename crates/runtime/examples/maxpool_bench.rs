@@ -18,7 +18,7 @@ fn main() {
     let runs = 50;
     // (planes, extent, window, stride, padding)
     let cases = [(64, 112, 3, 2, 1), (64, 56, 3, 1, 1), (128, 28, 2, 2, 0)];
-    for isa in [Isa::Avx512, Isa::Avx2, Isa::Portable].into_iter().filter(|isa| isa.available()) {
+    for isa in Isa::runnable() {
         println!("{isa:?}");
         for (planes, hw, k, s, p) in cases {
             let o = (hw + 2 * p - k) / s + 1;

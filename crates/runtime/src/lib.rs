@@ -69,19 +69,10 @@ pub fn symbols() -> Vec<(&'static str, *const u8)> {
     table
 }
 
-/// Reproducible data in [−1, 1] with a few exact zeros (a xorshift generator), for the unit
-/// tests.
+/// Reproducible data in [−1, 1] with a few exact zeros, for the unit tests.
 #[cfg(test)]
 pub(crate) fn test_data(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % 2001) as f32 / 1000.0 - 1.0
-        })
-        .collect()
+    kiln_testkit::Rng::new(seed | 1).unit_f32s(len)
 }
 
 #[cfg(test)]

@@ -53,6 +53,20 @@ impl Window {
     }
 }
 
+#[cfg(test)]
+impl Window {
+    /// The window over `h × w` planes padded by `[top, left, bottom, right]`, its output every
+    /// position where the dilated kernel fits (none when it does not): how tests spell a layer.
+    pub(crate) fn padded((h, w): (usize, usize), (kh, kw): (usize, usize), (sh, sw): (usize, usize), (dh, dw): (usize, usize), [pt, pl, pb, pr]: [usize; 4]) -> Window {
+        let extent = |n: usize, before: usize, after: usize, k: usize, s: usize, d: usize| {
+            let span = if k == 0 { 1 } else { (k - 1) * d + 1 };
+            (n + before + after).checked_sub(span).map_or(0, |r| r / s + 1)
+        };
+        let (oh, ow) = (extent(h, pt, pb, kh, sh, dh), extent(w, pl, pr, kw, sw, dw));
+        Window { h, w, oh, ow, kh, kw, sh, sw, ph: pt, pw: pl, dh, dw }
+    }
+}
+
 /// The product of `counts` as a number of `f32` elements whose bytes fit in `isize` (what one
 /// allocation can hold), or `None`.
 pub(crate) fn elements(counts: &[usize]) -> Option<usize> {

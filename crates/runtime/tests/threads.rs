@@ -11,15 +11,7 @@ use kiln_runtime::window::Window;
 
 /// Reproducible data in [-1, 1] with a few exact zeros.
 fn data(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % 2001) as f32 / 1000.0 - 1.0
-        })
-        .collect()
+    kiln_testkit::Rng::new(seed | 1).unit_f32s(len)
 }
 
 /// Runs `f` alone and inside pools of 2 and 3 threads and checks the outputs match bitwise.

@@ -2,10 +2,13 @@
 //!
 //! [`node_suite`] finds (and on first use generates, through `scripts/gen-node-suite.sh`) the
 //! ONNX backend node suite pinned to onnx 1.23.2, and lists its cases; [`filetest`] runs the IR
-//! file tests.
+//! file tests; [`Rng`] is the seeded generator every crate's tests draw their data from.
 #![deny(missing_docs)]
 
 pub mod filetest;
+mod rng;
+
+pub use rng::Rng;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

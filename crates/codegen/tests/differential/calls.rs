@@ -2,12 +2,13 @@
 //! in `f32` and `f64`, and float remainder.
 
 use kiln_loops::*;
+use kiln_testkit::Rng;
 
-use crate::harness::{samples, Harness, Rng, Tol};
+use crate::harness::{samples, Harness, Tol};
 
 fn f32_data(n: usize, seed: u64) -> Vec<u64> {
-    let mut r = Rng(seed);
-    (0..n).map(|_| u64::from(((r.next() % 2001) as f32 / 1000.0 - 1.0).to_bits())).collect()
+    let mut r = Rng::new(seed);
+    (0..n).map(|_| u64::from(r.unit_f32().to_bits())).collect()
 }
 
 #[test]

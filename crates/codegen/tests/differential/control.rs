@@ -2,12 +2,13 @@
 
 use kiln_loops::builder::{linear, strides};
 use kiln_loops::*;
+use kiln_testkit::Rng;
 
-use crate::harness::{map_kernel, Harness, Rng};
+use crate::harness::{map_kernel, Harness};
 
 fn f32_data(n: usize, seed: u64) -> Vec<u64> {
-    let mut r = Rng(seed);
-    (0..n).map(|_| u64::from(((r.next() % 20001) as f32 / 1000.0 - 10.0).to_bits())).collect()
+    let mut r = Rng::new(seed);
+    (0..n).map(|_| u64::from(((r.next_u64() % 20001) as f32 / 1000.0 - 10.0).to_bits())).collect()
 }
 
 #[test]

@@ -7,6 +7,7 @@
 
 use kiln_loops::interp::{self, InterpError};
 use kiln_loops::*;
+use kiln_testkit::Rng;
 
 /// How elements of one buffer must agree.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -84,7 +85,7 @@ pub fn int_bits(t: ScalarType, v: i64) -> u64 {
 /// signed zeros, NaN and infinities, saturation bounds, halves for rounding, and a few
 /// pseudo-random ones.
 pub fn samples(t: ScalarType) -> Vec<u64> {
-    let mut rng = Rng(0x9e37_79b9 ^ t.bytes() as u64 ^ ((t as u64) << 8));
+    let mut rng = Rng::new(0x9e37_79b9 ^ t.bytes() as u64 ^ ((t as u64) << 8));
     match t {
         ScalarType::Bool => vec![0, 1],
         ScalarType::F32 => {
@@ -93,7 +94,7 @@ pub fn samples(t: ScalarType) -> Vec<u64> {
                 65535.5, 2147483520.0, 2147483648.0, -2147483904.0, 4294967040.0, 4294967296.0, 9.2233715e18, 1.8446743e19, 1e30, -1e30,
                 f32::MAX, f32::MIN_POSITIVE, 1e-40, -1e-45, f32::INFINITY, f32::NEG_INFINITY, f32::NAN,
             ];
-            v.extend((0..8).map(|_| (rng.next() as i32 as f32) / 65536.0));
+            v.extend((0..8).map(|_| (rng.next_u64() as i32 as f32) / 65536.0));
             v.into_iter().map(|x| u64::from(x.to_bits())).collect()
         }
         ScalarType::F64 => {
@@ -103,33 +104,19 @@ pub fn samples(t: ScalarType) -> Vec<u64> {
                 1.8446744073709552e19, 1e300, -1e300, f64::MAX, f64::MIN_POSITIVE, 5e-324, 1e-310, 3.4028235677973366e38, 1e39,
                 f64::INFINITY, f64::NEG_INFINITY, f64::NAN,
             ];
-            v.extend((0..8).map(|_| (rng.next() as i64 as f64) / 4294967296.0));
+            v.extend((0..8).map(|_| (rng.next_u64() as i64 as f64) / 4294967296.0));
             v.into_iter().map(f64::to_bits).collect()
         }
         t => {
             let w = 8 * i128::from(t.bytes());
             let (min, max) = if t.is_signed_int() { (-(1i128 << (w - 1)), (1i128 << (w - 1)) - 1) } else { (0, (1i128 << w) - 1) };
             let mut v: Vec<i128> = vec![0, 1, 2, 3, 5, 7, -1, -2, -7, w - 1, w, w + 1, 63, 64, 65, 100, -100, min, max, min + 1, max - 1, max / 3];
-            v.extend((0..6).map(|_| rng.next() as i64 as i128));
+            v.extend((0..6).map(|_| rng.next_u64() as i64 as i128));
             let mut bits: Vec<u64> = v.into_iter().map(|x| int_bits(t, x as i64)).collect();
             bits.sort_unstable();
             bits.dedup();
             bits
         }
-    }
-}
-
-/// A xorshift generator: deterministic test data.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        let mut x = self.0.max(1);
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
     }
 }
 

@@ -3,12 +3,13 @@
 
 use kiln_loops::interp::{self, InterpError};
 use kiln_loops::*;
+use kiln_testkit::Rng;
 
-use crate::harness::{Harness, Rng};
+use crate::harness::Harness;
 
 fn f32_bits(n: usize, seed: u64) -> Vec<u64> {
-    let mut r = Rng(seed);
-    (0..n).map(|_| u64::from(((r.next() % 2001) as f32 / 250.0 - 4.0).to_bits())).collect()
+    let mut r = Rng::new(seed);
+    (0..n).map(|_| u64::from(((r.next_u64() % 2001) as f32 / 250.0 - 4.0).to_bits())).collect()
 }
 
 /// The number of functions the code generator outlines for `p`, from its CLIF listing.

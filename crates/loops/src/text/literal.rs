@@ -3,6 +3,8 @@
 
 use std::fmt::Write;
 
+use kiln_tir::text::lex::decimal;
+
 use super::names::scalar_type;
 use crate::ir::{Scalar, ScalarType};
 
@@ -73,28 +75,7 @@ pub(super) fn parse_scalar(text: &str) -> Result<Scalar, String> {
 
 /// `[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?`, what the lexer accepts and `str::parse` agrees on.
 fn is_decimal(s: &str) -> bool {
-    let s = s.as_bytes();
-    let digits = |i: usize| i + s[i..].iter().take_while(|c| c.is_ascii_digit()).count();
-    let mut i = digits(0);
-    if i == 0 {
-        return false;
-    }
-    if s.get(i) == Some(&b'.') {
-        let j = digits(i + 1);
-        if j == i + 1 {
-            return false;
-        }
-        i = j;
-    }
-    if matches!(s.get(i), Some(b'e' | b'E')) {
-        let sign = usize::from(matches!(s.get(i + 1), Some(b'+' | b'-')));
-        let j = digits(i + 1 + sign);
-        if j == i + 1 + sign {
-            return false;
-        }
-        i = j;
-    }
-    i == s.len()
+    s.as_bytes().first().is_some_and(u8::is_ascii_digit) && decimal(s, 0).end == s.len()
 }
 
 /// Splits `text` into its value and its type suffix. Hex bodies and words need `_` before

@@ -7,34 +7,24 @@
 //! is the verifier's business, so that malformed programs can be written down and verified.
 
 use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
 
+use kiln_tir::text::cursor::{Cursor, PResult};
+use kiln_tir::text::lex::line_col;
 use kiln_tir::{DType, Tensor, TensorData};
 
-use super::lex::{Tok, lex, line_col, skip_trivia};
+use super::lex::Tok;
 use super::literal::parse_scalar;
 use super::names::{Func, elem_type, func, scalar_type};
 use crate::ir::*;
 
-/// A syntax error, at a position in the source.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}, column {column}: {message}")]
-pub struct ParseError {
-    /// 1-based line.
-    pub line: u32,
-    /// 1-based column, counted in characters.
-    pub column: u32,
-    /// What is wrong.
-    pub message: String,
-}
+// Both text forms report errors through the tensor IR's cursor, so they share its error type.
+pub use kiln_tir::text::ParseError;
 
 /// Parses the text form of a program.
 pub fn parse(src: &str) -> Result<Program, ParseError> {
-    let mut p = Parser { src, tok: Tok::Eof, start: 0, end: 0, program: Program::default(), decls: HashMap::new(), uses: Vec::new() };
-    p.bump();
-    p.program().map_err(|f| {
-        let (line, column) = line_col(src, f.at);
-        ParseError { line, column, message: f.msg }
-    })
+    let p = Parser { cur: Cursor::new(src), program: Program::default(), decls: HashMap::new(), uses: Vec::new() };
+    p.program().map_err(|f| f.locate(src))
 }
 
 /// Statement nesting allowed, so that hostile input cannot exhaust the stack.
@@ -42,21 +32,9 @@ const MAX_BLOCK_DEPTH: usize = 64;
 /// Expression nesting allowed, for the same reason.
 const MAX_EXPR_DEPTH: usize = 256;
 
-/// An error before it is given a line and column.
-struct Failure {
-    at: usize,
-    msg: String,
-}
-
-type PResult<T> = Result<T, Failure>;
-
-/// Parser state: the source, one token of lookahead, and the current kernel's variables.
+/// Parser state: the token cursor, and the current kernel's variables.
 struct Parser<'a> {
-    src: &'a str,
-    /// The lookahead token, spanning `start..end`.
-    tok: Tok<'a>,
-    start: usize,
-    end: usize,
+    cur: Cursor<'a, Tok<'a>>,
     program: Program,
     /// Each variable's type and where it was first declared.
     decls: HashMap<u32, (ScalarType, usize)>,
@@ -64,49 +42,23 @@ struct Parser<'a> {
     uses: Vec<(u32, usize)>,
 }
 
+/// The grammar reads the lookahead as `self.tok` and moves with `self.bump()`: both belong to
+/// the cursor this parser shares with the tensor IR's.
+impl<'a> Deref for Parser<'a> {
+    type Target = Cursor<'a, Tok<'a>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.cur
+    }
+}
+
+impl DerefMut for Parser<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.cur
+    }
+}
+
 impl<'a> Parser<'a> {
-    /// Moves to the next token; returns the one that was current.
-    fn bump(&mut self) -> Tok<'a> {
-        let start = skip_trivia(self.src, self.end);
-        let (tok, end) = lex(self.src, start);
-        self.start = start;
-        self.end = end;
-        std::mem::replace(&mut self.tok, tok)
-    }
-
-    fn fail<T>(&self, at: usize, msg: impl Into<String>) -> PResult<T> {
-        Err(Failure { at, msg: msg.into() })
-    }
-
-    /// An error for the current token, which is not `want`.
-    fn unexpected<T>(&self, want: &str) -> PResult<T> {
-        match &self.tok {
-            Tok::Bad(msg, at) => self.fail(*at, msg.clone()),
-            tok => self.fail(self.start, format!("expected {want}, found {}", tok.describe())),
-        }
-    }
-
-    fn eat(&mut self, c: u8) -> bool {
-        let hit = self.tok == Tok::Punct(c);
-        if hit {
-            self.bump();
-        }
-        hit
-    }
-
-    fn expect(&mut self, c: u8) -> PResult<()> {
-        if self.eat(c) { Ok(()) } else { self.unexpected(&format!("`{}`", c as char)) }
-    }
-
-    fn expect_keyword(&mut self, kw: &str) -> PResult<()> {
-        if self.tok == Tok::Ident(kw) {
-            self.bump();
-            Ok(())
-        } else {
-            self.unexpected(&format!("`{kw}`"))
-        }
-    }
-
     /// After `loop.call`: `NAME(OPERAND: ARG, ...)`, the operands named in the routine's
     /// signature order, each `addr @N[INDEX]` or a value as the signature says.
     fn call(&mut self) -> PResult<Call> {

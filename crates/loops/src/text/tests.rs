@@ -1,6 +1,7 @@
 //! Round trips of programs built in code, error positions and messages, and a small fuzz that
 //! checks the parser never panics.
 
+use kiln_testkit::Rng;
 use kiln_tir::{DType, Tensor, TensorData};
 
 use super::{parse, print};
@@ -170,22 +171,6 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
     assert!(error_of(&deep_block).contains("nested too deeply"));
 }
 
-/// A deterministic xorshift generator for the fuzz test.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 /// If a mutated text parses, its print must itself round-trip, and the verifier must cope
 /// with whatever it describes.
 fn check_no_panic(src: &str) {
@@ -206,7 +191,7 @@ fn garbage_never_panics() {
     let chars: Vec<char> = text.chars().collect();
     let pool: Vec<char> = extra.chars().chain(chars.iter().copied()).collect();
     let words: Vec<&str> = extra.split(' ').chain(text.split_whitespace()).collect();
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     for _ in 0..4000 {
         let mut mutated = chars.clone();
         for _ in 0..1 + rng.below(3) {

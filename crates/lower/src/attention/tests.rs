@@ -2,40 +2,9 @@
 //! runs them), and edge cases the suite does not reach: the raw product as the fourth output
 //! beside a softcap, `f64` data, an out-of-range position id.
 
-use kiln_tir::text::parse;
-
-use kiln_loops::interp::{self, InterpError};
-use kiln_loops::ir::*;
+use kiln_loops::interp::InterpError;
+use crate::linalg::tests::run;
 use crate::lower;
-
-/// Lowers `src` (a graph without parameters) and runs it: the outputs as `f64`s, or the
-/// interpreter's error.
-fn run(src: &str) -> Result<Vec<Vec<f64>>, InterpError> {
-    let g = parse(src).expect("the test graph parses");
-    let program = lower(&g).expect("the test graph lowers");
-    kiln_loops::verify::verify(&program).expect("the lowered program verifies");
-    let mut memory: Vec<Vec<u8>> = program
-        .buffers
-        .iter()
-        .map(|b| match &b.kind {
-            BufferKind::Const(t) => t.raw().expect("constant bytes").to_vec(),
-            _ => vec![0u8; b.bytes() as usize],
-        })
-        .collect();
-    interp::run(&program, &mut memory)?;
-    let mut outputs = Vec::new();
-    for i in 0..g.outputs().len() {
-        let b = program.buffers.iter().position(|b| b.kind == BufferKind::Output(i)).expect("output buffer");
-        let bytes = &memory[b];
-        let values = match program.buffers[b].elem {
-            ElemType::Scalar(ScalarType::F32) => bytes.chunks_exact(4).map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap()))).collect(),
-            ElemType::Scalar(ScalarType::F64) => bytes.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
-            other => panic!("decode {other:?}"),
-        };
-        outputs.push(values);
-    }
-    Ok(outputs)
-}
 
 fn assert_close(got: &[f64], want: &[f64]) {
     assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");

@@ -6,7 +6,7 @@
 use kiln_tir::text::parse;
 use kiln_tir::{DType, Tensor, TensorData};
 
-use kiln_loops::interp;
+use kiln_loops::interp::{self, InterpError};
 use kiln_loops::ir::*;
 use crate::lower;
 
@@ -26,6 +26,35 @@ pub(crate) const ACTIVATIONS: [&str; 9] = [
 
 /// The element types the tests run: `f32` takes the `sgemm` path, `f64` the direct one.
 pub(crate) const DTYPES: [&str; 2] = ["f32", "f64"];
+
+/// Lowers `src` (a graph without parameters), verifies and runs it: the outputs as `f64`s,
+/// or the interpreter's error.
+pub(crate) fn run(src: &str) -> Result<Vec<Vec<f64>>, InterpError> {
+    let g = parse(src).expect("the test graph parses");
+    let program = lower(&g).expect("the test graph lowers");
+    kiln_loops::verify::verify(&program).expect("the lowered program verifies");
+    let mut memory: Vec<Vec<u8>> = program
+        .buffers
+        .iter()
+        .map(|b| match &b.kind {
+            BufferKind::Const(t) => t.raw().expect("constant bytes").to_vec(),
+            _ => vec![0u8; b.bytes() as usize],
+        })
+        .collect();
+    interp::run(&program, &mut memory)?;
+    let mut outputs = Vec::new();
+    for i in 0..g.outputs().len() {
+        let b = program.buffers.iter().position(|b| b.kind == BufferKind::Output(i)).expect("output buffer");
+        let bytes = &memory[b];
+        let values = match program.buffers[b].elem {
+            ElemType::Scalar(ScalarType::F32) => bytes.chunks_exact(4).map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap()))).collect(),
+            ElemType::Scalar(ScalarType::F64) => bytes.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
+            other => panic!("decode {other:?}"),
+        };
+        outputs.push(values);
+    }
+    Ok(outputs)
+}
 
 /// A tensor type in the text form: `f32[2, 3]`.
 pub(crate) fn ty(dt: &str, dims: &[u64]) -> String {

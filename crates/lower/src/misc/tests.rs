@@ -3,41 +3,11 @@
 //! ignored targets outside the classes, singular and permuted matrices, grid coordinates far
 //! outside the image.
 
-use kiln_tir::text::parse;
 use kiln_tir::Tensor;
 
-use kiln_loops::interp::{self, InterpError};
-use kiln_loops::ir::*;
+use kiln_loops::interp::InterpError;
+use crate::linalg::tests::run;
 use crate::lower;
-
-/// Lowers `src` (a graph without parameters), verifies and runs it: the outputs as `f64`s,
-/// or the interpreter's error.
-fn run(src: &str) -> Result<Vec<Vec<f64>>, InterpError> {
-    let g = parse(src).expect("the test graph parses");
-    let program = lower(&g).expect("the test graph lowers");
-    kiln_loops::verify::verify(&program).expect("the lowered program verifies");
-    let mut memory: Vec<Vec<u8>> = program
-        .buffers
-        .iter()
-        .map(|b| match &b.kind {
-            BufferKind::Const(t) => t.raw().expect("constant bytes").to_vec(),
-            _ => vec![0u8; b.bytes() as usize],
-        })
-        .collect();
-    interp::run(&program, &mut memory)?;
-    let mut outputs = Vec::new();
-    for i in 0..g.outputs().len() {
-        let b = program.buffers.iter().position(|b| b.kind == BufferKind::Output(i)).expect("output buffer");
-        let bytes = &memory[b];
-        let values = match program.buffers[b].elem {
-            ElemType::Scalar(ScalarType::F32) => bytes.chunks_exact(4).map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap()))).collect(),
-            ElemType::Scalar(ScalarType::F64) => bytes.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect(),
-            other => panic!("decode {other:?}"),
-        };
-        outputs.push(values);
-    }
-    Ok(outputs)
-}
 
 /// Asserts `got` equals `want` element by element to 1e-6 relative (or absolute near 0).
 fn assert_close(got: &[f64], want: &[f64]) {

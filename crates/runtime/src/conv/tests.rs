@@ -4,16 +4,10 @@ use crate::pool::Pool;
 use crate::test_data as data;
 use crate::window::Window;
 
-/// The output extent of `n` inputs padded by `p` on both sides, `k` taps dilated by `d`, stride `s`.
-fn extent(n: usize, p: usize, k: usize, s: usize, d: usize) -> usize {
-    (n + 2 * p - ((k - 1) * d + 1)) / s + 1
-}
-
 /// A convolution of square planes and kernels: `(batch, channels, out_channels, groups)`, input
 /// side, kernel side, stride, padding, dilation.
 fn conv((batch, channels, out_channels, groups): (usize, usize, usize, usize), side: usize, k: usize, s: usize, p: usize, d: usize, act: Activation) -> Conv2d {
-    let o = extent(side, p, k, s, d);
-    Conv2d { batch, channels, out_channels, groups, win: Window { h: side, w: side + 1, oh: o, ow: extent(side + 1, p, k, s, d), kh: k, kw: k, sh: s, sw: s, ph: p, pw: p, dh: d, dw: d }, bias: true, residual: false, act }
+    Conv2d { batch, channels, out_channels, groups, win: Window::padded((side, side + 1), (k, k), (s, s), (d, d), [p; 4]), bias: true, residual: false, act }
 }
 
 /// The shapes checked: ResNet-like and MobileNet-like layers, odd sizes, several k blocks,
@@ -141,19 +135,15 @@ fn operands(c: &Conv2d) -> [Vec<f32>; 4] {
     [data(c.x_len(), 1), data(c.w_len(), 2), data(c.out_channels, 3), data(c.y_len(), 4)]
 }
 
-fn isas() -> impl Iterator<Item = Isa> {
-    [Isa::Avx512, Isa::Avx2, Isa::Portable].into_iter().filter(|i| i.available())
-}
-
 #[test]
 fn matches_im2col_sgemm_epilogue_bit_for_bit() {
-    for isa in isas() {
+    for isa in Isa::runnable() {
         let flat = shapes().iter().filter(|c| reads_planes_in_place(c, isa)).count();
         assert!(flat >= 7, "{isa:?}: only {flat} shapes read flat planes");
     }
     for c in shapes() {
         let [x, w, b, z] = operands(&c);
-        for isa in isas() {
+        for isa in Isa::runnable() {
             let want = three_steps(&c, isa, &x, &w, &b, &z);
             let mut y = vec![f32::NAN; c.y_len()];
             c.run_with(isa, &x, &w, &b, &z, &mut y);
@@ -229,7 +219,7 @@ fn special_values(b: &mut [f32], z: &mut [f32]) {
 
 /// `c` on every instruction set gives [`three_steps`]'s bits (any NaN for a NaN).
 fn matches_three_steps(c: &Conv2d, x: &[f32], w: &[f32], b: &[f32], z: &[f32]) {
-    for isa in isas() {
+    for isa in Isa::runnable() {
         let want = three_steps(c, isa, x, w, b, z);
         let mut y = vec![f32::NAN; c.y_len()];
         c.run_with(isa, x, w, b, z, &mut y);
@@ -322,7 +312,7 @@ fn unaligned_operands_give_the_same_bits() {
         let [x, w, b, _] = operands(&c);
         let z = data(c.z_len(), 5);
         let (xb, wb, bb, zb) = (bytes(&x), bytes(&w), bytes(&b), bytes(&z));
-        for isa in isas() {
+        for isa in Isa::runnable() {
             let mut want = vec![f32::NAN; c.y_len()];
             c.run_with(isa, &x, &w, &b, &z, &mut want);
             let mut yb = vec![0u8; 1 + 4 * c.y_len()];
@@ -347,7 +337,7 @@ fn packed_weights_give_the_plain_results_bit_for_bit() {
     let mut taken = 0;
     for c in shapes() {
         let [x, w, b, z] = operands(&c);
-        for isa in isas() {
+        for isa in Isa::runnable() {
             let mut want = vec![f32::NAN; c.y_len()];
             c.run_with(isa, &x, &w, &b, &z, &mut want);
             // The width this CPU's kernel reads, and ones it does not (unpacked on the call).

@@ -1,37 +1,27 @@
+use kiln_testkit::Rng;
+
 use super::*;
 use crate::window::Window;
 
-/// A xorshift generator, for reproducible data and shapes.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
+/// This file's test data, drawn from the shared generator.
+trait TestData {
     /// Multiples of 1/8 in [-1, 1]: sums of up to a few hundred products of them are exact in
     /// `f32`, whatever the order and whether multiply-adds are fused.
+    fn data(&mut self, len: usize) -> Vec<f32>;
+
+    /// Multiples of 1/997 in [−1, 1.006]: unlike [`TestData::data`], sums of their products
+    /// round, so two kernels give the same bits only if they round alike.
+    fn rounding_data(&mut self, len: usize) -> Vec<f32>;
+}
+
+impl TestData for Rng {
     fn data(&mut self, len: usize) -> Vec<f32> {
         (0..len).map(|_| (self.below(17) as f32 - 8.0) / 8.0).collect()
     }
-}
 
-fn isas() -> Vec<Isa> {
-    [Isa::Avx512, Isa::Avx2, Isa::Portable].into_iter().filter(|isa| isa.available()).collect()
-}
-
-/// The output extent of `n` inputs padded by `before` and `after`, `k` taps dilated by `d`,
-/// stride `s` (0 when the window does not fit).
-fn extent(n: usize, before: usize, after: usize, k: usize, s: usize, d: usize) -> usize {
-    let span = if k == 0 { 1 } else { (k - 1) * d + 1 };
-    (n + before + after).checked_sub(span).map_or(0, |r| r / s + 1)
+    fn rounding_data(&mut self, len: usize) -> Vec<f32> {
+        (0..len).map(|_| (self.next_u64() % 2001) as f32 / 997.0 - 1.0).collect()
+    }
 }
 
 /// `y` from the definition, in `f64`.
@@ -78,7 +68,7 @@ fn check_with(d: &DwConv2d, w: &[f32], rng: &mut Rng) {
     let want = reference(d, &x, w, &y0);
     let guarded = |v: &[f32], fill: f32| [vec![fill; GUARD], v.to_vec(), vec![fill; GUARD]].concat();
     let (xg, wg) = (guarded(&x, f32::NAN), guarded(w, f32::NAN));
-    for isa in isas() {
+    for isa in Isa::runnable() {
         let mut yg = guarded(&y0, SENTINEL);
         d.run_with(isa, &xg[GUARD..], &wg[GUARD..], &mut yg[GUARD..]);
         let (before, rest) = yg.split_at(GUARD);
@@ -92,13 +82,12 @@ fn check_with(d: &DwConv2d, w: &[f32], rng: &mut Rng) {
 
 #[allow(clippy::too_many_arguments)]
 fn conv(planes: usize, channels: usize, (h, w): (usize, usize), (kh, kw): (usize, usize), (sh, sw): (usize, usize), (dh, dw): (usize, usize), [pt, pl, pb, pr]: [usize; 4], accumulate: bool) -> DwConv2d {
-    let (oh, ow) = (extent(h, pt, pb, kh, sh, dh), extent(w, pl, pr, kw, sw, dw));
-    DwConv2d { planes, channels, win: Window { h, w, oh, ow, kh, kw, sh, sw, ph: pt, pw: pl, dh, dw }, accumulate }
+    DwConv2d { planes, channels, win: Window::padded((h, w), (kh, kw), (sh, sw), (dh, dw), [pt, pl, pb, pr]), accumulate }
 }
 
 #[test]
 fn mobilenet_shapes_match_the_definition() {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     // 3×3, padding 1, stride 1 and 2, as in MobileNet-V2 (fewer channels), with and without
     // a bias accumulated.
     for (hw, s) in [(112, 1), (112, 2), (56, 2), (28, 1), (14, 1), (14, 2), (7, 1)] {
@@ -113,7 +102,7 @@ fn stride_two_rows_read_in_place_match_the_definition() {
     // The 3×3 stride-2 layers that AVX-512 computes from the input rows (`direct.rs`): every
     // row width from 15 to 50 (output rows of 8 to 25 columns, so the masked vectors at a row's
     // end take every length), odd and even heights, the padding at the end present or not.
-    let mut rng = Rng(11);
+    let mut rng = Rng::new(11);
     for w in 15..=50 {
         for h in [1, 2, 5] {
             for pads in [[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 0, 1]] {
@@ -129,7 +118,7 @@ fn stride_one_planes_read_in_place_match_the_definition() {
     // of at most 8 columns, up to 64 vectors) or a row at a time, in blocks of up to four
     // vectors. Every shape up to 64 × 31, so the masks meet every row and column border inside
     // a vector, then rows of several blocks.
-    let mut rng = Rng(13);
+    let mut rng = Rng::new(13);
     for h in 1..=64 {
         for w in 1..32 {
             if h * w <= 1024 {
@@ -154,12 +143,11 @@ fn planes_read_in_place_round_as_the_padded_planes() {
     if !Isa::Avx512.available() {
         return;
     }
-    let mut rng = Rng(5);
+    let mut rng = Rng::new(5);
     let shapes = [((23, 37), 2, "stride 2"), ((13, 7), 1, "flat"), ((13, 15), 1, "stride 1"), ((9, 70), 1, "stride 1")];
     for ((h, w), s, kind) in shapes {
         let d = conv(4, 4, (h, w), (3, 3), (s, s), (1, 1), [1; 4], true);
-        let data = |n: usize, rng: &mut Rng| (0..n).map(|_| (rng.next() % 2001) as f32 / 997.0 - 1.0).collect::<Vec<f32>>();
-        let (x, w, y0) = (data(d.x_len(), &mut rng), data(d.w_len(), &mut rng), data(d.y_len(), &mut rng));
+        let (x, w, y0) = (rng.rounding_data(d.x_len()), rng.rounding_data(d.w_len()), rng.rounding_data(d.y_len()));
         let g = Plan::new(&d);
         let chosen = match direct::choose(&g) {
             Some(direct::Direct::Stride2) => "stride 2",
@@ -182,7 +170,7 @@ fn planes_read_in_place_round_as_the_padded_planes() {
 
 #[test]
 fn kernels_strides_dilations_and_paddings_match_the_definition() {
-    let mut rng = Rng(1);
+    let mut rng = Rng::new(1);
     let kernels = [(1, 1), (3, 3), (2, 3), (3, 1), (1, 7), (5, 5), (4, 5)];
     let sizes = [(1, 1), (2, 3), (5, 7), (4, 17), (3, 33), (9, 40)];
     for &(kh, kw) in &kernels {
@@ -201,7 +189,7 @@ fn kernels_strides_dilations_and_paddings_match_the_definition() {
 
 #[test]
 fn random_shapes_match_the_definition() {
-    let mut rng = Rng(3);
+    let mut rng = Rng::new(3);
     for _ in 0..400 {
         let channels = 1 + rng.below(3);
         let planes = channels * rng.below(3);
@@ -216,7 +204,7 @@ fn random_shapes_match_the_definition() {
 
 #[test]
 fn one_wide_and_empty_outputs() {
-    let mut rng = Rng(5);
+    let mut rng = Rng::new(5);
     // One output column or row, the window wider than the input, outputs only in the padding.
     check(&conv(2, 2, (5, 9), (3, 9), (1, 1), (1, 1), [1, 0, 1, 0], false), &mut rng);
     check(&conv(2, 1, (9, 5), (9, 3), (1, 1), (1, 1), [0, 1, 0, 1], true), &mut rng);
@@ -233,7 +221,7 @@ fn one_wide_and_empty_outputs() {
 
 #[test]
 fn padding_out_of_proportion_takes_the_exact_loop() {
-    let mut rng = Rng(9);
+    let mut rng = Rng::new(9);
     // Padded planes of about 2000 × 2000 for a 3 × 4 input and a 3 × 3 output (the second
     // kernel row and column reach the input): more scratch than the operands justify.
     let d = conv(2, 2, (3, 4), (2, 2), (1, 1), (1999, 1999), [1999, 1998, 0, 0], false);
@@ -246,7 +234,7 @@ fn padding_out_of_proportion_takes_the_exact_loop() {
 
 #[test]
 fn taps_in_the_padding_add_nothing_even_with_infinite_weights() {
-    let mut rng = Rng(11);
+    let mut rng = Rng::new(11);
     // Plane 0's kernel holds an infinity, plane 1's a NaN, plane 2's is finite: taps in the
     // padding are skipped (not w·0, which would be NaN), whichever path computes the plane.
     for (hw, s) in [(5, 1), (40, 1), (9, 2)] {
@@ -316,13 +304,13 @@ fn nonsense_sizes_touch_nothing() {
 fn unaligned_operands_give_the_same_result() {
     // Weights mapped from a model file sit at any byte offset; inputs and outputs come from
     // callers. Every operand here starts one byte past an f32 boundary.
-    let mut rng = Rng(11);
+    let mut rng = Rng::new(11);
     let d = conv(2, 2, (7, 9), (3, 3), (2, 1), (1, 1), [1, 1, 1, 1], false);
     let (x, w) = (rng.data(d.x_len()), rng.data(d.w_len()));
     let want = reference(&d, &x, &w, &vec![0.0; d.y_len()]);
     let bytes = |v: &[f32]| -> Vec<u8> { std::iter::once(0u8).chain(v.iter().flat_map(|f| f.to_le_bytes())).collect() };
     let (xb, wb) = (bytes(&x), bytes(&w));
-    for isa in isas() {
+    for isa in Isa::runnable() {
         let mut yb = vec![0u8; 1 + 4 * d.y_len()];
         // SAFETY: each pointer is one byte into a buffer holding the operand's floats after it.
         unsafe { d.run_raw(isa, xb[1..].as_ptr().cast(), wb[1..].as_ptr().cast(), yb[1..].as_mut_ptr().cast(), None) };
@@ -336,17 +324,16 @@ fn unaligned_operands_give_the_same_result() {
 /// dilation, accumulation, and a channel whose kernel is infinite.
 #[test]
 fn planes_in_vector_lanes_round_as_the_padded_planes() {
-    let mut rng = Rng(9);
-    let data = |n: usize, rng: &mut Rng| (0..n).map(|_| (rng.next() % 2001) as f32 / 997.0 - 1.0).collect::<Vec<f32>>();
+    let mut rng = Rng::new(9);
     let shapes = [
         conv(19, 5, (7, 7), (3, 3), (1, 1), (1, 1), [1; 4], false),
         conv(40, 20, (14, 13), (3, 3), (2, 2), (1, 1), [1, 1, 0, 1], true),
         conv(9, 9, (11, 6), (5, 3), (1, 2), (2, 1), [2, 0, 3, 1], false),
         conv(33, 11, (28, 28), (3, 3), (2, 2), (1, 1), [1; 4], true),
     ];
-    for isa in isas().into_iter().filter(|&isa| isa != Isa::Avx512) {
+    for isa in Isa::runnable().into_iter().filter(|&isa| isa != Isa::Avx512) {
         for d in &shapes {
-            let (x, mut w, y0) = (data(d.x_len(), &mut rng), data(d.w_len(), &mut rng), data(d.y_len(), &mut rng));
+            let (x, mut w, y0) = (rng.rounding_data(d.x_len()), rng.rounding_data(d.w_len()), rng.rounding_data(d.y_len()));
             w[4] = f32::INFINITY;
             let g = Plan::new(d);
             assert!(lanes::applies(&g, isa), "{d:?}");

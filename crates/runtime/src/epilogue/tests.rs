@@ -1,22 +1,15 @@
+use kiln_testkit::Rng;
+
 use super::*;
 
-/// A xorshift generator, for reproducible data.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
+/// This file's test data, drawn from the shared generator.
+trait TestData {
     /// Multiples of 1/8 in [−8, 8] (sums of three are exact in `f32`), with a special value
     /// (NaN, ±inf, ±0, a huge or tiny value) one time in eight.
+    fn data(&mut self, len: usize) -> Vec<f32>;
+}
+
+impl TestData for Rng {
     fn data(&mut self, len: usize) -> Vec<f32> {
         (0..len)
             .map(|_| {
@@ -31,10 +24,6 @@ impl Rng {
 }
 
 const SPECIAL: [f32; 14] = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0, 1e30, -1e30, 1e-40, -1e-40, 3.0, -3.0, 0.75, -0.5, 100.0];
-
-fn isas() -> Vec<Isa> {
-    [Isa::Avx512, Isa::Avx2, Isa::Portable].into_iter().filter(|isa| isa.available()).collect()
-}
 
 /// Every activation, Clip with its bounds in order, reversed and at zero.
 fn activations() -> Vec<Activation> {
@@ -165,7 +154,7 @@ fn check(e: &Epilogue, y: &[f32], b: &[f32], z: &[f32], offsets: [usize; 3]) {
     let want = reference(e, y, b, z);
     let (bw, zw) = (placed(b, f32::NAN, offsets[1]), placed(z, f32::NAN, offsets[2]));
     let mut first: Option<Vec<f32>> = None;
-    for isa in isas() {
+    for isa in Isa::runnable() {
         let mut yw = placed(y, SENTINEL, offsets[0]);
         let yp = data_ptr_mut(&mut yw, offsets[0]);
         // SAFETY: each pointer has its operand's elements after it, inside its allocation;
@@ -207,7 +196,7 @@ fn biases(rows: usize) -> [Bias; 4] {
 
 #[test]
 fn every_activation_bias_and_addend_matches_the_definition() {
-    let mut rng = Rng(5);
+    let mut rng = Rng::new(5);
     // Odd sizes, rows longer than a stack chunk, one-column matrices.
     for (rows, cols) in [(1, 1), (3, 7), (6, 33), (2, 300), (17, 1), (4, 16), (1, 517)] {
         for bias in biases(rows) {
@@ -226,7 +215,7 @@ fn every_activation_bias_and_addend_matches_the_definition() {
 fn operands_at_odd_byte_offsets() {
     // Weights mapped from a model file sit at any byte offset; inputs and outputs come from
     // callers.
-    let mut rng = Rng(9);
+    let mut rng = Rng::new(9);
     for offsets in [[1, 0, 0], [0, 2, 0], [0, 0, 3], [3, 1, 2], [0, 1, 1]] {
         for bias in biases(5) {
             for act in [Activation::None, Activation::Relu, Activation::Clip { min: 0.0, max: 6.0 }, Activation::Gelu] {
@@ -262,12 +251,12 @@ fn special_values_through_every_activation() {
 
 #[test]
 fn the_addend_may_be_y_itself() {
-    let mut rng = Rng(3);
+    let mut rng = Rng::new(3);
     for act in [Activation::None, Activation::Relu, Activation::Sigmoid] {
         let e = Epilogue { rows: 3, cols: 300, bias: Bias::PerColumn, residual: true, act };
         let (y, b) = (rng.data(e.y_len()), rng.data(e.bias_len()));
         let want = reference(&e, &y, &b, &y);
-        for isa in isas() {
+        for isa in Isa::runnable() {
             let mut got = y.clone();
             let p = got.as_mut_ptr();
             // SAFETY: `z` is `y` itself, which the contract allows.
@@ -303,7 +292,7 @@ fn codes_round_trip() {
 
 #[test]
 fn the_c_entry_point_matches_the_slice_api_and_refuses_nonsense() {
-    let mut rng = Rng(13);
+    let mut rng = Rng::new(13);
     let (y0, b, z) = (rng.data(12), rng.data(4), rng.data(12));
     // (bias mode, period, residual, act code, alpha, beta)
     for (mode, period, residual, code, alpha, beta) in [(0, 0, 0, 1, 0.0, 0.0), (1, 2, 1, 2, -1.0, 1.0), (2, 0, 1, 3, 0.25, 0.0), (1, 4, 0, 7, 0.0, 0.0)] {

@@ -112,6 +112,12 @@ pub enum Isa {
 }
 
 impl Isa {
+    /// The instruction sets this CPU can run, best first: what tests and benches compare the
+    /// kernels across.
+    pub fn runnable() -> Vec<Isa> {
+        [Isa::Avx512, Isa::Avx2, Isa::Portable].into_iter().filter(|isa| isa.available()).collect()
+    }
+
     /// The best kernel this CPU runs, detected on first use.
     pub fn detected() -> Isa {
         static DETECTED: OnceLock<Isa> = OnceLock::new();

@@ -1,33 +1,6 @@
+use kiln_testkit::Rng;
+
 use super::*;
-
-/// A xorshift generator, for reproducible data and shapes.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// Uniform in [-1, 1].
-    fn unit(&mut self) -> f32 {
-        (self.next() % 2001) as f32 / 1000.0 - 1.0
-    }
-
-    fn data(&mut self, len: usize) -> Vec<f32> {
-        (0..len).map(|_| self.unit()).collect()
-    }
-}
-
-fn isas() -> Vec<Isa> {
-    [Isa::Avx512, Isa::Avx2, Isa::Portable].into_iter().filter(|isa| isa.available()).collect()
-}
 
 /// `C` computed in `f64` from the definition, and the error each element may have: `f32` sums of
 /// length `k` (`1e-5·k·max|a|·max|b|·|alpha|`) plus the rounding of `beta·C`.
@@ -63,9 +36,9 @@ fn reference(g: &Sgemm, a: &[f32], b: &[f32], c: &[f32]) -> (Vec<f64>, Vec<f64>)
 /// Runs `g` on random data with every kernel and `blocking` (the kernel's own when `None`),
 /// checking `C` against [`reference`]; elements of `C` outside the product must keep their bits.
 fn check(g: &Sgemm, blocking: Option<Blocking>, rng: &mut Rng) {
-    let a = rng.data(g.a_len() + 3);
-    let b = rng.data(g.b_len() + 3);
-    let mut c0 = rng.data(g.c_len() + 3);
+    let a = rng.unit_f32s(g.a_len() + 3);
+    let b = rng.unit_f32s(g.b_len() + 3);
+    let mut c0 = rng.unit_f32s(g.c_len() + 3);
     if g.beta == 0.0 {
         // Must not be read.
         for (i, x) in c0.iter_mut().enumerate() {
@@ -75,7 +48,7 @@ fn check(g: &Sgemm, blocking: Option<Blocking>, rng: &mut Rng) {
         }
     }
     let (want, tol) = reference(g, &a, &b, &c0);
-    for isa in isas() {
+    for isa in Isa::runnable() {
         let mut c = c0.clone();
         g.run_with(isa, blocking.unwrap_or(isa.blocking()), &a, &b, &mut c);
         for (at, (&got, (&w, &t))) in c.iter().zip(want.iter().zip(&tol)).enumerate() {
@@ -102,7 +75,7 @@ fn shape(m: usize, n: usize, k: usize, (trans_a, trans_b): (Transpose, Transpose
 
 #[test]
 fn small_and_degenerate_shapes() {
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let dims = [0, 1, 2, 3, 5, 8, 9, 16, 17];
     for &m in &dims {
         for &n in &dims {
@@ -119,7 +92,7 @@ fn small_and_degenerate_shapes() {
 
 #[test]
 fn random_shapes_across_edges_and_blocks() {
-    let mut rng = Rng(11);
+    let mut rng = Rng::new(11);
     let dims = [1, 7, 15, 31, 47, 48, 49, 63, 64, 65, 97, 130];
     for _ in 0..60 {
         let (m, n, k) = (dims[rng.below(dims.len())], dims[rng.below(dims.len())], dims[rng.below(dims.len())]);
@@ -137,7 +110,7 @@ fn random_shapes_across_edges_and_blocks() {
 
 #[test]
 fn large_products_span_several_blocks() {
-    let mut rng = Rng(13);
+    let mut rng = Rng::new(13);
     for t in transposes() {
         check(&shape(300, 530, 600, t, [1, 2, 3], 1.0, 0.0), None, &mut rng);
     }
@@ -147,7 +120,7 @@ fn large_products_span_several_blocks() {
 #[test]
 fn matrix_vector_products() {
     // Long enough for every block size of both forms, with vector and scalar tails in k.
-    let mut rng = Rng(29);
+    let mut rng = Rng::new(29);
     for t in transposes() {
         for (m, n, k) in [(1, 1000, 310), (1000, 1, 310), (1, 1, 310), (1, 37, 1), (29, 1, 2)] {
             check(&shape(m, n, k, t, [3, 2, 1], 1.0, 0.0), None, &mut rng);
@@ -171,15 +144,15 @@ fn beta_zero_ignores_nan_and_k_zero_scales() {
 #[test]
 fn operands_at_odd_byte_offsets() {
     // Weights are slices of a mapped file: f32 data need not be 4-byte aligned.
-    let mut rng = Rng(17);
+    let mut rng = Rng::new(17);
     for (m, n, k) in [(1, 100, 37), (37, 1, 50), (20, 70, 33)] {
         for t in transposes() {
             let g = shape(m, n, k, t, [1, 0, 2], 1.0, 0.5);
-            let (a, b, c0) = (rng.data(g.a_len()), rng.data(g.b_len()), rng.data(g.c_len()));
+            let (a, b, c0) = (rng.unit_f32s(g.a_len()), rng.unit_f32s(g.b_len()), rng.unit_f32s(g.c_len()));
             let (want, tol) = reference(&g, &a, &b, &c0);
             let bytes = |v: &[f32]| -> Vec<u8> { std::iter::once(0u8).chain(v.iter().flat_map(|x| x.to_le_bytes())).collect() };
             let (a_bytes, b_bytes) = (bytes(&a), bytes(&b));
-            for isa in isas() {
+            for isa in Isa::runnable() {
                 let mut c = c0.clone();
                 // SAFETY: the byte vectors hold the operands from offset 1; c is a live slice.
                 unsafe { g.run_raw(isa, isa.blocking(), a_bytes.as_ptr().add(1).cast(), b_bytes.as_ptr().add(1).cast(), c.as_mut_ptr()) };
@@ -193,9 +166,9 @@ fn operands_at_odd_byte_offsets() {
 
 #[test]
 fn the_c_entry_point_matches_the_slice_api() {
-    let mut rng = Rng(19);
+    let mut rng = Rng::new(19);
     let g = shape(13, 29, 40, (Transpose::Yes, Transpose::No), [2, 1, 3], 1.5, 0.5);
-    let (a, b, c0) = (rng.data(g.a_len()), rng.data(g.b_len()), rng.data(g.c_len()));
+    let (a, b, c0) = (rng.unit_f32s(g.a_len()), rng.unit_f32s(g.b_len()), rng.unit_f32s(g.c_len()));
     let mut want = c0.clone();
     g.run(&a, &b, &mut want);
     let mut got = c0;
@@ -209,9 +182,9 @@ fn the_c_entry_point_matches_the_slice_api() {
 #[test]
 fn results_do_not_depend_on_operand_addresses() {
     // The interpreter copies operands before calling; it must get the JIT's bits.
-    let mut rng = Rng(23);
+    let mut rng = Rng::new(23);
     let g = shape(33, 70, 300, (Transpose::No, Transpose::No), [0; 3], 1.0, 1.0);
-    let (a, b, c0) = (rng.data(g.a_len() + 1), rng.data(g.b_len() + 1), rng.data(g.c_len()));
+    let (a, b, c0) = (rng.unit_f32s(g.a_len() + 1), rng.unit_f32s(g.b_len() + 1), rng.unit_f32s(g.c_len()));
     let mut x = c0.clone();
     g.run(&a[..g.a_len()], &b[..g.b_len()], &mut x);
     let (a2, b2) = (a[..g.a_len()].to_vec(), b[..g.b_len()].to_vec());
@@ -226,14 +199,14 @@ fn split_products_are_bit_identical_to_one_thread() {
     // narrow edge panels, and the matrix–vector forms; each with and without transposes,
     // against the single-thread result.
     let shapes = [(64, 3136, 76), (512, 49, 200), (130, 130, 70), (1, 1024, 784), (1000, 1, 300), (300, 97, 64), (256, 140, 900)];
-    let mut rng = Rng(0x5eed);
-    for isa in isas() {
+    let mut rng = Rng::new(0x5eed);
+    for isa in Isa::runnable() {
         for (m, n, k) in shapes {
             for tr in transposes() {
                 let g = shape(m, n, k, tr, [0, 3, 1], 1.5, 0.5);
-                let a = rng.data(g.a_len());
-                let b = rng.data(g.b_len());
-                let c0 = rng.data(g.c_len());
+                let a = rng.unit_f32s(g.a_len());
+                let b = rng.unit_f32s(g.b_len());
+                let c0 = rng.unit_f32s(g.c_len());
                 let mut alone = c0.clone();
                 g.run_with(isa, isa.blocking(), &a, &b, &mut alone);
                 for threads in [2, 3] {
@@ -260,13 +233,13 @@ fn packed(g: &Sgemm, b: &[f32], layout: PackedLayout) -> Vec<f32> {
 fn packed_b_gives_the_bits_of_packing_per_call() {
     // The detected layout (read in place), and layouts of other widths and depths (gathered),
     // on shapes with edge panels, several k blocks and both splits over threads.
-    let mut rng = Rng(31);
+    let mut rng = Rng::new(31);
     let shapes = [(2, 2, 1), (9, 49, 385), (128, 1024, 256), (130, 97, 70), (64, 3136, 76), (512, 49, 200), (33, 130, 800)];
     let detected = PackedLayout::detected();
     for (m, n, k) in shapes {
         for tr in transposes() {
             let g = shape(m, n, k, tr, [1, 2, 3], 1.5, if m % 2 == 0 { 0.0 } else { 0.5 });
-            let (a, b, c0) = (rng.data(g.a_len()), rng.data(g.b_len()), rng.data(g.c_len()));
+            let (a, b, c0) = (rng.unit_f32s(g.a_len()), rng.unit_f32s(g.b_len()), rng.unit_f32s(g.c_len()));
             let mut want = c0.clone();
             g.run(&a, &b, &mut want);
             for layout in [detected, PackedLayout { nr: 16, kc: 100 }, PackedLayout { nr: 5, kc: 7 }] {
@@ -289,14 +262,14 @@ fn a_row_vector_times_a_packed_matrix() {
     // against the f64 reference instead, with edge panels, several k blocks, a strided x (A
     // transposed), beta on and off, layouts with whole vectors per panel and without, and the
     // panels split over threads. Elements of C past the product keep their bits.
-    let mut rng = Rng(41);
+    let mut rng = Rng::new(41);
     let layouts = [PackedLayout::detected(), PackedLayout { nr: 16, kc: 100 }, PackedLayout { nr: 32, kc: 384 }, PackedLayout { nr: 5, kc: 7 }];
     for (n, k) in [(1000, 310), (97, 800), (48, 1), (2, 3)] {
         for tr in transposes() {
             for (alpha, beta) in [(1.0, 0.0), (-0.5, 2.0)] {
                 let g = shape(1, n, k, tr, [3, 2, 0], alpha, beta);
-                let (a, b) = (rng.data(g.a_len()), rng.data(g.b_len()));
-                let mut c0 = rng.data(g.c_len() + 3);
+                let (a, b) = (rng.unit_f32s(g.a_len()), rng.unit_f32s(g.b_len()));
+                let mut c0 = rng.unit_f32s(g.c_len() + 3);
                 if beta == 0.0 {
                     c0[..n].fill(f32::NAN);
                 }
@@ -323,9 +296,9 @@ fn a_row_vector_times_a_packed_matrix() {
 
 #[test]
 fn the_packed_entry_point_matches_the_slice_api() {
-    let mut rng = Rng(37);
+    let mut rng = Rng::new(37);
     let g = shape(20, 61, 400, (Transpose::Yes, Transpose::Yes), [2, 1, 3], 0.5, 1.0);
-    let (a, b, c0) = (rng.data(g.a_len()), rng.data(g.b_len()), rng.data(g.c_len()));
+    let (a, b, c0) = (rng.unit_f32s(g.a_len()), rng.unit_f32s(g.b_len()), rng.unit_f32s(g.c_len()));
     let layout = PackedLayout::detected();
     let bp = packed(&g, &b, layout);
     let mut want = c0.clone();
@@ -373,12 +346,12 @@ fn fused_epilogues_give_the_bits_of_product_then_epilogue() {
     // columns; both matrix–vector forms; an empty sum.
     let shapes = [(9, 49, 385), (128, 1024, 256), (130, 97, 70), (512, 49, 200), (1, 1024, 784), (1000, 1, 300), (7, 5, 0)];
     let acts = [Activation::None, Activation::Relu, Activation::Clip { min: -0.25, max: 0.5 }, Activation::Gelu];
-    let mut rng = Rng(41);
+    let mut rng = Rng::new(41);
     for (s, (m, n, k)) in shapes.into_iter().enumerate() {
         let tr = transposes()[s % 4];
         let g = shape(m, n, k, tr, [1, 2, if s % 2 == 0 { 0 } else { 3 }], 1.5, if s % 3 == 0 { 0.0 } else { 0.5 });
-        let (a, b, c0, z) = (rng.data(g.a_len()), rng.data(g.b_len()), rng.data(g.c_len()), rng.data(g.c_len()));
-        let bias = rng.data(m.max(n));
+        let (a, b, c0, z) = (rng.unit_f32s(g.a_len()), rng.unit_f32s(g.b_len()), rng.unit_f32s(g.c_len()), rng.unit_f32s(g.c_len()));
+        let bias = rng.unit_f32s(m.max(n));
         let layouts = if m > 1 && n > 1 { vec![None, Some(PackedLayout::detected()), Some(PackedLayout { nr: 16, kc: 100 })] } else { vec![None] };
         for layout in layouts {
             let bs = match layout {
@@ -403,10 +376,10 @@ fn fused_epilogues_give_the_bits_of_product_then_epilogue() {
 #[test]
 fn the_fused_entry_point_matches_the_slice_api_and_rejects_bad_codes() {
     use crate::epilogue::{Activation, Bias};
-    let mut rng = Rng(43);
+    let mut rng = Rng::new(43);
     let g = shape(20, 61, 40, (Transpose::No, Transpose::Yes), [2, 1, 3], 0.5, 1.0);
-    let (a, b, c0, z) = (rng.data(g.a_len()), rng.data(g.b_len()), rng.data(g.c_len()), rng.data(g.c_len()));
-    let bias = rng.data(61);
+    let (a, b, c0, z) = (rng.unit_f32s(g.a_len()), rng.unit_f32s(g.b_len()), rng.unit_f32s(g.c_len()), rng.unit_f32s(g.c_len()));
+    let bias = rng.unit_f32s(61);
     let f = SgemmFused { gemm: g, packed: None, bias: Bias::PerColumn, residual: true, act: Activation::LeakyRelu { alpha: 0.1 } };
     let mut want = c0.clone();
     f.run(&a, &b, &mut want, &bias, &z);

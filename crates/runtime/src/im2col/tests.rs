@@ -1,22 +1,15 @@
+use kiln_testkit::Rng;
+
 use super::*;
 use crate::window::Window;
 
-/// A xorshift generator, for reproducible data.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
+/// This file's test data, drawn from the shared generator.
+trait TestData {
     /// Distinct-looking values, with a NaN and a −0 now and then (copied, never computed).
+    fn data(&mut self, len: usize) -> Vec<f32>;
+}
+
+impl TestData for Rng {
     fn data(&mut self, len: usize) -> Vec<f32> {
         (0..len)
             .map(|i| match self.below(16) {
@@ -28,17 +21,9 @@ impl Rng {
     }
 }
 
-/// The output extent of `n` inputs padded by `before` and `after`, `k` taps dilated by `d`,
-/// stride `s` (0 when the window does not fit).
-fn extent(n: usize, before: usize, after: usize, k: usize, s: usize, d: usize) -> usize {
-    let span = if k == 0 { 1 } else { (k - 1) * d + 1 };
-    (n + before + after).checked_sub(span).map_or(0, |r| r / s + 1)
-}
-
 #[allow(clippy::too_many_arguments)]
 fn shape(channels: usize, (h, w): (usize, usize), (kh, kw): (usize, usize), (sh, sw): (usize, usize), (dh, dw): (usize, usize), [pt, pl, pb, pr]: [usize; 4]) -> Im2col {
-    let (oh, ow) = (extent(h, pt, pb, kh, sh, dh), extent(w, pl, pr, kw, sw, dw));
-    Im2col { channels, win: Window { h, w, oh, ow, kh, kw, sh, sw, ph: pt, pw: pl, dh, dw } }
+    Im2col { channels, win: Window::padded((h, w), (kh, kw), (sh, sw), (dh, dw), [pt, pl, pb, pr]) }
 }
 
 /// The column matrix from the definition, one element at a time.
@@ -100,7 +85,7 @@ fn check(g: &Im2col, rng: &mut Rng) {
 
 #[test]
 fn resnet_shapes_match_the_definition() {
-    let mut rng = Rng(3);
+    let mut rng = Rng::new(3);
     // The stem (7×7, stride 2, padding 3), 3×3 with padding 1 at strides 1 and 2, the
     // strided 1×1 projection, fewer channels and smaller planes than ResNet-50's.
     check(&shape(3, (32, 32), (7, 7), (2, 2), (1, 1), [3; 4]), &mut rng);
@@ -112,7 +97,7 @@ fn resnet_shapes_match_the_definition() {
 
 #[test]
 fn kernels_strides_dilations_and_paddings_match_the_definition() {
-    let mut rng = Rng(1);
+    let mut rng = Rng::new(1);
     let kernels = [(1, 1), (3, 3), (2, 3), (3, 1), (1, 7), (5, 5)];
     let sizes = [(1, 1), (2, 3), (5, 7), (4, 17), (9, 40)];
     for &(kh, kw) in &kernels {
@@ -131,7 +116,7 @@ fn kernels_strides_dilations_and_paddings_match_the_definition() {
 
 #[test]
 fn operands_at_odd_byte_offsets() {
-    let mut rng = Rng(5);
+    let mut rng = Rng::new(5);
     for offsets in [[1, 0], [0, 2], [3, 1], [2, 3]] {
         for (s, k) in [(1, 3), (2, 3), (3, 1), (2, 7)] {
             check_at(&shape(3, (11, 13), (k, k), (s, s), (1, 1), [k / 2; 4]), &mut rng, offsets);
@@ -141,7 +126,7 @@ fn operands_at_odd_byte_offsets() {
 
 #[test]
 fn empty_and_degenerate_shapes() {
-    let mut rng = Rng(9);
+    let mut rng = Rng::new(9);
     // No channels, an empty output, a kernel wider than the padded input, all padding.
     check(&shape(0, (4, 4), (3, 3), (1, 1), (1, 1), [1; 4]), &mut rng);
     check(&Im2col { channels: 2, win: Window { h: 3, w: 3, oh: 0, ow: 3, kh: 2, kw: 2, sh: 1, sw: 1, ph: 0, pw: 0, dh: 1, dw: 1 } }, &mut rng);

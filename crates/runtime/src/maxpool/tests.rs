@@ -1,22 +1,15 @@
+use kiln_testkit::Rng;
+
 use super::*;
 use crate::window::Window;
 
-/// A xorshift generator, for reproducible data.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
+/// This file's test data, drawn from the shared generator.
+trait TestData {
     /// Small integers (many ties), with NaN, ±0 and ±inf now and then.
+    fn data(&mut self, len: usize) -> Vec<f32>;
+}
+
+impl TestData for Rng {
     fn data(&mut self, len: usize) -> Vec<f32> {
         (0..len)
             .map(|_| match self.below(24) {
@@ -31,21 +24,9 @@ impl Rng {
     }
 }
 
-fn isas() -> Vec<Isa> {
-    [Isa::Avx512, Isa::Avx2, Isa::Portable].into_iter().filter(|isa| isa.available()).collect()
-}
-
-/// The output extent of `n` inputs padded by `before` and `after`, `k` taps dilated by `d`,
-/// stride `s` (0 when the window does not fit).
-fn extent(n: usize, before: usize, after: usize, k: usize, s: usize, d: usize) -> usize {
-    let span = if k == 0 { 1 } else { (k - 1) * d + 1 };
-    (n + before + after).checked_sub(span).map_or(0, |r| r / s + 1)
-}
-
 #[allow(clippy::too_many_arguments)]
 fn pool(planes: usize, (h, w): (usize, usize), (kh, kw): (usize, usize), (sh, sw): (usize, usize), (dh, dw): (usize, usize), [pt, pl, pb, pr]: [usize; 4]) -> MaxPool2d {
-    let (oh, ow) = (extent(h, pt, pb, kh, sh, dh), extent(w, pl, pr, kw, sw, dw));
-    MaxPool2d { planes, win: Window { h, w, oh, ow, kh, kw, sh, sw, ph: pt, pw: pl, dh, dw } }
+    MaxPool2d { planes, win: Window::padded((h, w), (kh, kw), (sh, sw), (dh, dw), [pt, pl, pb, pr]) }
 }
 
 /// The pool as the loop IR lowering defines it: taps in `(ky, kx)` order, the first inside the
@@ -94,7 +75,7 @@ fn check_at(m: &MaxPool2d, rng: &mut Rng, offsets: [usize; 2]) {
     };
     let floats = |b: &[u8]| -> Vec<f32> { b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect() };
     let xb = bytes(&x, 1e30, offsets[0]);
-    for isa in isas() {
+    for isa in Isa::runnable() {
         let mut yb = bytes(&vec![f32::NAN; m.y_len()], SENTINEL, offsets[1]);
         // SAFETY: each pointer has its operand's elements after it, inside its own vector.
         unsafe { m.run_raw(isa, xb[offsets[0] + 4 * GUARD..].as_ptr().cast(), yb[offsets[1] + 4 * GUARD..].as_mut_ptr().cast()) };
@@ -112,7 +93,7 @@ fn check(m: &MaxPool2d, rng: &mut Rng) {
 
 #[test]
 fn resnet_and_common_shapes_match_the_definition() {
-    let mut rng = Rng(3);
+    let mut rng = Rng::new(3);
     check(&pool(4, (112, 112), (3, 3), (2, 2), (1, 1), [1; 4]), &mut rng);
     check(&pool(3, (13, 13), (2, 2), (2, 2), (1, 1), [0; 4]), &mut rng);
     check(&pool(3, (14, 14), (3, 3), (1, 1), (1, 1), [1; 4]), &mut rng);
@@ -122,7 +103,7 @@ fn resnet_and_common_shapes_match_the_definition() {
 
 #[test]
 fn windows_strides_dilations_and_paddings_match_the_definition() {
-    let mut rng = Rng(1);
+    let mut rng = Rng::new(1);
     let windows = [(1, 1), (2, 2), (3, 3), (2, 3), (1, 5), (4, 1)];
     let sizes = [(1, 1), (2, 3), (5, 7), (4, 17), (9, 40)];
     for &(kh, kw) in &windows {
@@ -140,7 +121,7 @@ fn windows_strides_dilations_and_paddings_match_the_definition() {
 
 #[test]
 fn operands_at_odd_byte_offsets() {
-    let mut rng = Rng(5);
+    let mut rng = Rng::new(5);
     for offsets in [[1, 0], [0, 2], [3, 1]] {
         for s in 1..=3 {
             check_at(&pool(3, (11, 37), (3, 3), (s, s), (1, 1), [1; 4]), &mut rng, offsets);

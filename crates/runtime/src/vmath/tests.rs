@@ -1,3 +1,5 @@
+use kiln_testkit::Rng;
+
 use super::*;
 
 /// `got`'s distance from `want` in units of the last place of the `f32` nearest `want`, the
@@ -16,27 +18,15 @@ fn ulps(got: f32, want: f64) -> f64 {
     (f64::from(got) - want).abs() / spacing
 }
 
-/// A xorshift generator.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 /// Arguments: special values, a dense sweep of `[−lim, lim]`, and random bit patterns whose
 /// magnitude is below `lim` (every exponent, subnormals included).
 fn arguments(lim: f32) -> Vec<f32> {
     let mut v = vec![0.0, -0.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, f32::MIN_POSITIVE, -f32::MIN_POSITIVE, 1e-45, -1e-45, f32::MAX, f32::MIN, lim, -lim];
     let n = 400_000;
     v.extend((0..=n).map(|i| -lim + 2.0 * lim * i as f32 / n as f32));
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     while v.len() < 1_000_000 {
-        let x = f32::from_bits(rng.next() as u32);
+        let x = f32::from_bits(rng.next_u64() as u32);
         if x.abs() <= lim {
             v.push(x);
         }

@@ -8,8 +8,10 @@ use std::fmt::Write;
 
 use bytes::Bytes;
 
-use super::lex::{Tok, write_quoted};
-use super::parse::{PResult, Parser};
+use super::cursor::PResult;
+use super::lex::write_quoted;
+use super::parse::Parser;
+use super::token::{Tok, lex};
 use crate::dim::{Dim, is_symbol};
 use crate::dtype::{DType, DTypeKind};
 use crate::op::AttrValue;
@@ -252,9 +254,9 @@ impl Parser<'_> {
                     Some(b'(') => depth += 1,
                     Some(b')') => depth = depth.saturating_sub(1),
                     Some(b'"') => {
-                        let (tok, end) = super::lex::lex(self.src, i);
-                        if let Tok::Bad(msg, at) = tok {
-                            return self.fail(at, msg);
+                        let (tok, end) = lex(self.src, i);
+                        if let Tok::Bad(e) = tok {
+                            return self.fail(e.at, e.message);
                         }
                         i = end;
                         continue;
@@ -277,7 +279,7 @@ impl Parser<'_> {
 
     fn dim(&self, piece: &str, at: usize) -> PResult<Dim> {
         if piece.starts_with('"') {
-            let (tok, end) = super::lex::lex(self.src, at);
+            let (tok, end) = lex(self.src, at);
             return match tok {
                 Tok::Str(name) if end == at + piece.len() && !name.is_empty() => match String::from_utf8(name) {
                     Ok(name) => Ok(Dim::sym(&name)),

@@ -43,6 +43,9 @@
 //! - **Strings** (names, attributes, elements) escape `"`, `\`, `\n`, `\t`, `\r`, other control
 //!   characters as `\u{..}`, and bytes that are not UTF-8 as `\xHH`. `//` starts a comment.
 //!
+//! The lexing core ([`lex`]) and the token cursor ([`cursor`]) are public so that the loop IR's
+//! text form spells names, numbers, strings, comments and error positions exactly as this one.
+//!
 //! Internal value names are not printed, so the parser leaves them empty; graph inputs,
 //! outputs and weights keep theirs. The graph's `@name` is not stored either: the printer
 //! always writes `@main`.
@@ -54,12 +57,15 @@
 //! # Ok::<(), kiln_tir::text::ParseError>(())
 //! ```
 
-mod lex;
+pub mod cursor;
+pub mod lex;
 mod literal;
 mod parse;
 mod print;
 #[cfg(test)]
 mod tests;
+mod token;
 
-pub use parse::{ParseError, parse};
+pub use cursor::ParseError;
+pub use parse::parse;
 pub use print::print;

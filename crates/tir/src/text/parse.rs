@@ -5,57 +5,48 @@
 //! definition.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::{Deref, DerefMut};
 
-use super::lex::{Tok, lex, line_col, skip_trivia};
+use super::cursor::{Cursor, ParseError, PResult};
+use super::lex::skip_trivia;
+use super::token::{Tok, lex};
 use crate::graph::{Graph, Region, ValueDef, ValueId};
 use crate::op::{AttrError, AttrValue, OpKind};
 use crate::types::TensorType;
 
-/// A syntax or scoping error, at a position in the source.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}, column {column}: {message}")]
-pub struct ParseError {
-    /// 1-based line.
-    pub line: u32,
-    /// 1-based column, counted in characters.
-    pub column: u32,
-    /// What is wrong.
-    pub message: String,
-}
-
 /// Parses the text form of a graph.
 pub fn parse(src: &str) -> Result<Graph, ParseError> {
-    let mut p = Parser { src, tok: Tok::Eof, start: 0, end: 0, graph: Graph::default(), scopes: Vec::new(), defined: HashSet::new() };
-    p.bump();
-    p.graph().map_err(|f| {
-        let (line, column) = line_col(src, f.at);
-        ParseError { line, column, message: f.msg }
-    })
+    let p = Parser { cur: Cursor::new(src), graph: Graph::default(), scopes: Vec::new(), defined: HashSet::new() };
+    p.graph().map_err(|f| f.locate(src))
 }
 
 /// Region nesting allowed, so that hostile input cannot exhaust the stack.
 const MAX_REGION_DEPTH: usize = 48;
 
-/// An error before it is given a line and column.
-pub(super) struct Failure {
-    at: usize,
-    msg: String,
-}
-
-pub(super) type PResult<T> = Result<T, Failure>;
-
-/// Parser state: the source, one token of lookahead and the value scopes.
+/// Parser state: the token cursor and the value scopes.
 pub(super) struct Parser<'a> {
-    pub(super) src: &'a str,
-    /// The lookahead token, spanning `start..end`.
-    pub(super) tok: Tok<'a>,
-    pub(super) start: usize,
-    pub(super) end: usize,
+    cur: Cursor<'a, Tok<'a>>,
     graph: Graph,
     /// Numbers visible here, innermost region last.
     scopes: Vec<HashMap<u32, ValueId>>,
     /// Every number defined so far, anywhere.
     defined: HashSet<u32>,
+}
+
+/// The grammar reads the lookahead as `self.tok` and moves with `self.bump()`: both belong to
+/// the cursor this parser shares with the loop IR's.
+impl<'a> Deref for Parser<'a> {
+    type Target = Cursor<'a, Tok<'a>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.cur
+    }
+}
+
+impl DerefMut for Parser<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.cur
+    }
 }
 
 /// What a region ends with: `return` at the top level, `yield` inside ops.
@@ -75,52 +66,7 @@ impl Terminator {
 }
 
 impl<'a> Parser<'a> {
-    /// Moves to the next token; returns the one that was current.
-    pub(super) fn bump(&mut self) -> Tok<'a> {
-        let start = skip_trivia(self.src, self.end);
-        let (tok, end) = lex(self.src, start);
-        self.start = start;
-        self.end = end;
-        std::mem::replace(&mut self.tok, tok)
-    }
-
-    pub(super) fn failure(&self, at: usize, msg: impl Into<String>) -> Failure {
-        Failure { at, msg: msg.into() }
-    }
-
-    pub(super) fn fail<T>(&self, at: usize, msg: impl Into<String>) -> PResult<T> {
-        Err(self.failure(at, msg))
-    }
-
-    /// An error for the current token, which is not `want`.
-    pub(super) fn unexpected<T>(&self, want: &str) -> PResult<T> {
-        match &self.tok {
-            Tok::Bad(msg, at) => self.fail(*at, msg.clone()),
-            tok => self.fail(self.start, format!("expected {want}, found {}", tok.describe())),
-        }
-    }
-
-    pub(super) fn eat(&mut self, c: u8) -> bool {
-        let hit = self.tok == Tok::Punct(c);
-        if hit {
-            self.bump();
-        }
-        hit
-    }
-
-    pub(super) fn expect(&mut self, c: u8) -> PResult<()> {
-        if self.eat(c) { Ok(()) } else { self.unexpected(&format!("`{}`", c as char)) }
-    }
-
-    pub(super) fn expect_keyword(&mut self, kw: &str) -> PResult<()> {
-        if self.tok == Tok::Ident(kw) {
-            self.bump();
-            Ok(())
-        } else {
-            self.unexpected(&format!("`{kw}`"))
-        }
-    }
-
+    /// A quoted string, as bytes.
     pub(super) fn string(&mut self) -> PResult<Vec<u8>> {
         if let Tok::Str(_) = self.tok
             && let Tok::Str(s) = self.bump()

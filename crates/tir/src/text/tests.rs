@@ -2,6 +2,7 @@
 //! and messages, and a small fuzz that checks the parser never panics.
 
 use bytes::Bytes;
+use kiln_testkit::Rng;
 
 use super::{parse, print};
 use crate::dim::Dim;
@@ -260,22 +261,6 @@ fn odd_symbols_print_quoted() {
     assert_eq!(parse(&text).expect("parses").values, g.values);
 }
 
-/// A deterministic xorshift generator for the fuzz test.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 /// If a mutated text parses, its print must itself round-trip.
 fn check_no_panic(src: &str) {
     if let Ok(g) = parse(src) {
@@ -293,7 +278,7 @@ fn garbage_never_panics() {
         "  %1 = const dense<c64[1]: [(1.0, nan)]>\n  %2 = const dense<string[1]: [\"\\xff\"]>\n  %3 = tensor.loop(_, _, %0) : f32[2] {\n    body(%4: i64[], %5: bool[], %6: f32[2]) {\n      yield %5, %6\n    }\n  }\n  return %3",
     );
     let extra = "dense<f16[1]: [0x3c00]> -inf -> [] {} () \" \\u{41} @x %99999999999 0x 1e 1.5e+3 seq*4+1";
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
     for text in [base, regions] {
         check_no_panic(&text);
         for (i, _) in text.char_indices() {
