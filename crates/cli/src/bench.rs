@@ -6,9 +6,22 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use kiln::{CompileOptions, Model};
 
-use crate::run::gather_inputs;
+use crate::run::{Sizes, gather_inputs};
 
-pub fn bench(model_path: &Path, threads: Option<usize>, callers: usize, iters: usize, idle_ms: u64, kernels: Option<usize>) -> Result<()> {
+/// What `kiln bench` runs: the model, its inputs (files, else random at `sizes`), and how.
+pub struct Bench<'a> {
+    pub model: &'a Path,
+    pub inputs: &'a [String],
+    pub sizes: Sizes,
+    pub threads: Option<usize>,
+    pub callers: usize,
+    pub iters: usize,
+    pub idle_ms: u64,
+    pub kernels: Option<usize>,
+}
+
+pub fn bench(b: Bench<'_>) -> Result<()> {
+    let Bench { model: model_path, inputs: given, sizes, threads, callers, iters, idle_ms, kernels } = b;
     let start = Instant::now();
     let model = Model::load(model_path).with_context(|| format!("cannot import {}", model_path.display()))?;
     let mut options = CompileOptions::from_env();
@@ -17,7 +30,7 @@ pub fn bench(model_path: &Path, threads: Option<usize>, callers: usize, iters: u
     }
     let compiled = model.compile(&options)?;
     let compile_ms = start.elapsed().as_secs_f64() * 1e3;
-    let inputs = gather_inputs(&model, &[], true, 0)?;
+    let inputs = gather_inputs(&model, given, true, 0, &sizes)?;
     compiled.run(&inputs)?;
     let callers = callers.max(1);
     let mut times: Vec<f64> = std::thread::scope(|s| {

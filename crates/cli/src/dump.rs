@@ -60,7 +60,7 @@ pub fn dump(file: &Path, stage: Stage, symbols: &[(String, u64)], shapes: &[(Str
     let stop = if stage == Stage::Codegen { Stage::Plan } else { stage };
     let out = pipeline.run(&graph, &bindings, stop)?;
     match stage {
-        Stage::Import | Stage::Bind => print!("{}", kiln_tir::text::print(&out.graph)),
+        Stage::Import | Stage::Bind => print!("{}{}", kiln_tir::text::print(&out.graph), kiln_tir::text::print_assumptions(&out.graph)),
         Stage::Optimize => match &out.optimized {
             Some(opt) => {
                 if options.stats {

@@ -72,6 +72,12 @@ enum Command {
         /// Seed for --random-inputs.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// The shape of a random input, e.g. `--input-shape images=1x3x640x640`; repeatable.
+        #[arg(long = "input-shape", value_name = "NAME=DIMS")]
+        input_shapes: Vec<String>,
+        /// The size of a symbolic dim of random inputs, e.g. `--bind batch=4`; repeatable.
+        #[arg(long = "bind", value_name = "SYM=N")]
+        bindings: Vec<String>,
         /// Where to write the outputs.
         #[arg(long)]
         output_dir: PathBuf,
@@ -80,6 +86,15 @@ enum Command {
     Bench {
         /// The .onnx model.
         model: PathBuf,
+        /// An input as NAME=FILE (.npy or ONNX TensorProto .pb); the others are random.
+        #[arg(long = "input", value_name = "NAME=FILE")]
+        inputs: Vec<String>,
+        /// The shape of a random input, e.g. `--input-shape images=1x3x640x640`; repeatable.
+        #[arg(long = "input-shape", value_name = "NAME=DIMS")]
+        input_shapes: Vec<String>,
+        /// The size of a symbolic dim of random inputs, e.g. `--bind batch=4`; repeatable.
+        #[arg(long = "bind", value_name = "SYM=N")]
+        bindings: Vec<String>,
         /// Intra-op threads per run (default: KILN_THREADS, else the available cores).
         #[arg(long)]
         threads: Option<usize>,
@@ -186,18 +201,28 @@ fn run(cli: Cli) -> Result<ExitCode> {
             inputs,
             random_inputs,
             seed,
+            input_shapes,
+            bindings,
             output_dir,
         } => {
-            run::run(&model, &inputs, random_inputs, seed, &output_dir).map(|()| ExitCode::SUCCESS)
+            let sizes = sizes(&input_shapes, &bindings)?;
+            run::run(&model, &inputs, random_inputs, seed, &sizes, &output_dir).map(|()| ExitCode::SUCCESS)
         }
         Command::Bench {
             model,
+            inputs,
+            input_shapes,
+            bindings,
             threads,
             callers,
             iters,
             idle_ms,
             kernels,
-        } => bench::bench(&model, threads, callers, iters, idle_ms, kernels).map(|()| ExitCode::SUCCESS),
+        } => {
+            let sizes = sizes(&input_shapes, &bindings)?;
+            let b = bench::Bench { model: &model, inputs: &inputs, sizes, threads, callers, iters, idle_ms, kernels };
+            bench::bench(b).map(|()| ExitCode::SUCCESS)
+        }
         Command::Conformance {
             dir,
             report,
@@ -205,6 +230,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             min_pass_file,
         } => conformance::conformance(&dir, &report, filter.as_deref(), min_pass_file.as_deref()),
     }
+}
+
+fn sizes(input_shapes: &[String], bindings: &[String]) -> Result<run::Sizes> {
+    let input_shapes = input_shapes.iter().map(|s| parse_input_shape(s)).collect::<Result<Vec<_>>>()?;
+    Ok(run::Sizes { input_shapes, symbols: parse_bindings(bindings)? })
 }
 
 fn parse_bindings(list: &[String]) -> Result<Vec<(String, u64)>> {
@@ -226,8 +256,9 @@ fn parse_input_shape(text: &str) -> Result<(String, Vec<u64>)> {
     let Some((name, dims)) = text.split_once('=') else {
         bail!("--input-shape {text}: expected NAME=DIMS")
     };
+    // `1x3x224x224` or `1,3,224,224`; empty for a scalar.
     let dims = dims
-        .split(',')
+        .split([',', 'x'])
         .filter(|d| !d.trim().is_empty())
         .map(|d| d.trim().parse::<u64>().with_context(|| format!("--input-shape {text}: `{d}` is not a size")))
         .collect::<Result<Vec<u64>>>()?;

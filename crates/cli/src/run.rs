@@ -29,8 +29,37 @@ pub fn random_tensor(dtype: kiln::DType, dims: &[u64], state: &mut u64) -> Resul
     Ok(Tensor { dtype, shape: dims.to_vec(), data: kiln::TensorData::Raw(bytes.into()) })
 }
 
-/// Inputs for every graph input: from files where given, else random when allowed.
-pub fn gather_inputs(model: &Model, given: &[String], random: bool, seed: u64) -> Result<Vec<Tensor>> {
+/// Sizes for the symbolic dims of random inputs: whole input shapes (`--input-shape`) and
+/// symbols (`--bind`); any other symbolic dim is 1.
+#[derive(Default)]
+pub struct Sizes {
+    pub input_shapes: Vec<(String, Vec<u64>)>,
+    pub symbols: Vec<(String, u64)>,
+}
+
+impl Sizes {
+    fn dims(&self, name: &str, ty: &kiln::TensorType) -> Result<Vec<u64>> {
+        if let Some((_, dims)) = self.input_shapes.iter().find(|(n, _)| n == name) {
+            if dims.len() != ty.rank() {
+                bail!("--input-shape {name}: {} dims given, the input has rank {} ({ty})", dims.len(), ty.rank());
+            }
+            return Ok(dims.clone());
+        }
+        Ok(ty
+            .shape
+            .iter()
+            .map(|d| match (d.known(), d.symbols().as_slice()) {
+                (Some(n), _) => n,
+                (None, [s]) if *d == kiln::Dim::sym(s) => self.symbols.iter().find(|(n, _)| n == s).map_or(1, |(_, v)| *v),
+                _ => 1,
+            })
+            .collect())
+    }
+}
+
+/// Inputs for every graph input: from files where given, else random when allowed (symbolic
+/// dims sized by `sizes`).
+pub fn gather_inputs(model: &Model, given: &[String], random: bool, seed: u64, sizes: &Sizes) -> Result<Vec<Tensor>> {
     let g = model.graph();
     let mut files = Vec::new();
     for spec in given {
@@ -47,8 +76,7 @@ pub fn gather_inputs(model: &Model, given: &[String], random: bool, seed: u64) -
         let t = match files.iter().find(|(n, _)| *n == val.name) {
             Some((_, path)) => read_tensor(path)?,
             None if random => {
-                // Symbolic dims (a batch size) are 1 for random inputs.
-                let dims: Vec<u64> = val.ty.shape.iter().map(|d| d.known().unwrap_or(1)).collect();
+                let dims = sizes.dims(&val.name, &val.ty)?;
                 random_tensor(val.ty.dtype, &dims, &mut state)?
             }
             None => bail!("input \"{}\" is not given (use --input {}=FILE or --random-inputs)", val.name, val.name),
@@ -67,9 +95,9 @@ fn read_tensor(path: &Path) -> Result<Tensor> {
     }
 }
 
-pub fn run(model_path: &Path, given: &[String], random: bool, seed: u64, out_dir: &Path) -> Result<()> {
+pub fn run(model_path: &Path, given: &[String], random: bool, seed: u64, sizes: &Sizes, out_dir: &Path) -> Result<()> {
     let model = Model::load(model_path).with_context(|| format!("cannot import {}", model_path.display()))?;
-    let inputs = gather_inputs(&model, given, random, seed)?;
+    let inputs = gather_inputs(&model, given, random, seed, sizes)?;
     let compiled = model.compile(&CompileOptions::from_env())?;
     let outputs = compiled.run(&inputs)?;
     std::fs::create_dir_all(out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;

@@ -104,14 +104,24 @@ pub fn fold_node(g: &Graph, op: &Op, inputs: &[Option<ValueId>], outputs: &[Tens
 }
 
 /// Re-infers the top region's nodes in order and folds every shape computation whose inputs
-/// have become known; returns how many nodes were folded. Folded nodes' outputs become
-/// constants in place (their ids do not change) and the nodes leave the region.
+/// have become known, and replaces every `If` whose condition has by its branch; returns how
+/// many nodes were folded. Folded nodes' outputs become constants in place (their ids do not
+/// change) and the nodes leave the region.
 pub fn fold_graph(g: &mut Graph) -> usize {
     let mut folded = 0;
     let mut kept: Vec<NodeId> = Vec::with_capacity(g.body.nodes.len());
     let mut fresh_count = 0u32;
-    for n in g.body.nodes.clone() {
+    let mut queue: std::collections::VecDeque<NodeId> = g.body.nodes.iter().copied().collect();
+    while let Some(n) = queue.pop_front() {
         let node = g.node(n).clone();
+        if let Some(branch) = constant_branch(g, &node) {
+            let inlined = inline_branch(g, n, branch);
+            for id in inlined.into_iter().rev() {
+                queue.push_front(id);
+            }
+            folded += 1;
+            continue;
+        }
         let types = {
             let inputs: Vec<Option<InferInput<'_>>> = node.inputs.iter().map(|i| i.map(|v| InferInput { ty: g.ty(v), value: g.const_value(v) })).collect();
             let regions: Vec<RegionSig> = node
@@ -153,4 +163,42 @@ pub fn fold_graph(g: &mut Graph) -> usize {
     }
     g.body.nodes = kept;
     folded
+}
+
+/// The branch an `If` takes when its condition is a constant.
+fn constant_branch(g: &Graph, node: &kiln_tir::Node) -> Option<usize> {
+    if !matches!(node.op, Op::If(_)) || node.regions.len() != 2 {
+        return None;
+    }
+    let cond = g.const_value((*node.inputs.first()?)?)?.to_i64s()?;
+    Some(if *cond.first()? != 0 { 0 } else { 1 })
+}
+
+/// Replaces If node `n` by the nodes of its region `branch` followed by one Identity per
+/// output (reusing the If's id for the first), and returns them in order. The branch's
+/// constants join the top region.
+fn inline_branch(g: &mut Graph, n: NodeId, branch: usize) -> Vec<NodeId> {
+    let node = g.node(n).clone();
+    let region = node.regions[branch].clone();
+    g.body.consts.extend(region.consts.iter().copied());
+    let mut order = region.nodes.clone();
+    for (k, (out, result)) in node.outputs.iter().zip(&region.results).enumerate() {
+        let Some(out) = *out else { continue };
+        let op = Op::Identity(kiln_tir::op::Identity {});
+        let id = if k == 0 {
+            g.nodes[n.index()] = kiln_tir::Node { op, name: node.name.clone(), inputs: vec![Some(*result)], outputs: vec![Some(out)], regions: Vec::new() };
+            n
+        } else {
+            let id = NodeId(g.nodes.len() as u32);
+            g.nodes.push(kiln_tir::Node { op, name: format!("{}/{k}", node.name), inputs: vec![Some(*result)], outputs: vec![Some(out)], regions: Vec::new() });
+            id
+        };
+        g.values[out.index()].def = ValueDef::Node { node: id, output: 0 };
+        order.push(id);
+    }
+    if node.outputs.first().is_some_and(Option::is_none) {
+        // The If's first output is unused: its id must still leave no node behind.
+        g.nodes[n.index()] = kiln_tir::Node { op: Op::Identity(kiln_tir::op::Identity {}), name: node.name.clone(), inputs: vec![region.results.first().copied()], outputs: vec![None], regions: Vec::new() };
+    }
+    order
 }

@@ -168,6 +168,12 @@ impl CompiledModel {
         self.pool.enter(|| spec.run(inputs, None))
     }
 
+    /// How many specializations have been compiled so far (one per set of input shapes and
+    /// shape-deciding input values seen).
+    pub fn specializations(&self) -> usize {
+        self.specs.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// Threads each run uses (the caller included).
     pub fn threads(&self) -> usize {
         self.pool.threads()
@@ -246,20 +252,20 @@ fn check_input(spec: &InputSpec, t: &Tensor) -> Result<()> {
             got: t.dtype,
         });
     }
-    let fits = t.shape.len() == spec.dims.len()
-        && t.shape
-            .iter()
-            .zip(&spec.dims)
-            .all(|(&d, want)| want.is_none_or(|w| w == d));
-    if !fits {
-        let want: Vec<String> = spec
-            .dims
-            .iter()
-            .map(|d| d.map_or("?".to_string(), |d| d.to_string()))
-            .collect();
+    let want = || {
+        let dims: Vec<String> = spec.dims.iter().map(|d| d.map_or("?".to_string(), |d| d.to_string())).collect();
+        format!("[{}]", dims.join(", "))
+    };
+    if t.shape.len() != spec.dims.len() {
         return Err(Error::InputShape {
             name: spec.name.clone(),
-            reason: format!("expected shape [{}], got {:?}", want.join(", "), t.shape),
+            reason: format!("has rank {}, the model declares rank {} ({}); got shape {:?}", t.shape.len(), spec.dims.len(), want(), t.shape),
+        });
+    }
+    if let Some((k, (d, w))) = t.shape.iter().zip(&spec.dims).enumerate().find(|(_, (d, w))| w.is_some_and(|w| w != **d)) {
+        return Err(Error::InputShape {
+            name: spec.name.clone(),
+            reason: format!("dim {k} is {d}, the model declares {} (shape {}); got shape {:?}", w.unwrap_or(0), want(), t.shape),
         });
     }
     let numel = t.numel().ok_or_else(|| Error::InputShape {

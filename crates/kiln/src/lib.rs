@@ -29,7 +29,7 @@ pub use error::{Error, Result};
 pub use kiln_passes::{Limits, Stats as OptimizerStats};
 pub use kiln_target::Target;
 pub use pipeline::{Bindings, Pipeline, PipelineOptions, Stage};
-pub use kiln_tir::{DType, Tensor, TensorData};
+pub use kiln_tir::{DType, Dim, Tensor, TensorData, TensorType};
 
 /// An imported model: verified tensor IR, not yet compiled.
 #[derive(Clone, Debug)]

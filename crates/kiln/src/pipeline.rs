@@ -14,7 +14,8 @@ use kiln_schedule::plan::MemoryPlan;
 use kiln_schedule::ScheduleOptions;
 use kiln_schedule::prepack::Deferred;
 use kiln_target::Target;
-use kiln_tir::{Graph, Tensor};
+use kiln_tir::infer::GraphInferError;
+use kiln_tir::{Assumed, Dim, Graph, Tensor};
 
 use crate::{Error, Result};
 
@@ -232,31 +233,81 @@ fn install(deferred: Option<Deferred>, packed: Option<Vec<bytes::Bytes>>, progra
 }
 
 /// `graph` with `bindings` applied, then shape computations folded and every type inferred
-/// again when anything was symbolic.
+/// again when anything was symbolic. An error at a node whose broadcast import had to assume
+/// says what was assumed and which input dims broke it.
 fn bind(graph: &Graph, bindings: &Bindings) -> Result<Graph> {
+    bind_inner(graph, bindings).map_err(|errs| Error::Bind(join(&explain(graph, bindings, errs))))
+}
+
+fn bind_inner(graph: &Graph, bindings: &Bindings) -> std::result::Result<Graph, Vec<GraphInferError>> {
     let mut g = graph.clone();
     if !bindings.symbols.is_empty() {
         let refs: Vec<(&str, u64)> = bindings.symbols.iter().map(|(s, n)| (s.as_str(), *n)).collect();
-        kiln_tir::infer::bind_symbols(&mut g, &refs).map_err(|errs| Error::Bind(join(&errs)))?;
+        kiln_tir::infer::bind_symbols(&mut g, &refs)?;
     }
-    bind_input_shapes(&mut g, &bindings.input_shapes)?;
+    if !bindings.input_shapes.is_empty() && g.inputs().iter().any(|&v| g.ty(v).known_dims().is_none()) {
+        kiln_tir::infer::bind_input_shapes(&mut g, &bindings.input_shapes)?;
+    }
     if !bindings.input_values.is_empty() {
-        kiln_tir::infer::substitute_input_values(&mut g, &bindings.input_values).map_err(|errs| Error::Bind(join(&errs)))?;
+        kiln_tir::infer::substitute_input_values(&mut g, &bindings.input_values)?;
     }
-    if !bindings.input_values.is_empty() || graph.values.iter().any(|v| v.ty.known_dims().is_none()) {
-        // Shapes computed from what was just bound become constants, then types settle.
+    if !bindings.input_values.is_empty() || !graph.assumptions.is_empty() || graph.values.iter().any(|v| v.ty.known_dims().is_none()) {
+        // Shapes computed from what was just bound become constants (and Ifs whose condition
+        // did, their branch), then types settle.
         kiln_eval::fold::fold_graph(&mut g);
-        kiln_tir::infer::infer_graph(&mut g).map_err(|errs| Error::Bind(join(&errs)))?;
+        kiln_tir::infer::infer_graph(&mut g)?;
+    }
+    // An If still choosing between ranks depends on data kiln does not specialize on.
+    let open: Vec<GraphInferError> = g
+        .assumptions
+        .iter()
+        .filter(|a| matches!(a.what, Assumed::Branch { .. }))
+        .map(|a| {
+            let node = g.node(a.node);
+            let message = format!("{}; the condition depends on run-time data that is not a shape-deciding input", a.what);
+            GraphInferError { node: Some(a.node), node_name: node.name.clone(), op: node.op.kind().text_name(), message }
+        })
+        .collect();
+    if !open.is_empty() {
+        return Err(open);
     }
     Ok(g)
 }
 
-/// Binds the inputs' shapes when any input is symbolic, re-inferring every type.
-fn bind_input_shapes(g: &mut Graph, shapes: &[(usize, Vec<u64>)]) -> Result<()> {
-    if !shapes.is_empty() && g.inputs().iter().any(|&v| g.ty(v).known_dims().is_none()) {
-        kiln_tir::infer::bind_input_shapes(g, shapes).map_err(|errs| Error::Bind(join(&errs)))?;
-    }
-    Ok(())
+/// Binding errors, each followed by what import assumed at its node, with the input dims
+/// behind the assumption's symbols and their bound sizes.
+fn explain(graph: &Graph, bindings: &Bindings, errs: Vec<GraphInferError>) -> Vec<String> {
+    let describe = |d: &Dim| -> String {
+        let [s] = d.symbols()[..] else { return d.to_string() };
+        if *d != Dim::sym(s) {
+            return d.to_string();
+        }
+        for (index, &input) in graph.inputs().iter().enumerate() {
+            let value = graph.value(input);
+            if let Some(k) = value.ty.shape.iter().position(|x| x == d) {
+                let bound = bindings.input_shapes.iter().find(|(i, _)| *i == index).and_then(|(_, dims)| dims.get(k));
+                return match bound {
+                    Some(n) => format!("input {:?} dim {k} ({s} = {n})", value.name),
+                    None => format!("input {:?} dim {k} ({s})", value.name),
+                };
+            }
+        }
+        d.to_string()
+    };
+    errs.into_iter()
+        .map(|e| {
+            let assumed: Vec<String> = graph
+                .assumptions
+                .iter()
+                .filter(|a| e.node == Some(a.node))
+                .filter_map(|a| match &a.what {
+                    Assumed::Broadcast(lhs, rhs) => Some(format!("{} broadcasts with {}", describe(lhs), describe(rhs))),
+                    Assumed::Branch { .. } => None,
+                })
+                .collect();
+            if assumed.is_empty() { e.to_string() } else { format!("{e}; the model assumes {}", assumed.join(" and ")) }
+        })
+        .collect()
 }
 
 /// The inputs whose values code compiled for `shapes` depends on (`infer::shape_deciding_inputs`
@@ -265,7 +316,12 @@ fn bind_input_shapes(g: &mut Graph, shapes: &[(usize, Vec<u64>)]) -> Result<()> 
 pub fn shape_deciding_inputs(graph: &Graph, shapes: &[Vec<u64>]) -> Result<Vec<usize>> {
     let mut g = graph.clone();
     let shapes: Vec<(usize, Vec<u64>)> = shapes.iter().cloned().enumerate().collect();
-    bind_input_shapes(&mut g, &shapes)?;
+    if !shapes.is_empty() && g.inputs().iter().any(|&v| g.ty(v).known_dims().is_none()) {
+        kiln_tir::infer::bind_input_shapes(&mut g, &shapes).map_err(|errs| {
+            let bindings = Bindings { input_shapes: shapes.clone(), ..Bindings::default() };
+            Error::Bind(join(&explain(graph, &bindings, errs)))
+        })?;
+    }
     Ok(kiln_tir::infer::shape_deciding_inputs(&g))
 }
 

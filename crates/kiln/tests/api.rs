@@ -102,7 +102,7 @@ fn bad_inputs_are_errors() {
     let wrong_shape = Tensor::from_f32s(&[1, 2, 16, 16], &[0.0; 512]);
     let e = compiled.run(&[wrong_shape]).unwrap_err();
     assert!(
-        e.to_string().contains("expected shape [?, 1, 16, 16]"),
+        e.to_string().contains("dim 1 is 2, the model declares 1 (shape [?, 1, 16, 16])"),
         "{e}"
     );
     let short = Tensor {

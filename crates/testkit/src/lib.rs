@@ -129,3 +129,92 @@ pub fn check_model_against_onnxruntime(name: &str, run: impl FnOnce(&kiln_tir::G
         compare_within(g, w, 1e-3, 1e-4).unwrap_or_else(|e| panic!("{name} output {k}: {e}"));
     }
 }
+
+/// A zoo case: a model and data sets, each at its own input shapes, with onnxruntime's outputs.
+#[derive(Clone, Debug)]
+pub struct ZooCase {
+    /// The case name, e.g. `fpn_broadcast`.
+    pub name: String,
+    /// `NAME/model.onnx`.
+    pub model: PathBuf,
+    /// `NAME/test_data_set_K/`, in K order: (inputs, expected outputs) files.
+    pub data_sets: Vec<(Vec<PathBuf>, Vec<PathBuf>)>,
+    /// `(rtol, atol)` from `NAME/tolerance.txt`, for float outputs of quantized arithmetic.
+    pub tolerance: Option<(f64, f64)>,
+}
+
+/// The model zoo of `scripts/zoo.sh` (hand-built models for exporters' conventions,
+/// onnxruntime's contrib ops and its quantizer's output), generated on first use.
+pub fn zoo() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = repo_root();
+        let out = root.join("build/zoo");
+        let status = Command::new("bash").arg(root.join("scripts/zoo.sh")).arg(&out).status().expect("bash runs scripts/zoo.sh");
+        assert!(status.success(), "scripts/zoo.sh failed ({status})");
+        out
+    })
+}
+
+/// Every zoo case, sorted by name.
+pub fn zoo_cases() -> Vec<ZooCase> {
+    let dir = zoo();
+    let numbered = |data: &Path, prefix: &str| {
+        let mut files = Vec::new();
+        while data.join(format!("{prefix}_{}.pb", files.len())).is_file() {
+            files.push(data.join(format!("{prefix}_{}.pb", files.len())));
+        }
+        files
+    };
+    let mut cases: Vec<ZooCase> = std::fs::read_dir(dir)
+        .expect("the zoo directory is readable")
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join("model.onnx").is_file())
+        .map(|e| {
+            let path = e.path();
+            let mut data_sets = Vec::new();
+            while path.join(format!("test_data_set_{}", data_sets.len())).is_dir() {
+                let data = path.join(format!("test_data_set_{}", data_sets.len()));
+                data_sets.push((numbered(&data, "input"), numbered(&data, "output")));
+            }
+            let tolerance = std::fs::read_to_string(path.join("tolerance.txt")).ok().and_then(|t| {
+                let mut it = t.split_whitespace().map(str::parse::<f64>);
+                Some((it.next()?.ok()?, it.next()?.ok()?))
+            });
+            ZooCase { name: e.file_name().to_string_lossy().into_owned(), model: path.join("model.onnx"), data_sets, tolerance }
+        })
+        .collect();
+    cases.sort_by(|a, b| a.name.cmp(&b.name));
+    cases
+}
+
+/// Compares an output with onnxruntime's: 8-bit integers (quantized values) within one step,
+/// other integers exactly, floats at `tolerance` (default rtol 1e-3, atol 1e-4). Returns the
+/// largest absolute difference.
+pub fn compare_with_onnxruntime(got: &kiln_tir::Tensor, want: &kiln_tir::Tensor, tolerance: Option<(f64, f64)>) -> Result<f64, String> {
+    use kiln_tir::DType;
+    if got.dtype != want.dtype || got.shape != want.shape {
+        return Err(format!("got {}{:?}, want {}{:?}", got.dtype, got.shape, want.dtype, want.shape));
+    }
+    let (g, w) = match (as_f64s(got), as_f64s(want)) {
+        (Ok(g), Ok(w)) => (g, w),
+        _ => return compare_within(got, want, 0.0, 0.0).map(|()| 0.0),
+    };
+    let (rtol, atol) = match want.dtype {
+        DType::U8 | DType::I8 => (0.0, 1.0),
+        d if d.is_float() => tolerance.unwrap_or((1e-3, 1e-4)),
+        _ => (0.0, 0.0),
+    };
+    let mut worst = 0.0f64;
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        if a.is_nan() && b.is_nan() {
+            continue;
+        }
+        let d = (a - b).abs();
+        if !(d <= atol + rtol * b.abs()) {
+            return Err(format!("element {i}: got {a}, want {b}"));
+        }
+        worst = worst.max(d);
+    }
+    Ok(worst)
+}

@@ -109,6 +109,43 @@ pub struct Region {
     pub results: Vec<ValueId>,
 }
 
+/// What inference assumed at one node to go on before binding.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Assumption {
+    /// The node.
+    pub node: NodeId,
+    /// What it assumed.
+    pub what: Assumed,
+}
+
+/// An assumption of inference, checked once symbols and shape-deciding inputs are bound.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Assumed {
+    /// The two dims broadcast: they are equal, or one of them is 1.
+    Broadcast(crate::Dim, crate::Dim),
+    /// An `If` output whose branches differ in rank was typed as the then branch's; binding
+    /// must make the condition a constant, so that only one branch remains.
+    Branch {
+        /// The output.
+        output: usize,
+        /// The then branch's result type.
+        then: TensorType,
+        /// The else branch's.
+        otherwise: TensorType,
+    },
+}
+
+impl std::fmt::Display for Assumed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Assumed::Broadcast(a, b) => write!(f, "{a} broadcasts with {b}"),
+            Assumed::Branch { output, then, otherwise } => {
+                write!(f, "output {output} is the then branch's {then}, not the else branch's {otherwise}, until the condition is known")
+            }
+        }
+    }
+}
+
 /// A whole model in tensor IR.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Graph {
@@ -118,6 +155,9 @@ pub struct Graph {
     pub nodes: Vec<Node>,
     /// The top-level region.
     pub body: Region,
+    /// What inference assumed about symbolic dims, in node order; re-derived by each
+    /// inference, and empty once every shape is static.
+    pub assumptions: Vec<Assumption>,
 }
 
 impl Graph {

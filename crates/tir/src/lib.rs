@@ -18,7 +18,7 @@ pub mod verify;
 
 pub use dim::Dim;
 pub use dtype::DType;
-pub use graph::{Graph, Node, NodeId, Region, Value, ValueDef, ValueId};
+pub use graph::{Assumed, Assumption, Graph, Node, NodeId, Region, Value, ValueDef, ValueId};
 pub use op::{Op, OpKind};
 pub use tensor::{Tensor, TensorData};
 pub use types::TensorType;

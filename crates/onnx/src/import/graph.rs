@@ -2,14 +2,15 @@
 
 use std::collections::HashMap;
 
-use kiln_tir::infer::{InferError, InferInput, RegionSig, infer_op};
+use kiln_tir::infer::{InferError, InferInput, RegionSig, SymbolSource, infer_op};
 use kiln_tir::op::AttrValue;
-use kiln_tir::{DType, Dim, Graph, Op, OpKind, Region, Tensor, TensorType, ValueDef, ValueId};
+use kiln_tir::{Assumed, Assumption, DType, Dim, Graph, Op, OpKind, Region, Tensor, TensorType, ValueDef, ValueId};
 
 use super::ImportError;
 use super::attrs::{self, AttrEnv, OnnxAttr};
-use super::types::{symbol_name, tensor, tensor_type};
+use super::types::{Symbols, tensor, tensor_type};
 use super::upgrade::{self, Pending};
+use super::expand;
 use crate::load::OnnxFile;
 use crate::proto::{FunctionProto, GraphProto, NodeProto, OperatorSetIdProto};
 
@@ -71,14 +72,28 @@ struct Context<'m> {
     prefix: String,
 }
 
+/// A default-domain node on its way into the graph, from the model or from [`expand`].
+struct Emit<'n, 'f> {
+    location: String,
+    op_type: &'n str,
+    version: i64,
+    name: String,
+    attrs: Vec<(String, AttrValue)>,
+    graphs: Vec<(String, &'f GraphProto)>,
+    inputs: &'n [String],
+    outputs: &'n [String],
+}
+
 /// One model's import in progress.
 pub struct Importer<'f> {
     file: &'f OnnxFile,
     g: Graph,
     kinds: HashMap<&'static str, OpKind>,
     functions: HashMap<(String, String), &'f FunctionProto>,
-    fresh: u32,
+    symbols: Symbols,
     calls: u32,
+    expansions: u32,
+    unnamed: u32,
 }
 
 fn node_location(np: &NodeProto) -> String {
@@ -116,8 +131,10 @@ impl<'f> Importer<'f> {
             g: Graph::default(),
             kinds,
             functions,
-            fresh: 0,
+            symbols: Symbols::default(),
             calls: 0,
+            expansions: 0,
+            unnamed: 0,
         })
     }
 
@@ -191,10 +208,7 @@ impl<'f> Importer<'f> {
                 continue;
             }
             let what = format!("input \"{}\"", name.escape_debug());
-            let sym = symbol_name(&name);
-            let declared = tensor_type(vi.r#type.as_ref(), &what, &mut |axis| {
-                Dim::sym(&format!("{sym}_{axis}"))
-            })?;
+            let declared = tensor_type(vi.r#type.as_ref(), &what, &name, &mut self.symbols)?;
             let ty = match (declared, fallback.and_then(|f| f.get(i))) {
                 (Some(d), Some(f))
                     if d.shape.iter().any(|x| x.known().is_none())
@@ -241,8 +255,16 @@ impl<'f> Importer<'f> {
         ctx: &Context<'f>,
         region: &mut Region,
     ) -> Result<(), ImportError> {
-        let location = node_location(np);
         let op_type = np.op_type.as_deref().unwrap_or("");
+        // Unnamed nodes get a name errors and dumps can point at: the op type and a number.
+        let node_name = match np.name.as_deref() {
+            Some(n) if !n.is_empty() => n.to_string(),
+            _ => {
+                self.unnamed += 1;
+                format!("{op_type}#{}", self.unnamed)
+            }
+        };
+        let location = format!("node \"{}\" ({op_type})", node_name.escape_debug());
         let domain = match np.domain.as_deref().unwrap_or("") {
             "ai.onnx" => "",
             d => d,
@@ -254,12 +276,6 @@ impl<'f> Importer<'f> {
         {
             return self.inline(np, f, scope, ctx, region);
         }
-        if !domain.is_empty() {
-            return Err(ImportError::Unsupported {
-                location,
-                reason: format!("operator domain \"{domain}\""),
-            });
-        }
         let version = ctx.opsets.get("").copied().unwrap_or(1);
 
         let mut values = Vec::new();
@@ -270,6 +286,34 @@ impl<'f> Importer<'f> {
                 OnnxAttr::Graph(g) => graphs.push((name, g)),
             }
         }
+        self.expansions += 1;
+        let call = expand::Call {
+            op_type,
+            domain,
+            version,
+            name: &node_name,
+            id: self.expansions,
+            inputs: &np.input,
+            outputs: &np.output,
+            attrs: &values,
+        };
+        let ty = |name: &str| scope.lookup(name).flatten().map(|v| self.g.ty(v).clone());
+        let expanded = expand::expand(&call, &ty).map_err(|reason| ImportError::Unsupported { location: location.clone(), reason })?;
+        if let Some(nodes) = expanded {
+            if let Some((n, _)) = graphs.first() {
+                return Err(ImportError::Invalid { location, reason: format!("unexpected graph attribute `{n}`") });
+            }
+            for n in nodes {
+                self.generated(n, scope, ctx, region)?;
+            }
+            return Ok(());
+        }
+        if !domain.is_empty() {
+            return Err(ImportError::Unsupported {
+                location,
+                reason: format!("operator domain \"{domain}\""),
+            });
+        }
         if op_type == "Constant" {
             return self.constant(np, values, scope, ctx, region, &location);
         }
@@ -279,9 +323,32 @@ impl<'f> Importer<'f> {
                 reason: "sequence and optional values are not supported".into(),
             });
         }
+        let name = format!("{}{node_name}", ctx.prefix);
+        self.emit(Emit { location, op_type, version, name, attrs: values, graphs, inputs: &np.input, outputs: &np.output }, scope, ctx, region)
+    }
 
-        let mut inputs = Vec::with_capacity(np.input.len());
-        for name in &np.input {
+    /// Imports one node that [`expand`] wrote in the newest opset.
+    fn generated(&mut self, n: expand::Node, scope: &mut Scope, ctx: &Context<'f>, region: &mut Region) -> Result<(), ImportError> {
+        let location = format!("node \"{}\" ({})", n.name.escape_debug(), n.op_type);
+        if n.op_type == "Constant" {
+            let (Some(out), Some((_, AttrValue::Tensor(t)))) = (n.outputs.first(), n.attrs.into_iter().next()) else {
+                return Err(ImportError::Invalid { location, reason: "generated constant without a value".into() });
+            };
+            let v = self.add_const(region, t, format!("{}{out}", ctx.prefix));
+            scope.bind(out, Some(v));
+            return Ok(());
+        }
+        let name = format!("{}{}", ctx.prefix, n.name);
+        let emit = Emit { location, op_type: n.op_type, version: expand::OPSET, name, attrs: n.attrs, graphs: Vec::new(), inputs: &n.inputs, outputs: &n.outputs };
+        self.emit(emit, scope, ctx, region)
+    }
+
+    /// Imports one default-domain node: inputs looked up, the op upgraded to the newest form,
+    /// regions imported, types inferred; shape computations fold to constants.
+    fn emit(&mut self, e: Emit<'_, 'f>, scope: &mut Scope, ctx: &Context<'f>, region: &mut Region) -> Result<(), ImportError> {
+        let Emit { location, op_type, version, name: node_name, attrs: values, mut graphs, inputs: input_names, outputs: output_names } = e;
+        let mut inputs = Vec::with_capacity(input_names.len());
+        for name in input_names {
             if name.is_empty() {
                 inputs.push(None);
                 continue;
@@ -308,7 +375,7 @@ impl<'f> Importer<'f> {
             kind,
             attrs: values,
             inputs,
-            num_outputs: np.output.len(),
+            num_outputs: output_names.len(),
         };
         let input_types: Vec<Option<TensorType>> = pending
             .inputs
@@ -363,6 +430,7 @@ impl<'f> Importer<'f> {
                 results: r.results.iter().map(|&p| self.g.ty(p).clone()).collect(),
             })
             .collect();
+        let mut assumed = Vec::new();
         let types = {
             let inputs: Vec<Option<InferInput<'_>>> = pending
                 .inputs
@@ -374,13 +442,8 @@ impl<'f> Importer<'f> {
                     })
                 })
                 .collect();
-            let mut counter = self.fresh;
-            let mut fresh = || {
-                counter += 1;
-                Dim::sym(&format!("dyn{counter}"))
-            };
-            let r = infer_op(&op, &inputs, &sigs, np.output.len(), &mut fresh);
-            self.fresh = counter;
+            let mut symbols = NodeSymbols { symbols: &mut self.symbols, assumed: &mut assumed };
+            let r = infer_op(&op, &inputs, &sigs, output_names.len(), &mut symbols);
             r.map_err(|e| match e {
                 // kiln compiles for static ranks; a rank that depends on input data is a limit of
                 // kiln, not a fault of the model.
@@ -396,7 +459,7 @@ impl<'f> Importer<'f> {
         };
 
         if let Some(folded) = kiln_eval::fold::fold_node(&self.g, &op, &pending.inputs, &types) {
-            for (name, t) in np.output.iter().zip(folded) {
+            for (name, t) in output_names.iter().zip(folded) {
                 if !name.is_empty() {
                     let v = self.add_const(region, t, format!("{}{name}", ctx.prefix));
                     scope.bind(name, Some(v));
@@ -404,16 +467,15 @@ impl<'f> Importer<'f> {
             }
             return Ok(());
         }
-        let outputs = np
-            .output
+        let outputs = output_names
             .iter()
             .zip(types)
             .map(|(name, ty)| (!name.is_empty()).then(|| (ty, format!("{}{name}", ctx.prefix))))
             .collect();
-        let name = format!("{}{}", ctx.prefix, np.name.as_deref().unwrap_or(""));
-        let node = self.g.add_node(op, name, pending.inputs, outputs, regions);
+        let node = self.g.add_node(op, node_name, pending.inputs, outputs, regions);
         region.nodes.push(node);
-        for (name, out) in np.output.iter().zip(self.g.node(node).outputs.clone()) {
+        self.g.assumptions.extend(assumed.into_iter().map(|what| Assumption { node, what }));
+        for (name, out) in output_names.iter().zip(self.g.node(node).outputs.clone()) {
             if !name.is_empty() {
                 scope.bind(name, out);
             }
@@ -581,6 +643,22 @@ impl<'f> Importer<'f> {
             }
         }
         Ok(())
+    }
+}
+
+/// The import's symbols, and the broadcasts one node's inference assumed.
+struct NodeSymbols<'a> {
+    symbols: &'a mut Symbols,
+    assumed: &'a mut Vec<Assumed>,
+}
+
+impl SymbolSource for NodeSymbols<'_> {
+    fn fresh(&mut self) -> Dim {
+        self.symbols.fresh("dyn")
+    }
+
+    fn assume(&mut self, what: Assumed) {
+        self.assumed.push(what);
     }
 }
 

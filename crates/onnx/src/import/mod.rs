@@ -7,6 +7,7 @@
 //! is checked by the tensor-IR verifier before it is returned.
 
 mod attrs;
+mod expand;
 mod graph;
 mod types;
 mod upgrade;

@@ -1,13 +1,62 @@
 //! ONNX value types and tensors as tensor-IR types and constants.
 
+use std::collections::{HashMap, HashSet};
+
 use kiln_tir::{DType, Dim, Tensor, TensorData, TensorType};
 
 use super::ImportError;
 use crate::load::{self, OnnxFile};
 use crate::proto::{type_proto, TensorProto, TypeProto};
 
-/// A dim symbol spelled as an identifier: other characters become `_`.
-pub fn symbol_name(raw: &str) -> String {
+/// The dim symbols of one import: exporters' dim names spelled as identifiers, one symbol per
+/// distinct name (`a-b` and `a_b` stay two symbols), and fresh symbols for unknown dims that
+/// collide with none of them.
+#[derive(Default)]
+pub struct Symbols {
+    by_name: HashMap<String, String>,
+    used: HashSet<String>,
+    fresh: u32,
+}
+
+impl Symbols {
+    /// The symbol for the exporter's dim name `raw`: the same symbol each time it is asked for.
+    pub fn named(&mut self, raw: &str) -> Dim {
+        if let Some(s) = self.by_name.get(raw) {
+            return Dim::sym(s);
+        }
+        let d = self.unique(raw);
+        if let Some(s) = d.symbols().first() {
+            self.by_name.insert(raw.to_string(), s.to_string());
+        }
+        d
+    }
+
+    /// A symbol of its own spelled like `raw` (`raw_2`, `raw_3`, ... when taken).
+    pub fn unique(&mut self, raw: &str) -> Dim {
+        let base = identifier(raw);
+        let mut name = base.clone();
+        let mut k = 1;
+        while !self.used.insert(name.clone()) {
+            k += 1;
+            name = format!("{base}_{k}");
+        }
+        Dim::sym(&name)
+    }
+
+    /// A symbol no other dim uses, `{stem}N`.
+    pub fn fresh(&mut self, stem: &str) -> Dim {
+        loop {
+            self.fresh += 1;
+            let name = format!("{}{}", identifier(stem), self.fresh);
+            if self.used.insert(name.clone()) {
+                return Dim::sym(&name);
+            }
+        }
+    }
+}
+
+/// `raw` spelled as an identifier: other characters become `_`, and a leading digit gets one.
+fn identifier(raw: &str) -> String {
     let mut s: String = raw.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
     if s.is_empty() || s.as_bytes()[0].is_ascii_digit() {
         s.insert(0, '_');
@@ -17,8 +66,9 @@ pub fn symbol_name(raw: &str) -> String {
 
 /// The tensor type declared by `tp`, if it declares a tensor with an element type and a shape.
 ///
-/// Dims with neither a value nor a name become the symbol `unknown(axis)` makes.
-pub fn tensor_type(tp: Option<&TypeProto>, what: &str, unknown: &mut dyn FnMut(usize) -> Dim) -> Result<Option<TensorType>, ImportError> {
+/// Exporters write a dynamic dim as a name, `?`, an empty name, no value, or a negative value
+/// (`-1`); named dims become that name's symbol, the others each a fresh symbol.
+pub fn tensor_type(tp: Option<&TypeProto>, what: &str, stem: &str, symbols: &mut Symbols) -> Result<Option<TensorType>, ImportError> {
     let Some(value) = tp.and_then(|t| t.value.as_ref()) else {
         return Ok(None);
     };
@@ -43,11 +93,8 @@ pub fn tensor_type(tp: Option<&TypeProto>, what: &str, unknown: &mut dyn FnMut(u
         use crate::proto::tensor_shape_proto::dimension::Value;
         dims.push(match &d.value {
             Some(Value::DimValue(v)) if *v >= 0 => Dim::Known(*v as u64),
-            Some(Value::DimValue(v)) => {
-                return Err(ImportError::Invalid { location: what.to_string(), reason: format!("dim {axis} is negative ({v})") });
-            }
-            Some(Value::DimParam(p)) if !p.is_empty() => Dim::sym(&symbol_name(p)),
-            _ => unknown(axis),
+            Some(Value::DimParam(p)) if !p.is_empty() && p != "?" => symbols.named(p),
+            _ => symbols.unique(&format!("{stem}_{axis}")),
         });
     }
     Ok(Some(TensorType { dtype, shape: dims }))

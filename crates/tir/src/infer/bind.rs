@@ -264,12 +264,14 @@ pub fn substitute_input_values(g: &mut Graph, values: &[(usize, crate::Tensor)])
 const MAX_SHAPE_INPUT: u64 = 64;
 
 /// Graph inputs whose values may decide shapes inside the graph, for binding with
-/// [`bind_input_values`]: empty when every value's shape is already static; otherwise the
+/// [`bind_input_values`]: empty when every value's shape is already static and no `If` waits
+/// for its condition to choose between ranks; otherwise the
 /// inputs that look like shape parameters rather than data — integer tensors of at most 64
 /// elements (shapes, axes, pads, repeats, `k`), and 1-D float tensors of at most 8 elements
 /// (Resize scales). `g`'s input shapes must be bound already.
 pub fn shape_deciding_inputs(g: &Graph) -> Vec<usize> {
-    if g.values.iter().all(|v| v.ty.known_dims().is_some()) {
+    let branch_open = g.assumptions.iter().any(|a| matches!(a.what, crate::Assumed::Branch { .. }));
+    if !branch_open && g.values.iter().all(|v| v.ty.known_dims().is_some()) {
         return Vec::new();
     }
     g.body

@@ -2,11 +2,12 @@
 //! checked dim arithmetic, broadcasting and decoding of constant inputs.
 
 use crate::dim::Dim;
+use crate::graph::Assumed;
 use crate::dtype::{DType, DTypeKind};
 use crate::tensor::Tensor;
 use crate::types::TensorType;
 
-use super::{InferError, InferInput, RegionSig};
+use super::{InferError, InferInput, RegionSig, SymbolSource};
 
 /// Results of this module's functions.
 pub(super) type Res<T> = Result<T, InferError>;
@@ -18,12 +19,12 @@ pub(super) struct Cx<'a, 'i> {
     pub regions: &'a [RegionSig],
     /// How many outputs the node has.
     pub num_outputs: usize,
-    fresh: &'a mut dyn FnMut() -> Dim,
+    symbols: &'a mut dyn SymbolSource,
 }
 
 impl<'a, 'i> Cx<'a, 'i> {
-    pub fn new(inputs: &'a [Option<InferInput<'i>>], regions: &'a [RegionSig], num_outputs: usize, fresh: &'a mut dyn FnMut() -> Dim) -> Self {
-        Cx { inputs, regions, num_outputs, fresh }
+    pub fn new(inputs: &'a [Option<InferInput<'i>>], regions: &'a [RegionSig], num_outputs: usize, symbols: &'a mut dyn SymbolSource) -> Self {
+        Cx { inputs, regions, num_outputs, symbols }
     }
 
     /// Checks the input count is within `min..=max` and the first `min` inputs are present.
@@ -95,7 +96,75 @@ impl<'a, 'i> Cx<'a, 'i> {
 
     /// A new symbol for a size known only at run time.
     pub fn fresh(&mut self) -> Dim {
-        (self.fresh)()
+        self.symbols.fresh()
+    }
+
+    /// Reports that inference goes on under `what`.
+    pub fn assume(&mut self, what: Assumed) {
+        self.symbols.assume(what);
+    }
+
+    /// Broadcasts one pair of dims: equal dims, or `1` against anything. Whether a symbol
+    /// broadcasts with a different size is decided only once it is bound, so it is assumed
+    /// (and the assumption reported): against a known size the result is that size, which it
+    /// is whether the symbol turns out to be 1 or equal; two symbols give a fresh one. Two
+    /// known sizes that differ and are not 1 do not broadcast: `None`.
+    pub fn broadcast_dim(&mut self, a: &Dim, b: &Dim) -> Option<Dim> {
+        if a == b || *b == Dim::Known(1) {
+            return Some(a.clone());
+        }
+        if *a == Dim::Known(1) {
+            return Some(b.clone());
+        }
+        let out = match (a, b) {
+            (Dim::Known(_), Dim::Known(_)) => return None,
+            (Dim::Known(_), Dim::Sym(_)) => a.clone(),
+            (Dim::Sym(_), Dim::Known(_)) => b.clone(),
+            (Dim::Sym(_), Dim::Sym(_)) => self.fresh(),
+        };
+        self.assume(Assumed::Broadcast(a.clone(), b.clone()));
+        Some(out)
+    }
+
+    /// Multidirectional (numpy) broadcasting of several shapes.
+    pub fn broadcast(&mut self, shapes: &[&[Dim]]) -> Res<Vec<Dim>> {
+        let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
+        let mut out = Vec::with_capacity(rank);
+        for k in 0..rank {
+            let mut acc: Option<Dim> = None;
+            for s in shapes {
+                let Some(i) = (k + s.len()).checked_sub(rank) else {
+                    continue;
+                };
+                let d = &s[i];
+                acc = Some(match acc {
+                    None => d.clone(),
+                    Some(a) => self.broadcast_dim(&a, d).ok_or_else(|| {
+                        let all: Vec<String> = shapes.iter().map(|s| fmt_dims(s)).collect();
+                        shape_err(format!("cannot broadcast dim {a} with {d} (shapes {})", all.join(", ")))
+                    })?,
+                });
+            }
+            out.push(acc.unwrap_or(Dim::Known(1)));
+        }
+        Ok(out)
+    }
+
+    /// Checks `from` broadcasts to `to` in one direction (`to` keeps its shape); a symbol on
+    /// either side against a different size is assumed to fit, as in [`Cx::broadcast_dim`].
+    pub fn broadcasts_to(&mut self, from: &[Dim], to: &[Dim], what: &str) -> Res<()> {
+        let fail = || shape_err(format!("{what} of shape {} does not broadcast to {}", fmt_dims(from), fmt_dims(to)));
+        if from.len() > to.len() {
+            return Err(fail());
+        }
+        for (f, t) in from.iter().rev().zip(to.iter().rev()) {
+            match (f, t) {
+                _ if f == t || *f == Dim::Known(1) => {}
+                (Dim::Known(_), Dim::Known(_)) => return Err(fail()),
+                _ => self.assume(Assumed::Broadcast(f.clone(), t.clone())),
+            }
+        }
+        Ok(())
     }
 
     /// `n` fresh dims.
@@ -356,47 +425,6 @@ pub(super) fn per_axis(list: &[i64], n: usize, default: i64, what: &str) -> Res<
         return Err(attr_err(format!("`{what}` has {} values, expected {n}", list.len())));
     }
     Ok(list.to_vec())
-}
-
-/// Broadcasts one pair of dims: equal dims, or `1` against anything.
-pub(super) fn broadcast_dim(a: &Dim, b: &Dim) -> Option<Dim> {
-    if a == b || *b == Dim::Known(1) {
-        Some(a.clone())
-    } else if *a == Dim::Known(1) {
-        Some(b.clone())
-    } else {
-        None
-    }
-}
-
-/// Multidirectional (numpy) broadcasting of several shapes.
-pub(super) fn broadcast(shapes: &[&[Dim]]) -> Res<Vec<Dim>> {
-    let rank = shapes.iter().map(|s| s.len()).max().unwrap_or(0);
-    let mut out = Vec::with_capacity(rank);
-    for k in 0..rank {
-        let mut acc: Option<Dim> = None;
-        for s in shapes {
-            let Some(i) = (k + s.len()).checked_sub(rank) else {
-                continue;
-            };
-            let d = &s[i];
-            acc = Some(match acc {
-                None => d.clone(),
-                Some(a) => broadcast_dim(&a, d).ok_or_else(|| {
-                    let all: Vec<String> = shapes.iter().map(|s| fmt_dims(s)).collect();
-                    shape_err(format!("cannot broadcast dim {a} with {d} (shapes {})", all.join(", ")))
-                })?,
-            });
-        }
-        out.push(acc.unwrap_or(Dim::Known(1)));
-    }
-    Ok(out)
-}
-
-/// Checks `from` broadcasts to `to` in one direction (`to` keeps its shape).
-pub(super) fn broadcasts_to(from: &[Dim], to: &[Dim], what: &str) -> Res<()> {
-    let ok = from.len() <= to.len() && from.iter().rev().zip(to.iter().rev()).all(|(f, t)| f == t || *f == Dim::Known(1));
-    if ok { Ok(()) } else { Err(shape_err(format!("{what} of shape {} does not broadcast to {}", fmt_dims(from), fmt_dims(to)))) }
 }
 
 /// Two dims that must be equal at run time: known sizes must match, a known size wins over

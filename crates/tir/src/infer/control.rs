@@ -1,6 +1,7 @@
 //! Control flow: If, Loop, Scan. Their output types come from the regions' signatures.
 
 use crate::dim::Dim;
+use crate::graph::Assumed;
 use crate::op::Scan;
 use crate::types::TensorType;
 
@@ -42,8 +43,17 @@ pub(super) fn if_(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
             return Err(region_err(format!("the {name} branch has {} results for {n} outputs", r.results.len())));
         }
     }
+    // A known condition leaves one branch, whatever the other returns.
+    if let Some(cond) = cx.value(0).and_then(crate::Tensor::to_i64s).and_then(|v| v.first().copied()) {
+        return Ok(if cond != 0 { then.results.clone() } else { els.results.clone() });
+    }
     let mut out = Vec::with_capacity(n);
     for (i, (a, b)) in then.results.iter().zip(&els.results).enumerate() {
+        if a.dtype == b.dtype && a.rank() != b.rank() {
+            cx.assume(Assumed::Branch { output: i, then: a.clone(), otherwise: b.clone() });
+            out.push(a.clone());
+            continue;
+        }
         out.push(merge(cx, a, b, &format!("output {i} of the two branches"))?);
     }
     Ok(out)

@@ -4,7 +4,7 @@ use crate::dtype::DType;
 use crate::types::TensorType;
 
 use super::InferError;
-use super::common::{Cx, Res, TypeSet, broadcast, broadcasts_to, fmt_dims, set, shape_err, tt};
+use super::common::{Cx, Res, TypeSet, fmt_dims, set, shape_err, tt};
 
 /// One input; the output has its type.
 pub(super) fn unary(cx: &mut Cx<'_, '_>, accepts: TypeSet) -> Res<Vec<TensorType>> {
@@ -68,7 +68,7 @@ pub(super) fn binary(cx: &mut Cx<'_, '_>, accepts: TypeSet, out: Option<DType>) 
     cx.arity(2, 2)?;
     let d = cx.check(0, accepts)?;
     cx.same(0, 1)?;
-    let shape = broadcast(&[&cx.ty(0)?.shape, &cx.ty(1)?.shape])?;
+    let shape = cx.broadcast(&[&cx.ty(0)?.shape, &cx.ty(1)?.shape])?;
     Ok(vec![tt(out.unwrap_or(d), shape)])
 }
 
@@ -77,7 +77,7 @@ pub(super) fn pow(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
     cx.arity(2, 2)?;
     let d = cx.check(0, set::POW_BASE)?;
     cx.check(1, set::NUMERIC)?;
-    let shape = broadcast(&[&cx.ty(0)?.shape, &cx.ty(1)?.shape])?;
+    let shape = cx.broadcast(&[&cx.ty(0)?.shape, &cx.ty(1)?.shape])?;
     Ok(vec![tt(d, shape)])
 }
 
@@ -87,7 +87,7 @@ pub(super) fn prelu(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
     cx.check(0, set::REDUCIBLE)?;
     cx.same(0, 1)?;
     let (x, slope) = (cx.ty(0)?, cx.ty(1)?);
-    broadcasts_to(&slope.shape, &x.shape, "slope")?;
+    cx.broadcasts_to(&slope.shape, &x.shape, "slope")?;
     Ok(vec![x.clone()])
 }
 
@@ -108,7 +108,7 @@ pub(super) fn where_(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
     cx.arity(3, 3)?;
     cx.check(0, set::BOOL)?;
     cx.same(1, 2)?;
-    let shape = broadcast(&[&cx.ty(0)?.shape, &cx.ty(1)?.shape, &cx.ty(2)?.shape])?;
+    let shape = cx.broadcast(&[&cx.ty(0)?.shape, &cx.ty(1)?.shape, &cx.ty(2)?.shape])?;
     Ok(vec![tt(cx.ty(1)?.dtype, shape)])
 }
 
@@ -121,5 +121,5 @@ pub(super) fn variadic(cx: &mut Cx<'_, '_>, accepts: TypeSet) -> Res<Vec<TensorT
         cx.same(0, i)?;
         shapes.push(&cx.ty(i)?.shape[..]);
     }
-    Ok(vec![tt(d, broadcast(&shapes)?)])
+    Ok(vec![tt(d, cx.broadcast(&shapes)?)])
 }

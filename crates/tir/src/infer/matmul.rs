@@ -8,12 +8,12 @@ use crate::op::{FusedMatMul, Gemm};
 use crate::types::TensorType;
 
 use super::common::{
-    Cx, Res, attr_err, broadcast, broadcast_dim, broadcasts_to, fmt_dims, set, shape_err, tt, unify,
+    Cx, Res, attr_err, fmt_dims, set, shape_err, tt, unify,
 };
 
 /// numpy `matmul` shapes: 1-D operands are promoted and their added axis removed again; batch
 /// axes broadcast.
-pub(super) fn matmul_shape(a: &[Dim], b: &[Dim]) -> Res<Vec<Dim>> {
+pub(super) fn matmul_shape(cx: &mut Cx<'_, '_>, a: &[Dim], b: &[Dim]) -> Res<Vec<Dim>> {
     if a.is_empty() || b.is_empty() {
         return Err(shape_err(format!(
             "matmul operands must have rank at least 1, found {} and {}",
@@ -37,7 +37,7 @@ pub(super) fn matmul_shape(a: &[Dim], b: &[Dim]) -> Res<Vec<Dim>> {
         &b2[rb - 2],
         &format!("inner dims of {} and {} differ", fmt_dims(a), fmt_dims(b)),
     )?;
-    let mut out = broadcast(&[&a2[..ra - 2], &b2[..rb - 2]])?;
+    let mut out = cx.broadcast(&[&a2[..ra - 2], &b2[..rb - 2]])?;
     if a.len() > 1 {
         out.push(a2[ra - 2].clone());
     }
@@ -54,7 +54,7 @@ pub(super) fn matmul(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
     cx.same(0, 1)?;
     Ok(vec![tt(
         d,
-        matmul_shape(&cx.ty(0)?.shape, &cx.ty(1)?.shape)?,
+        matmul_shape(cx, &cx.ty(0)?.shape, &cx.ty(1)?.shape)?,
     )])
 }
 
@@ -76,7 +76,7 @@ pub(super) fn fused_matmul(cx: &mut Cx<'_, '_>, a: &FusedMatMul) -> Res<Vec<Tens
         }
         b.swap(r - 2, r - 1);
     }
-    let shape = matmul_shape(&cx.ty(0)?.shape, &b)?;
+    let shape = matmul_shape(cx, &cx.ty(0)?.shape, &b)?;
     if let Some(bias) = cx.opt(2) {
         let n = shape.last().cloned().unwrap_or(Dim::Known(1));
         if bias.shape.len() != 1 || bias.shape[0] != n {
@@ -99,7 +99,7 @@ pub(super) fn matmul_integer(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
     cx.same(1, 3)?;
     Ok(vec![tt(
         DType::I32,
-        matmul_shape(&cx.ty(0)?.shape, &cx.ty(1)?.shape)?,
+        matmul_shape(cx, &cx.ty(0)?.shape, &cx.ty(1)?.shape)?,
     )])
 }
 
@@ -117,7 +117,7 @@ pub(super) fn qlinear_matmul(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
     cx.same(1, 6)?;
     Ok(vec![tt(
         d,
-        matmul_shape(&cx.ty(0)?.shape, &cx.ty(3)?.shape)?,
+        matmul_shape(cx, &cx.ty(0)?.shape, &cx.ty(3)?.shape)?,
     )])
 }
 
@@ -151,7 +151,7 @@ pub(super) fn gemm(cx: &mut Cx<'_, '_>, a: &Gemm) -> Res<Vec<TensorType>> {
     )?;
     let out = vec![m.clone(), n.clone()];
     if let Some(c) = cx.opt(2) {
-        broadcasts_to(&c.shape, &out, "C")?;
+        cx.broadcasts_to(&c.shape, &out, "C")?;
     }
     Ok(vec![tt(d, out)])
 }
@@ -231,7 +231,7 @@ pub(super) fn einsum(cx: &mut Cx<'_, '_>, equation: &str) -> Res<Vec<TensorType>
             *counts.entry(label).or_default() += 1;
             let merged = match sizes.get(&label) {
                 None => dim.clone(),
-                Some(prev) => broadcast_dim(prev, dim).ok_or_else(|| {
+                Some(prev) => cx.broadcast_dim(prev, dim).ok_or_else(|| {
                     shape_err(format!(
                         "einsum label `{}` has sizes {prev} and {dim}",
                         label as char
@@ -242,7 +242,7 @@ pub(super) fn einsum(cx: &mut Cx<'_, '_>, equation: &str) -> Res<Vec<TensorType>
         }
     }
     let ell_refs: Vec<&[Dim]> = ellipses.iter().map(Vec::as_slice).collect();
-    let ell = broadcast(&ell_refs)?;
+    let ell = cx.broadcast(&ell_refs)?;
     let out_term = match rhs {
         Some(r) => parse_term(r)?,
         None => Term {

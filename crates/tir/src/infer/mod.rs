@@ -7,9 +7,10 @@
 //! Semantics are those of the newest ONNX opset of each op. Conventions where ONNX leaves a
 //! size open:
 //!
-//! - A symbolic dim is assumed to be neither 0 nor 1: it broadcasts against `1` and against
-//!   itself only, and `Squeeze` without axes keeps it. Binding the symbols and re-inferring
-//!   gives the exact answer.
+//! - Whether a symbolic dim broadcasts with a different size is unknown until it is bound: it
+//!   is assumed to (the known size wins, two symbols give a fresh one) and the assumption is
+//!   reported to the [`SymbolSource`]; `Squeeze` without axes keeps a symbol. Binding the
+//!   symbols and re-inferring gives the exact answer, and a broken assumption is then an error.
 //! - A size that depends on data that is not a constant (`NonZero`, `Unique`, a `Reshape`
 //!   whose shape input is computed, ...) or that has no polynomial form (`floor(seq / 2)`)
 //!   becomes a fresh symbol from the caller's `fresh` function. When even the rank is
@@ -43,7 +44,7 @@ use std::fmt;
 
 use crate::dim::Dim;
 use crate::dtype::DType;
-use crate::graph::NodeId;
+use crate::graph::{Assumed, NodeId};
 use crate::op::Op;
 use crate::tensor::Tensor;
 use crate::types::TensorType;
@@ -72,6 +73,24 @@ pub struct RegionSig {
     pub params: Vec<TensorType>,
     /// Result types, in order.
     pub results: Vec<TensorType>,
+}
+
+/// Where inference takes fresh symbols from, and where it reports what it had to assume to
+/// go on before symbols and shape-deciding inputs are bound. A closure `|| -> Dim` is a
+/// source that ignores assumptions.
+pub trait SymbolSource {
+    /// A new symbol for a size known only at run time.
+    fn fresh(&mut self) -> Dim;
+    /// Inference went on under `what`; binding must make it true (or moot).
+    fn assume(&mut self, what: Assumed) {
+        let _ = what;
+    }
+}
+
+impl<F: FnMut() -> Dim> SymbolSource for F {
+    fn fresh(&mut self) -> Dim {
+        self()
+    }
 }
 
 /// An inference failure; Display explains it (the caller prefixes node name and op type).
@@ -151,14 +170,14 @@ impl std::error::Error for GraphInferError {}
 /// Returns exactly `num_outputs` types (the node's output count, which may be fewer than the
 /// op's maximum, e.g. MaxPool without indices, Dropout without mask, BatchNormalization
 /// inference mode). `regions` gives the signatures of the node's nested regions in the order
-/// [`crate::OpKind::region_names`] lists them. `fresh` makes a new symbol for a dim that
-/// depends on runtime data.
+/// [`crate::OpKind::region_names`] lists them. `symbols` makes a new symbol for a dim that
+/// depends on runtime data and hears the broadcasts inference had to assume.
 pub fn infer_op(
     op: &Op,
     inputs: &[Option<InferInput<'_>>],
     regions: &[RegionSig],
     num_outputs: usize,
-    fresh: &mut dyn FnMut() -> Dim,
+    symbols: &mut dyn SymbolSource,
 ) -> Result<Vec<TensorType>, InferError> {
     let want = op.kind().region_names().len();
     if regions.len() != want {
@@ -168,7 +187,7 @@ pub fn infer_op(
             found: regions.len(),
         });
     }
-    let mut cx = Cx::new(inputs, regions, num_outputs, fresh);
+    let mut cx = Cx::new(inputs, regions, num_outputs, symbols);
     let mut out = dispatch(op, &mut cx)?;
     if out.len() < num_outputs {
         return Err(InferError::Arity {

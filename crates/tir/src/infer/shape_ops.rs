@@ -7,7 +7,7 @@ use crate::tensor::Tensor;
 use crate::types::TensorType;
 
 use super::InferError;
-use super::common::{Cx, Res, attr_err, axes, broadcast, fmt_dims, known, mul, positive, product, set, shape_err, to_f64s, tt};
+use super::common::{Cx, Res, attr_err, axes, fmt_dims, known, mul, positive, product, set, shape_err, to_f64s, tt};
 
 /// The length of 1-D input `i`, which sets an output rank, or an error when it is not static.
 fn static_len(cx: &Cx<'_, '_>, i: usize, name: &str) -> Res<usize> {
@@ -158,7 +158,7 @@ pub(super) fn expand(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
     match cx.ints(1) {
         Some(v) => {
             let target: Vec<Dim> = v.iter().map(|&d| known(d, "shape value")).collect::<Res<_>>()?;
-            Ok(vec![tt(x.dtype, broadcast(&[&x.shape, &target])?)])
+            Ok(vec![tt(x.dtype, cx.broadcast(&[&x.shape, &target])?)])
         }
         None => {
             let n = static_len(cx, 1, "shape")?;

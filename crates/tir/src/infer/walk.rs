@@ -3,11 +3,11 @@
 use std::collections::HashSet;
 
 use crate::dim::Dim;
-use crate::graph::{Graph, NodeId, Region, ValueDef, ValueId};
+use crate::graph::{Assumed, Assumption, Graph, NodeId, Region, ValueDef, ValueId};
 use crate::op::{Op, OpKind};
 use crate::types::TensorType;
 
-use super::{GraphInferError, InferInput, RegionSig, infer_op};
+use super::{GraphInferError, InferInput, RegionSig, SymbolSource, infer_op};
 
 /// Names fresh symbols `unk__N`, skipping the symbols region parameters already use, so that
 /// inferring the same graph twice gives the same names.
@@ -43,10 +43,27 @@ impl FreshNames {
 /// inputs), replacing output types; errors name the node (`node "name" (tensor.conv): reason`)
 /// and all failures are collected.
 pub fn infer_graph(g: &mut Graph) -> Result<(), Vec<GraphInferError>> {
+    g.assumptions.clear();
     let mut w = Walk { fresh: FreshNames::new(g), errors: Vec::new() };
     let body = g.body.clone();
     w.region(g, &body);
     if w.errors.is_empty() { Ok(()) } else { Err(w.errors) }
+}
+
+/// Fresh names, and the broadcasts one node's inference assumed.
+struct Symbols<'a> {
+    fresh: &'a mut FreshNames,
+    assumed: Vec<Assumed>,
+}
+
+impl SymbolSource for Symbols<'_> {
+    fn fresh(&mut self) -> Dim {
+        self.fresh.make()
+    }
+
+    fn assume(&mut self, what: Assumed) {
+        self.assumed.push(what);
+    }
 }
 
 struct Walk {
@@ -99,9 +116,11 @@ impl Walk {
         };
         let node = &g.nodes[n.index()];
         let inputs: Vec<Option<InferInput<'_>>> = node.inputs.iter().map(|i| i.map(|id| InferInput { ty: g.ty(id), value: g.const_value(id) })).collect();
-        let fresh = &mut self.fresh;
-        let result = infer_op(&node.op, &inputs, &sigs, node.outputs.len(), &mut || fresh.make());
+        let mut symbols = Symbols { fresh: &mut self.fresh, assumed: Vec::new() };
+        let result = infer_op(&node.op, &inputs, &sigs, node.outputs.len(), &mut symbols);
+        let assumed = symbols.assumed;
         drop(inputs);
+        g.assumptions.extend(assumed.into_iter().map(|what| Assumption { node: n, what }));
         match result {
             Ok(types) => {
                 let outs = g.nodes[n.index()].outputs.clone();

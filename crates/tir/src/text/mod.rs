@@ -68,4 +68,4 @@ mod token;
 
 pub use cursor::ParseError;
 pub use parse::parse;
-pub use print::print;
+pub use print::{print, print_assumptions};

@@ -20,6 +20,20 @@ pub fn print(g: &Graph) -> String {
     p.out
 }
 
+/// What inference assumed about `g`'s symbols (see [`crate::Assumed`]), one comment line per
+/// assumption naming its node; empty when nothing was assumed. The assumptions are derived by
+/// inference, so the text form itself does not carry them.
+pub fn print_assumptions(g: &Graph) -> String {
+    let mut out = String::new();
+    for a in &g.assumptions {
+        let node = g.nodes.get(a.node.index()).map_or("", |n| n.name.as_str());
+        out.push_str("// assumed at ");
+        write_quoted(&mut out, node.as_bytes());
+        let _ = writeln!(out, ": {}", a.what);
+    }
+    out
+}
+
 const UNNUMBERED: u32 = u32::MAX;
 
 struct Printer<'g> {

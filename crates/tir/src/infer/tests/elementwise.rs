@@ -19,10 +19,39 @@ fn broadcasting_keeps_symbols() {
 }
 
 #[test]
-fn broadcasting_rejects_unequal_dims() {
+fn broadcasting_rejects_unequal_known_dims() {
     assert_eq!(infer1(Op::Add(Add {}), &[ty("f32[2, 3]"), ty("f32[4]")]), "error: cannot broadcast dim 3 with 4 (shapes [2, 3], [4])");
-    assert!(infer1(Op::Add(Add {}), &[ty("f32[a]"), ty("f32[b]")]).starts_with("error: cannot broadcast dim a with b"));
-    assert!(infer1(Op::Add(Add {}), &[ty("f32[a]"), ty("f32[3]")]).starts_with("error: cannot broadcast"));
+}
+
+/// Infers `Add` of two shapes and returns the output type with the assumptions reported.
+fn add_assuming(a: &str, b: &str) -> (String, Vec<String>) {
+    struct Recorder(Vec<String>, u32);
+    impl crate::infer::SymbolSource for Recorder {
+        fn fresh(&mut self) -> crate::Dim {
+            self.1 += 1;
+            crate::Dim::sym(&format!("u{}", self.1))
+        }
+        fn assume(&mut self, what: crate::Assumed) {
+            if let crate::Assumed::Broadcast(lhs, rhs) = what {
+                self.0.push(format!("{lhs} ~ {rhs}"));
+            }
+        }
+    }
+    let (ta, tb) = (super::t(a), super::t(b));
+    let inputs = [Some(crate::infer::InferInput { ty: &ta, value: None }), Some(crate::infer::InferInput { ty: &tb, value: None })];
+    let mut rec = Recorder(Vec::new(), 0);
+    let out = crate::infer::infer_op(&Op::Add(Add {}), &inputs, &[], 1, &mut rec).map(|t| t[0].to_string()).unwrap_or_else(|e| format!("error: {e}"));
+    (out, rec.0)
+}
+
+#[test]
+fn undecidable_broadcasts_are_assumed_and_reported() {
+    // A symbol against a known size: the known size, whether the symbol is 1 or equal.
+    assert_eq!(add_assuming("f32[n, 96, h]", "f32[120]"), ("f32[n, 96, 120]".to_string(), vec!["h ~ 120".to_string()]));
+    // Two different symbols: a fresh one.
+    assert_eq!(add_assuming("f32[h, 8]", "f32[w*2, 8]"), ("f32[u1, 8]".to_string(), vec!["h ~ w*2".to_string()]));
+    // Nothing to assume when equal or 1.
+    assert_eq!(add_assuming("f32[h, 1]", "f32[h, w]"), ("f32[h, w]".to_string(), vec![]));
 }
 
 #[test]
