@@ -1,8 +1,10 @@
 """Generates the model zoo: small hand-built ONNX models with onnxruntime reference outputs.
 
 The zoo tests kiln on conventions seen in real exported models (odd shape declarations, shape
-arithmetic, If with rank-changing branches, recurrent layers, old opsets), on onnxruntime's
-com.microsoft contrib ops, and on models produced by onnxruntime's quantization tools.
+arithmetic, If with rank-changing branches, recurrent layers, old opsets), on ops whose output
+shapes depend on input values (NonMaxSuppression, NonZero, Unique, Compress, Loop) or whose
+parameters are computed at run time (TopK's k, Reshape's shape), on onnxruntime's com.microsoft
+contrib ops, and on models produced by onnxruntime's quantization tools.
 Everything is built here with onnx.helper from a numpy RNG seeded per case (nothing is
 downloaded), so the output is the same on every run.
 
@@ -451,6 +453,138 @@ def gru_bidirectional_dynamic(name):
     m = model(nodes, [vi("x", F, ["seq", "batch", inp])],
               [vi("Y", F, ["seq", 2, "batch", hidden]), vi("Y_h", F, [2, "batch", hidden])], inits)
     return Case(m, [{"x": f32(rng, 4, 1, 16)}, {"x": f32(rng, 6, 3, 16)}])
+
+
+# ---------------------------------------------------------------------------------------------
+# Data-dependent shapes and runtime values (default domain): output sizes that depend on input
+# values (NonMaxSuppression, NonZero, Unique, Compress, Loop trip counts) and op parameters that
+# are computed tensors or graph inputs rather than constants (TopK's k, Reshape's shape).
+
+
+def random_boxes(rng, n, image=64, lo=8, hi=24, per_object=5):
+    """float [1, n, 4] corner boxes (y1, x1, y2, x2) as a detector emits them: clusters of
+    jittered boxes around n // per_object objects (centers in the image, sides lo..hi), so that
+    boxes of one object overlap and NonMaxSuppression has something to suppress."""
+    objects = max(1, n // per_object)
+    center = rng.random((objects, 2)) * image
+    size = lo + rng.random((objects, 2)) * (hi - lo)
+    which = rng.integers(0, objects, size=n)
+    c = center[which] + rng.uniform(-2, 2, size=(n, 2))
+    sz = size[which] * rng.uniform(0.85, 1.15, size=(n, 2))
+    return np.concatenate([c - sz / 2, c + sz / 2], axis=1)[None].astype(np.float32)
+
+
+@case
+def nms_postprocess(name):
+    rng = rng_for(name)
+    classes = 3
+    nodes = [
+        const("max_out", np.array([5], np.int64)),
+        const("iou_thr", np.array([0.5], np.float32)),
+        const("score_thr", np.array([0.2], np.float32)),
+        const("col2", np.int64(2)),
+        const("ax0", np.array([0], np.int64)),
+        node("NonMaxSuppression", ["boxes", "scores", "max_out", "iou_thr", "score_thr"],
+             ["selected"]),  # [K, 3]: (batch, class, box)
+        node("Gather", ["selected", "col2"], ["box_idx"], axis=1),  # [K]
+        node("Squeeze", ["boxes", "ax0"], ["boxes2"]),  # [N, 4]
+        node("Gather", ["boxes2", "box_idx"], ["sel_boxes"], axis=0),  # [K, 4]
+    ]
+    m = model(nodes, [vi("boxes", F, [1, "N", 4]), vi("scores", F, [1, classes, "N"])],
+              [vi("selected", I64, ["K", 3]), vi("sel_boxes", F, ["K", 4])])
+    # Class 2 scores lie in [0, 0.3): few pass score_threshold, so that class selects fewer
+    # than max_output_boxes_per_class and K varies between data sets.
+    class_scale = np.array([1, 1, 0.3], np.float32)[None, :, None]
+    sets = [{"boxes": random_boxes(rng, n),
+             "scores": (rng.random((1, classes, n)) * class_scale).astype(np.float32)}
+            for n in (20, 35)]
+    return Case(m, sets)
+
+
+@case
+def nonzero_gather(name):
+    rng = rng_for(name)
+    nodes = [
+        const("thr", np.float32(0.3)),
+        node("Greater", ["x", "thr"], ["mask"]),
+        node("NonZero", ["mask"], ["nz"]),  # [2, K]
+        node("Transpose", ["nz"], ["idx"], perm=[1, 0]),  # [K, 2]
+        node("GatherND", ["x", "idx"], ["vals"]),  # [K]
+        node("ReduceSum", ["vals"], ["total"], keepdims=0),
+    ]
+    m = model(nodes, [vi("x", F, ["B", "L"])],
+              [vi("vals", F, ["K"]), vi("total", F, []), vi("idx", I64, ["K", 2])])
+    return Case(m, [{"x": f32(rng, 2, 7)}, {"x": f32(rng, 3, 10)}])
+
+
+@case
+def topk_computed_k(name):
+    rng = rng_for(name)
+    nodes = [
+        const("s1", np.array([1], np.int64)), const("s2", np.array([2], np.int64)),
+        const("four", np.array([4], np.int64)),
+        node("Shape", ["x"], ["shp"]),
+        node("Slice", ["shp", "s1", "s2"], ["l1"]),  # [L]
+        node("Min", ["l1", "four"], ["kmin"]),  # [min(L, 4)]
+        node("Concat", ["kmin"], ["k"], axis=0),  # single-input Concat, as exporters emit for cat([t])
+        node("TopK", ["x", "k"], ["values", "indices"], axis=-1),
+    ]
+    m = model(nodes, [vi("x", F, ["B", "L"])], [vi("values", F, ["B", "K"]), vi("indices", I64, ["B", "K"])])
+    return Case(m, [{"x": f32(rng, 2, 3)}, {"x": f32(rng, 3, 9)}])
+
+
+@case
+def unique_counts(name):
+    rng = rng_for(name)
+    m = model([node("Unique", ["x"], ["y", "indices", "inverse", "counts"], sorted=1)],
+              [vi("x", I64, ["L"])],
+              [vi("y", I64, ["U"]), vi("indices", I64, ["U"]), vi("inverse", I64, ["L"]),
+               vi("counts", I64, ["U"])])
+    return Case(m, [{"x": rng.integers(0, 6, size=n, dtype=np.int64)} for n in (7, 16)])
+
+
+@case
+def compress_rows(name):
+    rng = rng_for(name)
+    nodes = [
+        const("ax1", np.array([1], np.int64)),
+        const("zero", np.float32(0)), const("two", np.float32(2)),
+        node("ReduceSum", ["x", "ax1"], ["rowsum"], keepdims=0),  # [B]
+        node("Greater", ["rowsum", "zero"], ["cond"]),
+        node("Compress", ["x", "cond"], ["kept"], axis=0),  # [K, 4]
+        node("Mul", ["kept", "two"], ["y"]),
+    ]
+    m = model(nodes, [vi("x", F, ["B", 4])], [vi("y", F, ["K", 4])])
+    return Case(m, [{"x": f32(rng, 5, 4)}, {"x": f32(rng, 8, 4)}])
+
+
+@case
+def loop_runtime_trip(name):
+    rng = rng_for(name)
+    body = helper.make_graph(
+        [const("b_scale", np.float32(1.5)), const("b_one", np.float32(1)),
+         node("Identity", ["cond_in"], ["cond_out"]),
+         node("Mul", ["x_in", "b_scale"], ["b_m"]),
+         node("Add", ["b_m", "b_one"], ["x_out"]),
+         node("Identity", ["x_out"], ["x_scan"])],
+        "body",
+        [vi("iter", I64, []), vi("cond_in", TP.BOOL, []), vi("x_in", F, [3])],
+        [vi("cond_out", TP.BOOL, []), vi("x_out", F, [3]), vi("x_scan", F, [3])])
+    # Trip count from a graph input, no condition input: the scan output has n rows.
+    nodes = [node("Loop", ["n", "", "x"], ["x_final", "rows"], body=body)]
+    m = model(nodes, [vi("n", I64, []), vi("x", F, [3])],
+              [vi("x_final", F, [3]), vi("rows", F, ["n", 3])])
+    return Case(m, [{"n": scalar(2, np.int64), "x": f32(rng, 3)},
+                    {"n": scalar(5, np.int64), "x": f32(rng, 3)}])
+
+
+@case
+def reshape_runtime_shape(name):
+    rng = rng_for(name)
+    nodes = [node("Reshape", ["x", "shape_in"], ["r"]), node("Relu", ["r"], ["y"])]
+    m = model(nodes, [vi("x", F, ["B", 12]), vi("shape_in", I64, [2])], [vi("y", F, ["R", "C"])])
+    return Case(m, [{"x": f32(rng, 2, 12), "shape_in": np.array([4, 6], np.int64)},
+                    {"x": f32(rng, 3, 12), "shape_in": np.array([9, 4], np.int64)}])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Model zoo: small hand-built ONNX models (real-model conventions, onnxruntime com.microsoft
-# contrib ops, onnxruntime quantization-tool output) with onnxruntime (pinned below) reference
-# outputs, written to OUTDIR (default <repo>/build/zoo). Layout: see the docstring of zoo.py.
+# Model zoo: small hand-built ONNX models (real-model conventions, data-dependent shapes and
+# runtime parameters, onnxruntime com.microsoft contrib ops, onnxruntime quantization-tool output)
+# with onnxruntime (pinned below) reference outputs, written to OUTDIR (default <repo>/build/zoo).
+# Layout: see the docstring of zoo.py.
 # Idempotent: does nothing when OUTDIR's stamp matches this script, its Python half and the pins.
 #
 #   scripts/zoo.sh [OUTDIR]

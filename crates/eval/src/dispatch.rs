@@ -11,8 +11,8 @@ use crate::args::Args;
 use crate::array::Arr;
 use crate::error::{EvalError, Result, unsupported};
 use crate::{
-    binary, cast, conv, fused, gather_scatter, layout, linalg, norm, pool, quant, reduce, shape_ops,
-    unary,
+    binary, cast, conv, fused, gather_scatter, layout, linalg, norm, pool, quant, reduce, select,
+    shape_ops, unary,
 };
 
 /// A module's entry point over decoded arrays.
@@ -57,14 +57,15 @@ pub(crate) fn dispatch(op: &Op, inputs: &[Option<&Tensor>], num_outputs: usize) 
         | MeanVarianceNormalization | RMSNormalization => ("norm", norm::eval),
         DequantizeLinear | QuantizeLinear => ("quant", quant::eval),
         FusedConv | FusedMatMul => ("fused", fused::eval),
+        NonMaxSuppression | Unique => ("select", select::eval),
         If | Loop | Scan => return Err(unsupported(a.op, "control flow needs its regions: use eval_graph")),
         AffineGrid | Attention | Bernoulli | BlackmanWindow | CausalConvWithState | CenterCropPad | Col2Im | ConvInteger
         | DFT | DeformConv | Det | DynamicQuantizeLinear | Einsum | FusedElementwise | GRU | GridSample | HammingWindow
         | HannWindow | ImageDecoder | LSTM | LinearAttention | MaxRoiPool | MaxUnpool | MelWeightMatrix | Multinomial
-        | NegativeLogLikelihoodLoss | NonMaxSuppression | QLinearConv | QLinearMatMul | RNN | RandomNormal
+        | NegativeLogLikelihoodLoss | QLinearConv | QLinearMatMul | RNN | RandomNormal
         | RandomNormalLike | RandomUniform | RandomUniformLike | RegexFullMatch | Resize | ReverseSequence | RoiAlign
         | RotaryEmbedding | STFT | SoftmaxCrossEntropyLoss | StringConcat | StringNormalizer | StringSplit | SwiGLU
-        | TensorScatter | TfIdfVectorizer | Unique => {
+        | TensorScatter | TfIdfVectorizer => {
             return Err(unsupported(a.op, "the reference evaluator does not implement this op"));
         }
     };

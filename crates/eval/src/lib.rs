@@ -42,6 +42,7 @@ mod norm;
 mod pool;
 mod quant;
 mod reduce;
+mod select;
 mod shape_ops;
 mod unary;
 mod window;

@@ -11,19 +11,29 @@ use kiln_runtime::pool::Pool;
 use kiln_tir::{DType, Graph, Tensor, TensorData};
 
 use crate::pipeline::{Bindings, Pipeline, Stage};
+use crate::staged::{self, Staged};
 use crate::{CompileOptions, Error, Result};
 
 /// A model ready to run: `Send + Sync`, reentrant.
 pub struct CompiledModel {
     graph: Graph,
     inputs: Vec<InputSpec>,
-    specs: Mutex<HashMap<Key, Arc<Specialization>>>,
+    specs: Mutex<HashMap<Key, Entry>>,
     /// For each set of input shapes, the inputs whose values the compiled code depends on.
     value_inputs: Mutex<HashMap<Vec<Vec<u64>>, Vec<usize>>>,
     /// The stages every specialization is compiled through.
     pipeline: Pipeline,
-    /// The intra-op threads every run enters.
-    pool: Pool,
+    /// The intra-op threads every run enters (shared with the later stages of staged runs).
+    pool: Arc<Pool>,
+}
+
+/// What one set of input shapes and shape-deciding values compiled to.
+#[derive(Clone)]
+enum Entry {
+    /// Code for the whole model.
+    Code(Arc<Specialization>),
+    /// Stages split where a shape comes from data.
+    Staged(Arc<Staged>),
 }
 
 /// What a specialization is compiled for: input shapes, and the values of the inputs that
@@ -69,29 +79,8 @@ impl Arena {
 
 impl CompiledModel {
     pub(crate) fn new(graph: Graph, options: &CompileOptions) -> Result<CompiledModel> {
-        let inputs: Vec<InputSpec> = graph
-            .inputs()
-            .iter()
-            .map(|&v| {
-                let val = graph.value(v);
-                InputSpec {
-                    name: val.name.clone(),
-                    dtype: val.ty.dtype,
-                    dims: val.ty.shape.iter().map(kiln_tir::Dim::known).collect(),
-                }
-            })
-            .collect();
-        let model = CompiledModel {
-            graph,
-            inputs,
-            specs: Mutex::new(HashMap::new()),
-            value_inputs: Mutex::new(HashMap::new()),
-            pipeline: options.pipeline(),
-            pool: Pool::new(options.threads).map_err(|source| Error::Threads {
-                threads: options.threads,
-                source,
-            })?,
-        };
+        let pool = Pool::new(options.threads).map_err(|source| Error::Threads { threads: options.threads, source })?;
+        let model = CompiledModel::with(graph, options.pipeline(), Arc::new(pool));
         // Compile now what can be compiled now, so errors surface at compile time.
         let mut shapes = Vec::new();
         let mut complete = true;
@@ -112,9 +101,41 @@ impl CompiledModel {
             return Err(Error::UnknownInput(name.clone()));
         }
         if complete && model.value_inputs(&shapes)?.is_empty() {
-            model.specialization(&shapes, &[])?;
+            model.entry(&shapes, &[])?;
         }
         Ok(model)
+    }
+
+    /// A model of `graph` compiled by the same pipeline into the same thread pool: the stages
+    /// after a split.
+    pub(crate) fn sibling(&self, graph: Graph) -> Result<CompiledModel> {
+        Ok(CompiledModel::with(graph, self.pipeline.clone(), self.pool.clone()))
+    }
+
+    fn with(graph: Graph, pipeline: Pipeline, pool: Arc<Pool>) -> CompiledModel {
+        let inputs: Vec<InputSpec> = graph
+            .inputs()
+            .iter()
+            .map(|&v| {
+                let val = graph.value(v);
+                InputSpec {
+                    name: val.name.clone(),
+                    dtype: val.ty.dtype,
+                    dims: val.ty.shape.iter().map(kiln_tir::Dim::known).collect(),
+                }
+            })
+            .collect();
+        CompiledModel { graph, inputs, specs: Mutex::new(HashMap::new()), value_inputs: Mutex::new(HashMap::new()), pipeline, pool }
+    }
+
+    /// The graph it compiles (imported, before binding).
+    pub(crate) fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Runs `f` inside the thread pool.
+    pub(crate) fn in_pool<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.pool.enter(f)
     }
 
     /// The names of the model's inputs, in order.
@@ -137,12 +158,17 @@ impl CompiledModel {
     }
 
     /// The compiled code for these input shapes and shape-deciding input values, compiling it
-    /// on first use.
-    pub fn specialization(
-        &self,
-        shapes: &[Vec<u64>],
-        values: &[(usize, Tensor)],
-    ) -> Result<Arc<Specialization>> {
+    /// on first use. A model that runs in stages (shapes from data) has no single program: an
+    /// error says so.
+    pub fn specialization(&self, shapes: &[Vec<u64>], values: &[(usize, Tensor)]) -> Result<Arc<Specialization>> {
+        match self.entry(shapes, values)? {
+            Entry::Code(s) => Ok(s),
+            Entry::Staged(_) => Err(Error::Run("these input shapes make a model that runs in stages (a shape comes from data); it has no single program".into())),
+        }
+    }
+
+    /// What these input shapes and values compile to, compiling on first use.
+    fn entry(&self, shapes: &[Vec<u64>], values: &[(usize, Tensor)]) -> Result<Entry> {
         let key: Key = (
             shapes.to_vec(),
             values
@@ -154,24 +180,30 @@ impl CompiledModel {
         if let Some(s) = specs.get(&key) {
             return Ok(s.clone());
         }
-        // In the pool, so compile-time work that splits (packing weights) uses its threads.
-        let spec = Arc::new(self.pool.enter(|| {
-            Specialization::compile(&self.pipeline, &self.graph, shapes, values)
-        })?);
-        specs.insert(key, spec.clone());
-        Ok(spec)
+        let bindings = Bindings { symbols: Vec::new(), input_shapes: shapes.iter().cloned().enumerate().collect(), input_values: values.to_vec() };
+        let bound = self.pipeline.run(&self.graph, &bindings, Stage::Bind)?.graph;
+        let entry = match staged::splitter(&bound) {
+            Some(at) => Entry::Staged(Arc::new(Staged::new(&self.pipeline, &bound, at, shapes, self)?)),
+            // In the pool, so compile-time work that splits (packing weights) uses its threads.
+            None => Entry::Code(Arc::new(self.pool.enter(|| Specialization::compile_bound(&self.pipeline, bound, shapes))?)),
+        };
+        specs.insert(key, entry.clone());
+        Ok(entry)
     }
 
     /// Runs the model on inputs given in the model's input order.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        let spec = self.prepare(inputs)?;
-        self.pool.enter(|| spec.run(inputs, None))
+        match self.prepare(inputs)? {
+            Entry::Code(spec) => self.pool.enter(|| spec.run(inputs, None)),
+            Entry::Staged(staged) => staged.run(self, inputs),
+        }
     }
 
     /// How many specializations have been compiled so far (one per set of input shapes and
     /// shape-deciding input values seen).
     pub fn specializations(&self) -> usize {
-        self.specs.lock().unwrap_or_else(|e| e.into_inner()).len()
+        let specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
+        specs.values().map(|e| 1 + if let Entry::Staged(s) = e { s.specializations() } else { 0 }).sum()
     }
 
     /// Threads each run uses (the caller included).
@@ -183,14 +215,16 @@ impl CompiledModel {
     /// execution order (the outputs are discarded). For finding where time goes; a timed
     /// kernel runs alone, so the sum is a little above a plain run's latency.
     pub fn profile(&self, inputs: &[Tensor]) -> Result<Vec<(String, std::time::Duration)>> {
-        let spec = self.prepare(inputs)?;
+        let Entry::Code(spec) = self.prepare(inputs)? else {
+            return Err(Error::Run("a model that runs in stages (a shape comes from data) cannot be profiled kernel by kernel yet".into()));
+        };
         let mut times = Vec::with_capacity(spec.program.kernels.len());
         self.pool.enter(|| spec.run(inputs, Some(&mut times)))?;
         Ok(spec.program.kernels.iter().map(|k| k.name.clone()).zip(times).collect())
     }
 
     /// Checks `inputs` and finds (or compiles) their specialization.
-    fn prepare(&self, inputs: &[Tensor]) -> Result<Arc<Specialization>> {
+    fn prepare(&self, inputs: &[Tensor]) -> Result<Entry> {
         if inputs.len() != self.inputs.len() {
             return Err(Error::InputCount {
                 expected: self.inputs.len(),
@@ -207,7 +241,7 @@ impl CompiledModel {
             .into_iter()
             .map(|i| (i, inputs[i].clone()))
             .collect();
-        self.specialization(&shapes, &values)
+        self.entry(&shapes, &values)
     }
 
     /// Runs the model on inputs given by name (every input exactly once).
@@ -298,13 +332,10 @@ fn check_input(spec: &InputSpec, t: &Tensor) -> Result<()> {
 }
 
 impl Specialization {
-    fn compile(pipeline: &Pipeline, graph: &Graph, shapes: &[Vec<u64>], values: &[(usize, Tensor)]) -> Result<Specialization> {
-        let bindings = Bindings {
-            symbols: Vec::new(),
-            input_shapes: shapes.iter().cloned().enumerate().collect(),
-            input_values: values.to_vec(),
-        };
-        let compiled = pipeline.run(graph, &bindings, Stage::Codegen)?;
+    /// Compiles `bound`, a graph whose shapes are all static, for `shapes`.
+    pub(crate) fn compile_bound(pipeline: &Pipeline, bound: Graph, shapes: &[Vec<u64>]) -> Result<Specialization> {
+        let _ = shapes;
+        let compiled = pipeline.run(&bound, &Bindings::default(), Stage::Codegen)?;
         let (Some(program), Some(plan), Some(jit)) = (compiled.program, compiled.plan, compiled.jit) else {
             return Err(Error::Internal("the pipeline stopped before code generation".into()));
         };
@@ -350,7 +381,7 @@ impl Specialization {
 
     /// Runs on inputs already checked against this specialization's shapes; with `times`,
     /// kernel by kernel, pushing each kernel's wall time.
-    fn run(&self, inputs: &[Tensor], times: Option<&mut Vec<std::time::Duration>>) -> Result<Vec<Tensor>> {
+    pub(crate) fn run(&self, inputs: &[Tensor], times: Option<&mut Vec<std::time::Duration>>) -> Result<Vec<Tensor>> {
         let mut outputs: Vec<Vec<u8>> = Vec::with_capacity(self.outputs.len());
         for (i, (dtype, dims)) in self.outputs.iter().enumerate() {
             outputs.push(zeroed(output_bytes(*dtype, dims)).map_err(|bytes| Error::Run(format!("cannot allocate {bytes} bytes for output {i}")))?);

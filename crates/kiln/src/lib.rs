@@ -20,6 +20,7 @@ pub mod conformance;
 mod error;
 pub mod npy;
 pub mod pipeline;
+mod staged;
 
 use std::path::Path;
 
