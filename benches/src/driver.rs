@@ -30,6 +30,10 @@ pub struct Settings {
     /// weights from the caches, and a service running one model keeps them warm.
     pub turn_warmup: usize,
     pub seed: u64,
+    /// Sizes of the models' named symbolic input dims (the others are 1).
+    pub bind: Vec<(String, u64)>,
+    /// Bounds of the values of named integer inputs (the others are below 8192).
+    pub int_max: Vec<(String, u64)>,
     /// onnxruntime's shared library, passed to the workers as `ORT_DYLIB_PATH`.
     pub ort_dylib: Option<PathBuf>,
     /// Another build of kiln-bench whose kiln is the `kiln-base` engine.
@@ -145,7 +149,7 @@ impl Drop for Worker {
 /// Benchmarks one model: workers start one after the other (load times are not disturbed),
 /// then take turns.
 pub fn bench_model(settings: &Settings, model: &Path, scratch: &Path) -> Result<ModelResult> {
-    let specs = inputs::read_specs(model)?;
+    let specs = inputs::read_specs(model, &settings.bind, &settings.int_max)?;
     let name = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let mut results: Vec<EngineResult> = settings.engines.iter().map(|&e| EngineResult::new(e)).collect();
     let mut workers: Vec<Option<Worker>> = Vec::new();

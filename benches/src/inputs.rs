@@ -39,19 +39,24 @@ impl ElemType {
     }
 }
 
-/// One graph input: name, element type and concrete shape (symbolic dims bound to 1).
+/// One graph input: name, element type, concrete shape (symbolic dims bound to 1 unless
+/// given) and, for integers, the bound of the generated values (token ids, segment ids).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InputSpec {
     pub name: String,
     pub elem: ElemType,
     pub shape: Vec<u64>,
+    pub int_max: u64,
 }
 
+/// Integer inputs are drawn from `0..DEFAULT_INT_MAX` unless told otherwise.
+pub const DEFAULT_INT_MAX: u64 = 8192;
+
 impl InputSpec {
-    /// The command-line form `NAME:TYPE:D0xD1x...` (a scalar has an empty dims part).
+    /// The command-line form `NAME:TYPE<MAX:D0xD1x...` (a scalar has an empty dims part).
     pub fn to_arg(&self) -> String {
         let dims: Vec<String> = self.shape.iter().map(u64::to_string).collect();
-        format!("{}:{}:{}", self.name, self.elem.name(), dims.join("x"))
+        format!("{}:{}<{}:{}", self.name, self.elem.name(), self.int_max, dims.join("x"))
     }
 
     /// Parses [`InputSpec::to_arg`]'s form; the name may itself contain `:`.
@@ -61,13 +66,17 @@ impl InputSpec {
             (Some(d), Some(e), Some(n)) => (d, e, n),
             _ => bail!("--input {arg}: expected NAME:TYPE:DIMS"),
         };
+        let (elem, int_max) = match elem.split_once('<') {
+            Some((e, m)) => (e, m.parse::<u64>().with_context(|| format!("--input {arg}: bad bound {m}"))?),
+            None => (elem, DEFAULT_INT_MAX),
+        };
         let elem = ElemType::parse(elem).with_context(|| format!("--input {arg}: unknown type {elem}"))?;
         let shape = if dims.is_empty() {
             Vec::new()
         } else {
             dims.split('x').map(|d| d.parse::<u64>().with_context(|| format!("--input {arg}: bad dim {d}"))).collect::<Result<_>>()?
         };
-        Ok(InputSpec { name: name.to_string(), elem, shape })
+        Ok(InputSpec { name: name.to_string(), elem, shape, int_max })
     }
 
     pub fn numel(&self) -> usize {
@@ -75,8 +84,10 @@ impl InputSpec {
     }
 }
 
-/// The graph inputs of an ONNX file that are not initializers, in graph order.
-pub fn read_specs(model: &Path) -> Result<Vec<InputSpec>> {
+/// The graph inputs of an ONNX file that are not initializers, in graph order; named symbolic
+/// dims take their size from `bind`, the others are 1; integer inputs named in `int_max` take
+/// values below its bound.
+pub fn read_specs(model: &Path, bind: &[(String, u64)], int_max: &[(String, u64)]) -> Result<Vec<InputSpec>> {
     let file = kiln_onnx::load::OnnxFile::from_path(model)?;
     let graph = file.model.graph.as_ref().with_context(|| format!("{}: no graph", model.display()))?;
     let mut specs = Vec::new();
@@ -96,13 +107,15 @@ pub fn read_specs(model: &Path) -> Result<Vec<InputSpec>> {
                     .iter()
                     .map(|d| match d.value {
                         Some(dimension::Value::DimValue(v)) if v > 0 => v as u64,
-                        // Symbolic dims (a batch size) are 1, as in `kiln run --random-inputs`.
+                        Some(dimension::Value::DimParam(ref p)) => bind.iter().find(|(s, _)| s == p).map_or(1, |(_, n)| *n),
+                        // Other symbolic dims (a batch size) are 1, as in `kiln run --random-inputs`.
                         _ => 1,
                     })
                     .collect()
             })
             .unwrap_or_default();
-        specs.push(InputSpec { name: input.name().to_string(), elem, shape });
+        let int_max = int_max.iter().find(|(n, _)| n == input.name()).map_or(DEFAULT_INT_MAX, |(_, m)| (*m).max(1));
+        specs.push(InputSpec { name: input.name().to_string(), elem, shape, int_max });
     }
     Ok(specs)
 }
@@ -140,8 +153,8 @@ pub fn generate(specs: &[InputSpec], seed: u64) -> Vec<Data> {
         .iter()
         .map(|s| match s.elem {
             ElemType::F32 => Data::F32((0..s.numel()).map(|_| (next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0).collect()),
-            ElemType::I64 => Data::I64((0..s.numel()).map(|_| (next() % 8192) as i64).collect()),
-            ElemType::I32 => Data::I32((0..s.numel()).map(|_| (next() % 8192) as i32).collect()),
+            ElemType::I64 => Data::I64((0..s.numel()).map(|_| (next() % s.int_max) as i64).collect()),
+            ElemType::I32 => Data::I32((0..s.numel()).map(|_| (next() % s.int_max) as i32).collect()),
         })
         .collect()
 }
@@ -153,8 +166,8 @@ mod tests {
     #[test]
     fn spec_args_round_trip() {
         for spec in [
-            InputSpec { name: "input".into(), elem: ElemType::F32, shape: vec![1, 3, 224, 224] },
-            InputSpec { name: "a:b".into(), elem: ElemType::I64, shape: vec![] },
+            InputSpec { name: "input".into(), elem: ElemType::F32, shape: vec![1, 3, 224, 224], int_max: DEFAULT_INT_MAX },
+            InputSpec { name: "a:b".into(), elem: ElemType::I64, shape: vec![], int_max: 2 },
         ] {
             assert_eq!(InputSpec::parse_arg(&spec.to_arg()).unwrap(), spec);
         }
@@ -162,7 +175,7 @@ mod tests {
 
     #[test]
     fn generated_data_is_in_range_and_deterministic() {
-        let specs = [InputSpec { name: "ids".into(), elem: ElemType::I64, shape: vec![1, 128] }, InputSpec { name: "x".into(), elem: ElemType::F32, shape: vec![64] }];
+        let specs = [InputSpec { name: "ids".into(), elem: ElemType::I64, shape: vec![1, 128], int_max: DEFAULT_INT_MAX }, InputSpec { name: "x".into(), elem: ElemType::F32, shape: vec![64], int_max: DEFAULT_INT_MAX }];
         let a = generate(&specs, 0);
         assert_eq!(a[0].to_le_bytes(), generate(&specs, 0)[0].to_le_bytes());
         let (Data::I64(ids), Data::F32(x)) = (&a[0], &a[1]) else { panic!("wrong data types") };

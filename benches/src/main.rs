@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! kiln-bench [--threads N] [--iters N] [--rounds N] [--warmup N] [--turn-warmup N] [--seed N]
-//!            [--engines kiln,kiln-base,onnxruntime,tract] [--base-bin PATH] [--no-gemm] [MODEL.onnx...]
+//!            [--engines kiln,kiln-base,onnxruntime,tract] [--base-bin PATH] [--no-gemm]
+//!            [--bind SYM=N]... [--int-max INPUT=N]... [MODEL.onnx...]
 //! kiln-bench gemm [--n N] [--reps N]
 //! ```
 //!
@@ -55,7 +56,7 @@ fn default_models() -> Vec<PathBuf> {
 }
 
 fn drive(args: &[String]) -> Result<()> {
-    let mut s = Settings { models: Vec::new(), engines: EngineKind::ALL.to_vec(), threads: 1, iters: 50, rounds: 10, warmup: 2, turn_warmup: 1, seed: 0, ort_dylib: None, base_bin: None };
+    let mut s = Settings { models: Vec::new(), engines: EngineKind::ALL.to_vec(), threads: 1, iters: 50, rounds: 10, warmup: 2, turn_warmup: 1, seed: 0, ort_dylib: None, base_bin: None, bind: Vec::new(), int_max: Vec::new() };
     let mut gemm = true;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -70,8 +71,14 @@ fn drive(args: &[String]) -> Result<()> {
             "--engines" => s.engines = value()?.split(',').map(EngineKind::parse).collect::<Result<_>>()?,
             "--no-gemm" => gemm = false,
             "--base-bin" => s.base_bin = Some(PathBuf::from(value()?)),
+            flag @ ("--bind" | "--int-max") => {
+                let v = value()?;
+                let (name, n) = v.split_once('=').with_context(|| format!("{flag} {v}: expected NAME=N"))?;
+                let n = n.parse().with_context(|| format!("{flag} {v}: `{n}` is not a number"))?;
+                if flag == "--bind" { s.bind.push((name.to_string(), n)) } else { s.int_max.push((name.to_string(), n)) }
+            }
             "-h" | "--help" => {
-                println!("usage: kiln-bench [--threads N] [--iters N] [--rounds N] [--warmup N] [--turn-warmup N] [--seed N] [--engines kiln,kiln-base,onnxruntime,tract] [--base-bin PATH] [--no-gemm] [MODEL.onnx...]");
+                println!("usage: kiln-bench [--threads N] [--iters N] [--rounds N] [--warmup N] [--turn-warmup N] [--seed N] [--engines kiln,kiln-base,onnxruntime,tract] [--base-bin PATH] [--no-gemm] [--bind SYM=N]... [--int-max INPUT=N]... [MODEL.onnx...]");
                 return Ok(());
             }
             flag if flag.starts_with('-') => bail!("unknown option {flag} (try --help)"),

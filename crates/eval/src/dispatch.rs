@@ -12,7 +12,7 @@ use crate::array::Arr;
 use crate::error::{EvalError, Result, unsupported};
 use crate::{
     binary, cast, conv, fused, gather_scatter, layout, linalg, norm, pool, quant, reduce, select,
-    shape_ops, unary,
+    shape_ops, strings, unary,
 };
 
 /// A module's entry point over decoded arrays.
@@ -58,13 +58,14 @@ pub(crate) fn dispatch(op: &Op, inputs: &[Option<&Tensor>], num_outputs: usize) 
         DequantizeLinear | QuantizeLinear => ("quant", quant::eval),
         FusedConv | FusedMatMul => ("fused", fused::eval),
         NonMaxSuppression | Unique => ("select", select::eval),
+        StringConcat | StringNormalizer | StringSplit => ("strings", strings::eval),
         If | Loop | Scan => return Err(unsupported(a.op, "control flow needs its regions: use eval_graph")),
         AffineGrid | Attention | Bernoulli | BlackmanWindow | CausalConvWithState | CenterCropPad | Col2Im | ConvInteger
         | DFT | DeformConv | Det | DynamicQuantizeLinear | Einsum | FusedElementwise | GRU | GridSample | HammingWindow
         | HannWindow | ImageDecoder | LSTM | LinearAttention | MaxRoiPool | MaxUnpool | MelWeightMatrix | Multinomial
         | NegativeLogLikelihoodLoss | QLinearConv | QLinearMatMul | RNN | RandomNormal
         | RandomNormalLike | RandomUniform | RandomUniformLike | RegexFullMatch | Resize | ReverseSequence | RoiAlign
-        | RotaryEmbedding | STFT | SoftmaxCrossEntropyLoss | StringConcat | StringNormalizer | StringSplit | SwiGLU
+        | RotaryEmbedding | STFT | SoftmaxCrossEntropyLoss | SwiGLU
         | TensorScatter | TfIdfVectorizer => {
             return Err(unsupported(a.op, "the reference evaluator does not implement this op"));
         }

@@ -3,9 +3,10 @@
 //! Exporters compute shapes at run time (`Shape → Gather → Concat → Reshape`), and function
 //! bodies are written that way too. kiln compiles for static shapes, so when every input of
 //! such a node is known — a constant, or the static shape of a tensor for `Shape`/`Size` — its
-//! small integer result is computed with the reference evaluator and the node becomes a
-//! constant. The importer folds as it goes; [`fold_graph`] folds again after input shapes or
-//! values are bound. Float arithmetic and large tensors are left to the optimizer.
+//! small result is computed with the reference evaluator and the node becomes a constant
+//! (float results too: exporters size resized images as `floor(float(H) * scale)`). The
+//! importer folds as it goes; [`fold_graph`] folds again after input shapes or values are
+//! bound. Large tensors are left to the optimizer.
 
 use kiln_tir::infer::{infer_op, InferInput, RegionSig};
 use kiln_tir::{DType, Dim, Graph, NodeId, Op, OpKind, Tensor, TensorType, ValueDef, ValueId};
@@ -46,13 +47,17 @@ const SHAPE_OPS: &[OpKind] = &[
     OpKind::ReduceSum,
     OpKind::ReduceMax,
     OpKind::ReduceMin,
+    // Exporters size resized images in floats: Cast, Mul by the scale, Floor, Cast back.
+    OpKind::Floor,
+    OpKind::Ceil,
+    OpKind::Round,
 ];
 
 /// Results larger than this stay nodes: they are data, not shapes.
 const MAX_ELEMENTS: u64 = 1024;
 
 fn is_shape_dtype(d: DType) -> bool {
-    matches!(d, DType::I64 | DType::I32 | DType::Bool)
+    matches!(d, DType::I64 | DType::I32 | DType::Bool | DType::F32 | DType::F64)
 }
 
 /// The node's outputs as constants, if it is a shape computation whose inputs are all known.

@@ -44,6 +44,7 @@ mod quant;
 mod reduce;
 mod select;
 mod shape_ops;
+mod strings;
 mod unary;
 mod window;
 

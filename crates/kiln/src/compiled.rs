@@ -128,11 +128,6 @@ impl CompiledModel {
         CompiledModel { graph, inputs, specs: Mutex::new(HashMap::new()), value_inputs: Mutex::new(HashMap::new()), pipeline, pool }
     }
 
-    /// The graph it compiles (imported, before binding).
-    pub(crate) fn graph(&self) -> &Graph {
-        &self.graph
-    }
-
     /// Runs `f` inside the thread pool.
     pub(crate) fn in_pool<R>(&self, f: impl FnOnce() -> R) -> R {
         self.pool.enter(f)
@@ -183,9 +178,9 @@ impl CompiledModel {
         let bindings = Bindings { symbols: Vec::new(), input_shapes: shapes.iter().cloned().enumerate().collect(), input_values: values.to_vec() };
         let bound = self.pipeline.run(&self.graph, &bindings, Stage::Bind)?.graph;
         let entry = match staged::splitter(&bound) {
-            Some(at) => Entry::Staged(Arc::new(Staged::new(&self.pipeline, &bound, at, shapes, self)?)),
+            Some(at) => Entry::Staged(Arc::new(Staged::new(&self.pipeline, &bound, at, self)?)),
             // In the pool, so compile-time work that splits (packing weights) uses its threads.
-            None => Entry::Code(Arc::new(self.pool.enter(|| Specialization::compile_bound(&self.pipeline, bound, shapes))?)),
+            None => Entry::Code(Arc::new(self.pool.enter(|| Specialization::compile_bound(&self.pipeline, bound))?)),
         };
         specs.insert(key, entry.clone());
         Ok(entry)
@@ -306,6 +301,13 @@ fn check_input(spec: &InputSpec, t: &Tensor) -> Result<()> {
         name: spec.name.clone(),
         reason: "element count overflows".into(),
     })?;
+    // Strings never reach compiled code: the nodes that read them run in the evaluator.
+    if let TensorData::Strings(items) = &t.data {
+        return match t.dtype == DType::String && items.len() as u64 == numel {
+            true => Ok(()),
+            false => Err(Error::InputShape { name: spec.name.clone(), reason: format!("{} strings for shape {:?}", items.len(), t.shape) }),
+        };
+    }
     let bytes = t
         .dtype
         .storage_bytes(numel)
@@ -332,9 +334,8 @@ fn check_input(spec: &InputSpec, t: &Tensor) -> Result<()> {
 }
 
 impl Specialization {
-    /// Compiles `bound`, a graph whose shapes are all static, for `shapes`.
-    pub(crate) fn compile_bound(pipeline: &Pipeline, bound: Graph, shapes: &[Vec<u64>]) -> Result<Specialization> {
-        let _ = shapes;
+    /// Compiles `bound`, a graph whose shapes are all static.
+    pub(crate) fn compile_bound(pipeline: &Pipeline, bound: Graph) -> Result<Specialization> {
         let compiled = pipeline.run(&bound, &Bindings::default(), Stage::Codegen)?;
         let (Some(program), Some(plan), Some(jit)) = (compiled.program, compiled.plan, compiled.jit) else {
             return Err(Error::Internal("the pipeline stopped before code generation".into()));

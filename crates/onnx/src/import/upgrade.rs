@@ -222,11 +222,14 @@ pub fn upgrade(op_type: &str, version: i64, n: &mut Pending, input_types: &[Opti
             n.set("nearest_mode", AttrValue::Str("floor".into()));
         }
         OpKind::Resize if version < 11 => {
-            // Resize-10 took (X, scales) and used asymmetric coordinates.
+            // Resize-10 took (X, scales), used asymmetric coordinates and, like Upsample, took
+            // the nearest pixel by truncating (onnxruntime's reading; when shrinking it rounds
+            // up instead, which the newest form cannot say).
             let scales = n.inputs.get(1).copied().flatten();
             n.inputs.truncate(1);
             n.set_input(2, scales);
             n.set("coordinate_transformation_mode", AttrValue::Str("asymmetric".into()));
+            n.set("nearest_mode", AttrValue::Str("floor".into()));
         }
         OpKind::RoiAlign if version < 16 && !n.has("coordinate_transformation_mode") => {
             n.set("coordinate_transformation_mode", AttrValue::Str("output_half_pixel".into()));
