@@ -2,7 +2,8 @@
 # kiln against onnxruntime and tract on the same models, inputs and thread count, in one run.
 #
 #   scripts/bench.sh [--threads N] [--iters N] [--rounds N] [--warmup N] [--turn-warmup N] [--seed N]
-#                    [--engines kiln,onnxruntime,tract] [--no-gemm] [--base REV] [MODEL.onnx...]
+#                    [--engines kiln,onnxruntime,tract] [--no-gemm] [--base REV] [--bind SYM=N]...
+#                    [--int-max INPUT=N]... [MODEL.onnx...]
 #
 # --base REV also builds kiln-bench at git revision REV (in a worktree under build/, sharing
 # target/) and runs its kiln as the engine `kiln-base`: before and after in one run.
@@ -79,7 +80,7 @@ skip=false
 for a in "${args[@]}"; do
     if $skip; then skip=false; continue; fi
     case $a in
-        --threads|--iters|--rounds|--warmup|--turn-warmup|--seed|--engines|--base-bin) skip=true ;;
+        --threads|--iters|--rounds|--warmup|--turn-warmup|--seed|--engines|--base-bin|--bind|--int-max) skip=true ;;
         -*) ;;
         *) has_model=true ;;
     esac

@@ -146,11 +146,21 @@ impl Drop for Worker {
     }
 }
 
+/// A model's name in the table: its file stem, or its directory's name for `DIR/model.onnx`
+/// (the zoo's and the node suite's layout).
+fn model_name(model: &Path) -> String {
+    let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    match model.parent().and_then(Path::file_name) {
+        Some(dir) if stem == "model" => dir.to_string_lossy().into_owned(),
+        _ => stem,
+    }
+}
+
 /// Benchmarks one model: workers start one after the other (load times are not disturbed),
 /// then take turns.
 pub fn bench_model(settings: &Settings, model: &Path, scratch: &Path) -> Result<ModelResult> {
     let specs = inputs::read_specs(model, &settings.bind, &settings.int_max)?;
-    let name = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = model_name(model);
     let mut results: Vec<EngineResult> = settings.engines.iter().map(|&e| EngineResult::new(e)).collect();
     let mut workers: Vec<Option<Worker>> = Vec::new();
     for r in results.iter_mut() {

@@ -15,7 +15,10 @@ pub struct KilnEngine {
 impl KilnEngine {
     pub fn load(setup: &Setup) -> Result<KilnEngine> {
         let model = Model::load(setup.model)?;
-        let compiled = model.compile(&CompileOptions { threads: setup.threads, ..CompileOptions::from_env() })?;
+        // The run's input shapes are compiled up front, so compile time counts a model with
+        // symbolic dims too (and a model run in stages compiles its first one).
+        let input_shapes = setup.specs.iter().map(|s| (s.name.clone(), s.shape.clone())).collect();
+        let compiled = model.compile(&CompileOptions { threads: setup.threads, input_shapes, ..CompileOptions::from_env() })?;
         let inputs = setup
             .specs
             .iter()
