@@ -158,6 +158,9 @@ pub struct Graph {
     /// What inference assumed about symbolic dims, in node order; re-derived by each
     /// inference, and empty once every shape is static.
     pub assumptions: Vec<Assumption>,
+    /// What the importer set aside, for `kiln dump` (declared shapes that contradict
+    /// inference, ...): one sentence each.
+    pub notes: Vec<String>,
 }
 
 impl Graph {

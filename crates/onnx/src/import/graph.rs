@@ -233,6 +233,7 @@ impl<'f> Importer<'f> {
         for np in &gp.node {
             self.node(np, scope, ctx, &mut region)?;
         }
+        self.check_hints(gp, scope);
         for vi in &gp.output {
             let name = vi.name.clone().unwrap_or_default();
             match scope.lookup(&name) {
@@ -246,6 +247,25 @@ impl<'f> Importer<'f> {
             }
         }
         Ok(region)
+    }
+
+    /// Declared value_info and output types are hints: one that contradicts inference (another
+    /// element type or rank, or another size where both are known) is dropped with a note.
+    fn check_hints(&mut self, gp: &GraphProto, scope: &Scope) {
+        for vi in gp.value_info.iter().chain(&gp.output) {
+            let name = vi.name.clone().unwrap_or_default();
+            let Some(Some(v)) = scope.lookup(&name) else { continue };
+            // Declared names must not claim symbols: a scratch table reads them.
+            let mut scratch = Symbols::default();
+            let Ok(Some(declared)) = tensor_type(vi.r#type.as_ref(), &name, &name, &mut scratch) else { continue };
+            let inferred = self.g.ty(v);
+            let contradicts = declared.dtype != inferred.dtype
+                || declared.rank() != inferred.rank()
+                || declared.shape.iter().zip(&inferred.shape).any(|(d, i)| matches!((d.known(), i.known()), (Some(a), Some(b)) if a != b));
+            if contradicts {
+                self.g.notes.push(format!("value {:?}: declared {declared}, inferred {inferred}; the declaration is dropped", name));
+            }
+        }
     }
 
     fn node(

@@ -20,11 +20,14 @@ pub fn print(g: &Graph) -> String {
     p.out
 }
 
-/// What inference assumed about `g`'s symbols (see [`crate::Assumed`]), one comment line per
-/// assumption naming its node; empty when nothing was assumed. The assumptions are derived by
-/// inference, so the text form itself does not carry them.
+/// The importer's notes and what inference assumed about `g`'s symbols (see
+/// [`crate::Assumed`]), one comment line each; empty when there are none. Both are derived
+/// (by import and inference), so the text form itself does not carry them.
 pub fn print_assumptions(g: &Graph) -> String {
     let mut out = String::new();
+    for note in &g.notes {
+        let _ = writeln!(out, "// import: {note}");
+    }
     for a in &g.assumptions {
         let node = g.nodes.get(a.node.index()).map_or("", |n| n.name.as_str());
         out.push_str("// assumed at ");
