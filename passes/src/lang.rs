@@ -121,14 +121,29 @@ impl FromOp for ENode {
 #[derive(Debug, Default)]
 pub struct Ops {
     ops: Vec<Op>,
-    index: HashMap<String, u32>,
+    index: HashMap<(String, Vec<u8>), u32>,
 }
 
 impl Ops {
     /// The index of `op`, adding it on first sight. Two ops are the same when their debug
-    /// forms are, which spells every attribute (floats by their shortest round-trip digits).
+    /// forms are, which spell every attribute (floats by their shortest round-trip digits)
+    /// except a tensor's data, and their tensor attributes hold the same data.
     pub fn intern(&mut self, op: Op) -> u32 {
-        let key = format!("{op:?}");
+        let mut data = Vec::new();
+        for (_, value) in op.attrs() {
+            if let kiln_tir::op::AttrValue::Tensor(t) = value {
+                match &t.data {
+                    kiln_tir::TensorData::Raw(b) => data.extend_from_slice(b),
+                    kiln_tir::TensorData::Strings(list) => list.iter().for_each(|s| {
+                        data.extend_from_slice(&(s.len() as u64).to_le_bytes());
+                        data.extend_from_slice(s);
+                    }),
+                    kiln_tir::TensorData::Absent => {}
+                }
+                data.push(0xff);
+            }
+        }
+        let key = (format!("{op:?}"), data);
         if let Some(&i) = self.index.get(&key) {
             return i;
         }

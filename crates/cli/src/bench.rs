@@ -18,19 +18,20 @@ pub struct Bench<'a> {
     pub iters: usize,
     pub idle_ms: u64,
     pub kernels: Option<usize>,
+    pub limits: kiln::ResourceLimits,
 }
 
 pub fn bench(b: Bench<'_>) -> Result<()> {
-    let Bench { model: model_path, inputs: given, sizes, threads, callers, iters, idle_ms, kernels } = b;
+    let Bench { model: model_path, inputs: given, sizes, threads, callers, iters, idle_ms, kernels, limits } = b;
     let start = Instant::now();
-    let model = Model::load(model_path).with_context(|| format!("cannot import {}", model_path.display()))?;
-    let mut options = CompileOptions::from_env();
+    let model = Model::load_with(model_path, &limits).with_context(|| format!("cannot import {}", model_path.display()))?;
+    let mut options = CompileOptions { limits, ..CompileOptions::from_env() };
     if let Some(t) = threads {
         options.threads = t.max(1);
     }
     let compiled = model.compile(&options)?;
     let compile_ms = start.elapsed().as_secs_f64() * 1e3;
-    let inputs = gather_inputs(&model, given, true, 0, &sizes)?;
+    let inputs = gather_inputs(&model, given, true, 0, &sizes, &options.limits)?;
     compiled.run(&inputs)?;
     let callers = callers.max(1);
     let mut times: Vec<f64> = std::thread::scope(|s| {

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
 #[command(
@@ -79,8 +79,10 @@ enum Command {
         #[arg(long = "bind", value_name = "SYM=N")]
         bindings: Vec<String>,
         /// Where to write the outputs.
-        #[arg(long)]
+        #[arg(long, short = 'o')]
         output_dir: PathBuf,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Time compilation and runs on seeded random inputs; prints one line.
     Bench {
@@ -111,6 +113,8 @@ enum Command {
         /// Also time each kernel alone over the runs and print the N slowest, with their share.
         #[arg(long, value_name = "N")]
         kernels: Option<usize>,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Run the ONNX backend node suite through compiled code and compare outputs.
     Conformance {
@@ -126,6 +130,34 @@ enum Command {
         #[arg(long)]
         min_pass_file: Option<PathBuf>,
     },
+}
+
+/// Resource limits (`kiln::ResourceLimits`); each defaults to the library's default.
+#[derive(Args)]
+struct LimitArgs {
+    /// The largest tensor, e.g. `4G` (default: 16 GiB or the machine's memory if less).
+    #[arg(long, value_name = "BYTES", value_parser = kiln::limits::parse_bytes)]
+    max_tensor_bytes: Option<u64>,
+    /// The largest scratch arena of one run (default: the machine's memory).
+    #[arg(long, value_name = "BYTES", value_parser = kiln::limits::parse_bytes)]
+    max_arena_bytes: Option<u64>,
+    /// The most nodes the imported graph may have after inlining functions.
+    #[arg(long, value_name = "N")]
+    max_nodes: Option<usize>,
+    /// The most iterations of one Loop.
+    #[arg(long, value_name = "N")]
+    max_loop_trips: Option<u64>,
+}
+
+impl LimitArgs {
+    fn resolve(&self) -> kiln::ResourceLimits {
+        let mut l = kiln::ResourceLimits::default();
+        l.max_tensor_bytes = self.max_tensor_bytes.unwrap_or(l.max_tensor_bytes);
+        l.max_arena_bytes = self.max_arena_bytes.unwrap_or(l.max_arena_bytes);
+        l.import.max_nodes = self.max_nodes.unwrap_or(l.import.max_nodes);
+        l.max_loop_trips = self.max_loop_trips.unwrap_or(l.max_loop_trips);
+        l
+    }
 }
 
 /// Pipeline stages `kiln dump` can print (`kiln::Stage`); the older names are aliases.
@@ -204,9 +236,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             input_shapes,
             bindings,
             output_dir,
+            limits,
         } => {
             let sizes = sizes(&input_shapes, &bindings)?;
-            run::run(&model, &inputs, random_inputs, seed, &sizes, &output_dir).map(|()| ExitCode::SUCCESS)
+            let options = kiln::CompileOptions { limits: limits.resolve(), ..kiln::CompileOptions::from_env() };
+            run::run(&model, &inputs, random_inputs, seed, &sizes, &output_dir, &options).map(|()| ExitCode::SUCCESS)
         }
         Command::Bench {
             model,
@@ -218,9 +252,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             iters,
             idle_ms,
             kernels,
+            limits,
         } => {
             let sizes = sizes(&input_shapes, &bindings)?;
-            let b = bench::Bench { model: &model, inputs: &inputs, sizes, threads, callers, iters, idle_ms, kernels };
+            let limits = limits.resolve();
+            let b = bench::Bench { model: &model, inputs: &inputs, sizes, threads, callers, iters, idle_ms, kernels, limits };
             bench::bench(b).map(|()| ExitCode::SUCCESS)
         }
         Command::Conformance {

@@ -7,7 +7,7 @@ use kiln::{CompileOptions, Model, Tensor};
 
 /// A deterministic tensor for `dtype`/`dims`: floats uniform in [-1, 1), integers in 0..8192.
 pub fn random_tensor(dtype: kiln::DType, dims: &[u64], state: &mut u64) -> Result<Tensor> {
-    let n: u64 = dims.iter().product();
+    let n = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).ok_or_else(|| anyhow!("shape {dims:?} has more than 2^64 elements"))?;
     let mut next = || {
         *state ^= *state << 13;
         *state ^= *state >> 7;
@@ -59,7 +59,7 @@ impl Sizes {
 
 /// Inputs for every graph input: from files where given, else random when allowed (symbolic
 /// dims sized by `sizes`).
-pub fn gather_inputs(model: &Model, given: &[String], random: bool, seed: u64, sizes: &Sizes) -> Result<Vec<Tensor>> {
+pub fn gather_inputs(model: &Model, given: &[String], random: bool, seed: u64, sizes: &Sizes, limits: &kiln::ResourceLimits) -> Result<Vec<Tensor>> {
     let g = model.graph();
     let mut files = Vec::new();
     for spec in given {
@@ -77,6 +77,7 @@ pub fn gather_inputs(model: &Model, given: &[String], random: bool, seed: u64, s
             Some((_, path)) => read_tensor(path)?,
             None if random => {
                 let dims = sizes.dims(&val.name, &val.ty)?;
+                limits.check_input(&val.name, val.ty.dtype, &dims)?;
                 random_tensor(val.ty.dtype, &dims, &mut state)?
             }
             None => bail!("input \"{}\" is not given (use --input {}=FILE or --random-inputs)", val.name, val.name),
@@ -88,26 +89,56 @@ pub fn gather_inputs(model: &Model, given: &[String], random: bool, seed: u64, s
 
 fn read_tensor(path: &Path) -> Result<Tensor> {
     if path.extension().is_some_and(|e| e == "npy") {
-        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let bytes = kiln_onnx::load::read_regular_file(path).with_context(|| format!("cannot read {}", path.display()))?;
         kiln::npy::read(&bytes).map_err(|e| anyhow!("{}: {e}", path.display()))
     } else {
         Ok(kiln_onnx::import::read_tensor_file(path).with_context(|| format!("cannot read {}", path.display()))?.1)
     }
 }
 
-pub fn run(model_path: &Path, given: &[String], random: bool, seed: u64, sizes: &Sizes, out_dir: &Path) -> Result<()> {
-    let model = Model::load(model_path).with_context(|| format!("cannot import {}", model_path.display()))?;
-    let inputs = gather_inputs(&model, given, random, seed, sizes)?;
-    let compiled = model.compile(&CompileOptions::from_env())?;
+pub fn run(model_path: &Path, given: &[String], random: bool, seed: u64, sizes: &Sizes, out_dir: &Path, options: &CompileOptions) -> Result<()> {
+    let model = Model::load_with(model_path, &options.limits).with_context(|| format!("cannot import {}", model_path.display()))?;
+    let inputs = gather_inputs(&model, given, random, seed, sizes, &options.limits)?;
+    let compiled = model.compile(options)?;
     let outputs = compiled.run(&inputs)?;
     std::fs::create_dir_all(out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
     let g = model.graph();
-    for (&v, t) in g.outputs().iter().zip(&outputs) {
-        let name = &g.value(v).name;
-        let file: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
-        let path = out_dir.join(format!("{file}.npy"));
+    let names: Vec<&str> = g.outputs().iter().map(|&v| g.value(v).name.as_str()).collect();
+    for ((name, t), file) in names.iter().zip(&outputs).zip(output_files(&names)) {
+        let path = out_dir.join(file);
         std::fs::write(&path, kiln::npy::write(t).map_err(|e| anyhow!("output \"{name}\": {e}"))?).with_context(|| format!("cannot write {}", path.display()))?;
         println!("{} {} → {}", name, t.ty(), path.display());
     }
     Ok(())
+}
+
+/// One `.npy` file name per output: the name with characters outside `[A-Za-z0-9._-]` replaced
+/// by `_` (cut to 100 characters), made unique with `_2`, `_3`... when two names map alike.
+pub fn output_files(names: &[&str]) -> Vec<String> {
+    let mut taken = std::collections::HashSet::new();
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let mut base: String = name.chars().take(100).map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+            if base.is_empty() || base.starts_with('.') {
+                base = format!("output{i}{base}");
+            }
+            let mut file = format!("{base}.npy");
+            let mut k = 2;
+            while !taken.insert(file.to_ascii_lowercase()) {
+                file = format!("{base}_{k}.npy");
+                k += 1;
+            }
+            file
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn output_files_are_unique_and_plain() {
+        assert_eq!(super::output_files(&["a/b", "a_b", "A_b", "", ".."]), ["a_b.npy", "a_b_2.npy", "A_b_3.npy", "output3.npy", "output4...npy"]);
+    }
 }

@@ -92,10 +92,16 @@ impl Env<'_> {
         let mut carried = self.inputs_from(node, 2)?;
         let n_scan = body.results.len().checked_sub(1 + carried.len()).ok_or_else(|| invalid(OP, "body has too few results"))?;
         let mut scans: Vec<Vec<Arr>> = vec![Vec::new(); n_scan];
+        if let Some(m) = max_trip.filter(|&m| m > 0 && m as u64 > self.budget.max_loop_trips) {
+            return Err(invalid(OP, format!("trip count {m} is over the limit of {} iterations", self.budget.max_loop_trips)));
+        }
         let mut i: i64 = 0;
         while cond && max_trip.is_none_or(|m| i < m) {
             if max_trip.is_none() && i >= MAX_ITERATIONS {
                 return Err(unsupported(OP, format!("loop ran {MAX_ITERATIONS} iterations without stopping")));
+            }
+            if let Some(why) = (self.budget.should_stop)() {
+                return Err(invalid(OP, why));
             }
             let mut params = vec![Tensor::from_i64s(&[], &[i]), Arr::bools(vec![], vec![cond]).into_tensor(OP)?];
             params.append(&mut carried);

@@ -47,10 +47,35 @@ const SHAPE_OPS: &[OpKind] = &[
     OpKind::ReduceSum,
     OpKind::ReduceMax,
     OpKind::ReduceMin,
-    // Exporters size resized images in floats: Cast, Mul by the scale, Floor, Cast back.
+    // Exporters size resized images in floats: Cast, Mul by the scale, Floor, Cast back;
+    // torchvision's transform takes `min(size / min(h, w), max_size / max(h, w))` through
+    // Reciprocal; anchor and box arithmetic uses the rest.
     OpKind::Floor,
     OpKind::Ceil,
     OpKind::Round,
+    OpKind::Reciprocal,
+    OpKind::Sqrt,
+    OpKind::Pow,
+    OpKind::Exp,
+    OpKind::Log,
+    OpKind::Sign,
+    OpKind::Clip,
+    OpKind::LessOrEqual,
+    OpKind::GreaterOrEqual,
+    OpKind::Xor,
+    OpKind::Tile,
+    OpKind::Transpose,
+    OpKind::Split,
+    OpKind::ReduceMean,
+    OpKind::ScatterND,
+    OpKind::ScatterElements,
+    OpKind::GatherElements,
+    OpKind::GatherND,
+    OpKind::ArgMax,
+    OpKind::ArgMin,
+    OpKind::CumSum,
+    OpKind::NonZero,
+    OpKind::Trilu,
 ];
 
 /// Results larger than this stay nodes: they are data, not shapes.
@@ -76,7 +101,7 @@ pub fn fold_node(g: &Graph, op: &Op, inputs: &[Option<ValueId>], outputs: &[Tens
         let dims = g.ty((*inputs.first()?)?).known_dims()?;
         let out = &outputs[0];
         let values: Vec<i64> = match op {
-            Op::Size(_) => vec![i64::try_from(dims.iter().product::<u64>()).ok()?],
+            Op::Size(_) => vec![i64::try_from(dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?).ok()?],
             Op::Shape(s) => {
                 let rank = dims.len() as i64;
                 let clamp = |i: i64| (if i < 0 { i + rank } else { i }).clamp(0, rank) as usize;

@@ -10,11 +10,32 @@ use crate::error::{EvalError, Result};
 /// Control-flow nodes (If, Loop, Scan) evaluate their regions in the same environment, so a
 /// region reads values of the regions around it.
 pub fn eval_graph(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    eval_graph_with(g, inputs, &Budget::default())
+}
+
+/// What one evaluation may take that its tensors' sizes do not bound: loop iterations, and a
+/// way to stop it from outside (cancelled, past a deadline).
+#[derive(Clone, Copy)]
+pub struct Budget<'a> {
+    /// Iterations of one `Loop`.
+    pub max_loop_trips: u64,
+    /// Polled once per loop iteration; `Some(why)` stops the evaluation with that reason.
+    pub should_stop: &'a dyn Fn() -> Option<String>,
+}
+
+impl Default for Budget<'_> {
+    fn default() -> Self {
+        Budget { max_loop_trips: 1 << 32, should_stop: &|| None }
+    }
+}
+
+/// [`eval_graph`] within `budget`.
+pub fn eval_graph_with(g: &Graph, inputs: &[Tensor], budget: &Budget<'_>) -> Result<Vec<Tensor>> {
     let params = g.inputs();
     if inputs.len() != params.len() {
         return Err(EvalError::BadInput { index: inputs.len().min(params.len()), reason: format!("graph takes {} inputs, {} given", params.len(), inputs.len()) });
     }
-    let mut env = Env::new(g);
+    let mut env = Env::new(g, *budget);
     for (index, (&id, t)) in params.iter().zip(inputs).enumerate() {
         check_input(g, id, t).map_err(|reason| EvalError::BadInput { index, reason })?;
         env.set(id, t.clone());
@@ -49,11 +70,12 @@ fn check_input(g: &Graph, id: ValueId, t: &Tensor) -> std::result::Result<(), St
 pub(crate) struct Env<'g> {
     pub(crate) g: &'g Graph,
     vals: Vec<Option<Tensor>>,
+    pub(crate) budget: Budget<'g>,
 }
 
 impl<'g> Env<'g> {
-    fn new(g: &'g Graph) -> Env<'g> {
-        Env { g, vals: vec![None; g.values.len()] }
+    fn new(g: &'g Graph, budget: Budget<'g>) -> Env<'g> {
+        Env { g, vals: vec![None; g.values.len()], budget }
     }
 
     /// A printable name for a value.

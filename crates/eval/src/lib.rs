@@ -53,7 +53,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use kiln_tir::{Op, Tensor};
 
 pub use error::{EvalError, Result};
-pub use graph::eval_graph;
+pub use graph::{Budget, eval_graph, eval_graph_with};
 
 use dispatch::dispatch;
 

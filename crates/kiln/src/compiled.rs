@@ -1,18 +1,69 @@
 //! Compiled models: specializations per input shape, an arena pool, and `run`.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use bytes::Bytes;
 use kiln_codegen::JitProgram;
 use kiln_schedule::plan::MemoryPlan;
 use kiln_loops::{BufferKind, Program};
 use kiln_runtime::pool::Pool;
+use kiln_runtime::stop::{Reason, Stop};
 use kiln_tir::{DType, Graph, Tensor, TensorData};
 
 use crate::pipeline::{Bindings, Pipeline, Stage};
 use crate::staged::{self, Staged};
 use crate::{CompileOptions, Error, Result};
+
+/// The alignment of every buffer generated code and kernels read: enough for any element and
+/// for 128-bit vectors.
+const ALIGN: usize = 16;
+
+fn is_aligned(bytes: &[u8]) -> bool {
+    bytes.as_ptr() as usize % ALIGN == 0
+}
+
+/// `bytes` copied to memory aligned to [`ALIGN`].
+fn aligned_copy(bytes: &[u8]) -> Bytes {
+    /// 16-byte words holding the bytes, shown as the bytes.
+    struct Words(Vec<u128>, usize);
+    impl AsRef<[u8]> for Words {
+        fn as_ref(&self) -> &[u8] {
+            // SAFETY: the words own at least `self.1` initialized bytes.
+            unsafe { std::slice::from_raw_parts(self.0.as_ptr().cast::<u8>(), self.1) }
+        }
+    }
+    let mut words = vec![0u128; bytes.len().div_ceil(ALIGN)];
+    // SAFETY: `words` holds at least `bytes.len()` bytes and does not overlap `bytes`.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), words.as_mut_ptr().cast::<u8>(), bytes.len()) };
+    Bytes::from_owner(Words(words, bytes.len()))
+}
+
+/// How one run may be stopped from outside ([`CompiledModel::run_with`]).
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Stops the run once another thread sets it to true.
+    pub cancel: Option<Arc<AtomicBool>>,
+    /// Stops the run once this instant has passed.
+    pub deadline: Option<Instant>,
+}
+
+impl RunOptions {
+    /// Options with a deadline `timeout` from now.
+    pub fn timeout(timeout: std::time::Duration) -> RunOptions {
+        RunOptions { cancel: None, deadline: Instant::now().checked_add(timeout) }
+    }
+}
+
+/// [`Error::Stopped`] if the run on this thread should stop now.
+pub(crate) fn stopped() -> Option<Error> {
+    kiln_runtime::stop::reason().map(|r| Error::Stopped(match r {
+        Reason::Cancelled => "the run was cancelled",
+        Reason::DeadlineExceeded => "the run passed its deadline",
+    }))
+}
 
 /// A model ready to run: `Send + Sync`, reentrant.
 pub struct CompiledModel {
@@ -79,7 +130,7 @@ impl Arena {
 
 impl CompiledModel {
     pub(crate) fn new(graph: Graph, options: &CompileOptions) -> Result<CompiledModel> {
-        let pool = Pool::new(options.threads).map_err(|source| Error::Threads { threads: options.threads, source })?;
+        let pool = Pool::new(options.threads).map_err(|error| Error::Threads { threads: options.threads, error })?;
         let model = CompiledModel::with(graph, options.pipeline(), Arc::new(pool));
         // Compile now what can be compiled now, so errors surface at compile time.
         let mut shapes = Vec::new();
@@ -129,6 +180,11 @@ impl CompiledModel {
     }
 
     /// Runs `f` inside the thread pool.
+    /// The resource limits its compilations and runs keep to.
+    pub(crate) fn limits(&self) -> &crate::ResourceLimits {
+        &self.pipeline.options().limits
+    }
+
     pub(crate) fn in_pool<R>(&self, f: impl FnOnce() -> R) -> R {
         self.pool.enter(f)
     }
@@ -192,6 +248,22 @@ impl CompiledModel {
             Entry::Code(spec) => self.pool.enter(|| spec.run(inputs, None)),
             Entry::Staged(staged) => staged.run(self, inputs),
         }
+    }
+
+    /// [`CompiledModel::run`] that stops early with [`Error::Stopped`] when `options` say so:
+    /// checked before the run, between its stages, and once per iteration of every `Loop` (the
+    /// only work whose time its tensors' sizes do not bound). Compiling a new specialization
+    /// for these inputs' shapes is not interrupted.
+    pub fn run_with(&self, inputs: &[Tensor], options: &RunOptions) -> Result<Vec<Tensor>> {
+        let stop = Stop { cancel: options.cancel.clone(), deadline: options.deadline };
+        kiln_runtime::stop::with(&stop, || {
+            let result = stopped().map_or_else(|| self.run(inputs), Err);
+            // A run that failed because it was told to stop reports that, not the check it hit.
+            match result {
+                Err(e) => Err(stopped().unwrap_or(e)),
+                ok => ok,
+            }
+        })
     }
 
     /// How many specializations have been compiled so far (one per set of input shapes and
@@ -337,7 +409,7 @@ impl Specialization {
     /// Compiles `bound`, a graph whose shapes are all static.
     pub(crate) fn compile_bound(pipeline: &Pipeline, bound: Graph) -> Result<Specialization> {
         let compiled = pipeline.run(&bound, &Bindings::default(), Stage::Codegen)?;
-        let (Some(program), Some(plan), Some(jit)) = (compiled.program, compiled.plan, compiled.jit) else {
+        let (Some(mut program), Some(plan), Some(jit)) = (compiled.program, compiled.plan, compiled.jit) else {
             return Err(Error::Internal("the pipeline stopped before code generation".into()));
         };
         let g = &compiled.graph;
@@ -346,6 +418,14 @@ impl Specialization {
             .iter()
             .map(|&v| (g.ty(v).dtype, g.ty(v).known_dims().unwrap_or_default()))
             .collect();
+        // Weights inside a mapped protobuf start at any byte; kernels read whole elements.
+        for b in &mut program.buffers {
+            if let BufferKind::Const(t) = &mut b.kind {
+                if let Some(raw) = t.raw().filter(|r| !is_aligned(r)) {
+                    t.data = TensorData::Raw(aligned_copy(raw));
+                }
+            }
+        }
         let const_addrs = program
             .buffers
             .iter()
@@ -393,13 +473,16 @@ impl Specialization {
             None => Arena::new(self.plan.arena_bytes)?,
         };
         let base = arena.base();
+        // Inputs that are slices of a caller's buffer can start at any byte.
+        let realigned: Vec<Option<Bytes>> = inputs.iter().map(|t| t.raw().filter(|r| !is_aligned(r)).map(aligned_copy)).collect();
         let mut table: Vec<*mut u8> = Vec::with_capacity(self.program.buffers.len());
         for (i, b) in self.program.buffers.iter().enumerate() {
             let ptr: *mut u8 = match &b.kind {
                 // The generated code never stores into inputs (the loop-IR verifier checks it).
-                BufferKind::Input(n) => inputs[*n]
-                    .raw()
-                    .map_or(std::ptr::null_mut(), |r| r.as_ptr().cast_mut()),
+                BufferKind::Input(n) => match &realigned[*n] {
+                    Some(copy) => copy.as_ptr().cast_mut(),
+                    None => inputs[*n].raw().map_or(std::ptr::null_mut(), |r| r.as_ptr().cast_mut()),
+                },
                 BufferKind::Output(n) => outputs[*n].as_mut_ptr(),
                 BufferKind::Const(_) => self.const_addrs[i].unwrap_or(0) as *mut u8,
                 BufferKind::Temp => match self.plan.offsets[i] {

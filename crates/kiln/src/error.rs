@@ -50,13 +50,20 @@ pub enum Error {
         reason: String,
     },
     /// The intra-op thread pool could not start its threads.
-    #[error("starting {threads} intra-op threads: {source}")]
+    #[error("starting {threads} intra-op threads: {error}")]
     Threads {
         /// Threads asked for.
         threads: usize,
         /// Why the operating system refused.
-        source: std::io::Error,
+        error: std::io::Error,
     },
+    /// The run was stopped from outside: cancelled, or past its deadline
+    /// ([`crate::RunOptions`]).
+    #[error("{0}")]
+    Stopped(&'static str),
+    /// A resource limit ([`crate::ResourceLimits`]) would be exceeded.
+    #[error("{0}")]
+    Limit(String),
     /// A kiln bug: an invariant between stages did not hold.
     #[error("internal error (a kiln bug): {0}")]
     Internal(String),

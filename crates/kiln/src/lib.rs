@@ -18,6 +18,7 @@ mod array;
 mod compiled;
 pub mod conformance;
 mod error;
+pub mod limits;
 pub mod npy;
 pub mod pipeline;
 mod staged;
@@ -25,8 +26,9 @@ mod staged;
 use std::path::Path;
 
 pub use array::{Element, tensor_from_array, tensor_to_array};
-pub use compiled::{CompiledModel, Specialization};
+pub use compiled::{CompiledModel, RunOptions, Specialization};
 pub use error::{Error, Result};
+pub use limits::ResourceLimits;
 pub use kiln_passes::{Limits, Stats as OptimizerStats};
 pub use kiln_target::Target;
 pub use pipeline::{Bindings, Pipeline, PipelineOptions, Stage};
@@ -60,6 +62,8 @@ pub struct CompileOptions {
     /// Whether chains of convolutions compute in the blocked channel layout NCHW16c
     /// (`kiln_schedule::nchwc`) when the target has AVX-512 and `prepack` is on.
     pub nchwc: bool,
+    /// What one compilation and one run may take.
+    pub limits: ResourceLimits,
 }
 
 impl Default for CompileOptions {
@@ -71,6 +75,7 @@ impl Default for CompileOptions {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             prepack: true,
             nchwc: true,
+            limits: ResourceLimits::default(),
         }
     }
 }
@@ -100,7 +105,7 @@ impl CompileOptions {
     pub fn pipeline(&self) -> Pipeline {
         Pipeline::new(
             self.target.clone(),
-            PipelineOptions { optimizer: self.optimizer.clone(), prepack: self.prepack, nchwc: self.nchwc, threads: self.threads },
+            PipelineOptions { optimizer: self.optimizer.clone(), prepack: self.prepack, nchwc: self.nchwc, threads: self.threads, limits: self.limits.clone() },
         )
     }
 }
@@ -108,9 +113,13 @@ impl CompileOptions {
 impl Model {
     /// Loads and imports an `.onnx` file (weights stay in the mapped file).
     pub fn load(path: impl AsRef<Path>) -> Result<Model> {
-        Ok(Model {
-            graph: kiln_onnx::import::import_path(path)?,
-        })
+        Model::load_with(path, &ResourceLimits::default())
+    }
+
+    /// [`Model::load`] within `limits` (`limits.import`).
+    pub fn load_with(path: impl AsRef<Path>, limits: &ResourceLimits) -> Result<Model> {
+        let file = kiln_onnx::load::OnnxFile::from_path(path).map_err(kiln_onnx::import::ImportError::from)?;
+        Ok(Model { graph: kiln_onnx::import::import_with(&file, &limits.import)? })
     }
 
     /// Imports a model from bytes in memory.

@@ -27,7 +27,8 @@ fn dtype_of(descr: &str) -> Option<DType> {
     DType::ALL.iter().copied().find(|&d| self::descr(d).is_some_and(|x| x == descr || x.replace('|', "<") == descr || x.replace('<', "|") == descr))
 }
 
-/// Serializes `t` as a version 1.0 `.npy` file.
+/// Serializes `t` as a `.npy` file: version 1.0, or 2.0 when the header needs more than 64 KiB
+/// (a shape of some thousands of dims).
 pub fn write(t: &Tensor) -> Result<Vec<u8>, String> {
     let d = descr(t.dtype).ok_or_else(|| format!("{} tensors have no .npy form", t.dtype))?;
     let raw = t.raw().ok_or("the tensor has no bytes")?;
@@ -36,14 +37,20 @@ pub fn write(t: &Tensor) -> Result<Vec<u8>, String> {
         _ => format!("({})", t.shape.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
     };
     let mut header = format!("{{'descr': '{d}', 'fortran_order': False, 'shape': {shape}, }}");
+    let version: u8 = if MAGIC.len() + 4 + header.len() + 64 > usize::from(u16::MAX) { 2 } else { 1 };
+    let len_bytes = if version == 1 { 2 } else { 4 };
     // Pad so the data starts at a multiple of 64 bytes; the header ends with a newline.
-    let unpadded = MAGIC.len() + 2 + 2 + header.len() + 1;
+    let unpadded = MAGIC.len() + 2 + len_bytes + header.len() + 1;
     header.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
     header.push('\n');
-    let mut out = Vec::with_capacity(MAGIC.len() + 4 + header.len() + raw.len());
+    let mut out = Vec::new();
+    out.try_reserve_exact(MAGIC.len() + 2 + len_bytes + header.len() + raw.len()).map_err(|_| "no memory for the .npy file")?;
     out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&[1, 0]);
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(&[version, 0]);
+    match version {
+        1 => out.extend_from_slice(&(header.len() as u16).to_le_bytes()),
+        _ => out.extend_from_slice(&u32::try_from(header.len()).map_err(|_| "the .npy header is over 4 GiB")?.to_le_bytes()),
+    }
     out.extend_from_slice(header.as_bytes());
     out.extend_from_slice(raw);
     Ok(out)
@@ -61,30 +68,140 @@ pub fn read(bytes: &[u8]) -> Result<Tensor, String> {
     };
     let header = bytes.get(start..start + len).ok_or("the .npy header is truncated")?;
     let header = std::str::from_utf8(header).map_err(|_| "the .npy header is not text")?;
-    let field = |key: &str| -> Result<&str, String> {
-        let at = header.find(&format!("'{key}'")).ok_or_else(|| format!("the .npy header has no '{key}'"))?;
-        let rest = header[at + key.len() + 2..].trim_start().strip_prefix(':').ok_or("malformed .npy header")?;
-        Ok(rest.trim_start())
-    };
-    let descr_text = field("descr")?.strip_prefix('\'').and_then(|r| r.split('\'').next()).ok_or("malformed descr")?;
-    let dtype = dtype_of(descr_text).ok_or_else(|| format!("unsupported .npy dtype '{descr_text}'"))?;
-    if field("fortran_order")?.starts_with("True") {
+    let Header { descr, fortran_order, shape } = Header::parse(header).map_err(|e| format!("the .npy header: {e}"))?;
+    let dtype = dtype_of(&descr).ok_or_else(|| format!("unsupported .npy dtype '{}'", kiln_tir::echo::text(&descr)))?;
+    if fortran_order && shape.len() > 1 {
         return Err("Fortran-order .npy files are not supported".into());
     }
-    let shape_text = field("shape")?.strip_prefix('(').and_then(|r| r.split(')').next()).ok_or("malformed shape")?;
-    let shape = shape_text
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<u64>().map_err(|_| format!("bad dim '{s}' in .npy shape")))
-        .collect::<Result<Vec<_>, _>>()?;
     let numel = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).ok_or("the .npy shape overflows")?;
     let want = dtype.storage_bytes(numel).ok_or("the .npy shape overflows")?;
     let data = &bytes[start + len..];
     if data.len() as u64 != want {
-        return Err(format!("the .npy data holds {} bytes; shape {shape:?} of {dtype} needs {want}", data.len()));
+        return Err(format!("the .npy data holds {} bytes; shape {} of {dtype} needs {want}", data.len(), kiln_tir::echo::list(&shape)));
     }
     Ok(Tensor { dtype, shape, data: TensorData::Raw(Bytes::copy_from_slice(data)) })
+}
+
+/// The header dict: a Python literal `{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }`
+/// with exactly these three keys, in any order, as numpy requires.
+struct Header {
+    descr: String,
+    fortran_order: bool,
+    shape: Vec<u64>,
+}
+
+/// A value of the header dict.
+enum Literal {
+    Str(String),
+    Bool(bool),
+    Tuple(Vec<u64>),
+}
+
+impl Header {
+    fn parse(text: &str) -> Result<Header, String> {
+        let mut p = Parser { s: text.as_bytes(), at: 0 };
+        p.expect(b'{')?;
+        let (mut descr, mut fortran, mut shape) = (None, None, None);
+        loop {
+            p.space();
+            if p.eat(b'}') {
+                break;
+            }
+            let key = p.string()?;
+            p.space();
+            p.expect(b':')?;
+            p.space();
+            let value = p.literal()?;
+            let slot_taken = match (key.as_str(), value) {
+                ("descr", Literal::Str(s)) => descr.replace(s).is_some(),
+                ("fortran_order", Literal::Bool(b)) => fortran.replace(b).is_some(),
+                ("shape", Literal::Tuple(t)) => shape.replace(t).is_some(),
+                ("descr" | "fortran_order" | "shape", _) => return Err(format!("'{key}' has a value of the wrong kind")),
+                _ => return Err(format!("unexpected key '{}'", kiln_tir::echo::text(&key))),
+            };
+            if slot_taken {
+                return Err(format!("'{key}' appears twice"));
+            }
+            p.space();
+            if !p.eat(b',') {
+                p.space();
+                p.expect(b'}')?;
+                break;
+            }
+        }
+        if !text[p.at..].trim().is_empty() {
+            return Err("text after the dict".into());
+        }
+        let missing = |k: &str| format!("no '{k}'");
+        Ok(Header { descr: descr.ok_or_else(|| missing("descr"))?, fortran_order: fortran.ok_or_else(|| missing("fortran_order"))?, shape: shape.ok_or_else(|| missing("shape"))? })
+    }
+}
+
+/// A cursor over the header text.
+struct Parser<'a> {
+    s: &'a [u8],
+    at: usize,
+}
+
+impl Parser<'_> {
+    fn space(&mut self) {
+        while self.s.get(self.at).is_some_and(u8::is_ascii_whitespace) {
+            self.at += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> bool {
+        let hit = self.s.get(self.at) == Some(&c);
+        self.at += usize::from(hit);
+        hit
+    }
+
+    fn expect(&mut self, c: u8) -> Result<(), String> {
+        if self.eat(c) { Ok(()) } else { Err(format!("expected '{}' at byte {}", c as char, self.at)) }
+    }
+
+    /// A quoted string without escapes (all numpy writes).
+    fn string(&mut self) -> Result<String, String> {
+        let quote = match self.s.get(self.at) {
+            Some(&q @ (b'\'' | b'"')) => q,
+            _ => return Err(format!("expected a quoted string at byte {}", self.at)),
+        };
+        let from = self.at + 1;
+        let len = self.s[from..].iter().position(|&c| c == quote).ok_or("unterminated string")?;
+        self.at = from + len + 1;
+        String::from_utf8(self.s[from..from + len].to_vec()).map_err(|_| "a string is not UTF-8".into())
+    }
+
+    fn literal(&mut self) -> Result<Literal, String> {
+        for (word, b) in [("True", true), ("False", false)] {
+            if self.s[self.at..].starts_with(word.as_bytes()) {
+                self.at += word.len();
+                return Ok(Literal::Bool(b));
+            }
+        }
+        if !self.eat(b'(') {
+            return self.string().map(Literal::Str);
+        }
+        let mut dims = Vec::new();
+        loop {
+            self.space();
+            if self.eat(b')') {
+                return Ok(Literal::Tuple(dims));
+            }
+            let from = self.at;
+            while self.s.get(self.at).is_some_and(u8::is_ascii_digit) {
+                self.at += 1;
+            }
+            let digits = std::str::from_utf8(&self.s[from..self.at]).unwrap_or_default();
+            dims.push(digits.parse::<u64>().map_err(|_| format!("expected a dim at byte {from}"))?);
+            self.space();
+            if !self.eat(b',') {
+                self.space();
+                self.expect(b')')?;
+                return Ok(Literal::Tuple(dims));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -99,6 +216,36 @@ mod tests {
         assert_eq!(read(&bytes).unwrap(), t);
         let s = Tensor::from_i64s(&[], &[7]);
         assert_eq!(read(&write(&s).unwrap()).unwrap(), s);
+    }
+
+    #[test]
+    fn headers_are_parsed_as_dicts() {
+        let file = |h: &str| {
+            let mut b = MAGIC.to_vec();
+            b.extend_from_slice(&[1, 0]);
+            b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+            b.extend_from_slice(h.as_bytes());
+            b.extend_from_slice(&[0; 8]);
+            b
+        };
+        let t = read(&file("{'shape': (2,), \"descr\": '<f4', 'fortran_order': False}\n")).unwrap();
+        assert_eq!((t.dtype, t.shape.clone()), (DType::F32, vec![2]));
+        // Another key holding the text 'shape' does not decide the shape.
+        let e = read(&file("{'descr': '<f4', 'note': \"'shape': (2,)\", 'fortran_order': False, 'shape': (2,)}")).unwrap_err();
+        assert!(e.contains("unexpected key 'note'"), "{e}");
+        let e = read(&file("{'descr': '<f4', 'shape': (2,), 'shape': (2,), 'fortran_order': False}")).unwrap_err();
+        assert!(e.contains("'shape' appears twice"), "{e}");
+        assert!(read(&file("{'descr': '<f4', 'fortran_order': False}")).unwrap_err().contains("no 'shape'"));
+        assert!(read(&file("{'descr': '<f4', 'fortran_order': False, 'shape': (2, x)}")).is_err());
+    }
+
+    #[test]
+    fn a_header_over_64_kib_is_written_as_version_2() {
+        let shape = vec![1u64; 30_000];
+        let t = Tensor::from_f32s(&shape, &[3.0]);
+        let bytes = write(&t).unwrap();
+        assert_eq!(bytes[6], 2);
+        assert_eq!(read(&bytes).unwrap(), t);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use kiln_target::Target;
 use kiln_tir::infer::GraphInferError;
 use kiln_tir::{Assumed, Dim, Graph, Tensor};
 
-use crate::{Error, Result};
+use crate::{Error, ResourceLimits, Result};
 
 /// A point in the pipeline; the output of each has a text form (`kiln dump --stage`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -71,11 +71,13 @@ pub struct PipelineOptions {
     /// Threads each run uses: with more than one, generated loops may split over them and
     /// weights are packed beside code generation.
     pub threads: usize,
+    /// What a compilation and its runs may take; checked after binding and after planning.
+    pub limits: ResourceLimits,
 }
 
 impl Default for PipelineOptions {
     fn default() -> Self {
-        PipelineOptions { optimizer: Some(Limits::default()), prepack: true, nchwc: true, threads: 1 }
+        PipelineOptions { optimizer: Some(Limits::default()), prepack: true, nchwc: true, threads: 1, limits: ResourceLimits::default() }
     }
 }
 
@@ -142,6 +144,7 @@ impl Pipeline {
             return Ok(out);
         }
         out.graph = bind(graph, bindings)?;
+        self.options.limits.check_graph(&out.graph)?;
         out.stage = Stage::Bind;
         if stop == Stage::Bind {
             return Ok(out);
@@ -171,6 +174,9 @@ impl Pipeline {
         // independent).
         let deferred = self.schedule(&mut program);
         let plan = (stop >= Stage::Plan).then(|| kiln_schedule::plan::plan(&program));
+        if let Some(p) = &plan {
+            self.options.limits.check_arena(p.arena_bytes)?;
+        }
         let jit = if stop == Stage::Codegen {
             let codegen = self.codegen_options();
             let (jit, packed) = match &deferred {

@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 
 use kiln_tir::{DType, Graph, NodeId, Region, Tensor, ValueDef, ValueId};
 
-use crate::compiled::{CompiledModel, Specialization};
+use crate::compiled::{CompiledModel, Specialization, stopped};
 use crate::pipeline::Pipeline;
 use crate::{Error, Result};
 
@@ -132,7 +132,12 @@ impl Staged {
             env.extend(self.prefix_out.iter().copied().zip(outs));
         }
         let ins = take(&env, &self.splitter.body.params)?;
-        let outs = kiln_eval::eval_graph(&self.splitter, &ins).map_err(|e| Error::Run(e.to_string()))?;
+        let reason = || kiln_runtime::stop::reason().map(|r| format!("{r:?}"));
+        let budget = kiln_eval::Budget { max_loop_trips: model.limits().max_loop_trips, should_stop: &reason };
+        let outs = kiln_eval::eval_graph_with(&self.splitter, &ins, &budget).map_err(|e| stopped().unwrap_or_else(|| Error::Run(e.to_string())))?;
+        if let Some(e) = stopped() {
+            return Err(e);
+        }
         env.extend(self.splitter.body.results.iter().copied().zip(outs));
         match &self.rest {
             Some(rest) => rest.run(&take(&env, &self.rest_in)?),

@@ -161,5 +161,75 @@ fn a_value_too_large_for_memory_is_a_compile_error_naming_it() {
         Ok(_) => panic!("a 4 EiB output compiled"),
         Err(e) => e.to_string(),
     };
-    assert!(err.contains("\"huge\"") && err.contains("too large"), "{err}");
+    assert!(err.contains("\"huge\"") && err.contains("(output of tensor.expand)") && err.contains("over the limit"), "{err}");
+}
+
+/// A Loop of `trips` iterations adding 1 to a carried scalar, from an ONNX model.
+fn counting_loop(trips: i64) -> Model {
+    use kiln_testkit::onnx::*;
+    let body = graph(
+        vec![node("Add", &["v", "one"], &["v2"]), node("Identity", &["c"], &["c2"])],
+        vec![value("i", INT64, Some(&[])), value("c", BOOL, Some(&[])), value("v", FLOAT, Some(&[]))],
+        vec![value("c2", BOOL, None), value("v2", FLOAT, None)],
+        vec![floats("one", &[], &[1.0])],
+    );
+    let g = graph(
+        vec![with_graph(node("Loop", &["n", "", "x"], &["y"]), "body", body)],
+        vec![value("x", FLOAT, Some(&[]))],
+        vec![value("y", FLOAT, None)],
+        vec![ints("n", &[], &[trips])],
+    );
+    Model::from_bytes(model(g, vec![opset("", 17)], vec![])).unwrap()
+}
+
+#[test]
+fn a_run_stops_at_its_deadline_or_when_cancelled() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    let x = Tensor::from_f32s(&[], &[0.0]);
+    let short = counting_loop(1000).compile(&CompileOptions::default()).unwrap();
+    let y = short.run_with(std::slice::from_ref(&x), &kiln::RunOptions::timeout(Duration::from_secs(600))).unwrap();
+    assert_eq!(tensor_to_array::<f32>(&y[0]).unwrap().iter().copied().collect::<Vec<_>>(), vec![1000.0]);
+
+    // 2^32 iterations would take far longer than the test; the deadline ends it.
+    let long = counting_loop(1 << 32).compile(&CompileOptions::default()).unwrap();
+    let e = long.run_with(std::slice::from_ref(&x), &kiln::RunOptions::timeout(Duration::from_millis(50))).unwrap_err();
+    assert!(matches!(e, Error::Stopped(m) if m.contains("deadline")), "{e}");
+
+    let cancel = Arc::new(AtomicBool::new(false));
+    let options = kiln::RunOptions { cancel: Some(cancel.clone()), deadline: None };
+    let started = Instant::now();
+    let e = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(50));
+            cancel.store(true, Ordering::Relaxed);
+        });
+        long.run_with(std::slice::from_ref(&x), &options).unwrap_err()
+    });
+    assert!(matches!(e, Error::Stopped(m) if m.contains("cancelled")), "{e} after {:?}", started.elapsed());
+    // The flag stays with the run that was given it.
+    assert!(short.run(std::slice::from_ref(&x)).is_ok());
+}
+
+#[test]
+fn a_loop_over_the_trip_limit_is_a_compile_error() {
+    let mut options = CompileOptions::default();
+    options.limits.max_loop_trips = 100;
+    let e = counting_loop(1000).compile(&options).err().expect("compiled");
+    assert!(matches!(&e, Error::Limit(m) if m.contains("trip count 1000")), "{e}");
+}
+
+#[test]
+fn inputs_at_any_byte_address_give_the_same_outputs() {
+    let compiled = tiny().compile(&CompileOptions::default()).unwrap();
+    let x = image(2, 7);
+    let want = compiled.run(std::slice::from_ref(&x)).unwrap();
+    // The same bytes starting one byte into a buffer: a slice of a caller's file, say.
+    let raw = x.raw().unwrap();
+    let mut shifted = vec![0u8; raw.len() + 1];
+    shifted[1..].copy_from_slice(raw);
+    let bytes = bytes::Bytes::from(shifted).slice(1..);
+    assert_ne!(bytes.as_ptr() as usize % 4, 0);
+    let y = Tensor { dtype: x.dtype, shape: x.shape.clone(), data: TensorData::Raw(bytes) };
+    assert_eq!(compiled.run(&[y]).unwrap(), want);
 }

@@ -1,14 +1,15 @@
-//! The model zoo of `scripts/zoo.sh` through compiled code: models written the way exporters
+//! The model zoos through compiled code, each model compiled once and run at every data set's
+//! input shapes, compared with onnxruntime: `scripts/zoo.sh`'s models written the way exporters
 //! and onnxruntime's tools write them (dynamic and unnamed dims, `-1`, lying value_info,
-//! legacy opsets, `com.microsoft` contrib ops, quantized forms), each compiled once and run at
-//! every data set's input shapes, compared with onnxruntime. A case listed in
+//! legacy opsets, `com.microsoft` contrib ops, quantized forms), and `scripts/zoo-torch.sh`'s
+//! torchvision and Hugging Face models from PyTorch's two exporters. A case listed in
 //! `tests/zoo/known-failures.txt` must fail (and the test says when one starts passing);
 //! every other case must pass.
 
 use std::collections::BTreeMap;
 
 use kiln::{CompileOptions, Model, Tensor};
-use kiln_testkit::{ZooCase, compare_with_onnxruntime, repo_root, zoo_cases};
+use kiln_testkit::{ZooCase, cases_in, compare_with_onnxruntime, repo_root, torch_zoo, zoo_cases};
 
 /// Runs every data set of `case` through one compiled model; returns one line per data set
 /// (shapes and largest difference), or the first failure.
@@ -49,16 +50,25 @@ fn run(case: &ZooCase) -> Result<Vec<String>, String> {
 
 #[test]
 fn zoo_matches_onnxruntime() {
+    check(&zoo_cases());
+}
+
+#[test]
+fn torch_exported_models_match_onnxruntime() {
+    check(&cases_in(torch_zoo()));
+}
+
+/// Runs every case; fails listing each unexpected result.
+fn check(cases: &[ZooCase]) {
     let known: BTreeMap<String, String> = std::fs::read_to_string(repo_root().join("tests/zoo/known-failures.txt"))
         .unwrap_or_default()
         .lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
         .filter_map(|l| l.split_once(':').map(|(n, r)| (n.trim().to_string(), r.trim().to_string())))
         .collect();
-    let cases = zoo_cases();
     assert!(!cases.is_empty(), "the zoo is empty");
     let mut problems = Vec::new();
-    for case in &cases {
+    for case in cases {
         let result = std::panic::catch_unwind(|| run(case)).unwrap_or_else(|_| Err("panicked".into()));
         match (result, known.get(&case.name)) {
             (Ok(lines), None) => eprintln!("pass  {:32} {}", case.name, lines.join("; ")),
@@ -67,7 +77,9 @@ fn zoo_matches_onnxruntime() {
             (Err(e), None) => problems.push(format!("{}: {e}", case.name)),
         }
     }
-    for name in known.keys() {
+    // Names say which zoo a case is from: the torch zoo's start with `tv_` or `hf_`.
+    let torch = |name: &str| name.starts_with("tv_") || name.starts_with("hf_");
+    for name in known.keys().filter(|n| cases.iter().any(|c| torch(&c.name) == torch(n))) {
         if !cases.iter().any(|c| &c.name == name) {
             problems.push(format!("{name}: listed in tests/zoo/known-failures.txt but not in the zoo"));
         }

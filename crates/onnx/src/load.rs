@@ -11,6 +11,7 @@
 //! while an [`OnnxFile`] (or any `Bytes` obtained from it) is alive.
 
 mod external;
+mod locate;
 mod tensor_data;
 
 use std::fmt;
@@ -57,12 +58,12 @@ pub enum TensorData {
 #[non_exhaustive]
 pub enum LoadError {
     /// The model file could not be opened, inspected or mapped.
-    #[error("cannot read ONNX model {}: {source}", .path.display())]
+    #[error("cannot read ONNX model {}: {error}", .path.display())]
     Io {
         /// The model file.
         path: PathBuf,
-        /// The underlying I/O error.
-        source: io::Error,
+        /// The underlying I/O error (shown in the message, so not a `source`).
+        error: io::Error,
     },
     /// The bytes are not a valid `ModelProto` (truncated, corrupted, too deeply nested...).
     #[error("cannot decode ONNX model {}: {message}", origin(.path.as_deref()))]
@@ -103,9 +104,9 @@ impl OnnxFile {
     /// directory.
     pub fn from_path(path: impl AsRef<Path>) -> Result<OnnxFile, LoadError> {
         let path = path.as_ref();
-        let bytes = map_file(path).map_err(|source| LoadError::Io {
+        let bytes = map_file(path).map_err(|error| LoadError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
         let base_dir = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -138,7 +139,7 @@ impl OnnxFile {
         // Decoding from a `Bytes` makes prost slice (not copy) every `bytes` field.
         let model = ModelProto::decode(bytes.clone()).map_err(|e| LoadError::Decode {
             path: path.clone(),
-            message: e.to_string(),
+            message: locate::locate(&bytes).unwrap_or_else(|| shorten_decode_error(&e.to_string())),
         })?;
         Ok(OnnxFile {
             model,
@@ -190,7 +191,20 @@ impl fmt::Debug for OnnxFile {
 }
 
 /// Maps a regular file read-only into a `Bytes` that owns the mapping.
+/// Reads a whole file, refusing anything but a regular file (a FIFO or a device would block or
+/// never end) before opening it.
+pub fn read_regular_file(path: &Path) -> io::Result<Vec<u8>> {
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    std::fs::read(path)
+}
+
 fn map_file(path: &Path) -> io::Result<Bytes> {
+    // Checked before opening: opening a FIFO or a device can block for ever.
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
     let file = File::open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
@@ -204,6 +218,24 @@ fn map_file(path: &Path) -> io::Result<Bytes> {
     // while mapped (documented on the module).
     let mmap = unsafe { memmap2::Mmap::map(&file)? };
     Ok(Bytes::from_owner(mmap))
+}
+
+/// prost's message, `failed to decode Protobuf message: Inner.f: ...: Outer.g: what`, as
+/// `what (in Outer.g > ... > Inner.f)` with a path of more than six fields cut in the middle (a
+/// hostile model nests a hundred levels deep).
+fn shorten_decode_error(message: &str) -> String {
+    let body = message.strip_prefix("failed to decode Protobuf message: ").unwrap_or(message);
+    let mut parts: Vec<&str> = body.split(": ").collect();
+    let Some(what) = parts.pop() else { return message.to_string() };
+    parts.reverse();
+    let path = parts;
+    let path = if path.len() > 6 {
+        format!("{} > … ({} more) > {}", path[..2].join(" > "), path.len() - 5, path[path.len() - 3..].join(" > "))
+    } else {
+        path.join(" > ")
+    };
+    let what = kiln_tir::echo::text(what);
+    if path.is_empty() { what.into_owned() } else { format!("{what} (in {path})") }
 }
 
 /// Display name of a tensor for error messages.

@@ -41,6 +41,7 @@ pub mod parallel;
 pub mod pool;
 mod prefetch;
 mod scratch;
+pub mod stop;
 pub mod softmax;
 mod vmath;
 pub mod window;
@@ -49,6 +50,7 @@ pub mod window;
 pub fn symbols() -> Vec<(&'static str, *const u8)> {
     let mut table = math::symbols();
     table.push(("kiln_rt_sgemm", gemm::kiln_rt_sgemm as *const u8));
+    table.push(("kiln_rt_should_stop", stop::kiln_rt_should_stop as *const u8));
     table.push(("kiln_rt_sgemm_packed", gemm::kiln_rt_sgemm_packed as *const u8));
     table.push(("kiln_rt_sgemm_fused", gemm::kiln_rt_sgemm_fused as *const u8));
     table.push(("kiln_rt_conv2d", conv::kiln_rt_conv2d as *const u8));
@@ -87,8 +89,8 @@ mod tests {
         assert_eq!(names.len(), table.len());
         // 17 unary functions and pow and fmod, each in f32 and f64, sgemm, sgemm_packed, sgemm_fused,
         // conv2d, conv2d_packed, dwconv2d, epilogue, im2col, maxpool2d, softmax, layernorm, copy,
-        // parallel_for, conv2d_nchwc, maxpool2d_nchwc, to_nchwc, from_nchwc, and five
-        // narrow-float encoders.
-        assert_eq!(table.len(), 2 * 19 + 17 + 5);
+        // parallel_for, conv2d_nchwc, maxpool2d_nchwc, to_nchwc, from_nchwc, should_stop, and
+        // five narrow-float encoders.
+        assert_eq!(table.len(), 2 * 19 + 18 + 5);
     }
 }

@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 pub mod filetest;
+pub mod onnx;
 mod rng;
 
 pub use rng::Rng;
@@ -147,18 +148,32 @@ pub struct ZooCase {
 /// onnxruntime's contrib ops and its quantizer's output), generated on first use.
 pub fn zoo() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let root = repo_root();
-        let out = root.join("build/zoo");
-        let status = Command::new("bash").arg(root.join("scripts/zoo.sh")).arg(&out).status().expect("bash runs scripts/zoo.sh");
-        assert!(status.success(), "scripts/zoo.sh failed ({status})");
-        out
-    })
+    DIR.get_or_init(|| generate("scripts/zoo.sh", "build/zoo"))
 }
 
-/// Every zoo case, sorted by name.
+/// The zoo of `scripts/zoo-torch.sh`: torchvision and Hugging Face models exported by
+/// PyTorch's two exporters, generated on first use (it installs PyTorch: minutes, 6 GB).
+pub fn torch_zoo() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| generate("scripts/zoo-torch.sh", "build/zoo-torch"))
+}
+
+/// Runs `script` (idempotent) to fill `dir`, both relative to the repository.
+fn generate(script: &str, dir: &str) -> PathBuf {
+    let root = repo_root();
+    let out = root.join(dir);
+    let status = Command::new("bash").arg(root.join(script)).arg(&out).status().unwrap_or_else(|e| panic!("bash runs {script}: {e}"));
+    assert!(status.success(), "{script} failed ({status})");
+    out
+}
+
+/// Every case of the zoo of `scripts/zoo.sh`, sorted by name.
 pub fn zoo_cases() -> Vec<ZooCase> {
-    let dir = zoo();
+    cases_in(zoo())
+}
+
+/// Every case of a zoo directory (`NAME/model.onnx`, `NAME/test_data_set_K/`), sorted by name.
+pub fn cases_in(dir: &Path) -> Vec<ZooCase> {
     let numbered = |data: &Path, prefix: &str| {
         let mut files = Vec::new();
         while data.join(format!("{prefix}_{}.pb", files.len())).is_file() {

@@ -8,6 +8,7 @@
 
 pub mod dim;
 pub mod dtype;
+pub mod echo;
 pub mod graph;
 pub mod infer;
 pub mod op;

@@ -111,6 +111,12 @@ define_calls! {
         ih: i64, iw: i64, oh: i64, ow: i64, kh: i64, kw: i64, sh: i64, sw: i64, ph: i64, pw: i64, dh: i64, dw: i64,
     }
 
+    /// Writes 1 to the byte at `flag` when the run should stop (cancelled, or past its
+    /// deadline: `kiln_runtime::stop`), else 0. Polled once per iteration of a `Loop`.
+    ShouldStop "should_stop" "kiln_rt_should_stop" {
+        flag: write bytes,
+    }
+
     /// Softmax along the rows of an `f32` matrix of `rows × cols` (row stride `cols`), in
     /// place: `x[r, c] = e^(x[r, c] − m) / Σ e^(x[r, ·] − m)`, `m` the row's maximum or 0 when
     /// that is −∞, a zero sum dividing by 1.

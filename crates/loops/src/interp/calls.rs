@@ -90,7 +90,22 @@ impl Machine<'_> {
             Call::Copy(c) => self.copy(c),
             Call::LayerNorm(c) => self.layernorm(c),
             Call::Softmax(c) => self.softmax(c),
+            Call::ShouldStop(c) => self.should_stop(c),
         }
+    }
+
+    fn should_stop(&mut self, c: &call::ShouldStop) -> Result<(), InterpError> {
+        let i = self.index(&c.flag.index)?;
+        let (at, _, elem) = self.slot(c.flag.buf, i)?;
+        if elem.bits() != 8 {
+            return self.fault(format!("should_stop with a flag of {} elements", elem.name()));
+        }
+        let stop = u8::from(kiln_runtime::stop::reason().is_some());
+        match self.memory[c.flag.buf.0 as usize].get_mut(at) {
+            Some(b) => *b = stop,
+            None => return self.fault(format!("{:?} has less memory than its length", c.flag.buf)),
+        }
+        Ok(())
     }
 
     fn sgemm(&mut self, c: &call::Sgemm) -> Result<(), InterpError> {

@@ -50,6 +50,7 @@ impl Cx<'_> {
                 vec![("a", span_a(m, k, lda, ta), "sgemm_packed reads A"), ("b", span_b, "sgemm_packed reads the packed B"), ("c", (m - 1) * ldc + n - 1, "sgemm_packed writes C")]
             }
             Call::SgemmFused(g) => self.sgemm_fused(g),
+            Call::ShouldStop(_) => vec![("flag", 0, "should_stop writes its flag")],
             Call::DwConv2d(d) => {
                 let [Some(planes), Some(channels), Some(h), Some(w), Some(oh), Some(ow), Some(kh), Some(kw)] = [&d.planes, &d.channels, &d.ih, &d.iw, &d.oh, &d.ow, &d.kh, &d.kw].map(|e| self.constant(e)) else { return Vec::new() };
                 // Each operand is `count` planes of `a·b` elements; a zero extent addresses

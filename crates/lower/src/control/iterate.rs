@@ -91,7 +91,15 @@ pub(super) fn lower_loop(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerErr
 
     let i = k.var(ScalarType::I64);
     let iter_value = if iter_elem.value_type() == ScalarType::I64 { Expr::Var(i) } else { Expr::Var(i).cast(iter_elem.value_type()) };
-    let mut step = vec![Stmt::Store { buf: iter_buf, index: zero.clone(), value: iter_value }];
+    // Each iteration first asks whether the run has been cancelled or is past its deadline: a
+    // loop's time is not bounded by its tensors' sizes.
+    let stop_flag = temp(cx, format!("{name}_stop"), ElemType::Scalar(ScalarType::Bool), 1);
+    let stopped = cx.error(n, "the run was stopped (cancelled, or past its deadline)");
+    let mut step = vec![
+        Stmt::Call(kiln_loops::call::ShouldStop { flag: Addr::new(stop_flag, zero.clone()) }.into()),
+        Stmt::Check { cond: Expr::load(stop_flag, zero.clone()).cmp(CmpOp::Eq, Expr::Const(Scalar::Bool(false))), error: stopped },
+        Stmt::Store { buf: iter_buf, index: zero.clone(), value: iter_value },
+    ];
     let kernels = cx.lower_region(body)?;
     step.extend(splice(&mut k, kernels));
 

@@ -23,24 +23,29 @@ pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
     };
     // Binary ops fold too: a op b. Max and Min propagate NaN like numpy.maximum.
     let (ops, ty) = operands(cx, n)?;
-    map_n(cx, n, &ops, |_, a| {
+    map_n(cx, n, &ops, |s, a| {
         need_number(ty)?;
-        Ok(fold(op, a))
+        Ok(fold(s, op, a))
     })
 }
 
-/// `a[0] op a[1] op ...`, left to right.
-fn fold(op: BinOp, a: &[Expr]) -> Expr {
-    a[1..].iter().fold(a[0].clone(), |acc, x| acc.bin(op, x.clone()))
+/// `a[0] op a[1] op ...`, left to right. The running value is bound to a variable every few
+/// terms so that a node with a million operands is a million statements, not an expression a
+/// million deep.
+fn fold(s: &mut Scope<'_>, op: BinOp, a: &[Expr]) -> Expr {
+    a[1..].iter().enumerate().fold(a[0].clone(), |acc, (i, x)| {
+        let e = acc.bin(op, x.clone());
+        if i % 16 == 15 { s.bind(e) } else { e }
+    })
 }
 
 /// (x₁ + ... + xₙ) / n.
 fn mean(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError> {
     let (ops, ty) = operands(cx, n)?;
     let count = ops.len();
-    map_n(cx, n, &ops, |_, a| {
+    map_n(cx, n, &ops, |s, a| {
         need_float(ty)?;
-        Ok(fold(BinOp::Add, a).bin(BinOp::Div, c(ty, count as f64)))
+        Ok(fold(s, BinOp::Add, a).bin(BinOp::Div, c(ty, count as f64)))
     })
 }
 

@@ -41,7 +41,12 @@ pub fn convert<'m>(file: &OnnxFile, list: &'m [AttributeProto], env: Option<&Att
 }
 
 fn value<'m>(file: &OnnxFile, a: &'m AttributeProto, location: &str) -> Result<OnnxAttr<'m>, ImportError> {
-    let ty = a.r#type.and_then(|t| AttributeType::try_from(t).ok()).unwrap_or_else(|| infer_type(a));
+    // IR version 1 models leave `type` out (or UNDEFINED); any other code must be one ONNX defines.
+    let ty = match a.r#type {
+        None | Some(0) => infer_type(a),
+        Some(code) => AttributeType::try_from(code)
+            .map_err(|_| ImportError::Invalid { location: location.to_string(), reason: format!("unknown attribute type {code}") })?,
+    };
     let string = |b: &[u8]| {
         String::from_utf8(b.to_vec()).map_err(|_| ImportError::Invalid { location: location.to_string(), reason: "string is not UTF-8".into() })
     };

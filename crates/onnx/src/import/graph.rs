@@ -6,7 +6,7 @@ use kiln_tir::infer::{InferError, InferInput, RegionSig, SymbolSource, infer_op}
 use kiln_tir::op::AttrValue;
 use kiln_tir::{Assumed, Assumption, DType, Dim, Graph, Op, OpKind, Region, Tensor, TensorType, ValueDef, ValueId};
 
-use super::ImportError;
+use super::{ImportError, ImportLimits, bounded};
 use super::attrs::{self, AttrEnv, OnnxAttr};
 use super::types::{Symbols, tensor, tensor_type};
 use super::upgrade::{self, Pending};
@@ -33,16 +33,31 @@ const NON_TENSOR_OPS: &[&str] = &[
 /// Opset version per domain (`""` is the default ONNX domain).
 type Opsets = HashMap<String, i64>;
 
-fn opsets(list: &[OperatorSetIdProto]) -> Opsets {
-    list.iter()
-        .map(|o| {
-            let d = o.domain.clone().unwrap_or_default();
-            (
-                if d == "ai.onnx" { String::new() } else { d },
-                o.version.unwrap_or(1),
-            )
-        })
-        .collect()
+/// The newest default-domain opset kiln imports (onnx 1.23's).
+pub const NEWEST_OPSET: i64 = 28;
+
+/// The opset imports of a model or function. A domain listed twice with one version is kept;
+/// two versions, or a default-domain version outside 1..=[`NEWEST_OPSET`], are errors.
+fn opsets(list: &[OperatorSetIdProto], location: &str) -> Result<Opsets, ImportError> {
+    let mut out = Opsets::new();
+    for o in list {
+        let d = o.domain.clone().unwrap_or_default();
+        let domain = if d == "ai.onnx" { String::new() } else { d };
+        let version = o.version.unwrap_or(1);
+        let shown = if domain.is_empty() { "the default domain (ai.onnx)".to_string() } else { format!("domain {:?}", bounded(&domain)) };
+        let invalid = |reason: String| ImportError::Invalid { location: location.to_string(), reason };
+        if domain.is_empty() && !(1..=NEWEST_OPSET).contains(&version) {
+            return Err(invalid(format!("opset {version} of {shown} is outside what kiln imports (1 to {NEWEST_OPSET})")));
+        }
+        if version < 1 {
+            return Err(invalid(format!("opset {version} of {shown} is not a version")));
+        }
+        match out.insert(domain, version) {
+            Some(v) if v != version => return Err(invalid(format!("imports {shown} twice, as opset {v} and {version}"))),
+            _ => {}
+        }
+    }
+    Ok(out)
 }
 
 /// Names visible while importing: one frame per enclosing graph, innermost last. A name bound
@@ -94,19 +109,30 @@ pub struct Importer<'f> {
     calls: u32,
     expansions: u32,
     unnamed: u32,
+    limits: ImportLimits,
+    /// Subgraphs and function calls being imported, outermost first; a function found here
+    /// again calls itself.
+    nesting: Vec<Nest>,
+}
+
+/// One level of [`Importer::nesting`].
+#[derive(PartialEq)]
+enum Nest {
+    Subgraph,
+    Call(String, String),
 }
 
 fn node_location(np: &NodeProto) -> String {
     format!(
         "node \"{}\" ({})",
-        np.name.as_deref().unwrap_or("").escape_debug(),
-        np.op_type.as_deref().unwrap_or("")
+        bounded(np.name.as_deref().unwrap_or("")).escape_debug(),
+        bounded(np.op_type.as_deref().unwrap_or(""))
     )
 }
 
 impl<'f> Importer<'f> {
     /// Prepares to import `file`.
-    pub fn new(file: &'f OnnxFile) -> Result<Importer<'f>, ImportError> {
+    pub fn new(file: &'f OnnxFile, limits: &ImportLimits) -> Result<Importer<'f>, ImportError> {
         let kinds = OpKind::ALL
             .iter()
             .filter(|k| !k.is_internal())
@@ -135,6 +161,8 @@ impl<'f> Importer<'f> {
             calls: 0,
             expansions: 0,
             unnamed: 0,
+            limits: limits.clone(),
+            nesting: Vec::new(),
         })
     }
 
@@ -147,8 +175,23 @@ impl<'f> Importer<'f> {
                 reason: "has no graph".into(),
             });
         };
+        let opsets = opsets(&file.model.opset_import, "model")?;
+        let nodes = self.inlined_size(&gp.node, &mut HashMap::new(), &mut Vec::new())?;
+        if nodes > self.limits.max_nodes as u64 {
+            return Err(ImportError::Invalid {
+                location: "model".into(),
+                reason: format!("has {nodes} nodes once its functions are inlined, over the limit of {} (ImportLimits::max_nodes)", self.limits.max_nodes),
+            });
+        }
+        let default_domain_nodes = gp.node.iter().any(|n| matches!(n.domain.as_deref(), None | Some("" | "ai.onnx")));
+        if !opsets.contains_key("") && default_domain_nodes {
+            return Err(ImportError::Invalid {
+                location: "model".into(),
+                reason: "imports no opset of the default domain (ai.onnx), which its nodes use".into(),
+            });
+        }
         let ctx = Context {
-            opsets: opsets(&file.model.opset_import),
+            opsets,
             env: None,
             prefix: String::new(),
         };
@@ -172,10 +215,76 @@ impl<'f> Importer<'f> {
         ctx: &Context<'f>,
         fallback: Option<&[TensorType]>,
     ) -> Result<Region, ImportError> {
+        self.enter(Nest::Subgraph, || "a subgraph".to_string())?;
         scope.frames.push(HashMap::new());
         let result = self.region_inner(gp, scope, ctx, fallback);
         scope.frames.pop();
+        self.nesting.pop();
         result
+    }
+
+    /// How many nodes `nodes` become once function calls are inlined, counting subgraphs'
+    /// nodes (saturating); found before anything is imported, so that a call bomb costs nothing.
+    /// A function reached again through its own body is recursion, an error.
+    fn inlined_size(&self, nodes: &'f [NodeProto], memo: &mut HashMap<(String, String), u64>, active: &mut Vec<(String, String)>) -> Result<u64, ImportError> {
+        let mut total = 0u64;
+        for np in nodes {
+            let domain = match np.domain.as_deref().unwrap_or("") {
+                "ai.onnx" => "",
+                d => d,
+            };
+            let key = (domain.to_string(), np.op_type.clone().unwrap_or_default());
+            let size = match self.functions.get(&key) {
+                Some(f) => match memo.get(&key) {
+                    Some(&n) => n,
+                    None => {
+                        if active.contains(&key) {
+                            return Err(ImportError::Invalid {
+                                location: format!("function \"{}\" (domain {:?})", bounded(&key.1), bounded(&key.0)),
+                                reason: "calls itself, directly or through other functions".into(),
+                            });
+                        }
+                        active.push(key.clone());
+                        let n = self.inlined_size(&f.node, memo, active)?;
+                        active.pop();
+                        memo.insert(key, n);
+                        n
+                    }
+                },
+                None => {
+                    let mut n = 1u64;
+                    for a in &np.attribute {
+                        for g in a.g.iter().chain(&a.graphs) {
+                            n = n.saturating_add(self.inlined_size(&g.node, memo, active)?);
+                        }
+                    }
+                    n
+                }
+            };
+            total = total.saturating_add(size);
+        }
+        Ok(total)
+    }
+
+    /// Pushes one level of nesting, checking the depth limit and, for a call, recursion.
+    fn enter(&mut self, nest: Nest, what: impl Fn() -> String) -> Result<(), ImportError> {
+        if let Nest::Call(domain, name) = &nest {
+            if self.nesting.contains(&nest) {
+                return Err(ImportError::Invalid {
+                    location: format!("function \"{}\" (domain {:?})", bounded(name), bounded(domain)),
+                    reason: "calls itself, directly or through other functions".into(),
+                });
+            }
+        }
+        // The main graph is level 1.
+        if self.nesting.len() > self.limits.max_depth {
+            return Err(ImportError::Invalid {
+                location: what(),
+                reason: format!("subgraphs and function calls nest deeper than {} levels", self.limits.max_depth),
+            });
+        }
+        self.nesting.push(nest);
+        Ok(())
     }
 
     fn region_inner(
@@ -284,7 +393,13 @@ impl<'f> Importer<'f> {
                 format!("{op_type}#{}", self.unnamed)
             }
         };
-        let location = format!("node \"{}\" ({op_type})", node_name.escape_debug());
+        let location = format!("node \"{}\" ({op_type})", bounded(&node_name).escape_debug());
+        if self.g.nodes.len() >= self.limits.max_nodes {
+            return Err(ImportError::Invalid {
+                location,
+                reason: format!("the graph has more than {} nodes after inlining functions (ImportLimits::max_nodes)", self.limits.max_nodes),
+            });
+        }
         let domain = match np.domain.as_deref().unwrap_or("") {
             "ai.onnx" => "",
             d => d,
@@ -633,15 +748,17 @@ impl<'f> Importer<'f> {
             env.insert(a.name.clone().unwrap_or_default(), a);
         }
         let mut fn_opsets = ctx.opsets.clone();
-        fn_opsets.extend(opsets(&f.opset_import));
+        let fn_key = (f.domain.clone().unwrap_or_default(), f.name.clone().unwrap_or_default());
+        fn_opsets.extend(opsets(&f.opset_import, &format!("function \"{}\"", bounded(&fn_key.1)))?);
         let inner_ctx = Context {
             opsets: fn_opsets,
             env: Some(env),
             prefix: format!("{}{call_name}/", ctx.prefix),
         };
-        for body_node in &f.node {
-            self.node(body_node, &mut inner, &inner_ctx, region)?;
-        }
+        self.enter(Nest::Call(fn_key.0, fn_key.1), || location.clone())?;
+        let body = f.node.iter().try_for_each(|n| self.node(n, &mut inner, &inner_ctx, region));
+        self.nesting.pop();
+        body?;
         for (formal, actual) in f.output.iter().zip(&np.output) {
             if actual.is_empty() {
                 continue;

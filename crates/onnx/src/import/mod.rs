@@ -12,7 +12,10 @@ mod graph;
 mod types;
 mod upgrade;
 
+pub use graph::NEWEST_OPSET;
 pub use types::read_tensor_file;
+
+pub(crate) use kiln_tir::echo::text as bounded;
 
 use kiln_tir::verify::VerifyError;
 use kiln_tir::Graph;
@@ -57,7 +60,32 @@ impl ImportError {
 ///
 /// Weights stay zero-copy: constants are slices of `file`'s buffer, which they keep alive.
 pub fn import(file: &OnnxFile) -> Result<Graph, ImportError> {
-    let g = graph::Importer::new(file)?.run()?;
+    import_with(file, &ImportLimits::default())
+}
+
+/// Bounds on what one import builds, so that a hostile model is an error rather than an
+/// exhausted stack or memory: function-call bombs and recursion, subgraphs nested without end.
+#[derive(Clone, Debug)]
+pub struct ImportLimits {
+    /// Nodes in the imported graph, counting every node of every inlined function call and
+    /// subgraph.
+    pub max_nodes: usize,
+    /// Levels of subgraphs (`If`, `Loop`, `Scan` bodies) and function calls, the main graph
+    /// being level 1.
+    pub max_depth: usize,
+}
+
+impl Default for ImportLimits {
+    fn default() -> Self {
+        // The largest exported language models have some 10^5 nodes; nesting beyond a few
+        // levels is rare outside generated tests.
+        ImportLimits { max_nodes: 2_000_000, max_depth: 64 }
+    }
+}
+
+/// [`import`] within `limits`.
+pub fn import_with(file: &OnnxFile, limits: &ImportLimits) -> Result<Graph, ImportError> {
+    let g = graph::Importer::new(file, limits)?.run()?;
     kiln_tir::verify::verify(&g).map_err(ImportError::Verify)?;
     Ok(g)
 }

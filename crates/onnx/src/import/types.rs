@@ -124,7 +124,7 @@ pub fn tensor(file: &OnnxFile, t: &TensorProto, what: &str) -> Result<Tensor, Im
 /// returns its name and tensor. External data is resolved next to the file.
 pub fn read_tensor_file(path: &std::path::Path) -> Result<(String, Tensor), ImportError> {
     use prost::Message;
-    let bytes = std::fs::read(path).map_err(|source| ImportError::Load(crate::load::LoadError::Io { path: path.to_path_buf(), source }))?;
+    let bytes = crate::load::read_regular_file(path).map_err(|error| ImportError::Load(crate::load::LoadError::Io { path: path.to_path_buf(), error }))?;
     let what = format!("tensor file {}", path.display());
     let proto = TensorProto::decode(bytes.as_slice()).map_err(|e| ImportError::Invalid { location: what.clone(), reason: e.to_string() })?;
     let dir = path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();

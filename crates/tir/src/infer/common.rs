@@ -348,8 +348,7 @@ pub(super) fn attr_err(msg: impl Into<String>) -> InferError {
 
 /// Formats dims as `[2, seq, 4]`.
 pub(super) fn fmt_dims(dims: &[Dim]) -> String {
-    let parts: Vec<String> = dims.iter().map(Dim::to_string).collect();
-    format!("[{}]", parts.join(", "))
+    crate::echo::list(dims)
 }
 
 /// A type with the given dtype and dims.

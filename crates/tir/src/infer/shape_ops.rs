@@ -34,21 +34,23 @@ pub(super) fn reshape(cx: &mut Cx<'_, '_>, allowzero: i64) -> Res<Vec<TensorType
     };
     let mut out = Vec::with_capacity(target.len());
     let mut infer_at = None;
+    let shown = || crate::echo::list(&target);
     for (i, &v) in target.iter().enumerate() {
         match v {
-            -1 if infer_at.is_some() => return Err(shape_err(format!("shape {target:?} has more than one -1"))),
+            -1 if infer_at.is_some() => return Err(shape_err(format!("shape {} has more than one -1", shown()))),
             -1 => {
                 infer_at = Some(i);
                 out.push(Dim::Known(1));
             }
             0 if allowzero == 0 => {
-                out.push(x.shape.get(i).cloned().ok_or_else(|| shape_err(format!("shape {target:?} copies dim {i} (a 0) of an input of rank {}", x.rank())))?)
+                out.push(x.shape.get(i).cloned().ok_or_else(|| shape_err(format!("shape {} copies dim {i} (a 0) of an input of rank {}", shown(), x.rank())))?)
             }
-            v => out.push(known(v, &format!("dim {i} of shape {target:?}"))?),
+            v if v < 0 => return Err(shape_err(format!("dim {i} of shape {} is negative ({v})", shown()))),
+            v => out.push(Dim::Known(v as u64)),
         }
     }
     if allowzero != 0 && infer_at.is_some() && target.contains(&0) {
-        return Err(shape_err(format!("shape {target:?} has both 0 and -1 with allowzero = 1")));
+        return Err(shape_err(format!("shape {} has both 0 and -1 with allowzero = 1", shown())));
     }
     let total = product(&x.shape)?;
     let rest = product(&out)?;
@@ -56,10 +58,10 @@ pub(super) fn reshape(cx: &mut Cx<'_, '_>, allowzero: i64) -> Res<Vec<TensorType
         Some(i) => {
             out[i] = match (&total, &rest) {
                 (Dim::Known(t), Dim::Known(r)) if *r == 0 || t % r != 0 => {
-                    return Err(shape_err(format!("cannot reshape {} ({t} elements) into {target:?}", fmt_dims(&x.shape))));
+                    return Err(shape_err(format!("cannot reshape {} ({t} elements) into {}", fmt_dims(&x.shape), shown())));
                 }
                 (Dim::Known(t), Dim::Known(r)) => Dim::Known(t / r),
-                (_, Dim::Known(0)) => return Err(shape_err(format!("cannot infer the -1 of {target:?}: the other dims hold no elements"))),
+                (_, Dim::Known(0)) => return Err(shape_err(format!("cannot infer the -1 of {}: the other dims hold no elements", shown()))),
                 _ => total.div_exact(&rest).unwrap_or_else(|| cx.fresh()),
             };
         }
