@@ -104,7 +104,7 @@ impl ResourceLimits {
     fn check_value(&self, g: &Graph, v: ValueId) -> Result<()> {
         let ty = g.ty(v);
         let Some(dims) = ty.known_dims() else { return Ok(()) };
-        let bytes = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).and_then(|n| ty.dtype.storage_bytes(n));
+        let bytes = bytes_of(ty.dtype, &dims);
         if bytes.is_some_and(|b| b <= self.max_tensor_bytes) {
             return Ok(());
         }
@@ -146,7 +146,7 @@ impl ResourceLimits {
 
     /// Checks an input of `dtype` and `dims` before it is allocated (e.g. random inputs).
     pub fn check_input(&self, name: &str, dtype: kiln_tir::DType, dims: &[u64]) -> Result<()> {
-        let bytes = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).and_then(|n| dtype.storage_bytes(n));
+        let bytes = bytes_of(dtype, dims);
         if bytes.is_some_and(|b| b <= self.max_tensor_bytes) {
             return Ok(());
         }
@@ -157,6 +157,16 @@ impl ResourceLimits {
             bytes.map_or_else(|| "more than 2^64 bytes".to_string(), show_bytes),
             show_bytes(self.max_tensor_bytes)
         )))
+    }
+}
+
+/// The bytes a tensor of `dtype` and `dims` takes (a string element counted as its handle,
+/// 32 bytes, its text aside), or `None` past `u64`.
+fn bytes_of(dtype: kiln_tir::DType, dims: &[u64]) -> Option<u64> {
+    let n = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
+    match dtype {
+        kiln_tir::DType::String => n.checked_mul(32),
+        d => d.storage_bytes(n),
     }
 }
 
