@@ -49,7 +49,7 @@ fn main() {
         }
         if std::env::var_os("OPT_DIFF_EXACT").is_some() && got.dtype == kiln::DType::F32 {
             let f = |t: &kiln::Tensor| t.raw().unwrap().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect::<Vec<_>>();
-            let worst = f(got).iter().zip(f(want)).map(|(a, b)| ((a - b).abs() / (1.0 + b.abs()))).fold(0.0f32, f32::max);
+            let worst = f(got).iter().zip(f(want)).map(|(a, b)| (a - b).abs() / (1.0 + b.abs())).fold(0.0f32, f32::max);
             if worst > 0.0 {
                 println!("{name}: max relative difference {worst:.2e}");
             }
