@@ -8,7 +8,8 @@
 # Idempotent: does nothing when OUTDIR's stamp matches this script (and so the pins) and its
 # Python half.
 # The venv (<repo>/build/venv-torch, ~6 GB) gets PyPI's torch, the CUDA build: it does not
-# import without the nvidia-* wheels (~2.2 GB download) even though only the CPU is used.
+# import without the nvidia-* wheels (~2.2 GB download) even though only the CPU is used. It is
+# deleted once the zoo is written, unless KILN_KEEP_VENV=1 (for work on zoo_torch.py).
 #
 #   scripts/zoo-torch.sh [OUTDIR]
 set -euo pipefail
@@ -39,9 +40,12 @@ if [[ ! -x $venv/bin/python ]]; then
     "${PYTHON:-python3}" -m venv "$venv"
 fi
 # shellcheck disable=SC2086
-"$venv/bin/pip" install --quiet --disable-pip-version-check $pins
+"$venv/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir $pins
 rm -rf "$outdir.tmp"
 "$venv/bin/python" "$script_dir/zoo_torch.py" "$outdir.tmp"
 echo "$stamp" >"$outdir.tmp/stamp.txt"
 rm -rf "$outdir"
 mv "$outdir.tmp" "$outdir"
+if [[ ${KILN_KEEP_VENV:-0} != 1 ]]; then
+    rm -rf "$venv"
+fi

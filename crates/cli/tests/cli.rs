@@ -12,7 +12,8 @@ fn tiny() -> PathBuf {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kiln-cli-test-{}", std::process::id()));
+    // Under target/, so that nothing is left in the system's temporary folder.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli");
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
 }

@@ -12,7 +12,8 @@ use kiln_testkit::onnx::*;
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kiln-hostile-{}", std::process::id()));
+    // Under target/, so that nothing is left in the system's temporary folder.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hostile");
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
