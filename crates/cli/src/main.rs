@@ -1,6 +1,7 @@
 //! `kiln`: the command-line front end.
 
 mod bench;
+mod compile;
 mod conformance;
 mod dump;
 mod run;
@@ -116,6 +117,34 @@ enum Command {
         #[command(flatten)]
         limits: LimitArgs,
     },
+    /// Compile a model to a relocatable object file (DIR/NAME.o) and its C header (DIR/NAME.h),
+    /// and print the command that links them.
+    Compile {
+        /// The .onnx model.
+        model: PathBuf,
+        /// Where to write the files.
+        #[arg(long, short = 'o')]
+        output_dir: PathBuf,
+        /// The C identifier the exported symbols start with (default: the file's name).
+        #[arg(long)]
+        name: Option<String>,
+        /// The target, `TRIPLE [+FEATURE]...`, e.g. `aarch64-unknown-linux-gnu` (default: this
+        /// machine and all its CPU features).
+        #[arg(long)]
+        target: Option<String>,
+        /// `static`: call the runtime's kernels, linked from libkiln_runtime.a (copied beside
+        /// the object); `none`: everything is generated code that needs only libc and libm.
+        #[arg(long, value_enum, default_value = "static")]
+        runtime: RuntimeArg,
+        /// An input's shape, e.g. `--input-shape x=1,3,224,224`; repeatable.
+        #[arg(long = "input-shape", value_name = "NAME=DIMS")]
+        input_shapes: Vec<String>,
+        /// The size of a symbolic dim of the inputs, e.g. `--bind batch=1`; repeatable.
+        #[arg(long = "bind", value_name = "SYM=N")]
+        bindings: Vec<String>,
+        #[command(flatten)]
+        limits: LimitArgs,
+    },
     /// Run the ONNX backend node suite through compiled code and compare outputs.
     Conformance {
         /// The generated suite (scripts/gen-node-suite.sh writes build/node-suite).
@@ -158,6 +187,15 @@ impl LimitArgs {
         l.max_loop_trips = self.max_loop_trips.unwrap_or(l.max_loop_trips);
         l
     }
+}
+
+/// Where an object file's runtime calls go (`kiln::target::Runtime`).
+#[derive(Clone, Copy, ValueEnum)]
+enum RuntimeArg {
+    /// The runtime's kernels, from libkiln_runtime.a.
+    Static,
+    /// Generated code only: the object needs libc and libm.
+    None,
 }
 
 /// Pipeline stages `kiln dump` can print (`kiln::Stage`); the older names are aliases.
@@ -258,6 +296,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let limits = limits.resolve();
             let b = bench::Bench { model: &model, inputs: &inputs, sizes, threads, callers, iters, idle_ms, kernels, limits };
             bench::bench(b).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Compile { model, output_dir, name, target, runtime, input_shapes, bindings, limits } => {
+            let runtime = match runtime {
+                RuntimeArg::Static => kiln::target::Runtime::Static,
+                RuntimeArg::None => kiln::target::Runtime::None,
+            };
+            let input_shapes = input_shapes.iter().map(|s| parse_input_shape(s)).collect::<Result<Vec<_>>>()?;
+            let c = compile::Compile { model: &model, out_dir: &output_dir, name, target, runtime, input_shapes, symbols: parse_bindings(&bindings)?, limits: limits.resolve() };
+            compile::compile(c).map(|()| ExitCode::SUCCESS)
         }
         Command::Conformance {
             dir,

@@ -104,41 +104,10 @@ pub fn run(model_path: &Path, given: &[String], random: bool, seed: u64, sizes: 
     std::fs::create_dir_all(out_dir).with_context(|| format!("cannot create {}", out_dir.display()))?;
     let g = model.graph();
     let names: Vec<&str> = g.outputs().iter().map(|&v| g.value(v).name.as_str()).collect();
-    for ((name, t), file) in names.iter().zip(&outputs).zip(output_files(&names)) {
+    for ((name, t), file) in names.iter().zip(&outputs).zip(kiln::npy::file_names(&names)) {
         let path = out_dir.join(file);
         std::fs::write(&path, kiln::npy::write(t).map_err(|e| anyhow!("output \"{name}\": {e}"))?).with_context(|| format!("cannot write {}", path.display()))?;
         println!("{} {} → {}", name, t.ty(), path.display());
     }
     Ok(())
-}
-
-/// One `.npy` file name per output: the name with characters outside `[A-Za-z0-9._-]` replaced
-/// by `_` (cut to 100 characters), made unique with `_2`, `_3`... when two names map alike.
-pub fn output_files(names: &[&str]) -> Vec<String> {
-    let mut taken = std::collections::HashSet::new();
-    names
-        .iter()
-        .enumerate()
-        .map(|(i, name)| {
-            let mut base: String = name.chars().take(100).map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
-            if base.is_empty() || base.starts_with('.') {
-                base = format!("output{i}{base}");
-            }
-            let mut file = format!("{base}.npy");
-            let mut k = 2;
-            while !taken.insert(file.to_ascii_lowercase()) {
-                file = format!("{base}_{k}.npy");
-                k += 1;
-            }
-            file
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn output_files_are_unique_and_plain() {
-        assert_eq!(super::output_files(&["a/b", "a_b", "A_b", "", ".."]), ["a_b.npy", "a_b_2.npy", "A_b_3.npy", "output3.npy", "output4...npy"]);
-    }
 }

@@ -7,7 +7,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::default_libcall_names;
 use kiln_loops::Program;
 
-use crate::module::{target_isa, translate};
+use crate::module::{target_isa, translate, Exports};
 use kiln_target::{Runtime, Target};
 use crate::{CodegenError, CodegenOptions};
 
@@ -49,10 +49,11 @@ unsafe impl Send for JitProgram {}
 // SAFETY: as for `Send`: shared access only calls immutable, reentrant code.
 unsafe impl Sync for JitProgram {}
 
-/// A JIT module for `target`, which must be this process's machine with its runtime, with every
-/// runtime symbol registered.
+/// A JIT module for `target`, which must be this process's machine, with every runtime symbol
+/// registered. A target without the runtime (`runtime=none`) compiles too: its code calls only
+/// libc and libm, which the JIT finds in this process, so objects' code can be tested here.
 pub(crate) fn new_module(target: &Target) -> Result<JITModule, CodegenError> {
-    if target.runtime != Runtime::Jit || target.triple.architecture != kiln_target::Triple::host().architecture {
+    if target.runtime == Runtime::Static || target.triple.architecture != kiln_target::Triple::host().architecture {
         return Err(CodegenError::Isa(format!("{target}: JIT code runs in this process, whose target is {}", Target::host())));
     }
     let mut builder = JITBuilder::with_isa(target_isa(target, false)?, default_libcall_names());
@@ -70,7 +71,7 @@ pub fn compile_jit(program: &Program) -> Result<JitProgram, CodegenError> {
 pub fn compile_jit_with(program: &Program, target: &Target, options: &CodegenOptions) -> Result<JitProgram, CodegenError> {
     let start = Instant::now();
     let mut module = new_module(target)?;
-    let translated = translate(&mut module, program, options, &mut |module, id, _, ctx| {
+    let translated = translate(&mut module, program, options, &Exports::jit(target), &mut |module, id, _, ctx| {
         module.define_function(id, ctx).map_err(|e| CodegenError::Cranelift { kernel: String::new(), message: format!("{e:?}") })
     });
     let translated = match translated {

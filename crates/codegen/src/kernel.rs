@@ -47,6 +47,8 @@ pub(crate) struct Cx<'a, 'f> {
     pub funcs: BTreeMap<&'static str, FuncRef>,
     /// The kernel's top-level statements run by an outlined function, by statement index.
     outlined: &'a [(FuncId, ParallelLoop)],
+    /// Calls go to libc and libm only (a target without kiln's runtime).
+    pub libc: bool,
 }
 
 /// The signature of an outlined loop: `(table: *const *mut u8, lo: i64, hi: i64) -> u32`.
@@ -69,17 +71,17 @@ pub(crate) fn loops_to_split(program: &Program, kernel: &Kernel) -> Vec<Parallel
 
 /// Translates `kernel` into `func` (whose signature is already set); the top-level loops in
 /// `outlined` call their outlined functions through the runtime's `parallel_for`.
-pub(crate) fn translate_kernel(module: &mut dyn Module, func: &mut Function, fctx: &mut FunctionBuilderContext, program: &Program, kernel: &Kernel, outlined: &[(FuncId, ParallelLoop)]) -> Result<(), CodegenError> {
-    let mut cx = Cx::new(module, func, fctx, program, kernel, &kernel.body, outlined)?;
+pub(crate) fn translate_kernel(module: &mut dyn Module, func: &mut Function, fctx: &mut FunctionBuilderContext, program: &Program, kernel: &Kernel, outlined: &[(FuncId, ParallelLoop)], libc: bool) -> Result<(), CodegenError> {
+    let mut cx = Cx::new(module, func, fctx, program, kernel, &kernel.body, outlined, libc)?;
     cx.top_level(&kernel.body)?;
     cx.finish()
 }
 
 /// Translates the loop `lp` of `kernel` into `func` (with [`outlined_signature`]): its
 /// iterations `lo..hi`, the loops of one iteration around it at 0.
-pub(crate) fn translate_outlined(module: &mut dyn Module, func: &mut Function, fctx: &mut FunctionBuilderContext, program: &Program, kernel: &Kernel, lp: &ParallelLoop) -> Result<(), CodegenError> {
+pub(crate) fn translate_outlined(module: &mut dyn Module, func: &mut Function, fctx: &mut FunctionBuilderContext, program: &Program, kernel: &Kernel, lp: &ParallelLoop, libc: bool) -> Result<(), CodegenError> {
     let stmt = kernel.body.get(lp.stmt).ok_or_else(|| CodegenError::Invalid { kernel: kernel.name.clone(), message: format!("no statement {}", lp.stmt) })?;
-    let mut cx = Cx::new(module, func, fctx, program, kernel, std::slice::from_ref(stmt), &[])?;
+    let mut cx = Cx::new(module, func, fctx, program, kernel, std::slice::from_ref(stmt), &[], libc)?;
     let (lo, hi) = match cx.b.block_params(cx.entry) {
         &[_, lo, hi] => (lo, hi),
         _ => return Err(cx.invalid("an outlined loop takes the table, lo and hi")),
@@ -106,7 +108,8 @@ pub(crate) fn translate_outlined(module: &mut dyn Module, func: &mut Function, f
 impl<'a, 'f> Cx<'a, 'f> {
     /// A function's entry block: the table parameter, the variables, and the base address of
     /// every buffer `body` uses.
-    fn new(module: &'a mut dyn Module, func: &'f mut Function, fctx: &'f mut FunctionBuilderContext, program: &'a Program, kernel: &'a Kernel, body: &[Stmt], outlined: &'a [(FuncId, ParallelLoop)]) -> Result<Self, CodegenError> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(module: &'a mut dyn Module, func: &'f mut Function, fctx: &'f mut FunctionBuilderContext, program: &'a Program, kernel: &'a Kernel, body: &[Stmt], outlined: &'a [(FuncId, ParallelLoop)], libc: bool) -> Result<Self, CodegenError> {
         let mut used = vec![false; program.buffers.len()];
         let mut bad = None;
         for s in body {
@@ -134,7 +137,7 @@ impl<'a, 'f> Cx<'a, 'f> {
             let offset = i32::try_from(i * ptr.bytes() as usize).map_err(|_| CodegenError::Invalid { kernel: kernel.name.clone(), message: "too many buffers".into() })?;
             bases[i] = Some(b.ins().load(ptr, table_flags, table, offset));
         }
-        Ok(Cx { module, b, program, kernel, vars, entry, table, bases, fail: BTreeMap::new(), ret: None, funcs: BTreeMap::new(), outlined })
+        Ok(Cx { module, b, program, kernel, vars, entry, table, bases, fail: BTreeMap::new(), ret: None, funcs: BTreeMap::new(), outlined, libc })
     }
 
     /// Returns 0 where the body ends, adds the failure blocks and finalizes the function.

@@ -10,7 +10,7 @@
 //! `kiln_rt_parallel_for` to split over the thread pool.
 //!
 //! Code is generated through the [`cranelift_module::Module`] trait, so the same translation
-//! drives the JIT ([`compile_jit`]) and, later, object files. Generated code bakes in no process
+//! drives the JIT ([`compile_jit`]) and object files ([`compile_object`]). Generated code bakes in no process
 //! address: buffers come from the table, runtime functions (`kiln_runtime`) are imported
 //! symbols.
 //!
@@ -49,8 +49,10 @@ mod kernel;
 mod math;
 mod memory;
 mod module;
+mod object;
 
 pub use jit::{compile_jit, compile_jit_with, JitProgram, KernelStats};
+pub use object::{compile_object, is_c_identifier, ArenaPlan, ObjectCode, ARENA_ALIGN, BUFFER_ALIGN, STATUS_BAD_ARENA, STATUS_BAD_BUFFER};
 
 /// Choices of the code generator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -36,6 +36,30 @@ fn math_symbols(f: MathFn) -> (&'static str, &'static str) {
     }
 }
 
+/// libm's names of `f` for `f32` and `f64` arguments (`None`: libm has no such function).
+fn libm_symbols(f: MathFn) -> Option<(&'static str, &'static str)> {
+    Some(match f {
+        MathFn::Exp => ("expf", "exp"),
+        MathFn::Log => ("logf", "log"),
+        MathFn::Pow => ("powf", "pow"),
+        MathFn::Tanh => ("tanhf", "tanh"),
+        MathFn::Erf => ("erff", "erf"),
+        MathFn::Sin => ("sinf", "sin"),
+        MathFn::Cos => ("cosf", "cos"),
+        MathFn::Tan => ("tanf", "tan"),
+        MathFn::Asin => ("asinf", "asin"),
+        MathFn::Acos => ("acosf", "acos"),
+        MathFn::Atan => ("atanf", "atan"),
+        MathFn::Sinh => ("sinhf", "sinh"),
+        MathFn::Cosh => ("coshf", "cosh"),
+        MathFn::Asinh => ("asinhf", "asinh"),
+        MathFn::Acosh => ("acoshf", "acosh"),
+        MathFn::Atanh => ("atanhf", "atanh"),
+        MathFn::Rint => ("rintf", "rint"),
+        MathFn::Softplus => return None,
+    })
+}
+
 impl Cx<'_, '_> {
     /// The runtime function `name` with the given signature, imported into this function once.
     pub(crate) fn runtime(&mut self, name: &'static str, params: &[Type], returns: &[Type]) -> Result<FuncRef, CodegenError> {
@@ -64,7 +88,12 @@ impl Cx<'_, '_> {
 
     /// `fmod(x, y)`: float `Rem` has no Cranelift instruction.
     pub fn fmod(&mut self, t: ScalarType, x: Value, y: Value) -> Result<Value, CodegenError> {
-        let name = if t == ScalarType::F32 { "kiln_rt_fmodf" } else { "kiln_rt_fmod" };
+        let name = match (self.libc, t == ScalarType::F32) {
+            (false, true) => "kiln_rt_fmodf",
+            (false, false) => "kiln_rt_fmod",
+            (true, true) => "fmodf",
+            (true, false) => "fmod",
+        };
         self.call_value(name, cl_type(t), &[x, y])
     }
 
@@ -82,14 +111,34 @@ impl Cx<'_, '_> {
         for a in &args[1..] {
             vals.push(self.typed(a, t).map_err(|e| self.invalid(format!("{f:?}: {e}")))?);
         }
-        let (f32_name, f64_name) = math_symbols(f);
+        if self.libc && f == MathFn::Softplus {
+            return Ok((self.softplus(t, vals[0])?, t));
+        }
+        let (f32_name, f64_name) = if self.libc { libm_symbols(f).unwrap_or(("", "")) } else { math_symbols(f) };
         let name = if t == ScalarType::F32 { f32_name } else { f64_name };
         Ok((self.call_value(name, cl_type(t), &vals)?, t))
+    }
+
+    /// `ln(1 + e^x)` as `max(x, 0) + log1p(e^−|x|)` through libm, which has no softplus: no
+    /// overflow for large `x`, full precision for very negative `x`.
+    fn softplus(&mut self, t: ScalarType, x: Value) -> Result<Value, CodegenError> {
+        let (exp, log1p) = if t == ScalarType::F32 { ("expf", "log1pf") } else { ("exp", "log1p") };
+        let ty = cl_type(t);
+        let a = self.b.ins().fabs(x);
+        let neg = self.b.ins().fneg(a);
+        let e = self.call_value(exp, ty, &[neg])?;
+        let l = self.call_value(log1p, ty, &[e])?;
+        let zero = if t == ScalarType::F32 { self.b.ins().f32const(0.0) } else { self.b.ins().f64const(0.0) };
+        let m = self.b.ins().fmax(x, zero);
+        Ok(self.b.ins().fadd(m, l))
     }
 
     /// The runtime's encoding of `f32` value `x` into float8 or float4 storage type `elem`:
     /// the code in the low bits of an `i32`.
     pub fn encode_minifloat(&mut self, elem: ElemType, x: Value) -> Result<Value, CodegenError> {
+        if self.libc {
+            return Err(self.unsupported(format!("stores of {} without kiln's runtime", elem.name())));
+        }
         let name = match elem {
             ElemType::F8E4M3FN => "kiln_rt_f32_to_f8e4m3fn",
             ElemType::F8E4M3FNUZ => "kiln_rt_f32_to_f8e4m3fnuz",
@@ -112,6 +161,9 @@ impl Cx<'_, '_> {
         }
         let f = call.kind();
         let name = f.name();
+        if self.libc {
+            return Err(self.unsupported(format!("runtime call `{name}` without kiln's runtime (`kiln_lower::plain` expands it)")));
+        }
         let ptr = self.module.target_config().pointer_type();
         let mut params = Vec::with_capacity(f.signature().len());
         let mut values = Vec::with_capacity(f.signature().len());
@@ -162,6 +214,12 @@ impl Cx<'_, '_> {
         let n = self.typed(&c.n, ScalarType::I64).map_err(|e| self.invalid(format!("copy count: {e}")))?;
         let bytes = self.b.ins().imul_imm_s(n, i64::from(elem.bits() / 8));
         let ptr = self.module.target_config().pointer_type();
+        if self.libc {
+            // memcpy returns its destination, which nothing reads.
+            let f = self.runtime("memcpy", &[ptr, ptr, ptr], &[ptr])?;
+            self.b.ins().call(f, &[d, s, bytes]);
+            return Ok(());
+        }
         let f = self.runtime(RuntimeFn::Copy.symbol(), &[ptr, ptr, types::I64], &[])?;
         self.b.ins().call(f, &[d, s, bytes]);
         Ok(())

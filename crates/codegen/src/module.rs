@@ -77,8 +77,26 @@ fn begin(module: &dyn Module, ctx: &mut Context, sig: &Signature, name: &str) {
     ctx.func.name = UserFuncName::testcase(name);
 }
 
+/// The entry function's symbol and linkage, and where calls go.
+pub(crate) struct Exports<'s> {
+    /// The entry function's symbol.
+    pub entry: &'s str,
+    /// Its linkage: exported from the JIT's module, local to an object file (whose exported
+    /// function wraps it).
+    pub linkage: Linkage,
+    /// Calls go to libc and libm only: no runtime symbol, no loop split over threads.
+    pub libc: bool,
+}
+
+impl Exports<'_> {
+    /// The JIT's: [`ENTRY_SYMBOL`], exported, calling the runtime when `target` has it.
+    pub fn jit(target: &Target) -> Exports<'static> {
+        Exports { entry: ENTRY_SYMBOL, linkage: Linkage::Export, libc: !target.has_runtime() }
+    }
+}
+
 /// Translates every kernel and the entry function, handing each to `sink`.
-pub(crate) fn translate(module: &mut dyn Module, program: &Program, options: &CodegenOptions, sink: &mut Sink<'_>) -> Result<Translated, CodegenError> {
+pub(crate) fn translate(module: &mut dyn Module, program: &Program, options: &CodegenOptions, exports: &Exports<'_>, sink: &mut Sink<'_>) -> Result<Translated, CodegenError> {
     let cl_err = |kernel: &str, e: &dyn std::fmt::Display| CodegenError::Cranelift { kernel: kernel.to_string(), message: e.to_string() };
     let sig = kernel_signature(module);
     let mut ctx = module.make_context();
@@ -96,27 +114,27 @@ pub(crate) fn translate(module: &mut dyn Module, program: &Program, options: &Co
         // Loops split over the thread pool first: the kernel takes their addresses.
         let mut outlined = Vec::new();
         let mut insts = 0;
-        let split = if options.parallel_loops { loops_to_split(program, kernel) } else { Vec::new() };
+        let split = if options.parallel_loops && !exports.libc { loops_to_split(program, kernel) } else { Vec::new() };
         for lp in split {
             let name = format!("{symbol}_s{}", lp.stmt);
             let id = module.declare_function(&name, Linkage::Local, &outlined_sig).map_err(|e| cl_err(&kernel.name, &e))?;
             begin(module, &mut ctx, &outlined_sig, &name);
-            translate_outlined(module, &mut ctx.func, &mut fctx, program, kernel, &lp)?;
+            translate_outlined(module, &mut ctx.func, &mut fctx, program, kernel, &lp, exports.libc)?;
             insts += ctx.func.dfg.num_insts();
             sink(module, id, &format!("{}, statement {} in parallel", kernel.name, lp.stmt), &mut ctx).map_err(in_kernel)?;
             outlined.push((id, lp));
         }
         let id = module.declare_function(&symbol, Linkage::Local, &sig).map_err(|e| cl_err(&kernel.name, &e))?;
         begin(module, &mut ctx, &sig, &symbol);
-        translate_kernel(module, &mut ctx.func, &mut fctx, program, kernel, &outlined)?;
+        translate_kernel(module, &mut ctx.func, &mut fctx, program, kernel, &outlined, exports.libc)?;
         insts += ctx.func.dfg.num_insts();
         sink(module, id, &kernel.name, &mut ctx).map_err(in_kernel)?;
         stats.push(KernelStats { name: kernel.name.clone(), symbol, clif_insts: insts, compile_time: start.elapsed() });
         kernels.push(id);
     }
 
-    let entry = module.declare_function(ENTRY_SYMBOL, Linkage::Export, &sig).map_err(|e| cl_err(ENTRY_SYMBOL, &e))?;
-    begin(module, &mut ctx, &sig, ENTRY_SYMBOL);
+    let entry = module.declare_function(exports.entry, exports.linkage, &sig).map_err(|e| cl_err(exports.entry, &e))?;
+    begin(module, &mut ctx, &sig, exports.entry);
     let refs: Vec<_> = kernels.iter().map(|&k| module.declare_func_in_func(k, &mut ctx.func)).collect();
     let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
     let start = b.create_block();
@@ -141,8 +159,8 @@ pub(crate) fn translate(module: &mut dyn Module, program: &Program, options: &Co
     b.seal_block(fail);
     b.ins().return_(&[status]);
     b.finalize(module.target_config());
-    sink(module, entry, ENTRY_SYMBOL, &mut ctx).map_err(|e| match e {
-        CodegenError::Cranelift { message, .. } => CodegenError::Cranelift { kernel: ENTRY_SYMBOL.into(), message },
+    sink(module, entry, exports.entry, &mut ctx).map_err(|e| match e {
+        CodegenError::Cranelift { message, .. } => CodegenError::Cranelift { kernel: exports.entry.into(), message },
         other => other,
     })?;
     Ok(Translated { kernels, entry, stats })
@@ -154,7 +172,7 @@ pub(crate) fn translate(module: &mut dyn Module, program: &Program, options: &Co
 pub fn clif_text(program: &Program, target: &Target, options: &CodegenOptions) -> Result<String, CodegenError> {
     let mut module = crate::jit::new_module(target)?;
     let mut out = String::new();
-    translate(&mut module, program, options, &mut |_, _, label, ctx| {
+    translate(&mut module, program, options, &Exports::jit(target), &mut |_, _, label, ctx| {
         out.push_str(&format!("; {label}\n{}\n", ctx.func.display()));
         Ok(())
     })?;

@@ -64,6 +64,10 @@ pub enum Error {
     /// A resource limit ([`crate::ResourceLimits`]) would be exceeded.
     #[error("{0}")]
     Limit(String),
+    /// The model cannot become an object file as asked (a JIT target, an unbound dim, shapes
+    /// that come from data).
+    #[error("cannot compile to an object file: {0}")]
+    Object(String),
     /// A kiln bug: an invariant between stages did not hold.
     #[error("internal error (a kiln bug): {0}")]
     Internal(String),

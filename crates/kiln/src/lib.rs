@@ -14,6 +14,7 @@
 //! dims are compiled once per distinct set of input shapes, on first use.
 #![deny(missing_docs)]
 
+pub mod aot;
 mod array;
 mod compiled;
 pub mod conformance;
@@ -25,12 +26,15 @@ mod staged;
 
 use std::path::Path;
 
+pub use aot::{ObjectFile, Port};
 pub use array::{Element, tensor_from_array, tensor_to_array};
 pub use compiled::{CompiledModel, RunOptions, Specialization};
 pub use error::{Error, Result};
 pub use limits::ResourceLimits;
 pub use kiln_passes::{Limits, Stats as OptimizerStats};
 pub use kiln_target::Target;
+/// Targets: triples, CPU features, runtimes (`kiln_target`).
+pub use kiln_target as target;
 pub use pipeline::{Bindings, Pipeline, PipelineOptions, Stage};
 pub use kiln_tir::{DType, Dim, Tensor, TensorData, TensorType};
 
@@ -84,11 +88,17 @@ impl CompileOptions {
     /// The defaults, changed by the environment: `KILN_OPT=0` turns the optimizer off and
     /// `KILN_OPT_NODES`, `KILN_OPT_ITERS`, `KILN_OPT_TIME_MS`, `KILN_OPT_FOLD` bound it
     /// ([`Limits::from_env`]); `KILN_THREADS=N` sets the threads; `KILN_PREPACK=0` and
-    /// `KILN_NCHWC=0` turn packing and the blocked layout off.
+    /// `KILN_NCHWC=0` turn packing and the blocked layout off; `KILN_RUNTIME=none` compiles
+    /// JIT code as for a target without the runtime (every call as loops, libc and libm only).
     pub fn from_env() -> CompileOptions {
         let off = |var: &str| std::env::var(var).is_ok_and(|v| v.trim() == "0");
         let defaults = CompileOptions::default();
+        let mut target = defaults.target.clone();
+        if std::env::var("KILN_RUNTIME").is_ok_and(|v| v.trim() == "none") {
+            target.runtime = kiln_target::Runtime::None;
+        }
         CompileOptions {
+            target,
             optimizer: (!off("KILN_OPT")).then(Limits::from_env),
             threads: std::env::var("KILN_THREADS")
                 .ok()

@@ -5,7 +5,7 @@ use kiln_tir::{DType, Tensor, TensorData};
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 
-fn descr(d: DType) -> Option<&'static str> {
+pub(crate) fn descr(d: DType) -> Option<&'static str> {
     Some(match d {
         DType::F32 => "<f4",
         DType::F64 => "<f8",
@@ -204,9 +204,38 @@ impl Parser<'_> {
     }
 }
 
+/// One `.npy` file name per tensor name (`kiln run`'s outputs): the name with characters outside
+/// `[A-Za-z0-9._-]` replaced by `_` (cut to 100 characters), made unique with `_2`, `_3`...
+/// when two names map alike (ignoring case, for case-insensitive file systems).
+pub fn file_names(names: &[&str]) -> Vec<String> {
+    let mut taken = std::collections::HashSet::new();
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let mut base: String = name.chars().take(100).map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+            if base.is_empty() || base.starts_with('.') {
+                base = format!("output{i}{base}");
+            }
+            let mut file = format!("{base}.npy");
+            let mut k = 2;
+            while !taken.insert(file.to_ascii_lowercase()) {
+                file = format!("{base}_{k}.npy");
+                k += 1;
+            }
+            file
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn file_names_are_unique_and_plain() {
+        assert_eq!(super::file_names(&["a/b", "a_b", "A_b", "", ".."]), ["a_b.npy", "a_b_2.npy", "A_b_3.npy", "output3.npy", "output4...npy"]);
+    }
 
     #[test]
     fn round_trip() {

@@ -164,6 +164,10 @@ impl Pipeline {
     /// The stages after the optimizer, on `out.graph`.
     fn from_optimized(&self, mut out: Compilation, stop: Stage) -> Result<Compilation> {
         let mut program = kiln_lower::lower(&out.graph)?;
+        if !self.target.has_runtime() {
+            // Without the runtime every call but copies becomes loops (DESIGN decision 3).
+            kiln_lower::plain::expand_calls(&mut program)?;
+        }
         if stop == Stage::Lower {
             out.stage = Stage::Lower;
             out.program = Some(program);

@@ -16,6 +16,7 @@ mod misc;
 mod movement;
 mod nn;
 mod norm;
+pub mod plain;
 mod quant;
 mod reduce;
 mod rnn;

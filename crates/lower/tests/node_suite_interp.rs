@@ -4,6 +4,10 @@
 //! `node_suite_interp_known_failures.txt`; a listed case that passes fails it too, so the list
 //! only shrinks.
 //!
+//! The second test runs the same cases with every runtime call expanded to plain loops
+//! (`kiln_lower::plain`, what a target without kiln's runtime compiles), against the same
+//! list: the expansions must not break a case the runtime's kernels pass.
+//!
 //! `KILN_CASES=substring` restricts the run to matching case names.
 
 use std::collections::BTreeMap;
@@ -42,7 +46,7 @@ fn interpret(g: &Graph, program: &Program, inputs: &[Tensor]) -> Result<Vec<Tens
     Ok(outputs)
 }
 
-fn run_case(case: &Case) -> Outcome {
+fn run_case(case: &Case, plain: bool) -> Outcome {
     let Ok(mut g) = import_path(&case.model) else {
         return Outcome::Unsupported("import".into());
     };
@@ -62,7 +66,13 @@ fn run_case(case: &Case) -> Outcome {
             return Outcome::Unsupported("inference after binding".into());
         }
     }
-    let program = match lower(&g) {
+    let lowered = lower(&g).and_then(|mut p| {
+        if plain {
+            kiln_lower::plain::expand_calls(&mut p)?;
+        }
+        Ok(p)
+    });
+    let program = match lowered {
         Ok(p) => p,
         Err(LowerError::Unsupported { op, reason, .. }) => return Outcome::Unsupported(format!("tensor.{op}: {reason}")),
         Err(e @ LowerError::Internal { .. }) => return Outcome::Fail(e.to_string()),
@@ -82,13 +92,22 @@ fn run_case(case: &Case) -> Outcome {
 
 #[test]
 fn lowered_node_suite_matches_onnx_in_the_interpreter() {
+    suite(false);
+}
+
+#[test]
+fn with_plain_loops_for_every_runtime_call_too() {
+    suite(true);
+}
+
+fn suite(plain: bool) {
     let filter = std::env::var("KILN_CASES").unwrap_or_default();
     let cases: Vec<Case> = node_cases().into_iter().filter(|c| c.name.contains(&filter)).collect();
     let known: Vec<&str> = include_str!("node_suite_interp_known_failures.txt").lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
     let (mut pass, mut unsupported, mut failures) = (0, BTreeMap::<String, usize>::new(), Vec::new());
     let (mut unexpected, mut fixed) = (Vec::new(), Vec::new());
     for case in &cases {
-        match std::panic::catch_unwind(|| run_case(case)).unwrap_or_else(|_| Outcome::Fail("panic".into())) {
+        match std::panic::catch_unwind(|| run_case(case, plain)).unwrap_or_else(|_| Outcome::Fail("panic".into())) {
             Outcome::Pass => {
                 pass += 1;
                 if known.contains(&case.name.as_str()) {
@@ -105,7 +124,8 @@ fn lowered_node_suite_matches_onnx_in_the_interpreter() {
         }
     }
     let n_unsupported: usize = unsupported.values().sum();
-    println!("node suite through lowering + interpreter: {pass} passed, {n_unsupported} unsupported, {} failed, of {}", failures.len(), cases.len());
+    let how = if plain { "lowering with plain loops" } else { "lowering" };
+    println!("node suite through {how} + interpreter: {pass} passed, {n_unsupported} unsupported, {} failed, of {}", failures.len(), cases.len());
     let mut reasons: Vec<_> = unsupported.into_iter().collect();
     reasons.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     for (reason, n) in reasons.iter().take(30) {

@@ -203,6 +203,11 @@ pub fn cases_in(dir: &Path) -> Vec<ZooCase> {
     cases
 }
 
+/// The largest magnitude of a numeric tensor's elements (0 for other tensors and NaN).
+pub fn max_abs(t: &kiln_tir::Tensor) -> f64 {
+    as_f64s(t).map(|v| v.iter().fold(0.0f64, |m, x| if x.abs() > m { x.abs() } else { m })).unwrap_or(0.0)
+}
+
 /// Compares an output with onnxruntime's: 8-bit integers (quantized values) within one step,
 /// other integers exactly, floats at `tolerance` (default rtol 1e-3, atol 1e-4). Returns the
 /// largest absolute difference.

@@ -1,0 +1,128 @@
+//! Plain loop IR for every runtime call (DESIGN decision 3): what a target without kiln's
+//! runtime runs — an object file for another architecture, a freestanding build.
+//!
+//! [`expand_calls`] replaces each call of the table that has a `kiln_runtime` kernel with the
+//! loop nest its row's doc describes. Element for element the expressions are the row's
+//! formulas; sums run in index order, so a result can differ from the kernel's (which blocks
+//! and vectorizes its sums) by rounding. Copies stay calls, which the code generator makes
+//! `memcpy`; `should_stop` becomes "never": without the runtime nothing can ask a run to stop.
+//! Calls that read weights packed for the runtime's kernels cannot appear, because scheduling
+//! packs only for a target that has them.
+
+mod gemm;
+mod rows;
+mod window;
+
+use kiln_loops::call::{Addr, Call};
+use kiln_loops::ir::*;
+
+use crate::LowerError;
+
+/// Replaces every runtime call of `program` but copies with plain loop IR.
+pub fn expand_calls(program: &mut Program) -> Result<(), LowerError> {
+    for kernel in &mut program.kernels {
+        let body = std::mem::take(&mut kernel.body);
+        kernel.body = block(kernel, body).map_err(|reason| LowerError::Unsupported { node: kernel.name.clone(), op: "call", reason })?;
+    }
+    Ok(())
+}
+
+fn block(k: &mut Kernel, body: Vec<Stmt>) -> Result<Vec<Stmt>, String> {
+    let mut out = Vec::with_capacity(body.len());
+    for s in body {
+        match s {
+            Stmt::For { var, extent, body } => out.push(Stmt::For { var, extent, body: block(k, body)? }),
+            Stmt::If { cond, then, otherwise } => out.push(Stmt::If { cond, then: block(k, then)?, otherwise: block(k, otherwise)? }),
+            Stmt::Call(call) => out.extend(expand(k, call)?),
+            other => out.push(other),
+        }
+    }
+    Ok(out)
+}
+
+fn expand(k: &mut Kernel, call: Call) -> Result<Vec<Stmt>, String> {
+    Ok(match call {
+        Call::Copy(_) => vec![Stmt::Call(call)],
+        Call::ShouldStop(c) => vec![Stmt::Store { buf: c.flag.buf, index: c.flag.index, value: Expr::Const(Scalar::Bool(false)) }],
+        Call::Sgemm(c) => gemm::sgemm(k, &c)?,
+        Call::SgemmFused(c) => gemm::sgemm_fused(k, &c)?,
+        Call::Epilogue(c) => gemm::epilogue(k, &c)?,
+        Call::Conv2d(c) => window::conv2d(k, &c)?,
+        Call::DwConv2d(c) => window::dwconv2d(k, &c)?,
+        Call::Im2col(c) => window::im2col(k, &c)?,
+        Call::MaxPool2d(c) => window::maxpool2d(k, &c)?,
+        Call::Softmax(c) => rows::softmax(k, &c)?,
+        Call::LayerNorm(c) => rows::layernorm(k, &c)?,
+        other @ (Call::SgemmPacked(_) | Call::Conv2dPacked(_) | Call::Conv2dNchwc(_) | Call::MaxPool2dNchwc(_) | Call::ToNchwc(_) | Call::FromNchwc(_)) => {
+            return Err(format!("kiln bug: `{}` reads a layout of the runtime's kernels, on a target without them", other.kind().name()));
+        }
+    })
+}
+
+/// The value of a constant integer operand.
+fn int(e: &Expr, name: &str) -> Result<i64, String> {
+    match e {
+        Expr::Const(Scalar::Int(_, v)) => Ok(*v),
+        _ => Err(format!("operand `{name}` is computed at run time; plain loops need it constant")),
+    }
+}
+
+/// The value of a constant size operand: an integer from 0 up.
+fn size(e: &Expr, name: &str) -> Result<u64, String> {
+    u64::try_from(int(e, name)?).map_err(|_| format!("operand `{name}` is negative"))
+}
+
+/// Element `off` past `a`.
+fn at(a: &Addr, off: Expr) -> Expr {
+    Expr::load(a.buf, a.index.clone() + off)
+}
+
+/// Stores `value` at element `off` past `a`.
+fn put(a: &Addr, off: Expr, value: Expr) -> Stmt {
+    Stmt::Store { buf: a.buf, index: a.index.clone() + off, value }
+}
+
+/// Binds `value` to a new variable of type `ty`: the statement and the variable's expression.
+fn bind(k: &mut Kernel, ty: ScalarType, value: Expr) -> (Stmt, Expr) {
+    let v = k.var(ty);
+    (Stmt::Let(v, value), Expr::Var(v))
+}
+
+/// A mutable local of type `ty` starting at `init`.
+fn local(k: &mut Kernel, ty: ScalarType, init: Expr) -> (Stmt, Var) {
+    let v = k.var(ty);
+    (Stmt::Local(v, init), v)
+}
+
+/// `alpha · x`, without the product when `alpha` is the constant 1.
+fn scale(alpha: &Expr, x: Expr) -> Expr {
+    match alpha {
+        Expr::Const(Scalar::F32(a)) if *a == 1.0 => x,
+        _ => alpha.clone() * x,
+    }
+}
+
+/// Activation `code` of the call table (0 none, 1 relu, 2 clip, 3 leaky_relu, 4 sigmoid, 5
+/// tanh, 6 hard_swish, 7 gelu, 8 gelu_tanh) of `v`, which should be a variable: it is read
+/// several times.
+fn activation(code: i64, alpha: &Expr, beta: &Expr, v: Expr) -> Result<Expr, String> {
+    let f = Expr::f32;
+    Ok(match code {
+        0 => v,
+        1 => v.max(f(0.0)),
+        2 => v.max(alpha.clone()).min(beta.clone()),
+        3 => v.clone().cmp(CmpOp::Gt, f(0.0)).select(v.clone(), v * alpha.clone()),
+        4 => f(1.0) / (f(1.0) + v.un(UnOp::Neg).math(MathFn::Exp)),
+        5 => v.math(MathFn::Tanh),
+        6 => v.clone() * (v * f(1.0 / 6.0) + f(0.5)).min(f(1.0)).max(f(0.0)),
+        7 => (f(0.5) * v.clone()) * (f(1.0) + (v * f(std::f32::consts::FRAC_1_SQRT_2)).math(MathFn::Erf)),
+        8 => {
+            let y = f(0.797_884_6) * (v.clone() + f(0.044_715) * (v.clone() * v.clone()) * v.clone());
+            (f(0.5) * v) * (f(1.0) + y.math(MathFn::Tanh))
+        }
+        _ => return Err(format!("activation code {code} is not one of the call table's")),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,125 @@
+//! Each expansion against the runtime's kernel, in the interpreter (which calls the kernels for
+//! calls): random operands, every flag.
+
+use kiln_loops::call::{self, Addr, Call};
+use kiln_loops::interp;
+use kiln_loops::ir::*;
+
+use super::expand_calls;
+
+/// A program of one kernel holding `call` over f32 buffers of the given lengths; buffer 0..n.
+fn program(lens: &[u64], call: Call) -> Program {
+    let mut p = Program::default();
+    for (i, &len) in lens.iter().enumerate() {
+        p.add_buffer(Buffer { name: format!("b{i}"), elem: ElemType::Scalar(ScalarType::F32), len, kind: BufferKind::Temp });
+    }
+    let mut k = Kernel::new("k");
+    k.body = vec![Stmt::Call(call)];
+    p.kernels.push(k);
+    p
+}
+
+/// Runs `p` as it is and expanded on the same seeded memory; the buffers must agree within
+/// `tol` relative (sums run in another order).
+fn agree(p: &Program, tol: f32) {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let memory: Vec<Vec<u8>> = p
+        .buffers
+        .iter()
+        .map(|b| {
+            (0..b.len)
+                .flat_map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    ((state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0).to_le_bytes()
+                })
+                .collect()
+        })
+        .collect();
+    let mut want = memory.clone();
+    interp::run(p, &mut want).expect("the kernels run");
+    let mut plain = p.clone();
+    expand_calls(&mut plain).expect("every call expands");
+    assert!(plain.kernels[0].body.iter().all(|s| !matches!(s, Stmt::Call(_))), "a call is left");
+    kiln_loops::verify::verify(&plain).unwrap_or_else(|e| panic!("{e:?}"));
+    let mut got = memory;
+    interp::run(&plain, &mut got).expect("the loops run");
+    for (b, (w, g)) in want.iter().zip(&got).enumerate() {
+        for (i, (w, g)) in w.chunks(4).zip(g.chunks(4)).enumerate() {
+            let (w, g) = (f32::from_le_bytes(w.try_into().unwrap()), f32::from_le_bytes(g.try_into().unwrap()));
+            assert!((w - g).abs() <= tol * w.abs().max(1.0) || (w.is_nan() && g.is_nan()), "buffer {b} element {i}: kernel {w}, loops {g}");
+        }
+    }
+}
+
+fn i(v: i64) -> Expr {
+    Expr::idx(v)
+}
+
+#[test]
+fn products_match_sgemm_in_every_transposition() {
+    for (ta, tb) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+        for beta in [0.0, 0.5] {
+            let (m, n, k) = (5, 7, 9);
+            let c = call::Sgemm { a: Addr::at(BufId(0), 0), b: Addr::at(BufId(1), 0), c: Addr::at(BufId(2), 0), m: i(m), n: i(n), k: i(k), lda: i(if ta == 1 { m } else { k }), ldb: i(if tb == 1 { k } else { n }), ldc: i(n), trans_a: i(ta), trans_b: i(tb), alpha: Expr::f32(1.5), beta: Expr::f32(beta) };
+            agree(&program(&[(m * k) as u64, (k * n) as u64, (m * n) as u64], c.into()), 1e-5);
+        }
+    }
+}
+
+#[test]
+fn fused_products_and_epilogues_match_in_every_activation_and_bias() {
+    for act in 0..=8 {
+        for (bias_mode, residual) in [(0, 0), (1, 1), (2, 0), (2, 1)] {
+            let (m, n, k) = (4, 6, 5);
+            let c = call::SgemmFused { a: Addr::at(BufId(0), 0), b: Addr::at(BufId(1), 0), c: Addr::at(BufId(2), 0), bias: Addr::at(BufId(3), 0), z: Addr::at(BufId(4), 0), m: i(m), n: i(n), k: i(k), lda: i(k), ldb: i(n), ldc: i(n), trans_a: i(0), trans_b: i(0), nr: i(0), kc: i(0), bias_mode: i(bias_mode), period: i(m), residual: i(residual), act: i(act), alpha: Expr::f32(1.0), beta: Expr::f32(0.0), act_alpha: Expr::f32(-0.25), act_beta: Expr::f32(0.75) };
+            agree(&program(&[(m * k) as u64, (k * n) as u64, (m * n) as u64, 8, (m * n) as u64], c.into()), 1e-5);
+            let e = call::Epilogue { y: Addr::at(BufId(0), 0), b: Addr::at(BufId(1), 0), z: Addr::at(BufId(2), 0), rows: i(m), cols: i(n), bias_mode: i(bias_mode), period: i(3), residual: i(residual), act: i(act), alpha: Expr::f32(0.1), beta: Expr::f32(0.6) };
+            agree(&program(&[(m * n) as u64, 8, (m * n) as u64], e.into()), 1e-5);
+        }
+    }
+}
+
+/// Window operands `ih iw oh ow kh kw sh sw ph pw dh dw` for a 7×6 input.
+fn windows() -> Vec<[i64; 12]> {
+    let out = |i: i64, k: i64, s: i64, p: i64, d: i64| (i + 2 * p - ((k - 1) * d + 1)) / s + 1;
+    let mut w = Vec::new();
+    for (k, s, p, d) in [(3, 1, 1, 1), (3, 2, 0, 1), (2, 2, 1, 2), (1, 1, 0, 1), (3, 1, 0, 1)] {
+        w.push([7, 6, out(7, k, s, p, d), out(6, k, s, p, d), k, k, s, s, p, p, d, d]);
+    }
+    w
+}
+
+#[test]
+fn convolutions_im2col_and_pooling_match_over_padded_strided_dilated_windows() {
+    for [ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw] in windows() {
+        for (groups, channels, out_channels) in [(1, 3, 4), (2, 4, 6), (3, 3, 3)] {
+            for (bias, residual, act) in [(0, 0, 0), (1, 1, 1), (1, 0, 7)] {
+                let batch = 2;
+                let c = call::Conv2d { x: Addr::at(BufId(0), 0), w: Addr::at(BufId(1), 0), b: Addr::at(BufId(2), 0), z: Addr::at(BufId(3), 0), y: Addr::at(BufId(4), 0), batch: i(batch), channels: i(channels), out_channels: i(out_channels), groups: i(groups), ih: i(ih), iw: i(iw), oh: i(oh), ow: i(ow), kh: i(kh), kw: i(kw), sh: i(sh), sw: i(sw), ph: i(ph), pw: i(pw), dh: i(dh), dw: i(dw), bias: i(bias), residual: i(residual), act: i(act), alpha: Expr::f32(0.0), beta: Expr::f32(6.0) };
+                let y = (batch * out_channels * oh * ow) as u64;
+                agree(&program(&[(batch * channels * ih * iw) as u64, (out_channels * channels / groups * kh * kw) as u64, out_channels as u64, y, y], c.into()), 1e-5);
+            }
+        }
+        for accumulate in [0, 1] {
+            let (planes, channels) = (6, 3);
+            let c = call::DwConv2d { x: Addr::at(BufId(0), 0), w: Addr::at(BufId(1), 0), y: Addr::at(BufId(2), 0), planes: i(planes), channels: i(channels), ih: i(ih), iw: i(iw), oh: i(oh), ow: i(ow), kh: i(kh), kw: i(kw), sh: i(sh), sw: i(sw), ph: i(ph), pw: i(pw), dh: i(dh), dw: i(dw), accumulate: i(accumulate) };
+            agree(&program(&[(planes * ih * iw) as u64, (channels * kh * kw) as u64, (planes * oh * ow) as u64], c.into()), 1e-5);
+        }
+        let c = call::Im2col { x: Addr::at(BufId(0), 0), col: Addr::at(BufId(1), 0), channels: i(2), ih: i(ih), iw: i(iw), oh: i(oh), ow: i(ow), kh: i(kh), kw: i(kw), sh: i(sh), sw: i(sw), ph: i(ph), pw: i(pw), dh: i(dh), dw: i(dw) };
+        agree(&program(&[(2 * ih * iw) as u64, (2 * kh * kw * oh * ow) as u64], c.into()), 0.0);
+        let c = call::MaxPool2d { x: Addr::at(BufId(0), 0), y: Addr::at(BufId(1), 0), planes: i(3), ih: i(ih), iw: i(iw), oh: i(oh), ow: i(ow), kh: i(kh), kw: i(kw), sh: i(sh), sw: i(sw), ph: i(ph), pw: i(pw), dh: i(dh), dw: i(dw) };
+        agree(&program(&[(3 * ih * iw) as u64, (3 * oh * ow) as u64], c.into()), 0.0);
+    }
+}
+
+#[test]
+fn softmax_and_normalizations_match_row_by_row() {
+    let c = call::Softmax { x: Addr::at(BufId(0), 0), rows: i(3), cols: i(11) };
+    agree(&program(&[33], c.into()), 1e-5);
+    for (bias, rms) in [(0, 0), (1, 0), (0, 1)] {
+        let c = call::LayerNorm { x: Addr::at(BufId(0), 0), scale: Addr::at(BufId(1), 0), b: Addr::at(BufId(2), 0), y: Addr::at(BufId(3), 0), rows: i(4), cols: i(10), bias: i(bias), rms: i(rms), epsilon: Expr::f32(1e-5) };
+        agree(&program(&[40, 10, 10, 40], c.into()), 1e-4);
+    }
+}
