@@ -79,7 +79,7 @@ fn c_name(path: &Path) -> String {
 
 /// Input shapes from `--input-shape`, and from `--bind` for inputs whose symbolic dims are all
 /// bound; an input with a dim still unknown is left to `compile_object`, whose error names it.
-fn input_shapes(model: &Model, given: &[(String, Vec<u64>)], symbols: &[(String, u64)]) -> Result<Vec<(String, Vec<u64>)>> {
+pub fn input_shapes(model: &Model, given: &[(String, Vec<u64>)], symbols: &[(String, u64)]) -> Result<Vec<(String, Vec<u64>)>> {
     let g = model.graph();
     let mut shapes = given.to_vec();
     if let Some((s, _)) = symbols.iter().find(|(s, _)| !g.inputs().iter().any(|&v| g.value(v).ty.shape.iter().any(|d| d.symbols().contains(&s.as_str())))) {

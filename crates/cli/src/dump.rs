@@ -94,3 +94,48 @@ pub fn dump(file: &Path, stage: Stage, symbols: &[(String, u64)], shapes: &[(Str
     }
     Ok(())
 }
+
+/// `kiln dump --stage obj`: the object `kiln compile` would write, listed: its sections with
+/// their sizes, its symbols, and each relocation.
+pub fn object(file: &Path, symbols: &[(String, u64)], shapes: &[(String, Vec<u64>)], options: &Options) -> Result<()> {
+    use object::{Object, ObjectSection, ObjectSymbol};
+    let model = kiln::Model::load(file)?;
+    let mut target = options.target.clone().unwrap_or_else(Target::host);
+    if target.runtime == kiln::target::Runtime::Jit {
+        target.runtime = kiln::target::Runtime::Static;
+    }
+    let input_shapes = crate::compile::input_shapes(&model, shapes, symbols)?;
+    let mut compile = CompileOptions { target, input_shapes, threads: 1, ..CompileOptions::from_env() };
+    if !options.optimize {
+        compile.optimizer = None;
+    }
+    let name = "model";
+    let code = model.compile_object(&compile, name)?.code;
+    let obj = object::File::parse(&*code.bytes).context("reading back the object kiln wrote")?;
+    println!("; {name}.o for {}: {} bytes, {:?} {:?}, arena {} bytes", compile.target, code.bytes.len(), obj.format(), obj.architecture(), code.arena_bytes);
+    println!("; sections");
+    for section in obj.sections().filter(|s| s.size() > 0) {
+        println!("{:<24} {:>10} bytes  align {:<4} {} relocations", section.name().unwrap_or("?"), section.size(), section.align(), section.relocations().count());
+    }
+    println!("; symbols");
+    for sym in obj.symbols().filter(|s| !s.name().unwrap_or("").is_empty() && s.kind() != object::SymbolKind::Section && s.kind() != object::SymbolKind::File) {
+        let place = match sym.section_index() {
+            Some(i) => obj.section_by_index(i).ok().and_then(|s| s.name().ok().map(str::to_string)).unwrap_or_default(),
+            None => "undefined".to_string(),
+        };
+        let scope = if sym.is_global() { "global" } else { "local" };
+        println!("{:<40} {:<8} {:<6} {:<16} {:>10} bytes", sym.name().unwrap_or("?"), format!("{:?}", sym.kind()).to_lowercase(), scope, place, sym.size());
+    }
+    println!("; relocations");
+    for section in obj.sections() {
+        for (offset, r) in section.relocations() {
+            let target = match r.target() {
+                object::RelocationTarget::Symbol(i) => obj.symbol_by_index(i).ok().and_then(|s| s.name().ok().map(str::to_string)).unwrap_or_default(),
+                object::RelocationTarget::Section(i) => obj.section_by_index(i).ok().and_then(|s| s.name().ok().map(str::to_string)).unwrap_or_default(),
+                _ => String::new(),
+            };
+            println!("{}+{offset:#x}: {:?} {target} {:+}", section.name().unwrap_or("?"), r.flags(), r.addend());
+        }
+    }
+    Ok(())
+}

@@ -219,6 +219,10 @@ enum DumpStage {
     /// The Cranelift IR of every kernel.
     #[value(alias = "clif")]
     Codegen,
+    /// The object file `kiln compile` writes: sections, symbols, relocations (the target's
+    /// runtime defaults to `static`).
+    #[value(alias = "object")]
+    Obj,
 }
 
 impl From<DumpStage> for kiln::Stage {
@@ -230,7 +234,7 @@ impl From<DumpStage> for kiln::Stage {
             DumpStage::Lower => kiln::Stage::Lower,
             DumpStage::Schedule => kiln::Stage::Schedule,
             DumpStage::Plan => kiln::Stage::Plan,
-            DumpStage::Codegen => kiln::Stage::Codegen,
+            DumpStage::Codegen | DumpStage::Obj => kiln::Stage::Codegen,
         }
     }
 }
@@ -261,6 +265,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let target = target.map(|t| t.parse::<kiln::Target>().map_err(|e| anyhow::anyhow!("--target {t}: {e}"))).transpose()?;
             let options = dump::Options { stats, explain, optimize: !no_opt, parallel, target };
             let shapes = input_shapes.iter().map(|s| parse_input_shape(s)).collect::<Result<Vec<_>>>()?;
+            if matches!(stage, Some(DumpStage::Obj)) {
+                return dump::object(&file, &parse_bindings(&bindings)?, &shapes, &options).map(|()| ExitCode::SUCCESS);
+            }
             let bound = !bindings.is_empty() || !shapes.is_empty();
             let stage = stage.map_or(if bound { kiln::Stage::Bind } else { kiln::Stage::Import }, Into::into);
             dump::dump(&file, stage, &parse_bindings(&bindings)?, &shapes, &options)

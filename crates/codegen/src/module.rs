@@ -170,11 +170,19 @@ pub(crate) fn translate(module: &mut dyn Module, program: &Program, options: &Co
 /// `kiln dump --stage clif`). Each function is preceded by a comment naming its kernel (and,
 /// for an outlined loop, its statement).
 pub fn clif_text(program: &Program, target: &Target, options: &CodegenOptions) -> Result<String, CodegenError> {
-    let mut module = crate::jit::new_module(target)?;
     let mut out = String::new();
-    translate(&mut module, program, options, &Exports::jit(target), &mut |_, _, label, ctx| {
+    let mut print = |_: &mut dyn Module, _, label: &str, ctx: &mut Context| {
         out.push_str(&format!("; {label}\n{}\n", ctx.func.display()));
         Ok(())
-    })?;
+    };
+    // Code for this process goes through the JIT's module, anything else through an object's.
+    if let Ok(mut module) = crate::jit::new_module(target) {
+        translate(&mut module, program, options, &Exports::jit(target), &mut print)?;
+    } else {
+        let mut module = crate::object::new_module(target, "clif")?;
+        let exports = Exports { entry: ENTRY_SYMBOL, linkage: Linkage::Local, libc: !target.has_runtime() };
+        let options = CodegenOptions { parallel_loops: false, ..*options };
+        translate(&mut module, program, &options, &exports, &mut print)?;
+    }
     Ok(out)
 }

@@ -81,9 +81,7 @@ pub fn compile_object(program: &Program, arena: ArenaPlan<'_>, target: &Target, 
         return Err(CodegenError::Invalid { kernel: "(object)".into(), message: format!("the name {name:?} is not a C identifier") });
     }
     let cl_err = |what: &str, e: &dyn std::fmt::Display| CodegenError::Cranelift { kernel: what.to_string(), message: e.to_string() };
-    let isa = target_isa(target, true)?;
-    let builder = ObjectBuilder::new(isa, format!("{name}.o"), default_libcall_names()).map_err(|e| cl_err("(object)", &e))?;
-    let mut module = ObjectModule::new(builder);
+    let mut module = new_module(target, name)?;
     let libc = !target.has_runtime();
     let entry_symbol = format!("{name}_entry");
     let exports = Exports { entry: &entry_symbol, linkage: Linkage::Local, libc };
@@ -114,6 +112,13 @@ pub fn compile_object(program: &Program, arena: ArenaPlan<'_>, target: &Target, 
     let product = module.finish();
     let bytes = product.emit().map_err(|e| cl_err("(object)", &e))?;
     Ok(ObjectCode { bytes, arena_bytes, run_symbol, error_symbol, imports, stats: translated.stats })
+}
+
+/// An object-file module for `target` (position-independent code), named `{name}.o`.
+pub(crate) fn new_module(target: &Target, name: &str) -> Result<ObjectModule, CodegenError> {
+    let isa = target_isa(target, true)?;
+    let builder = ObjectBuilder::new(isa, format!("{name}.o"), default_libcall_names()).map_err(|e| CodegenError::Cranelift { kernel: "(object)".into(), message: e.to_string() })?;
+    Ok(ObjectModule::new(builder))
 }
 
 /// One read-only data object per constant buffer, by buffer index.
