@@ -201,3 +201,20 @@ fn objects_for_aarch64_and_riscv64_run_under_qemu_like_the_host_jit() {
     }
     println!("{}", report.join("\n"));
 }
+
+/// `examples/aot-rust`: a Rust program whose build script runs `kiln compile` and links the
+/// object. The bundled model ends in a softmax, so its output sums to 1.
+#[test]
+fn the_rust_example_links_the_object_its_build_script_compiles() {
+    let manifest = kiln_testkit::repo_root().join("examples/aot-rust/Cargo.toml");
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("aot-rust");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = run(Command::new(cargo).args(["run", "--quiet", "--manifest-path"]).arg(&manifest).env("KILN", env!("CARGO_BIN_EXE_kiln")).env("CARGO_TARGET_DIR", &target));
+    let sum: f32 = out
+        .split("sum ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no sum in the example's output:\n{out}"));
+    assert!((sum - 1.0).abs() < 1e-5, "the softmax output sums to {sum}:\n{out}");
+}
