@@ -3,8 +3,10 @@
  * (or a raw file of exactly the input's bytes), runs the model, prints each output's shape and
  * a summary, and with -o DIR writes each output as DIR/output_<i>.npy.
  *
- *   main [-o DIR] [-w DIR] [-n RUNS] [INPUT_FILE...]
+ *   main [-o DIR] [-w DIR] [-n RUNS] [-W NAME.weights] [INPUT_FILE...]
  *
+ * A model compiled with `--weights file` needs its weights file (-W); it is read into memory
+ * aligned as the header asks.
  * Inputs not given are filled with a fixed pseudo-random pattern; -w DIR writes every input as
  * DIR/input_<i>.npy, to run another engine on the same data. With -n, the model runs RUNS
  * more times and the median and minimum latency are printed. Build it with -DKILN_MODEL=NAME
@@ -167,12 +169,13 @@ static int by_value(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    const char *out_dir = NULL, *in_dir = NULL;
+    const char *out_dir = NULL, *in_dir = NULL, *weights_path = NULL;
     int runs = 0, given = 0;
     const char *files[M(_num_inputs) + 1];
     for (int a = 1; a < argc; a++) {
         if (strcmp(argv[a], "-o") == 0 && a + 1 < argc) out_dir = argv[++a];
         else if (strcmp(argv[a], "-w") == 0 && a + 1 < argc) in_dir = argv[++a];
+        else if (strcmp(argv[a], "-W") == 0 && a + 1 < argc) weights_path = argv[++a];
         else if (strcmp(argv[a], "-n") == 0 && a + 1 < argc) runs = atoi(argv[++a]);
         else if (given < M(_num_inputs)) files[given++] = argv[a];
         else die("more input files than the model has inputs", argv[a]);
@@ -208,8 +211,20 @@ int main(int argc, char **argv) {
         write_npy(in_dir, "input", i, M(_input_names)[i], M(_input_npy_descr)[i], M(_input_ranks)[i], M(_input_shapes)[i], M(_input_bytes)[i], inputs[i]);
     for (int i = 0; i < M(_num_outputs); i++) outputs[i] = aligned(M(_output_bytes)[i], M(_buffer_align));
     void *arena = aligned(M(_arena_bytes), M(_arena_align));
+#if M(_external_weights)
+    if (!weights_path) die("the model's weights are in a file: pass it with -W", NULL);
+    size_t weights_len;
+    unsigned char *raw = read_file(weights_path, &weights_len);
+    void *weights = aligned(weights_len, M(_arena_align));
+    memcpy(weights, raw, weights_len);
+    free(raw);
+#define RUN() M(_run)(weights, arena, (const void *const *)inputs, outputs)
+#else
+    if (weights_path) die("the model's weights are in its object; -W is for --weights file", NULL);
+#define RUN() M(_run)(arena, (const void *const *)inputs, outputs)
+#endif
 
-    int32_t status = M(_run)(arena, (const void *const *)inputs, outputs);
+    int32_t status = RUN();
     if (status != 0) die(STR(KILN_MODEL) "_run failed", M(_error_string)(status));
     for (int i = 0; i < M(_num_outputs); i++) {
         summarize(i, outputs[i]);
@@ -220,7 +235,7 @@ int main(int argc, char **argv) {
         double *t = malloc(sizeof(double) * (size_t)runs);
         for (int r = 0; r < runs; r++) {
             double start = now_ms();
-            status = M(_run)(arena, (const void *const *)inputs, outputs);
+            status = RUN();
             t[r] = now_ms() - start;
             if (status != 0) die(STR(KILN_MODEL) "_run failed", M(_error_string)(status));
         }

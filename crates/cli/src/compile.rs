@@ -16,6 +16,7 @@ pub struct Compile<'a> {
     pub runtime: Runtime,
     pub input_shapes: Vec<(String, Vec<u64>)>,
     pub symbols: Vec<(String, u64)>,
+    pub weights: kiln_codegen::Weights,
     pub limits: kiln::ResourceLimits,
 }
 
@@ -34,7 +35,7 @@ pub fn compile(c: Compile<'_>) -> Result<()> {
     };
     let input_shapes = input_shapes(&model, &c.input_shapes, &c.symbols)?;
     let options = CompileOptions { target: target.clone(), input_shapes, threads: 1, limits: c.limits, ..CompileOptions::from_env() };
-    let object = model.compile_object(&options, &name)?;
+    let object = model.compile_object(&options, &name, c.weights)?;
     std::fs::create_dir_all(c.out_dir).with_context(|| format!("creating {}", c.out_dir.display()))?;
     let obj_path = c.out_dir.join(format!("{name}.o"));
     let h_path = c.out_dir.join(format!("{name}.h"));
@@ -48,6 +49,11 @@ pub fn compile(c: Compile<'_>) -> Result<()> {
         object.compile_time.as_secs_f64()
     );
     println!("{}: the C interface ({name}_run, {name}_error_string)", h_path.display());
+    if let Some(file) = &object.code.weights {
+        let w_path = c.out_dir.join(format!("{name}.weights"));
+        std::fs::write(&w_path, file).with_context(|| format!("writing {}", w_path.display()))?;
+        println!("{}: the weights, {} bytes, which {name}_run takes loaded or mapped", w_path.display(), file.len());
+    }
     let cc = linker(&target.triple);
     let link = match target.runtime {
         Runtime::Static => {

@@ -110,7 +110,7 @@ pub fn object(file: &Path, symbols: &[(String, u64)], shapes: &[(String, Vec<u64
         compile.optimizer = None;
     }
     let name = "model";
-    let code = model.compile_object(&compile, name)?.code;
+    let code = model.compile_object(&compile, name, kiln_codegen::Weights::Embedded)?.code;
     let obj = object::File::parse(&*code.bytes).context("reading back the object kiln wrote")?;
     println!("; {name}.o for {}: {} bytes, {:?} {:?}, arena {} bytes", compile.target, code.bytes.len(), obj.format(), obj.architecture(), code.arena_bytes);
     println!("; sections");

@@ -136,6 +136,10 @@ enum Command {
         /// the object); `none`: everything is generated code that needs only libc and libm.
         #[arg(long, value_enum, default_value = "static")]
         runtime: RuntimeArg,
+        /// `embed`: the weights in the object's read-only data; `file`: in DIR/NAME.weights,
+        /// which NAME_run takes as its first argument (loaded or mapped by the caller).
+        #[arg(long, value_enum, default_value = "embed")]
+        weights: WeightsArg,
         /// An input's shape, e.g. `--input-shape x=1,3,224,224`; repeatable.
         #[arg(long = "input-shape", value_name = "NAME=DIMS")]
         input_shapes: Vec<String>,
@@ -196,6 +200,15 @@ enum RuntimeArg {
     Static,
     /// Generated code only: the object needs libc and libm.
     None,
+}
+
+/// Where an object file's weights go (`kiln_codegen::Weights`).
+#[derive(Clone, Copy, ValueEnum)]
+enum WeightsArg {
+    /// In the object.
+    Embed,
+    /// In a file beside it.
+    File,
 }
 
 /// Pipeline stages `kiln dump` can print (`kiln::Stage`); the older names are aliases.
@@ -304,13 +317,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let b = bench::Bench { model: &model, inputs: &inputs, sizes, threads, callers, iters, idle_ms, kernels, limits };
             bench::bench(b).map(|()| ExitCode::SUCCESS)
         }
-        Command::Compile { model, output_dir, name, target, runtime, input_shapes, bindings, limits } => {
+        Command::Compile { model, output_dir, name, target, runtime, weights, input_shapes, bindings, limits } => {
+            let weights = match weights {
+                WeightsArg::Embed => kiln_codegen::Weights::Embedded,
+                WeightsArg::File => kiln_codegen::Weights::External,
+            };
             let runtime = match runtime {
                 RuntimeArg::Static => kiln::target::Runtime::Static,
                 RuntimeArg::None => kiln::target::Runtime::None,
             };
             let input_shapes = input_shapes.iter().map(|s| parse_input_shape(s)).collect::<Result<Vec<_>>>()?;
-            let c = compile::Compile { model: &model, out_dir: &output_dir, name, target, runtime, input_shapes, symbols: parse_bindings(&bindings)?, limits: limits.resolve() };
+            let c = compile::Compile { model: &model, out_dir: &output_dir, name, target, runtime, input_shapes, symbols: parse_bindings(&bindings)?, weights, limits: limits.resolve() };
             compile::compile(c).map(|()| ExitCode::SUCCESS)
         }
         Command::Conformance {

@@ -218,3 +218,44 @@ fn the_rust_example_links_the_object_its_build_script_compiles() {
         .unwrap_or_else(|| panic!("no sum in the example's output:\n{out}"));
     assert!((sum - 1.0).abs() < 1e-5, "the softmax output sums to {sum}:\n{out}");
 }
+
+/// `--weights file`: the object holds no weights, `NAME_run` takes the file's bytes, its
+/// outputs are the embedded object's, and a file written for another compilation is refused
+/// with the status that names it.
+#[test]
+fn weights_in_a_file_give_the_same_outputs_and_another_file_is_refused() {
+    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR")).join("aot-weights");
+    let example = kiln_testkit::repo_root().join("examples/aot-c");
+    let _ = std::fs::remove_dir_all(&scratch);
+    let model = kiln_testkit::repo_root().join("examples/models/tiny_cnn.onnx");
+    let mut outputs = Vec::new();
+    for weights in ["embed", "file"] {
+        let out = scratch.join(weights);
+        std::fs::create_dir_all(out.join("out")).unwrap();
+        run(kiln().arg("compile").arg(&model).arg("-o").arg(&out).args(["--name", "tiny", "--runtime", "none", "--weights", weights]).args(binds(&model)));
+        run(Command::new("make").arg("-s").arg("-C").arg(&example).arg("MODEL=tiny").arg(format!("DIR={}", out.display())).arg("RUNTIME=none"));
+        let mut cmd = Command::new(out.join("tiny"));
+        cmd.arg("-o").arg(out.join("out"));
+        if weights == "file" {
+            cmd.arg("-W").arg(out.join("tiny.weights"));
+        }
+        run(&mut cmd);
+        outputs.push(std::fs::read(out.join("out/output_0.npy")).unwrap());
+    }
+    assert_eq!(outputs[0], outputs[1], "the outputs differ with the weights in a file");
+    let object = std::fs::metadata(scratch.join("file/tiny.o")).unwrap().len();
+    let embedded = std::fs::metadata(scratch.join("embed/tiny.o")).unwrap().len();
+    let weights = std::fs::metadata(scratch.join("file/tiny.weights")).unwrap().len();
+    assert!(object + 10_000 < embedded && weights > 10_000, "object {object} bytes, embedded {embedded}, weights {weights}");
+
+    // Another model's weights file: a different fingerprint.
+    let other = scratch.join("other");
+    run(kiln().arg("compile").arg(kiln_testkit::repo_root().join("examples/models/tiny_cnn.onnx")).arg("-o").arg(&other).args(["--name", "tiny", "--runtime", "none", "--weights", "file", "--bind", "batch=2"]));
+    let mut bytes = std::fs::read(other.join("tiny.weights")).unwrap();
+    bytes[20] ^= 1;
+    std::fs::write(other.join("tiny.weights"), &bytes).unwrap();
+    let refused = Command::new(scratch.join("file/tiny")).arg("-W").arg(other.join("tiny.weights")).output().unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert!(err.contains("not the file written with this object"), "{err}");
+}

@@ -52,7 +52,7 @@ mod module;
 mod object;
 
 pub use jit::{compile_jit, compile_jit_with, JitProgram, KernelStats};
-pub use object::{compile_object, is_c_identifier, ArenaPlan, ObjectCode, ARENA_ALIGN, BUFFER_ALIGN, STATUS_BAD_ARENA, STATUS_BAD_BUFFER};
+pub use object::{compile_object, is_c_identifier, ArenaPlan, ObjectCode, Weights, ARENA_ALIGN, BUFFER_ALIGN, STATUS_BAD_ARENA, STATUS_BAD_BUFFER, STATUS_BAD_WEIGHTS, WEIGHTS_MAGIC};
 
 /// Choices of the code generator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,7 +4,8 @@
 //! read-only data, and two exported functions, for a model named `NAME`:
 //!
 //! - `int32_t NAME_run(void *arena, const void *const *inputs, void *const *outputs)`: runs the
-//!   model. `arena` is caller memory of [`ObjectCode::arena_bytes`] bytes, aligned to
+//!   model (with [`Weights::External`], `NAME_run(const void *weights, void *arena, ...)`, the
+//!   weights being the bytes of [`ObjectCode::weights`], aligned to [`ARENA_ALIGN`]). `arena` is caller memory of [`ObjectCode::arena_bytes`] bytes, aligned to
 //!   [`ARENA_ALIGN`]; `inputs[i]` and `outputs[i]` point to the `i`-th graph input and output,
 //!   each aligned to [`BUFFER_ALIGN`]. Outputs are zeroed before the kernels run. The status is
 //!   0 on success, `k + 1` when the model's check `k` fails (an index out of range, a stop), and
@@ -35,6 +36,24 @@ pub const BUFFER_ALIGN: u64 = 16;
 pub const STATUS_BAD_ARENA: i32 = -1;
 /// `NAME_run`'s status for a null or misaligned input or output.
 pub const STATUS_BAD_BUFFER: i32 = -2;
+/// `NAME_run`'s status for weights that are null, misaligned or another object's.
+pub const STATUS_BAD_WEIGHTS: i32 = -3;
+
+/// Where an object's constants live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weights {
+    /// In the object's read-only data.
+    Embedded,
+    /// In a separate file ([`ObjectCode::weights`]) the caller loads and passes to `NAME_run`.
+    External,
+}
+
+/// The weights file's first bytes; then a little-endian `u32` version (1), four zero bytes, the
+/// fingerprint (FNV-1a over everything after the 64-byte header) and the file's length, as the
+/// target's `u64`s, and zeros up to byte 64, where the first constant starts. Every constant
+/// starts at a multiple of 64.
+pub const WEIGHTS_MAGIC: [u8; 8] = *b"KILNWTS\0";
+const WEIGHTS_HEADER: u64 = 64;
 
 /// The alignment of constants in read-only data: a cache line, as the runtime's packed panels
 /// like.
@@ -53,6 +72,8 @@ pub struct ObjectCode {
     pub error_symbol: String,
     /// The symbols the object needs from outside (runtime, libc, libm), sorted.
     pub imports: Vec<String>,
+    /// With [`Weights::External`], the weights file's bytes.
+    pub weights: Option<Vec<u8>>,
     /// Per-kernel compile figures, in program order.
     pub stats: Vec<KernelStats>,
 }
@@ -76,7 +97,7 @@ pub fn is_c_identifier(name: &str) -> bool {
 /// `{name}_run` and `{name}_error_string`. Calls go to `kiln_runtime`'s symbols when the
 /// target has the runtime (linked from its static library), else to libc and libm only, and
 /// then the program must have no runtime call but copies (`kiln_lower::plain`).
-pub fn compile_object(program: &Program, arena: ArenaPlan<'_>, target: &Target, options: &CodegenOptions, name: &str) -> Result<ObjectCode, CodegenError> {
+pub fn compile_object(program: &Program, arena: ArenaPlan<'_>, target: &Target, options: &CodegenOptions, name: &str, weights: Weights) -> Result<ObjectCode, CodegenError> {
     if !is_c_identifier(name) {
         return Err(CodegenError::Invalid { kernel: "(object)".into(), message: format!("the name {name:?} is not a C identifier") });
     }
@@ -92,12 +113,18 @@ pub fn compile_object(program: &Program, arena: ArenaPlan<'_>, target: &Target, 
         module.define_function(id, ctx).map_err(|e| CodegenError::Cranelift { kernel: String::new(), message: format!("{e:?}") })
     })?;
 
-    let consts = define_constants(&mut module, program, name)?;
+    let (consts, file) = match weights {
+        Weights::Embedded => (define_constants(&mut module, program, name)?, None),
+        Weights::External => {
+            let (places, file) = weights_file(program, module.isa().endianness() == cranelift_codegen::ir::Endianness::Big)?;
+            (places, Some(file))
+        }
+    };
     let ptr_bytes = u64::from(module.target_config().pointer_type().bytes());
     let table_bytes = (program.buffers.len() as u64 * ptr_bytes).div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
     let arena_bytes = table_bytes.checked_add(arena.bytes).ok_or_else(|| CodegenError::Invalid { kernel: "(object)".into(), message: "the arena size overflows".into() })?;
     let run_symbol = format!("{name}_run");
-    define_run(&mut module, program, arena, table_bytes, translated.entry, &consts, &run_symbol)?;
+    define_run(&mut module, program, arena, table_bytes, translated.entry, &consts, file.as_deref(), &run_symbol)?;
     let error_symbol = format!("{name}_error_string");
     define_error_string(&mut module, program, name, &error_symbol)?;
 
@@ -111,7 +138,7 @@ pub fn compile_object(program: &Program, arena: ArenaPlan<'_>, target: &Target, 
     imports.dedup();
     let product = module.finish();
     let bytes = product.emit().map_err(|e| cl_err("(object)", &e))?;
-    Ok(ObjectCode { bytes, arena_bytes, run_symbol, error_symbol, imports, stats: translated.stats })
+    Ok(ObjectCode { bytes, arena_bytes, run_symbol, error_symbol, imports, weights: file, stats: translated.stats })
 }
 
 /// An object-file module for `target` (position-independent code), named `{name}.o`.
@@ -121,12 +148,57 @@ pub(crate) fn new_module(target: &Target, name: &str) -> Result<ObjectModule, Co
     Ok(ObjectModule::new(builder))
 }
 
+/// Where `NAME_run` finds a constant buffer.
+#[derive(Clone, Copy, Debug)]
+enum Place {
+    /// A read-only data object of the object file.
+    Data(DataId),
+    /// This many bytes past the start of the weights.
+    Offset(u64),
+}
+
+/// The bytes of constant buffer `buffer`.
+fn const_bytes(buffer: &kiln_loops::Buffer) -> Result<&[u8], CodegenError> {
+    let BufferKind::Const(t) = &buffer.kind else { return Ok(&[]) };
+    t.raw().ok_or_else(|| CodegenError::Unsupported { kernel: "(object)".into(), what: format!("constant {:?} has no raw bytes", buffer.name) })
+}
+
+/// The weights file of `program` and each constant's offset in it.
+fn weights_file(program: &Program, big_endian: bool) -> Result<(Vec<Option<Place>>, Vec<u8>), CodegenError> {
+    let mut file = vec![0u8; WEIGHTS_HEADER as usize];
+    let mut places = vec![None; program.buffers.len()];
+    for (i, buffer) in program.buffers.iter().enumerate() {
+        if !matches!(buffer.kind, BufferKind::Const(_)) {
+            continue;
+        }
+        let at = file.len().div_ceil(CONST_ALIGN as usize) * CONST_ALIGN as usize;
+        file.resize(at, 0);
+        file.extend_from_slice(const_bytes(buffer)?);
+        places[i] = Some(Place::Offset(at as u64));
+    }
+    let fingerprint = fnv1a(&file[WEIGHTS_HEADER as usize..]);
+    let word = |v: u64| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
+    let len = file.len() as u64;
+    file[..8].copy_from_slice(&WEIGHTS_MAGIC);
+    file[8..12].copy_from_slice(&1u32.to_le_bytes());
+    file[16..24].copy_from_slice(&word(fingerprint));
+    file[24..32].copy_from_slice(&word(len));
+    Ok((places, file))
+}
+
+/// 64-bit FNV-1a.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
 /// One read-only data object per constant buffer, by buffer index.
-fn define_constants(module: &mut ObjectModule, program: &Program, name: &str) -> Result<Vec<Option<DataId>>, CodegenError> {
+fn define_constants(module: &mut ObjectModule, program: &Program, name: &str) -> Result<Vec<Option<Place>>, CodegenError> {
     let mut ids = vec![None; program.buffers.len()];
     for (i, buffer) in program.buffers.iter().enumerate() {
-        let BufferKind::Const(t) = &buffer.kind else { continue };
-        let bytes = t.raw().ok_or_else(|| CodegenError::Unsupported { kernel: "(object)".into(), what: format!("constant {:?} has no raw bytes", buffer.name) })?;
+        if !matches!(buffer.kind, BufferKind::Const(_)) {
+            continue;
+        }
+        let bytes = const_bytes(buffer)?;
         let symbol = format!("{name}_c{i}");
         let id = module.declare_data(&symbol, Linkage::Local, false, false).map_err(|e| CodegenError::Cranelift { kernel: symbol.clone(), message: e.to_string() })?;
         let mut desc = DataDescription::new();
@@ -134,18 +206,20 @@ fn define_constants(module: &mut ObjectModule, program: &Program, name: &str) ->
         desc.define(if bytes.is_empty() { vec![0u8].into_boxed_slice() } else { bytes.to_vec().into_boxed_slice() });
         desc.set_align(CONST_ALIGN);
         module.define_data(id, &desc).map_err(|e| CodegenError::Cranelift { kernel: symbol.clone(), message: e.to_string() })?;
-        ids[i] = Some(id);
+        ids[i] = Some(Place::Data(id));
     }
     Ok(ids)
 }
 
-/// `NAME_run(arena, inputs, outputs) -> status`: checks the arguments, fills the buffer table
-/// at the start of the arena, zeroes the outputs and calls the entry function.
-fn define_run(module: &mut ObjectModule, program: &Program, arena: ArenaPlan<'_>, table_bytes: u64, entry: FuncId, consts: &[Option<DataId>], symbol: &str) -> Result<(), CodegenError> {
+/// `NAME_run([weights,] arena, inputs, outputs) -> status`: checks the arguments, fills the
+/// buffer table at the start of the arena, zeroes the outputs and calls the entry function.
+/// `file` is the weights file when the constants are external.
+#[allow(clippy::too_many_arguments)]
+fn define_run(module: &mut ObjectModule, program: &Program, arena: ArenaPlan<'_>, table_bytes: u64, entry: FuncId, consts: &[Option<Place>], file: Option<&[u8]>, symbol: &str) -> Result<(), CodegenError> {
     let cl_err = |e: &dyn std::fmt::Display| CodegenError::Cranelift { kernel: symbol.to_string(), message: e.to_string() };
     let ptr = module.target_config().pointer_type();
     let mut sig = module.make_signature();
-    sig.params.extend([AbiParam::new(ptr); 3]);
+    sig.params.extend(vec![AbiParam::new(ptr); if file.is_some() { 4 } else { 3 }]);
     sig.returns.push(AbiParam::new(types::I32));
     let id = module.declare_function(symbol, Linkage::Export, &sig).map_err(|e| cl_err(&e))?;
     let mut memset_sig = module.make_signature();
@@ -158,14 +232,19 @@ fn define_run(module: &mut ObjectModule, program: &Program, arena: ArenaPlan<'_>
     ctx.func.name = UserFuncName::testcase(symbol);
     let entry_ref = module.declare_func_in_func(entry, &mut ctx.func);
     let memset_ref = module.declare_func_in_func(memset, &mut ctx.func);
-    let const_gvs: Vec<_> = consts.iter().map(|c| c.map(|id| module.declare_data_in_func(id, &mut ctx.func))).collect();
+    let const_gvs: Vec<_> = consts.iter().map(|c| if let Some(Place::Data(id)) = c { Some(module.declare_data_in_func(*id, &mut ctx.func)) } else { None }).collect();
     let mut fctx = FunctionBuilderContext::new();
     let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
     let start = b.create_block();
     b.append_block_params_for_function_params(start);
     b.switch_to_block(start);
     b.seal_block(start);
-    let &[base, inputs, outputs] = b.block_params(start) else { unreachable!("three parameters were declared") };
+    let params = b.block_params(start).to_vec();
+    let (weights, [base, inputs, outputs]) = match params[..] {
+        [w, a, i, o] => (Some(w), [a, i, o]),
+        [a, i, o] => (None, [a, i, o]),
+        _ => unreachable!("three or four parameters were declared"),
+    };
     let fail = b.create_block();
     let status = b.append_block_param(fail, types::I32);
     b.set_cold_block(fail);
@@ -184,6 +263,24 @@ fn define_run(module: &mut ObjectModule, program: &Program, arena: ArenaPlan<'_>
     };
     check(&mut b, base, ARENA_ALIGN, STATUS_BAD_ARENA);
     let flags = MemFlagsData::trusted();
+    if let (Some(w), Some(file)) = (weights, file) {
+        // The weights must be this object's: its magic, and its fingerprint where it says.
+        check(&mut b, w, CONST_ALIGN, STATUS_BAD_WEIGHTS);
+        let stored = [(0, &file[..8]), (16, &file[16..24])];
+        for (offset, bytes) in stored {
+            // The word as the target reads it from the file's bytes.
+            let bytes: [u8; 8] = bytes.try_into().expect("eight bytes");
+            let word = if module.isa().endianness() == cranelift_codegen::ir::Endianness::Big { i64::from_be_bytes(bytes) } else { i64::from_le_bytes(bytes) };
+            let want = b.ins().iconst(types::I64, word);
+            let got = b.ins().load(types::I64, MemFlagsData::trusted().with_readonly(), w, offset);
+            let differs = b.ins().icmp(IntCC::NotEqual, got, want);
+            let s = b.ins().iconst(types::I32, i64::from(STATUS_BAD_WEIGHTS));
+            let next = b.create_block();
+            b.ins().brif(differs, fail, &[cranelift_codegen::ir::BlockArg::Value(s)], next, &[]);
+            b.seal_block(next);
+            b.switch_to_block(next);
+        }
+    }
     let slot = |i: usize| i32::try_from(i as u64 * u64::from(ptr.bytes())).map_err(|_| CodegenError::Invalid { kernel: symbol.to_string(), message: "too many buffers".into() });
     for (i, buffer) in program.buffers.iter().enumerate() {
         let value = match &buffer.kind {
@@ -198,9 +295,10 @@ fn define_run(module: &mut ObjectModule, program: &Program, arena: ArenaPlan<'_>
                 }
                 p
             }
-            BufferKind::Const(_) => match const_gvs[i] {
-                Some(gv) => b.ins().symbol_value(ptr, gv),
-                None => b.ins().iconst(ptr, 0),
+            BufferKind::Const(_) => match (const_gvs[i], consts[i], weights) {
+                (Some(gv), _, _) => b.ins().symbol_value(ptr, gv),
+                (None, Some(Place::Offset(off)), Some(w)) => b.ins().iadd_imm_s(w, off as i64),
+                _ => b.ins().iconst(ptr, 0),
             },
             BufferKind::Temp => match arena.offsets.get(i).copied().flatten() {
                 Some(off) if off.checked_add(buffer.bytes()).is_some_and(|end| end <= arena.bytes) => b.ins().iadd_imm_s(base, (table_bytes + off) as i64),
@@ -222,12 +320,13 @@ fn define_run(module: &mut ObjectModule, program: &Program, arena: ArenaPlan<'_>
 }
 
 /// The sentences for every status, in the order `NAME_error_string` indexes them: success,
-/// the two argument errors, the model's checks, and a last one for any other status.
+/// the argument errors (−1, −2, −3), the model's checks, and a last one for any other status.
 fn messages(program: &Program) -> Vec<String> {
     let mut m = vec![
         "success".to_string(),
         format!("the arena is null or not aligned to {ARENA_ALIGN} bytes"),
         format!("an input or output pointer is null or not aligned to {BUFFER_ALIGN} bytes"),
+        format!("the weights are null, not aligned to {CONST_ALIGN} bytes, or not the file written with this object"),
     ];
     m.extend(program.errors.iter().cloned());
     m.push("unknown status".to_string());
@@ -283,16 +382,16 @@ fn define_error_string(module: &mut ObjectModule, program: &Program, name: &str,
     let status = b.block_params(start)[0];
     let s = b.ins().sextend(types::I64, status);
     let last = messages.len() as i64 - 1;
-    // status > 0: the model's check status − 1, at index status + 2; 0, −1, −2 at 0, 1, 2.
-    let positive = b.ins().iadd_imm_s(s, 2);
+    // status > 0: the model's check status − 1, at index status + 3; 0, −1, −2, −3 at 0..=3.
+    let positive = b.ins().iadd_imm_s(s, 3);
     let negated = b.ins().ineg(s);
     let is_positive = b.ins().icmp_imm_s(IntCC::SignedGreaterThan, s, 0);
     let index = b.ins().select(is_positive, positive, negated);
-    // Anything else (below −2, or past the model's checks) is the last sentence.
+    // Anything else (below −3, or past the model's checks) is the last sentence.
     let last_v = b.ins().iconst(types::I64, last);
     let too_far = b.ins().icmp(IntCC::SignedGreaterThan, index, last_v);
     let index = b.ins().select(too_far, last_v, index);
-    let too_low = b.ins().icmp_imm_s(IntCC::SignedLessThan, s, -2);
+    let too_low = b.ins().icmp_imm_s(IntCC::SignedLessThan, s, -3);
     let index = b.ins().select(too_low, last_v, index);
     let table = b.ins().symbol_value(ptr, offsets_gv);
     let byte = b.ins().imul_imm_s(index, 4);

@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use kiln_codegen::{ArenaPlan, ObjectCode};
+use kiln_codegen::{ArenaPlan, ObjectCode, Weights};
 use kiln_target::Runtime;
 use kiln_tir::DType;
 
@@ -54,7 +54,9 @@ pub struct ObjectFile {
 impl Model {
     /// Compiles the model to an object file for `options.target`, whose runtime must be
     /// `static` or `none`, with exported symbols `{name}_run` and `{name}_error_string`.
-    pub fn compile_object(&self, options: &CompileOptions, name: &str) -> Result<ObjectFile> {
+    /// With [`Weights::External`] the constants go to [`ObjectCode::weights`] instead, which
+    /// `NAME_run` takes as its first argument.
+    pub fn compile_object(&self, options: &CompileOptions, name: &str, weights: Weights) -> Result<ObjectFile> {
         let start = Instant::now();
         let target = &options.target;
         if target.runtime == Runtime::Jit {
@@ -105,7 +107,7 @@ impl Model {
         if let Some(p) = inputs.iter().chain(&outputs).find(|p| p.dtype == DType::String) {
             return Err(Error::Object(format!("{:?} holds strings, which compiled code never reads", p.name)));
         }
-        let code = kiln_codegen::compile_object(program, ArenaPlan { offsets: &plan.offsets, bytes: plan.arena_bytes }, target, &pipeline.codegen_options(), name)?;
+        let code = kiln_codegen::compile_object(program, ArenaPlan { offsets: &plan.offsets, bytes: plan.arena_bytes }, target, &pipeline.codegen_options(), name, weights)?;
         Ok(ObjectFile { name: name.to_string(), code, inputs, outputs, target: target.clone(), compile_time: start.elapsed() })
     }
 }
@@ -123,7 +125,7 @@ impl ObjectFile {
         let rank = |ports: &[Port]| ports.iter().map(|p| p.shape.len()).max().unwrap_or(0).max(1);
         let _ = writeln!(h, "enum {{");
         let _ = writeln!(h, "    /* {n}_run's status: success, a bad argument, or (positive) a check the model failed. */");
-        let _ = writeln!(h, "    {n}_ok = 0,\n    {n}_bad_arena = {},\n    {n}_bad_buffer = {},", kiln_codegen::STATUS_BAD_ARENA, kiln_codegen::STATUS_BAD_BUFFER);
+        let _ = writeln!(h, "    {n}_ok = 0,\n    {n}_bad_arena = {},\n    {n}_bad_buffer = {},\n    {n}_bad_weights = {},", kiln_codegen::STATUS_BAD_ARENA, kiln_codegen::STATUS_BAD_BUFFER, kiln_codegen::STATUS_BAD_WEIGHTS);
         let _ = writeln!(h, "    /* The alignment in bytes of the arena, and of every input and output buffer. */");
         let _ = writeln!(h, "    {n}_arena_align = {},\n    {n}_buffer_align = {},", kiln_codegen::ARENA_ALIGN, kiln_codegen::BUFFER_ALIGN);
         let _ = writeln!(h, "    {n}_num_inputs = {},\n    {n}_num_outputs = {},", self.inputs.len(), self.outputs.len());
@@ -150,7 +152,19 @@ impl ObjectFile {
         let _ = writeln!(h, "/* Runs the model: inputs[i] and outputs[i] point to the i-th input's and output's elements");
         let _ = writeln!(h, "   (row-major, {n}_input_bytes[i] and {n}_output_bytes[i] bytes). Reentrant: two threads may run");
         let _ = writeln!(h, "   at once with two arenas. */");
-        let _ = writeln!(h, "int32_t {n}_run(void *arena, const void *const *inputs, void *const *outputs);\n");
+        match &self.code.weights {
+            None => {
+                let _ = writeln!(h, "#define {n}_external_weights 0");
+                let _ = writeln!(h, "int32_t {n}_run(void *arena, const void *const *inputs, void *const *outputs);\n");
+            }
+            Some(file) => {
+                let _ = writeln!(h, "#define {n}_external_weights 1");
+                let _ = writeln!(h, "/* The weights are the bytes of {n}.weights ({} bytes), loaded or mapped at an address aligned to", file.len());
+                let _ = writeln!(h, "   {n}_arena_align; {n}_run checks that they are that file's. */");
+                let _ = writeln!(h, "static const size_t {n}_weights_bytes = {}u;", file.len());
+                let _ = writeln!(h, "int32_t {n}_run(const void *weights, void *arena, const void *const *inputs, void *const *outputs);\n");
+            }
+        }
         let _ = writeln!(h, "/* A sentence for any status {n}_run returns. */");
         let _ = writeln!(h, "const char *{n}_error_string(int32_t status);\n");
         let _ = writeln!(h, "#ifdef __cplusplus\n}}\n#endif\n\n#endif");
