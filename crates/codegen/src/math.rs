@@ -3,7 +3,8 @@
 //! copies. Each callee is an imported symbol (`Linkage::Import`) named as `kiln_runtime`
 //! exports it.
 
-use cranelift_codegen::ir::{types, AbiParam, FuncRef, InstBuilder, Type, Value};
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, AbiParam, FuncRef, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_module::Linkage;
 use kiln_loops::call::{self, Elems, Operand, OperandKind};
 use kiln_loops::{Call, ElemType, Expr, MathFn, RuntimeFn, ScalarType};
@@ -137,7 +138,16 @@ impl Cx<'_, '_> {
     /// the code in the low bits of an `i32`.
     pub fn encode_minifloat(&mut self, elem: ElemType, x: Value) -> Result<Value, CodegenError> {
         if self.libc {
-            return Err(self.unsupported(format!("stores of {} without kiln's runtime", elem.name())));
+            use kiln_runtime::minifloat::{E2M1, E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ};
+            let format = match elem {
+                ElemType::F8E4M3FN => E4M3FN,
+                ElemType::F8E4M3FNUZ => E4M3FNUZ,
+                ElemType::F8E5M2 => E5M2,
+                ElemType::F8E5M2FNUZ => E5M2FNUZ,
+                ElemType::F4E2M1 => E2M1,
+                other => return Err(self.unsupported(format!("stores of {}", other.name()))),
+            };
+            return Ok(self.encode_inline(format, x));
         }
         let name = match elem {
             ElemType::F8E4M3FN => "kiln_rt_f32_to_f8e4m3fn",
@@ -150,6 +160,64 @@ impl Cx<'_, '_> {
         let f = self.runtime(name, &[types::F32], &[types::I32])?;
         let call = self.b.ins().call(f, &[x]);
         Ok(self.b.inst_results(call)[0])
+    }
+
+    /// [`Format::encode`](kiln_runtime::minifloat::Format::encode) as generated code, for targets
+    /// without the runtime: with `e = max(⌊log2 |x|⌋, emin)`, `|x| / 2^(e − m)` is exact and in
+    /// `[0, 2^(m+1)]`, rounded to an integer `r` (nearest, ties to even) it gives the code
+    /// `((e + bias) << m) + r − 2^m` (at `e = emin`, `e + bias` is 1, so subnormals and a
+    /// carry into the next exponent come out right); codes past the largest finite one, the
+    /// infinities and NaN take the format's special codes, read off the runtime's encoder.
+    fn encode_inline(&mut self, f: kiln_runtime::minifloat::Format, x: Value) -> Value {
+        use kiln_runtime::minifloat::Specials;
+        let (m, emin) = (f.man_bits as i64, 1 - i64::from(f.bias));
+        let max_bits = i64::from(f.encode(f.max_finite()));
+        let (nan_pos, nan_neg) = (i64::from(f.encode(f32::NAN)), i64::from(f.encode(-f32::NAN)));
+        let (over_pos, over_neg) = (i64::from(f.encode(f32::INFINITY)), i64::from(f.encode(f32::NEG_INFINITY)));
+        let sign_bit = i64::from(f.sign_bit());
+        let bits = self.b.ins().bitcast(types::I32, MemFlagsData::new(), x);
+        let abs = self.b.ins().band_imm_s(bits, 0x7fff_ffff);
+        let negative = self.b.ins().icmp_imm_s(IntCC::SignedLessThan, bits, 0);
+        let field = self.b.ins().ushr_imm_u(abs, 23);
+        let unbiased = self.b.ins().iadd_imm_s(field, -127);
+        let emin_v = self.b.ins().iconst(types::I32, emin);
+        let e = self.b.ins().smax(unbiased, emin_v);
+        // 2^(e − m) as f32 bits: e − m ≥ emin − m > −126, a normal number.
+        let qexp = self.b.ins().iadd_imm_s(e, 127 - m);
+        let qbits = self.b.ins().ishl_imm_u(qexp, 23);
+        let quantum = self.b.ins().bitcast(types::F32, MemFlagsData::new(), qbits);
+        let a = self.b.ins().bitcast(types::F32, MemFlagsData::new(), abs);
+        let scaled = self.b.ins().fdiv(a, quantum);
+        let rounded = self.b.ins().nearest(scaled);
+        let r = self.b.ins().fcvt_to_uint_sat(types::I32, rounded);
+        let biased = self.b.ins().iadd_imm_s(e, i64::from(f.bias));
+        let high = self.b.ins().ishl_imm_u(biased, m);
+        let code = self.b.ins().iadd(high, r);
+        let code = self.b.ins().iadd_imm_s(code, -(1 << m));
+        let sign = self.b.ins().iconst(types::I32, sign_bit);
+        let zero = self.b.ins().iconst(types::I32, 0);
+        let sign = self.b.ins().select(negative, sign, zero);
+        let signed = self.b.ins().bor(sign, code);
+        let value = if f.specials == Specials::FiniteNanUnsignedZero {
+            // No negative zero.
+            let is_zero = self.b.ins().icmp_imm_s(IntCC::Equal, code, 0);
+            self.b.ins().select(is_zero, zero, signed)
+        } else {
+            signed
+        };
+        let pick = |cx: &mut Self, pos: i64, neg: i64| {
+            let p = cx.b.ins().iconst(types::I32, pos);
+            let n = cx.b.ins().iconst(types::I32, neg);
+            cx.b.ins().select(negative, n, p)
+        };
+        let over = pick(self, over_pos, over_neg);
+        let nan = pick(self, nan_pos, nan_neg);
+        let too_big = self.b.ins().icmp_imm_s(IntCC::SignedGreaterThan, code, max_bits);
+        let is_inf = self.b.ins().icmp_imm_s(IntCC::Equal, abs, 0x7f80_0000);
+        let overflow = self.b.ins().bor(too_big, is_inf);
+        let value = self.b.ins().select(overflow, over, value);
+        let is_nan = self.b.ins().icmp_imm_s(IntCC::UnsignedGreaterThan, abs, 0x7f80_0000);
+        self.b.ins().select(is_nan, nan, value)
     }
 
     /// A runtime routine called for its effect on buffers: `symbol(operands…)` in signature
