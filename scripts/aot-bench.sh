@@ -29,7 +29,7 @@ for model in "${models[@]}"; do
     for runtime in static none; do
         out=$work/$runtime
         mkdir -p "$out"
-        line=$("$kiln" compile "$model" -o "$out" --name "$name" --runtime "$runtime" | head -1)
+        line=$("$kiln" compile "$model" -o "$out" --name "$name" --runtime "$runtime" | sed -n 1p)
         secs[$runtime]=$(sed -n 's/.*compiled in \([0-9.]*\) s/\1/p' <<<"$line")
         make -s -C "$repo/examples/aot-c" MODEL="$name" DIR="$out" RUNTIME="$runtime"
         strip -o "$out/$name.stripped" "$out/$name"

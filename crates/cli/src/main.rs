@@ -253,6 +253,13 @@ impl From<DumpStage> for kiln::Stage {
 }
 
 fn main() -> ExitCode {
+    // Like other command-line tools, end quietly when the reader of stdout goes away (`kiln ... |
+    // head -1`); Rust ignores SIGPIPE, and printing to a closed pipe would panic.
+    #[cfg(unix)]
+    // SAFETY: restoring a signal's default disposition at start-up, before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {

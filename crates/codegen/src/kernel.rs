@@ -162,7 +162,7 @@ impl<'a, 'f> Cx<'a, 'f> {
 }
 
 /// Calls `f` on every buffer a statement mentions.
-fn visit_bufs(s: &Stmt, f: &mut dyn FnMut(BufId)) {
+pub(crate) fn visit_bufs(s: &Stmt, f: &mut dyn FnMut(BufId)) {
     match s {
         Stmt::For { body, .. } => body.iter().for_each(|s| visit_bufs(s, f)),
         Stmt::Let(_, e) | Stmt::Local(_, e) | Stmt::Assign(_, e) | Stmt::Check { cond: e, .. } => visit_expr_bufs(e, f),

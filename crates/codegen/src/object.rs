@@ -113,10 +113,19 @@ pub fn compile_object(program: &Program, arena: ArenaPlan<'_>, target: &Target, 
         module.define_function(id, ctx).map_err(|e| CodegenError::Cranelift { kernel: String::new(), message: format!("{e:?}") })
     })?;
 
+    // Constants no kernel reads (weights that were packed into new buffers) are left out.
+    let mut used = vec![false; program.buffers.len()];
+    for stmt in program.kernels.iter().flat_map(|k| &k.body) {
+        crate::kernel::visit_bufs(stmt, &mut |b| {
+            if let Some(u) = used.get_mut(b.0 as usize) {
+                *u = true;
+            }
+        });
+    }
     let (consts, file) = match weights {
-        Weights::Embedded => (define_constants(&mut module, program, name)?, None),
+        Weights::Embedded => (define_constants(&mut module, program, &used, name)?, None),
         Weights::External => {
-            let (places, file) = weights_file(program, module.isa().endianness() == cranelift_codegen::ir::Endianness::Big)?;
+            let (places, file) = weights_file(program, &used, module.isa().endianness() == cranelift_codegen::ir::Endianness::Big)?;
             (places, Some(file))
         }
     };
@@ -164,11 +173,11 @@ fn const_bytes(buffer: &kiln_loops::Buffer) -> Result<&[u8], CodegenError> {
 }
 
 /// The weights file of `program` and each constant's offset in it.
-fn weights_file(program: &Program, big_endian: bool) -> Result<(Vec<Option<Place>>, Vec<u8>), CodegenError> {
+fn weights_file(program: &Program, used: &[bool], big_endian: bool) -> Result<(Vec<Option<Place>>, Vec<u8>), CodegenError> {
     let mut file = vec![0u8; WEIGHTS_HEADER as usize];
     let mut places = vec![None; program.buffers.len()];
     for (i, buffer) in program.buffers.iter().enumerate() {
-        if !matches!(buffer.kind, BufferKind::Const(_)) {
+        if !matches!(buffer.kind, BufferKind::Const(_)) || !used[i] {
             continue;
         }
         let at = file.len().div_ceil(CONST_ALIGN as usize) * CONST_ALIGN as usize;
@@ -191,11 +200,11 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
-/// One read-only data object per constant buffer, by buffer index.
-fn define_constants(module: &mut ObjectModule, program: &Program, name: &str) -> Result<Vec<Option<Place>>, CodegenError> {
+/// One read-only data object per constant buffer a kernel reads, by buffer index.
+fn define_constants(module: &mut ObjectModule, program: &Program, used: &[bool], name: &str) -> Result<Vec<Option<Place>>, CodegenError> {
     let mut ids = vec![None; program.buffers.len()];
     for (i, buffer) in program.buffers.iter().enumerate() {
-        if !matches!(buffer.kind, BufferKind::Const(_)) {
+        if !matches!(buffer.kind, BufferKind::Const(_)) || !used[i] {
             continue;
         }
         let bytes = const_bytes(buffer)?;
