@@ -71,6 +71,14 @@ static int header_value(const char *header, const char *key, char *out, size_t c
     return 1;
 }
 
+/* Appends `text` to `buf` (of `cap` bytes) at `*at`, or ends the program if it does not fit. */
+static void append(char *buf, size_t cap, size_t *at, const char *text) {
+    size_t n = strlen(text);
+    if (*at + n + 1 > cap) die("a .npy header too long for this program", NULL);
+    memcpy(buf + *at, text, n + 1);
+    *at += n;
+}
+
 /* Reads input `i` from `path` into `dst`, checking its element type and shape. */
 static void read_input(int i, const char *path, void *dst) {
     size_t len;
@@ -91,9 +99,11 @@ static void read_input(int i, const char *path, void *dst) {
         char *header = malloc(hlen + 1);
         memcpy(header, buf + start, hlen);
         header[hlen] = 0;
-        char descr[32], shape[512], expect[512];
-        if (!header_value(header, "'descr'", descr, sizeof descr) || !header_value(header, "'shape'", shape, sizeof shape))
-            die("a .npy header without descr or shape", path);
+        char descr[32], shape[512], expect[512], order[16];
+        if (!header_value(header, "'descr'", descr, sizeof descr) || !header_value(header, "'shape'", shape, sizeof shape) ||
+            !header_value(header, "'fortran_order'", order, sizeof order))
+            die("a .npy header without descr, fortran_order or shape", path);
+        if (strncmp(order, "False", 5) != 0) die("a .npy file in Fortran order (the model reads row-major data)", path);
         char quoted[40];
         snprintf(quoted, sizeof quoted, "'%s'", M(_input_npy_descr)[i]);
         if (strcmp(descr, quoted) != 0) {
@@ -102,10 +112,13 @@ static void read_input(int i, const char *path, void *dst) {
         }
         /* The shape as NumPy prints it: (a, b) or (a,) or (). */
         size_t at = 0;
-        at += (size_t)snprintf(expect + at, sizeof expect - at, "(");
-        for (int d = 0; d < M(_input_ranks)[i]; d++)
-            at += (size_t)snprintf(expect + at, sizeof expect - at, d ? ", %lld" : "%lld", (long long)M(_input_shapes)[i][d]);
-        snprintf(expect + at, sizeof expect - at, M(_input_ranks)[i] == 1 ? ",)" : ")");
+        append(expect, sizeof expect, &at, "(");
+        for (int d = 0; d < M(_input_ranks)[i]; d++) {
+            char dim[32];
+            snprintf(dim, sizeof dim, d ? ", %lld" : "%lld", (long long)M(_input_shapes)[i][d]);
+            append(expect, sizeof expect, &at, dim);
+        }
+        append(expect, sizeof expect, &at, M(_input_ranks)[i] == 1 ? ",)" : ")");
         if (strcmp(shape, expect) != 0) {
             fprintf(stderr, "error: %s: shape %s, the model's input %d has %s\n", path, shape, i, expect);
             exit(1);
@@ -127,17 +140,23 @@ static void write_npy(const char *dir, const char *kind, int i, const char *name
     char path[4096], header[1024];
     snprintf(path, sizeof path, "%s/%s_%d.npy", dir, kind, i);
     if (!descr[0]) die("no .npy element type for", name);
-    int at = snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
-    for (int d = 0; d < rank; d++)
-        at += snprintf(header + at, sizeof header - (size_t)at, d ? ", %lld" : "%lld", (long long)shape[d]);
-    at += snprintf(header + at, sizeof header - (size_t)at, "%s), }", rank == 1 ? "," : "");
+    size_t at = 0;
+    append(header, sizeof header, &at, "{'descr': '");
+    append(header, sizeof header, &at, descr);
+    append(header, sizeof header, &at, "', 'fortran_order': False, 'shape': (");
+    for (int d = 0; d < rank; d++) {
+        char dim[32];
+        snprintf(dim, sizeof dim, d ? ", %lld" : "%lld", (long long)shape[d]);
+        append(header, sizeof header, &at, dim);
+    }
+    append(header, sizeof header, &at, rank == 1 ? ",), }" : "), }");
     /* Pad with spaces so that the data starts at a multiple of 64, then a newline. */
-    while ((10 + at + 1) % 64 != 0) header[at++] = ' ';
-    header[at++] = '\n';
+    while ((10 + at + 1) % 64 != 0) append(header, sizeof header, &at, " ");
+    append(header, sizeof header, &at, "\n");
     FILE *f = fopen(path, "wb");
     if (!f) die("cannot create", path);
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(at & 0xff), (unsigned char)(at >> 8)};
-    if (fwrite(pre, 1, 10, f) != 10 || fwrite(header, 1, (size_t)at, f) != (size_t)at ||
+    if (fwrite(pre, 1, 10, f) != 10 || fwrite(header, 1, at, f) != at ||
         fwrite(src, 1, bytes, f) != bytes || fclose(f) != 0)
         die("cannot write", path);
 }
@@ -215,6 +234,8 @@ int main(int argc, char **argv) {
     if (!weights_path) die("the model's weights are in a file: pass it with -W", NULL);
     size_t weights_len;
     unsigned char *raw = read_file(weights_path, &weights_len);
+    /* NAME_run checks the header's magic and fingerprint; the length is the caller's to check. */
+    if (weights_len != M(_weights_bytes)) die("the weights file does not have the size the header gives", weights_path);
     void *weights = aligned(weights_len, M(_arena_align));
     memcpy(weights, raw, weights_len);
     free(raw);

@@ -259,3 +259,33 @@ fn weights_in_a_file_give_the_same_outputs_and_another_file_is_refused() {
     assert_eq!(refused.status.code(), Some(1), "{err}");
     assert!(err.contains("not the file written with this object"), "{err}");
 }
+
+/// Bad arguments to `NAME_run` are statuses, and `NAME_error_string` has a sentence for any
+/// status (`tests/aot/abi.c`).
+#[test]
+fn bad_arguments_are_statuses_with_sentences() {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("aot-abi");
+    let _ = std::fs::remove_dir_all(&out);
+    let model = kiln_testkit::repo_root().join("examples/models/tiny_cnn.onnx");
+    run(kiln().arg("compile").arg(&model).arg("-o").arg(&out).args(["--name", "m", "--runtime", "none"]).args(binds(&model)));
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/aot/abi.c");
+    run(Command::new("cc").args(["-O1", "-Wall", "-Werror", "-std=c11", "-I"]).arg(&out).arg(&source).arg(out.join("m.o")).arg("-lm").arg("-o").arg(out.join("abi")));
+    let text = run(&mut Command::new(out.join("abi")));
+    let want = [
+        "ok 0",
+        "null arena -1",
+        "misaligned arena -1",
+        "null inputs array -2",
+        "null outputs array -2",
+        "null input -2",
+        "misaligned input -2",
+        "status 0: success",
+        "status -1: the arena is null or not aligned to 64 bytes",
+        "status -2: an input or output pointer is null or not aligned to 16 bytes",
+        "status -3: the weights are null, not aligned to 64 bytes, or not the file written with this object",
+        "status -4: unknown status",
+        "status 100000: unknown status",
+        "status -2147483648: unknown status",
+    ];
+    assert_eq!(text.lines().collect::<Vec<_>>(), want);
+}

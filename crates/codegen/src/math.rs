@@ -283,8 +283,9 @@ impl Cx<'_, '_> {
         let bytes = self.b.ins().imul_imm_s(n, i64::from(elem.bits() / 8));
         let ptr = self.module.target_config().pointer_type();
         if self.libc {
-            // memcpy returns its destination, which nothing reads.
-            let f = self.runtime("memcpy", &[ptr, ptr, ptr], &[ptr])?;
+            // memmove, as the runtime's copy allows overlap; it returns its destination, which
+            // nothing reads.
+            let f = self.runtime("memmove", &[ptr, ptr, ptr], &[ptr])?;
             self.b.ins().call(f, &[d, s, bytes]);
             return Ok(());
         }

@@ -34,7 +34,7 @@ pub const ARENA_ALIGN: u64 = 64;
 pub const BUFFER_ALIGN: u64 = 16;
 /// `NAME_run`'s status for a null or misaligned arena.
 pub const STATUS_BAD_ARENA: i32 = -1;
-/// `NAME_run`'s status for a null or misaligned input or output.
+/// `NAME_run`'s status for a null or misaligned input or output, or array of them.
 pub const STATUS_BAD_BUFFER: i32 = -2;
 /// `NAME_run`'s status for weights that are null, misaligned or another object's.
 pub const STATUS_BAD_WEIGHTS: i32 = -3;
@@ -271,6 +271,14 @@ fn define_run(module: &mut ObjectModule, program: &Program, arena: ArenaPlan<'_>
         b.switch_to_block(next);
     };
     check(&mut b, base, ARENA_ALIGN, STATUS_BAD_ARENA);
+    // The arrays of pointers themselves, before any element is read.
+    let has = |kind: fn(&BufferKind) -> bool| program.buffers.iter().any(|buf| kind(&buf.kind));
+    if has(|k| matches!(k, BufferKind::Input(_))) {
+        check(&mut b, inputs, u64::from(ptr.bytes()), STATUS_BAD_BUFFER);
+    }
+    if has(|k| matches!(k, BufferKind::Output(_))) {
+        check(&mut b, outputs, u64::from(ptr.bytes()), STATUS_BAD_BUFFER);
+    }
     let flags = MemFlagsData::trusted();
     if let (Some(w), Some(file)) = (weights, file) {
         // The weights must be this object's: its magic, and its fingerprint where it says.

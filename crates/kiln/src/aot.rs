@@ -117,10 +117,9 @@ impl ObjectFile {
     /// the status codes, and the two functions.
     pub fn header(&self) -> String {
         let n = &self.name;
-        let guard = n.to_ascii_uppercase();
         let mut h = String::new();
         let _ = writeln!(h, "/* {n}.h: the C interface of {n}.o, written by kiln for {}. */", self.target);
-        let _ = writeln!(h, "#ifndef KILN_{guard}_H\n#define KILN_{guard}_H\n\n#include <stddef.h>\n#include <stdint.h>\n");
+        let _ = writeln!(h, "#ifndef KILN_H_{n}\n#define KILN_H_{n}\n\n#include <stddef.h>\n#include <stdint.h>\n");
         let _ = writeln!(h, "#ifdef __cplusplus\nextern \"C\" {{\n#endif\n");
         let rank = |ports: &[Port]| ports.iter().map(|p| p.shape.len()).max().unwrap_or(0).max(1);
         let _ = writeln!(h, "enum {{");
@@ -160,7 +159,8 @@ impl ObjectFile {
             Some(file) => {
                 let _ = writeln!(h, "#define {n}_external_weights 1");
                 let _ = writeln!(h, "/* The weights are the bytes of {n}.weights ({} bytes), loaded or mapped at an address aligned to", file.len());
-                let _ = writeln!(h, "   {n}_arena_align; {n}_run checks that they are that file's. */");
+                let _ = writeln!(h, "   {n}_arena_align. {n}_run checks the file's header (magic, fingerprint); the caller checks");
+                let _ = writeln!(h, "   that all {n}_weights_bytes bytes are there. */");
                 let _ = writeln!(h, "static const size_t {n}_weights_bytes = {}u;", file.len());
                 let _ = writeln!(h, "int32_t {n}_run(const void *weights, void *arena, const void *const *inputs, void *const *outputs);\n");
             }
@@ -182,8 +182,10 @@ fn c_string(s: &str) -> String {
                 out.push('\\');
                 out.push(b as char);
             }
-            // `??` starts a trigraph in older C standards.
+            // `??` starts a trigraph in older C standards; `*/` would end the comments the names
+            // also appear in.
             b'?' => out.push_str("\\?"),
+            b'*' => out.push_str("\\052"),
             0x20..=0x7e => out.push(b as char),
             _ => {
                 let _ = write!(out, "\\{b:03o}");
@@ -203,5 +205,6 @@ mod tests {
         assert_eq!(c_string("input_1"), "\"input_1\"");
         assert_eq!(c_string("a\"b\\c"), "\"a\\\"b\\\\c\"");
         assert_eq!(c_string("x\n\u{e9}?"), "\"x\\012\\303\\251\\?\"");
+        assert_eq!(c_string("a*/b"), "\"a\\052/b\"");
     }
 }

@@ -5,7 +5,7 @@
 //! loop nest its row's doc describes. Element for element the expressions are the row's
 //! formulas; sums run in index order, so a result can differ from the kernel's (which blocks
 //! and vectorizes its sums) by rounding. Copies stay calls, which the code generator makes
-//! `memcpy`; `should_stop` becomes "never": without the runtime nothing can ask a run to stop.
+//! `memmove`; `should_stop` becomes "never": without the runtime nothing can ask a run to stop.
 //! Calls that read weights packed for the runtime's kernels cannot appear, because scheduling
 //! packs only for a target that has them.
 
