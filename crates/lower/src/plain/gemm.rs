@@ -37,22 +37,29 @@ impl After<'_> {
 
 const ZERO: Expr = Expr::Const(Scalar::F32(0.0));
 
-pub(super) fn sgemm(kernel: &mut Kernel, c: &Sgemm) -> Result<Vec<Stmt>, String> {
-    let p = Product {
-        a: &c.a,
-        b: &c.b,
-        c: &c.c,
-        m: size(&c.m, "m")?,
-        n: size(&c.n, "n")?,
-        k: size(&c.k, "k")?,
-        lda: int(&c.lda, "lda")?,
-        ldb: int(&c.ldb, "ldb")?,
-        ldc: int(&c.ldc, "ldc")?,
-        trans_a: int(&c.trans_a, "trans_a")? != 0,
-        trans_b: int(&c.trans_b, "trans_b")? != 0,
-        alpha: &c.alpha,
-        beta: &c.beta,
+/// The [`Product`] operands of a call (`sgemm` and `sgemm_fused` name them alike).
+macro_rules! product_operands {
+    ($c:expr) => {
+        Product {
+            a: &$c.a,
+            b: &$c.b,
+            c: &$c.c,
+            m: size(&$c.m, "m")?,
+            n: size(&$c.n, "n")?,
+            k: size(&$c.k, "k")?,
+            lda: int(&$c.lda, "lda")?,
+            ldb: int(&$c.ldb, "ldb")?,
+            ldc: int(&$c.ldc, "ldc")?,
+            trans_a: int(&$c.trans_a, "trans_a")? != 0,
+            trans_b: int(&$c.trans_b, "trans_b")? != 0,
+            alpha: &$c.alpha,
+            beta: &$c.beta,
+        }
     };
+}
+
+pub(super) fn sgemm(kernel: &mut Kernel, c: &Sgemm) -> Result<Vec<Stmt>, String> {
+    let p = product_operands!(c);
     product(kernel, &p, &After::NONE)
 }
 
@@ -60,21 +67,7 @@ pub(super) fn sgemm_fused(kernel: &mut Kernel, c: &SgemmFused) -> Result<Vec<Stm
     if int(&c.nr, "nr")? != 0 {
         return Err("kiln bug: `sgemm_fused` with packed weights on a target without the runtime".into());
     }
-    let p = Product {
-        a: &c.a,
-        b: &c.b,
-        c: &c.c,
-        m: size(&c.m, "m")?,
-        n: size(&c.n, "n")?,
-        k: size(&c.k, "k")?,
-        lda: int(&c.lda, "lda")?,
-        ldb: int(&c.ldb, "ldb")?,
-        ldc: int(&c.ldc, "ldc")?,
-        trans_a: int(&c.trans_a, "trans_a")? != 0,
-        trans_b: int(&c.trans_b, "trans_b")? != 0,
-        alpha: &c.alpha,
-        beta: &c.beta,
-    };
+    let p = product_operands!(c);
     let after = After {
         bias: bias(&c.bias, int(&c.bias_mode, "bias_mode")?, &c.period)?,
         z: (int(&c.residual, "residual")? != 0).then_some(&c.z),
