@@ -2,14 +2,14 @@
 # kiln against onnxruntime and tract on the same models, inputs and thread count, in one run.
 #
 #   scripts/bench.sh [--threads N] [--iters N] [--rounds N] [--warmup N] [--turn-warmup N] [--seed N]
-#                    [--engines kiln,onnxruntime,tract] [--no-gemm] [--base REV] [--bind SYM=N]...
-#                    [--int-max INPUT=N]... [MODEL.onnx...]
+#                    [--engines kiln,onnxruntime,tract] [--no-gemm] [--base REV]
+#                    [--input-shape NAME=D,D,..]... [--bind SYM=N]... [--int-max INPUT=N]...
+#                    [MODEL.onnx...]
 #
 # --base REV also builds kiln-bench at git revision REV (in a worktree under build/, sharing
 # target/) and runs its kiln as the engine `kiln-base`: before and after in one run.
 #
-# Default models: mlp, resnet50, mobilenet_v2 and bert_mini from ../shared/models (or
-# $KILN_SHARED_MODELS). Installs onnxruntime 1.31.1 into build/venv-ort if missing (the same
+# Default models: every .onnx file in ../shared/models (or $KILN_SHARED_MODELS). Installs onnxruntime 1.31.1 into build/venv-ort if missing (the same
 # venv and pins as scripts/model-reference.sh), builds kiln-bench in release mode, and runs it
 # with ORT_DYLIB_PATH pointing at the wheel's libonnxruntime.so. Prints the exact command line.
 set -euo pipefail
@@ -74,22 +74,6 @@ if [[ -n $base ]]; then
 fi
 
 (cd "$repo_root" && CARGO_TARGET_DIR="$repo_root/target" cargo build --release --quiet --manifest-path benches/Cargo.toml)
-
-has_model=false
-skip=false
-for a in "${args[@]}"; do
-    if $skip; then skip=false; continue; fi
-    case $a in
-        --threads|--iters|--rounds|--warmup|--turn-warmup|--seed|--engines|--base-bin|--bind|--int-max) skip=true ;;
-        -*) ;;
-        *) has_model=true ;;
-    esac
-done
-if ! $has_model; then
-    for m in mlp resnet50 mobilenet_v2 bert_mini; do
-        args+=("$models_dir/$m.onnx")
-    done
-fi
 
 cmd=("$repo_root/target/release/kiln-bench" "${args[@]}")
 echo "\$ ORT_DYLIB_PATH=$ORT_DYLIB_PATH ${cmd[*]}"

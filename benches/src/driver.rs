@@ -30,6 +30,8 @@ pub struct Settings {
     /// weights from the caches, and a service running one model keeps them warm.
     pub turn_warmup: usize,
     pub seed: u64,
+    /// Shapes of named inputs, over what the model declares.
+    pub input_shapes: Vec<(String, Vec<u64>)>,
     /// Sizes of the models' named symbolic input dims (the others are 1).
     pub bind: Vec<(String, u64)>,
     /// Bounds of the values of named integer inputs (the others are below 8192).
@@ -159,7 +161,7 @@ fn model_name(model: &Path) -> String {
 /// Benchmarks one model: workers start one after the other (load times are not disturbed),
 /// then take turns.
 pub fn bench_model(settings: &Settings, model: &Path, scratch: &Path) -> Result<ModelResult> {
-    let specs = inputs::read_specs(model, &settings.bind, &settings.int_max)?;
+    let specs = inputs::read_specs(model, &settings.input_shapes, &settings.bind, &settings.int_max)?;
     let name = model_name(model);
     let mut results: Vec<EngineResult> = settings.engines.iter().map(|&e| EngineResult::new(e)).collect();
     let mut workers: Vec<Option<Worker>> = Vec::new();

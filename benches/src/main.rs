@@ -4,7 +4,7 @@
 //! ```text
 //! kiln-bench [--threads N] [--iters N] [--rounds N] [--warmup N] [--turn-warmup N] [--seed N]
 //!            [--engines kiln,kiln-base,onnxruntime,tract] [--base-bin PATH] [--no-gemm]
-//!            [--bind SYM=N]... [--int-max INPUT=N]... [MODEL.onnx...]
+//!            [--input-shape NAME=D,D,..]... [--bind SYM=N]... [--int-max INPUT=N]... [MODEL.onnx...]
 //! kiln-bench gemm [--n N] [--reps N]
 //! ```
 //!
@@ -50,13 +50,23 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
-fn default_models() -> Vec<PathBuf> {
+/// Every `.onnx` file in `$KILN_SHARED_MODELS` (default `../shared/models`), by name.
+fn default_models() -> Result<Vec<PathBuf>> {
     let dir = std::env::var_os("KILN_SHARED_MODELS").map(PathBuf::from).unwrap_or_else(|| repo_root().join("../shared/models"));
-    ["mlp", "resnet50", "mobilenet_v2", "bert_mini"].iter().map(|m| dir.join(format!("{m}.onnx"))).collect()
+    let mut models: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .with_context(|| format!("no models given, and {} cannot be listed", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
+        .collect();
+    models.sort();
+    if models.is_empty() {
+        bail!("no models given, and {} has no .onnx files", dir.display());
+    }
+    Ok(models)
 }
 
 fn drive(args: &[String]) -> Result<()> {
-    let mut s = Settings { models: Vec::new(), engines: EngineKind::ALL.to_vec(), threads: 1, iters: 50, rounds: 10, warmup: 2, turn_warmup: 1, seed: 0, ort_dylib: None, base_bin: None, bind: Vec::new(), int_max: Vec::new() };
+    let mut s = Settings { models: Vec::new(), engines: EngineKind::ALL.to_vec(), threads: 1, iters: 50, rounds: 10, warmup: 2, turn_warmup: 1, seed: 0, ort_dylib: None, base_bin: None, input_shapes: Vec::new(), bind: Vec::new(), int_max: Vec::new() };
     let mut gemm = true;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -71,6 +81,12 @@ fn drive(args: &[String]) -> Result<()> {
             "--engines" => s.engines = value()?.split(',').map(EngineKind::parse).collect::<Result<_>>()?,
             "--no-gemm" => gemm = false,
             "--base-bin" => s.base_bin = Some(PathBuf::from(value()?)),
+            "--input-shape" => {
+                let v = value()?;
+                let (name, dims) = v.split_once('=').with_context(|| format!("--input-shape {v}: expected NAME=D,D,..."))?;
+                let dims = dims.split([',', 'x']).filter(|d| !d.is_empty()).map(|d| d.parse::<u64>().with_context(|| format!("--input-shape {v}: `{d}` is not a size"))).collect::<Result<_>>()?;
+                s.input_shapes.push((name.to_string(), dims));
+            }
             flag @ ("--bind" | "--int-max") => {
                 let v = value()?;
                 let (name, n) = v.split_once('=').with_context(|| format!("{flag} {v}: expected NAME=N"))?;
@@ -78,7 +94,7 @@ fn drive(args: &[String]) -> Result<()> {
                 if flag == "--bind" { s.bind.push((name.to_string(), n)) } else { s.int_max.push((name.to_string(), n)) }
             }
             "-h" | "--help" => {
-                println!("usage: kiln-bench [--threads N] [--iters N] [--rounds N] [--warmup N] [--turn-warmup N] [--seed N] [--engines kiln,kiln-base,onnxruntime,tract] [--base-bin PATH] [--no-gemm] [--bind SYM=N]... [--int-max INPUT=N]... [MODEL.onnx...]");
+                println!("usage: kiln-bench [--threads N] [--iters N] [--rounds N] [--warmup N] [--turn-warmup N] [--seed N] [--engines kiln,kiln-base,onnxruntime,tract] [--base-bin PATH] [--no-gemm] [--input-shape NAME=D,D,..]... [--bind SYM=N]... [--int-max INPUT=N]... [MODEL.onnx...]");
                 return Ok(());
             }
             flag if flag.starts_with('-') => bail!("unknown option {flag} (try --help)"),
@@ -86,7 +102,7 @@ fn drive(args: &[String]) -> Result<()> {
         }
     }
     if s.models.is_empty() {
-        s.models = default_models();
+        s.models = default_models()?;
     }
     if s.base_bin.is_some() && !s.engines.contains(&EngineKind::KilnBase) {
         s.engines.insert(1, EngineKind::KilnBase);

@@ -111,6 +111,10 @@ pub fn table(results: &[ModelResult], threads: usize) -> String {
         out.push_str(&line(r));
         out.push('\n');
     }
+    for line in geometric_means(results) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     out.push_str("\nkiln ÷ engine: kiln's median latency over that engine's (above 1: kiln is slower).\n");
     out.push_str("latency: engines take turns; each turn starts once the previous engine's process has been idle 5 ms, then 20 ms later, with the untimed turn warm-up runs first.\n");
     out.push_str("compile/load: kiln import + compile; onnxruntime session creation (library loaded before); tract load + optimize + plan.\n");
@@ -122,6 +126,31 @@ pub fn table(results: &[ModelResult], threads: usize) -> String {
         out.push('\n');
     }
     out
+}
+
+/// A line per engine other than kiln: the geometric mean of kiln ÷ engine over the models both
+/// ran, which weighs a model that is 2× faster and one that is 2× slower equally.
+fn geometric_means(results: &[ModelResult]) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut kinds: Vec<EngineKind> = Vec::new();
+    for e in results.iter().flat_map(|m| &m.engines) {
+        if e.engine != EngineKind::Kiln && !kinds.contains(&e.engine) {
+            kinds.push(e.engine);
+        }
+    }
+    for kind in kinds {
+        let ratios: Vec<f64> = results
+            .iter()
+            .filter_map(|m| Some(m.get(EngineKind::Kiln)?.quantile(0.5)? / m.get(kind)?.quantile(0.5)?))
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .collect();
+        if !ratios.is_empty() {
+            let mean = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+            let worst = ratios.iter().copied().fold(0.0, f64::max);
+            lines.push(format!("\nkiln ÷ {}: geometric mean {mean:.2} over {} models (largest {worst:.2})", kind.name(), ratios.len()));
+        }
+    }
+    lines
 }
 
 /// Milliseconds with three significant digits or more.
@@ -162,5 +191,20 @@ mod tests {
         assert!(t.contains(" 2.00 |"), "{t}");
         assert!(t.contains("5.0e-1 (2.0e-1)"), "{t}");
         assert!(t.contains("- tract on m: unsupported op"), "{t}");
+        assert!(t.contains("kiln ÷ onnxruntime: geometric mean 2.00 over 1 models"), "{t}");
+        assert!(!t.contains("kiln ÷ tract: geometric mean"), "{t}");
+    }
+
+    #[test]
+    fn geometric_mean_weighs_ratios_evenly() {
+        let model = |name: &str, k: f64, o: f64| {
+            let mut kiln = EngineResult::new(EngineKind::Kiln);
+            kiln.times = vec![k];
+            let mut ort = EngineResult::new(EngineKind::Ort);
+            ort.times = vec![o];
+            ModelResult { model: name.into(), engines: vec![kiln, ort] }
+        };
+        let lines = geometric_means(&[model("a", 2.0, 1.0), model("b", 1.0, 2.0)]);
+        assert_eq!(lines, vec!["\nkiln ÷ onnxruntime: geometric mean 1.00 over 2 models (largest 2.00)".to_string()]);
     }
 }

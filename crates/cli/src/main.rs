@@ -217,7 +217,7 @@ enum DumpStage {
     /// The typed tensor IR straight from the importer.
     #[value(alias = "tir")]
     Import,
-    /// The tensor IR with input shapes and symbols bound, shape computations folded.
+    /// The tensor IR with input shapes and symbols bound, shape computations and computations on weights folded.
     Bind,
     /// The tensor IR after the egg optimizer (folding, casts, algebra, layout, fusion).
     #[value(alias = "opt")]

@@ -31,6 +31,7 @@ mod conv;
 mod dispatch;
 mod error;
 pub mod fold;
+pub use weights::fold_weights;
 mod fused;
 mod gather_scatter;
 mod graph;
@@ -46,6 +47,7 @@ mod select;
 mod shape_ops;
 mod strings;
 mod unary;
+mod weights;
 mod window;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -24,7 +24,8 @@ use crate::{Error, ResourceLimits, Result};
 pub enum Stage {
     /// The tensor IR as imported: symbolic dims, declared shapes as hints.
     Import,
-    /// Input shapes, symbols and shape-deciding input values bound; shape computations folded.
+    /// Input shapes, symbols and shape-deciding input values bound; shape computations and
+    /// computations on weights folded.
     Bind,
     /// The egg optimizer's output (the bound graph when the optimizer is off).
     Optimize,
@@ -243,7 +244,7 @@ fn install(deferred: Option<Deferred>, packed: Option<Vec<bytes::Bytes>>, progra
 }
 
 /// `graph` with `bindings` applied, then shape computations folded and every type inferred
-/// again when anything was symbolic. An error at a node whose broadcast import had to assume
+/// again when anything was symbolic, then computations on weights folded. An error at a node whose broadcast import had to assume
 /// says what was assumed and which input dims broke it.
 fn bind(graph: &Graph, bindings: &Bindings) -> Result<Graph> {
     bind_inner(graph, bindings).map_err(|errs| Error::Bind(join(&explain(graph, bindings, errs))))
@@ -267,6 +268,8 @@ fn bind_inner(graph: &Graph, bindings: &Bindings) -> std::result::Result<Graph, 
         kiln_eval::fold::fold_graph(&mut g);
         kiln_tir::infer::infer_graph(&mut g)?;
     }
+    // Rearranged and dequantized weights become plain weights, computed once.
+    kiln_eval::fold_weights(&mut g);
     // An If still choosing between ranks depends on data kiln does not specialize on.
     let open: Vec<GraphInferError> = g
         .assumptions

@@ -15,6 +15,7 @@
 //! function that takes `alpha`/`beta` consumes the next ones (see `activation.rs`).
 
 mod activation;
+mod gemm;
 
 use kiln_tir::op::{RnnActivation, RnnDirection};
 use kiln_tir::{NodeId, Op};
@@ -96,9 +97,14 @@ struct Geometry {
 }
 
 impl Geometry {
-    fn x(&self, t: &Expr, b: &Expr, k: &Expr) -> Expr {
+    /// The row of `X` (as a `[T·B, I]` or `[B·T, I]` matrix) of step `t` of batch row `b`.
+    fn x_row(&self, t: &Expr, b: &Expr) -> Expr {
         let (outer, inner, n_inner) = if self.batch_major { (b, t, self.seq) } else { (t, b, self.batch) };
-        (outer.clone() * n_inner as i64 + inner.clone()) * self.input as i64 + k.clone()
+        outer.clone() * n_inner as i64 + inner.clone()
+    }
+
+    fn x(&self, t: &Expr, b: &Expr, k: &Expr) -> Expr {
+        self.x_row(t, b) * self.input as i64 + k.clone()
     }
 
     fn y(&self, t: &Expr, d: u64, b: &Expr, j: &Expr) -> Expr {
@@ -215,6 +221,13 @@ fn recurrent(cx: &mut Lowerer<'_>, n: NodeId, cell: Cell, attrs: &Attrs<'_>) -> 
     let gates = temp(cx, "gates", 2 * g * h);
     let rh = if matches!(cell, Cell::Gru { linear_before_reset: false }) { temp(cx, "rh", h) } else { gates };
     let error = lens.as_ref().map(|_| cx.error(n, format!("sequence_lens holds a length outside 0..={}", geo.seq)));
+    // Plain f32 operands take the matrix-product path.
+    let products = [Some(&x), Some(&w), Some(&r), bias.as_ref()].into_iter().flatten().all(crate::linalg::is_f32);
+    let scratch = products.then(|| gemm::Scratch {
+        gx: temp(cx, "gx", geo.seq * geo.batch * g * h),
+        pre: temp(cx, "pre", geo.batch * g * h),
+        rows: temp(cx, "rows", geo.batch * h),
+    });
     let layer = Layer { cell, geo, ty, clip: attrs.clip, x, w, r, bias, lens, h0, c0, peep, y, y_h, y_c, hs, cs, gates, rh };
 
     let mut body = Vec::new();
@@ -232,7 +245,7 @@ fn recurrent(cx: &mut Lowerer<'_>, n: NodeId, cell: Cell, attrs: &Attrs<'_>) -> 
     let per_dir = acts.len() / dirs as usize;
     for d in 0..dirs {
         let reverse = attrs.direction == RnnDirection::Reverse || d == 1;
-        body.extend(direction(&mut k, &layer, d, reverse, &acts[d as usize * per_dir..][..per_dir]));
+        body.extend(direction(&mut k, &layer, scratch.as_ref(), d, reverse, &acts[d as usize * per_dir..][..per_dir]));
     }
     k.body = body;
     cx.push(k);
@@ -283,8 +296,9 @@ fn load_len(lens: &Operand, b: &Expr) -> Expr {
     if lens.ty() == ScalarType::I64 { v } else { v.cast(ScalarType::I64) }
 }
 
-/// One direction: the initial state, every step, and the final state.
-fn direction(k: &mut Kernel, l: &Layer, d: u64, reverse: bool, acts: &[Act]) -> Vec<Stmt> {
+/// One direction: the initial state, every step (as matrix products with `scratch`, else one
+/// batch row at a time), and the final state.
+fn direction(k: &mut Kernel, l: &Layer, scratch: Option<&gemm::Scratch>, d: u64, reverse: bool, acts: &[Act]) -> Vec<Stmt> {
     let (geo, ty) = (&l.geo, l.ty);
     let h = geo.hidden as i64;
     let lstm = matches!(l.cell, Cell::Lstm { .. });
@@ -298,19 +312,11 @@ fn direction(k: &mut Kernel, l: &Layer, d: u64, reverse: bool, acts: &[Act]) -> 
         }
         v
     });
-    // Step `s` of row `b` is at time `s`, or `len − 1 − s` in reverse (`len` is the row's
-    // length, or the sequence's without `sequence_lens`).
-    out.extend(k.nest(&[geo.seq, geo.batch], |k, i| {
-        let (s, b) = (&i[0], &i[1]);
-        let time = |len: Expr| if reverse { len - 1 - s.clone() } else { s.clone() };
-        let Some(lens) = &l.lens else {
-            return step(k, l, d, b, &time(Expr::idx(geo.seq as i64)), acts);
-        };
-        let (len, t) = (k.var(ScalarType::I64), k.var(ScalarType::I64));
-        let mut then = vec![Stmt::Let(t, time(Expr::Var(len)))];
-        then.extend(step(k, l, d, b, &Expr::Var(t), acts));
-        vec![Stmt::Let(len, load_len(lens, b)), Stmt::If { cond: s.clone().cmp(CmpOp::Lt, Expr::Var(len)), then, otherwise: Vec::new() }]
-    }));
+    if let Some(scratch) = scratch {
+        out.extend(gemm::steps(k, l, scratch, d, reverse, acts));
+    } else {
+        out.extend(k.nest(&[geo.seq], |k, i| rows(k, l, &i[0], reverse, &[], |k, b, t, _| step(k, l, d, b, t, acts))));
+    }
     for (state, out_op) in [(l.hs, &l.y_h), (l.cs, &l.y_c)] {
         if let Some(o) = out_op {
             out.extend(k.nest(&[geo.batch, geo.hidden], |_, i| {
@@ -325,6 +331,26 @@ fn direction(k: &mut Kernel, l: &Layer, d: u64, reverse: bool, acts: &[Act]) -> 
         }
     }
     out
+}
+
+/// A nest over the batch rows still running at step `step` and `dims` within each: `body(k, b,
+/// t, idx)` with `t` the row's time: `step`, or `len − 1 − step` in reverse (`len` is the row's
+/// length, or the sequence's without `sequence_lens`).
+fn rows(k: &mut Kernel, l: &Layer, step: &Expr, reverse: bool, dims: &[u64], body: impl FnOnce(&mut Kernel, &Expr, &Expr, &[Expr]) -> Vec<Stmt>) -> Vec<Stmt> {
+    let geo = &l.geo;
+    let mut all = vec![geo.batch];
+    all.extend_from_slice(dims);
+    k.nest(&all, |k, i| {
+        let b = &i[0];
+        let time = |len: Expr| if reverse { len - 1 - step.clone() } else { step.clone() };
+        let Some(lens) = &l.lens else {
+            return body(k, b, &time(Expr::idx(geo.seq as i64)), &i[1..]);
+        };
+        let (len, t) = (k.var(ScalarType::I64), k.var(ScalarType::I64));
+        let mut then = vec![Stmt::Let(t, time(Expr::Var(len)))];
+        then.extend(body(k, b, &Expr::Var(t), &i[1..]));
+        vec![Stmt::Let(len, load_len(lens, b)), Stmt::If { cond: step.clone().cmp(CmpOp::Lt, Expr::Var(len)), then, otherwise: Vec::new() }]
+    })
 }
 
 /// Binds expressions to `let` variables while a block is built.

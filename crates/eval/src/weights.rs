@@ -1,0 +1,170 @@
+//! Folding of computations on weights.
+//!
+//! Exporters often rearrange weights in the graph instead of in the file: PyTorch's GRU and
+//! LSTM export slices the gate blocks of each weight matrix and concatenates them in ONNX's
+//! order, tf2onnx transposes kernels, and quantizers dequantize every int8 weight with a
+//! `DequantizeLinear`. Such a node reads only constants, so its result is the same on every run;
+//! [`fold_weights`] computes it once, with the reference evaluator, and the node becomes a
+//! constant. Later stages then see plain weights: products and convolutions get them packed
+//! ahead, and no kernel recomputes them per run.
+//!
+//! Only cheap, size-preserving ops fold (data movement, casts, dequantization, element-wise
+//! arithmetic), so folding costs about one pass over the weights: a result may not hold more
+//! elements than the node's inputs together, and all results together may not take more bytes
+//! than the graph's constants did (plus [`SLACK_BYTES`]).
+
+use kiln_tir::{Graph, OpKind, ValueDef};
+
+/// Ops that fold on constants of any size.
+const WEIGHT_OPS: &[OpKind] = &[
+    OpKind::Identity,
+    OpKind::Reshape,
+    OpKind::Flatten,
+    OpKind::Squeeze,
+    OpKind::Unsqueeze,
+    OpKind::Transpose,
+    OpKind::Slice,
+    OpKind::Concat,
+    OpKind::Split,
+    OpKind::Gather,
+    OpKind::Cast,
+    OpKind::DequantizeLinear,
+    OpKind::Add,
+    OpKind::Sub,
+    OpKind::Mul,
+    OpKind::Div,
+    OpKind::Neg,
+    OpKind::Reciprocal,
+    OpKind::Sqrt,
+    OpKind::Abs,
+    OpKind::Min,
+    OpKind::Max,
+    OpKind::Clip,
+    OpKind::Where,
+    OpKind::Expand,
+    OpKind::Tile,
+];
+
+/// Results may exceed the graph's constant bytes by this much in all.
+pub const SLACK_BYTES: u64 = 64 << 20;
+
+/// A result this small folds even when it holds more elements than its inputs.
+const SMALL_ELEMENTS: u64 = 4096;
+
+/// Folds every node of the top region whose inputs are all constants and whose op is in
+/// [`WEIGHT_OPS`], in order (so chains fold whole); returns how many folded. Folded nodes'
+/// outputs become constants in place and the nodes leave the region.
+pub fn fold_weights(g: &mut Graph) -> usize {
+    let constants: u64 = g
+        .values
+        .iter()
+        .filter_map(|v| match &v.def {
+            ValueDef::Const(t) => Some(t.byte_len()),
+            _ => None,
+        })
+        .sum();
+    let mut budget = constants.saturating_add(SLACK_BYTES);
+    let mut folded = 0;
+    let mut kept = Vec::with_capacity(g.body.nodes.len());
+    for n in std::mem::take(&mut g.body.nodes) {
+        match fold(g, n, &mut budget) {
+            true => folded += 1,
+            false => kept.push(n),
+        }
+    }
+    g.body.nodes = kept;
+    folded
+}
+
+/// Folds node `n` if it qualifies and its results fit `budget`, which they then use up.
+fn fold(g: &mut Graph, n: kiln_tir::NodeId, budget: &mut u64) -> bool {
+    let node = g.node(n);
+    if !WEIGHT_OPS.contains(&node.op.kind()) || !node.regions.is_empty() || node.inputs.iter().all(Option::is_none) {
+        return false;
+    }
+    let mut inputs = Vec::with_capacity(node.inputs.len());
+    let mut input_elements = 0u64;
+    for input in &node.inputs {
+        match input {
+            None => inputs.push(None),
+            Some(v) => {
+                let Some(t) = g.const_value(*v) else { return false };
+                if t.raw().is_none() {
+                    return false;
+                }
+                input_elements = input_elements.saturating_add(t.numel().unwrap_or(u64::MAX));
+                inputs.push(Some(t));
+            }
+        }
+    }
+    let mut out_bytes = 0u64;
+    for out in node.outputs.iter().flatten() {
+        let ty = g.ty(*out);
+        let (Some(elements), Some(_)) = (ty.numel(), ty.known_dims()) else { return false };
+        if elements > input_elements.max(SMALL_ELEMENTS) {
+            return false;
+        }
+        out_bytes = out_bytes.saturating_add(ty.dtype.storage_bytes(elements).unwrap_or(u64::MAX));
+    }
+    if out_bytes > *budget {
+        return false;
+    }
+    let Ok(results) = crate::eval_op(&node.op, &inputs, node.outputs.len()) else { return false };
+    // The evaluator's answer must agree with inference, or the fold is not trusted.
+    let agrees = results.len() == node.outputs.len() && node.outputs.iter().zip(&results).all(|(o, r)| o.is_none_or(|v| *g.ty(v) == r.ty()));
+    if !agrees {
+        return false;
+    }
+    *budget -= out_bytes;
+    let outputs = node.outputs.clone();
+    for (out, t) in outputs.into_iter().zip(results) {
+        if let Some(v) = out {
+            g.values[v.index()].def = ValueDef::Const(t);
+            g.body.consts.push(v);
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use kiln_tir::text::parse;
+
+    use super::*;
+
+    #[test]
+    fn weight_chains_fold_and_activations_do_not() {
+        let mut g = parse(
+            "graph @main(%0: f32[2, 3]) -> (f32[2, 3]) {
+  %1 = const dense<f32[3, 2]: [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]>
+  %2 = tensor.transpose(%1) {perm = [1, 0]} : f32[2, 3]
+  %3 = tensor.neg(%2) : f32[2, 3]
+  %4 = tensor.add(%0, %3) : f32[2, 3]
+  return %4
+}",
+        )
+        .expect("parses");
+        assert_eq!(fold_weights(&mut g), 2);
+        assert_eq!(g.body.nodes.len(), 1);
+        let negated = g.node(g.body.nodes[0]).inputs[1].and_then(|v| g.const_value(v)).and_then(|t| t.raw()).expect("the add reads a folded constant");
+        let values: Vec<f32> = negated.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        assert_eq!(values, vec![-1.0, -3.0, -5.0, -2.0, -4.0, -6.0]);
+    }
+
+    #[test]
+    fn growing_ops_and_heavy_ops_stay_nodes() {
+        let mut g = parse(
+            "graph @main() -> (f32[8192], f32[2, 2]) {
+  %0 = const dense<f32[1]: [1.0]>
+  %1 = const dense<i64[1]: [8192]>
+  %2 = tensor.expand(%0, %1) : f32[8192]
+  %3 = const dense<f32[2, 2]: [1.0, 2.0, 3.0, 4.0]>
+  %4 = tensor.matmul(%3, %3) : f32[2, 2]
+  return %2, %4
+}",
+        )
+        .expect("parses");
+        assert_eq!(fold_weights(&mut g), 0);
+        assert_eq!(g.body.nodes.len(), 2);
+    }
+}
