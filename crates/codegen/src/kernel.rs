@@ -49,6 +49,17 @@ pub(crate) struct Cx<'a, 'f> {
     outlined: &'a [(FuncId, ParallelLoop)],
     /// Calls go to libc and libm only (a target without kiln's runtime).
     pub libc: bool,
+    /// Innermost loops may run as 128-bit vector loops (`crate::vector`).
+    simd: bool,
+}
+
+/// How a function is translated, from its target.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Mode {
+    /// Calls go to libc and libm only (a target without kiln's runtime).
+    pub libc: bool,
+    /// Innermost loops may run as 128-bit vector loops.
+    pub simd: bool,
 }
 
 /// The signature of an outlined loop: `(table: *const *mut u8, lo: i64, hi: i64) -> u32`.
@@ -71,17 +82,17 @@ pub(crate) fn loops_to_split(program: &Program, kernel: &Kernel) -> Vec<Parallel
 
 /// Translates `kernel` into `func` (whose signature is already set); the top-level loops in
 /// `outlined` call their outlined functions through the runtime's `parallel_for`.
-pub(crate) fn translate_kernel(module: &mut dyn Module, func: &mut Function, fctx: &mut FunctionBuilderContext, program: &Program, kernel: &Kernel, outlined: &[(FuncId, ParallelLoop)], libc: bool) -> Result<(), CodegenError> {
-    let mut cx = Cx::new(module, func, fctx, program, kernel, &kernel.body, outlined, libc)?;
+pub(crate) fn translate_kernel(module: &mut dyn Module, func: &mut Function, fctx: &mut FunctionBuilderContext, program: &Program, kernel: &Kernel, outlined: &[(FuncId, ParallelLoop)], mode: Mode) -> Result<(), CodegenError> {
+    let mut cx = Cx::new(module, func, fctx, program, kernel, &kernel.body, outlined, mode)?;
     cx.top_level(&kernel.body)?;
     cx.finish()
 }
 
 /// Translates the loop `lp` of `kernel` into `func` (with [`outlined_signature`]): its
 /// iterations `lo..hi`, the loops of one iteration around it at 0.
-pub(crate) fn translate_outlined(module: &mut dyn Module, func: &mut Function, fctx: &mut FunctionBuilderContext, program: &Program, kernel: &Kernel, lp: &ParallelLoop, libc: bool) -> Result<(), CodegenError> {
+pub(crate) fn translate_outlined(module: &mut dyn Module, func: &mut Function, fctx: &mut FunctionBuilderContext, program: &Program, kernel: &Kernel, lp: &ParallelLoop, mode: Mode) -> Result<(), CodegenError> {
     let stmt = kernel.body.get(lp.stmt).ok_or_else(|| CodegenError::Invalid { kernel: kernel.name.clone(), message: format!("no statement {}", lp.stmt) })?;
-    let mut cx = Cx::new(module, func, fctx, program, kernel, std::slice::from_ref(stmt), &[], libc)?;
+    let mut cx = Cx::new(module, func, fctx, program, kernel, std::slice::from_ref(stmt), &[], mode)?;
     let (lo, hi) = match cx.b.block_params(cx.entry) {
         &[_, lo, hi] => (lo, hi),
         _ => return Err(cx.invalid("an outlined loop takes the table, lo and hi")),
@@ -109,7 +120,7 @@ impl<'a, 'f> Cx<'a, 'f> {
     /// A function's entry block: the table parameter, the variables, and the base address of
     /// every buffer `body` uses.
     #[allow(clippy::too_many_arguments)]
-    fn new(module: &'a mut dyn Module, func: &'f mut Function, fctx: &'f mut FunctionBuilderContext, program: &'a Program, kernel: &'a Kernel, body: &[Stmt], outlined: &'a [(FuncId, ParallelLoop)], libc: bool) -> Result<Self, CodegenError> {
+    fn new(module: &'a mut dyn Module, func: &'f mut Function, fctx: &'f mut FunctionBuilderContext, program: &'a Program, kernel: &'a Kernel, body: &[Stmt], outlined: &'a [(FuncId, ParallelLoop)], mode: Mode) -> Result<Self, CodegenError> {
         let mut used = vec![false; program.buffers.len()];
         let mut bad = None;
         for s in body {
@@ -137,7 +148,7 @@ impl<'a, 'f> Cx<'a, 'f> {
             let offset = i32::try_from(i * ptr.bytes() as usize).map_err(|_| CodegenError::Invalid { kernel: kernel.name.clone(), message: "too many buffers".into() })?;
             bases[i] = Some(b.ins().load(ptr, table_flags, table, offset));
         }
-        Ok(Cx { module, b, program, kernel, vars, entry, table, bases, fail: BTreeMap::new(), ret: None, funcs: BTreeMap::new(), outlined, libc })
+        Ok(Cx { module, b, program, kernel, vars, entry, table, bases, fail: BTreeMap::new(), ret: None, funcs: BTreeMap::new(), outlined, libc: mode.libc, simd: mode.simd })
     }
 
     /// Returns 0 where the body ends, adds the failure blocks and finalizes the function.
@@ -226,7 +237,7 @@ impl Cx<'_, '_> {
         }
     }
 
-    fn stmts(&mut self, stmts: &[Stmt]) -> Result<(), CodegenError> {
+    pub(crate) fn stmts(&mut self, stmts: &[Stmt]) -> Result<(), CodegenError> {
         stmts.iter().try_for_each(|s| self.stmt(s))
     }
 
@@ -274,6 +285,11 @@ impl Cx<'_, '_> {
         let (var, ty) = self.var(v)?;
         if ty != ScalarType::I64 {
             return Err(self.invalid(format!("loop variable {v:?} is {}, not i64", ty.name())));
+        }
+        if self.simd
+            && let Some(plan) = self.vector_plan(v, body)
+        {
+            return self.vector_loop(&plan, lo, hi, body);
         }
         let head = self.b.create_block();
         let exit = self.b.create_block();
@@ -329,6 +345,14 @@ impl Cx<'_, '_> {
                 return self.stmts(body);
             }
             _ => {}
+        }
+        if self.simd
+            && extent >= crate::vector::LANES as u64
+            && let Some(plan) = self.vector_plan(v, body)
+        {
+            let lo = self.b.ins().iconst(types::I64, 0);
+            let hi = self.b.ins().iconst(types::I64, extent as i64);
+            return self.vector_loop(&plan, lo, hi, body);
         }
         let head = self.b.create_block();
         let exit = self.b.create_block();

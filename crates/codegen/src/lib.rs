@@ -50,6 +50,7 @@ mod math;
 mod memory;
 mod module;
 mod object;
+mod vector;
 
 pub use jit::{compile_jit, compile_jit_with, JitProgram, KernelStats};
 pub use object::{compile_object, is_c_identifier, ArenaPlan, ObjectCode, Weights, ARENA_ALIGN, BUFFER_ALIGN, STATUS_BAD_ARENA, STATUS_BAD_BUFFER, STATUS_BAD_WEIGHTS, WEIGHTS_MAGIC};
@@ -60,11 +61,14 @@ pub struct CodegenOptions {
     /// Outline large parallel loops to be split over the runtime's thread pool. Off for code
     /// that will run on one thread, where the outlined functions would only cost compile time.
     pub parallel_loops: bool,
+    /// Run innermost element-wise loops four iterations at a time in 128-bit vectors, where
+    /// the target has them.
+    pub vectors: bool,
 }
 
 impl Default for CodegenOptions {
     fn default() -> Self {
-        CodegenOptions { parallel_loops: true }
+        CodegenOptions { parallel_loops: true, vectors: true }
     }
 }
 pub use module::{clif_text, ENTRY_SYMBOL};

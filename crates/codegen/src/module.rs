@@ -14,7 +14,7 @@ use kiln_loops::Program;
 use kiln_target::{Feature, Target};
 
 use crate::jit::KernelStats;
-use crate::kernel::{loops_to_split, outlined_signature, translate_kernel, translate_outlined};
+use crate::kernel::{loops_to_split, outlined_signature, translate_kernel, translate_outlined, Mode};
 use crate::{CodegenError, CodegenOptions};
 
 /// The exported symbol of the function that runs every kernel in order.
@@ -86,12 +86,25 @@ pub(crate) struct Exports<'s> {
     pub linkage: Linkage,
     /// Calls go to libc and libm only: no runtime symbol, no loop split over threads.
     pub libc: bool,
+    /// The target runs Cranelift's 128-bit vectors with the instructions `crate::vector` uses.
+    pub simd: bool,
+}
+
+/// Whether generated code for `target` may use 128-bit vectors: aarch64 always; x86-64 with
+/// SSE4.1 (for `pmulld`, `pminsd` and `roundps`, which Cranelift needs for those lanes).
+pub(crate) fn has_simd(target: &Target) -> bool {
+    use target_lexicon::Architecture;
+    match target.arch() {
+        Architecture::Aarch64(_) => true,
+        Architecture::X86_64 => target.has(Feature::Sse41),
+        _ => false,
+    }
 }
 
 impl Exports<'_> {
     /// The JIT's: [`ENTRY_SYMBOL`], exported, calling the runtime when `target` has it.
     pub fn jit(target: &Target) -> Exports<'static> {
-        Exports { entry: ENTRY_SYMBOL, linkage: Linkage::Export, libc: !target.has_runtime() }
+        Exports { entry: ENTRY_SYMBOL, linkage: Linkage::Export, libc: !target.has_runtime(), simd: has_simd(target) }
     }
 }
 
@@ -104,6 +117,7 @@ pub(crate) fn translate(module: &mut dyn Module, program: &Program, options: &Co
     let mut kernels = Vec::with_capacity(program.kernels.len());
     let mut stats = Vec::with_capacity(program.kernels.len());
     let outlined_sig = outlined_signature(module);
+    let mode = Mode { libc: exports.libc, simd: exports.simd && options.vectors };
     for (i, kernel) in program.kernels.iter().enumerate() {
         let symbol = kernel_symbol(i, &kernel.name);
         let start = Instant::now();
@@ -119,14 +133,14 @@ pub(crate) fn translate(module: &mut dyn Module, program: &Program, options: &Co
             let name = format!("{symbol}_s{}", lp.stmt);
             let id = module.declare_function(&name, Linkage::Local, &outlined_sig).map_err(|e| cl_err(&kernel.name, &e))?;
             begin(module, &mut ctx, &outlined_sig, &name);
-            translate_outlined(module, &mut ctx.func, &mut fctx, program, kernel, &lp, exports.libc)?;
+            translate_outlined(module, &mut ctx.func, &mut fctx, program, kernel, &lp, mode)?;
             insts += ctx.func.dfg.num_insts();
             sink(module, id, &format!("{}, statement {} in parallel", kernel.name, lp.stmt), &mut ctx).map_err(in_kernel)?;
             outlined.push((id, lp));
         }
         let id = module.declare_function(&symbol, Linkage::Local, &sig).map_err(|e| cl_err(&kernel.name, &e))?;
         begin(module, &mut ctx, &sig, &symbol);
-        translate_kernel(module, &mut ctx.func, &mut fctx, program, kernel, &outlined, exports.libc)?;
+        translate_kernel(module, &mut ctx.func, &mut fctx, program, kernel, &outlined, mode)?;
         insts += ctx.func.dfg.num_insts();
         sink(module, id, &kernel.name, &mut ctx).map_err(in_kernel)?;
         stats.push(KernelStats { name: kernel.name.clone(), symbol, clif_insts: insts, compile_time: start.elapsed() });
@@ -180,7 +194,7 @@ pub fn clif_text(program: &Program, target: &Target, options: &CodegenOptions) -
         translate(&mut module, program, options, &Exports::jit(target), &mut print)?;
     } else {
         let mut module = crate::object::new_module(target, "clif")?;
-        let exports = Exports { entry: ENTRY_SYMBOL, linkage: Linkage::Local, libc: !target.has_runtime() };
+        let exports = Exports { entry: ENTRY_SYMBOL, linkage: Linkage::Local, libc: !target.has_runtime(), simd: has_simd(target) };
         let options = CodegenOptions { parallel_loops: false, ..*options };
         translate(&mut module, program, &options, &exports, &mut print)?;
     }

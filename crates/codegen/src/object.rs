@@ -105,7 +105,7 @@ pub fn compile_object(program: &Program, arena: ArenaPlan<'_>, target: &Target, 
     let mut module = new_module(target, name)?;
     let libc = !target.has_runtime();
     let entry_symbol = format!("{name}_entry");
-    let exports = Exports { entry: &entry_symbol, linkage: Linkage::Local, libc };
+    let exports = Exports { entry: &entry_symbol, linkage: Linkage::Local, libc, simd: crate::module::has_simd(target) };
     // Loops split over threads need the runtime's pool, which an object does not start.
     let mut options = *options;
     options.parallel_loops = false;

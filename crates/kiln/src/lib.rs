@@ -66,6 +66,9 @@ pub struct CompileOptions {
     /// Whether chains of convolutions compute in the blocked channel layout NCHW16c
     /// (`kiln_schedule::nchwc`) when the target has AVX-512 and `prepack` is on.
     pub nchwc: bool,
+    /// Whether innermost element-wise loops run four iterations at a time in 128-bit vectors
+    /// where the target has them (x86-64 with SSE4.1, aarch64).
+    pub vectors: bool,
     /// What one compilation and one run may take.
     pub limits: ResourceLimits,
 }
@@ -79,6 +82,7 @@ impl Default for CompileOptions {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             prepack: true,
             nchwc: true,
+            vectors: true,
             limits: ResourceLimits::default(),
         }
     }
@@ -88,7 +92,8 @@ impl CompileOptions {
     /// The defaults, changed by the environment: `KILN_OPT=0` turns the optimizer off and
     /// `KILN_OPT_NODES`, `KILN_OPT_ITERS`, `KILN_OPT_TIME_MS`, `KILN_OPT_FOLD` bound it
     /// ([`Limits::from_env`]); `KILN_THREADS=N` sets the threads; `KILN_PREPACK=0` and
-    /// `KILN_NCHWC=0` turn packing and the blocked layout off; `KILN_RUNTIME=none` compiles
+    /// `KILN_NCHWC=0` turn packing and the blocked layout off; `KILN_SIMD=0` keeps generated
+    /// loops scalar; `KILN_RUNTIME=none` compiles
     /// JIT code as for a target without the runtime (every call as loops, libc and libm only).
     pub fn from_env() -> CompileOptions {
         let off = |var: &str| std::env::var(var).is_ok_and(|v| v.trim() == "0");
@@ -107,6 +112,7 @@ impl CompileOptions {
                 .unwrap_or(defaults.threads),
             prepack: !off("KILN_PREPACK"),
             nchwc: !off("KILN_NCHWC"),
+            vectors: !off("KILN_SIMD"),
             ..defaults
         }
     }
@@ -115,7 +121,7 @@ impl CompileOptions {
     pub fn pipeline(&self) -> Pipeline {
         Pipeline::new(
             self.target.clone(),
-            PipelineOptions { optimizer: self.optimizer.clone(), prepack: self.prepack, nchwc: self.nchwc, threads: self.threads, limits: self.limits.clone() },
+            PipelineOptions { optimizer: self.optimizer.clone(), prepack: self.prepack, nchwc: self.nchwc, vectors: self.vectors, threads: self.threads, limits: self.limits.clone() },
         )
     }
 }

@@ -69,6 +69,8 @@ pub struct PipelineOptions {
     /// Whether convolution chains take the blocked channel layout when the target's kernels
     /// have it (AVX-512), with `prepack`.
     pub nchwc: bool,
+    /// Whether innermost element-wise loops run in 128-bit vectors where the target has them.
+    pub vectors: bool,
     /// Threads each run uses: with more than one, generated loops may split over them and
     /// weights are packed beside code generation.
     pub threads: usize,
@@ -78,7 +80,7 @@ pub struct PipelineOptions {
 
 impl Default for PipelineOptions {
     fn default() -> Self {
-        PipelineOptions { optimizer: Some(Limits::default()), prepack: true, nchwc: true, threads: 1, limits: ResourceLimits::default() }
+        PipelineOptions { optimizer: Some(Limits::default()), prepack: true, nchwc: true, vectors: true, threads: 1, limits: ResourceLimits::default() }
     }
 }
 
@@ -135,7 +137,7 @@ impl Pipeline {
     /// The code generator's options for this pipeline's programs.
     pub fn codegen_options(&self) -> CodegenOptions {
         // Loops split over threads only pay with more than one.
-        CodegenOptions { parallel_loops: self.options.threads > 1 }
+        CodegenOptions { parallel_loops: self.options.threads > 1, vectors: self.options.vectors }
     }
 
     /// Runs `graph` (imported) through every stage up to and including `stop`.

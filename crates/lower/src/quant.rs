@@ -155,19 +155,28 @@ fn dequantize(cx: &mut Lowerer<'_>, n: NodeId, axis: i64, block: i64) -> Result<
         return Ok(true);
     };
     let to = out.elem;
+    // `x − zero` of integers up to 16 bits is exact in f32, and the product with an f32 scale
+    // then rounds once either way: f32 arithmetic gives the f64 result, in vector lanes.
+    let narrow = |t: ScalarType| matches!(t, ScalarType::I8 | ScalarType::U8 | ScalarType::I16 | ScalarType::U16);
+    let work = if narrow(x.ty()) && zero.as_ref().is_none_or(|z| narrow(z.ty())) && scale.ty() == ScalarType::F32 && to == ElemType::Scalar(ScalarType::F32) {
+        ScalarType::F32
+    } else {
+        ScalarType::F64
+    };
+    let widen = |e: Expr, from: ScalarType| if from == work { e } else { e.cast(work) };
     elementwise_kernel(cx, n, &x, &out, |s, idx| {
         let p = s.bind(layout.index(idx));
         let xv = load(s, x.buf, x.ty(), linear(idx, &x.strides()));
         let centered = match &zero {
             Some(z) => {
                 let zv = load(s, z.buf, z.ty(), p.clone());
-                to_f64(xv, x.ty()).bin(BinOp::Sub, to_f64(zv, z.ty()))
+                widen(xv, x.ty()).bin(BinOp::Sub, widen(zv, z.ty()))
             }
-            None => to_f64(xv, x.ty()),
+            None => widen(xv, x.ty()),
         };
         let sv = load(s, scale.buf, scale.ty(), p);
-        let y = centered.bin(BinOp::Mul, to_f64(sv, scale.ty()));
-        convert(s, y, ElemType::Scalar(ScalarType::F64), to, CastOpts::default())
+        let y = centered.bin(BinOp::Mul, widen(sv, scale.ty()));
+        convert(s, y, ElemType::Scalar(work), to, CastOpts::default())
     })
 }
 

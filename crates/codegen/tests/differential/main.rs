@@ -10,3 +10,4 @@ mod harness;
 mod memory;
 mod narrow;
 mod parallel;
+mod vector;

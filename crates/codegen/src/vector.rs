@@ -1,0 +1,587 @@
+//! Innermost loops as 128-bit vector loops.
+//!
+//! An innermost `For` (or an outlined loop's part) whose body is only `let`s and stores, whose
+//! stores are contiguous in the loop variable, and whose values are of types up to 32 bits runs
+//! four iterations at a time, then the last `extent mod 4` one at a time as before. Each lane
+//! computes exactly what its scalar iteration would, so results are bit-identical:
+//!
+//! - `f32` values are `f32x4`; integers of up to 32 bits are `i32x4` holding the value in the
+//!   normal form of [`crate::expr`] (sign- or zero-extended from the type's width), renormalized
+//!   after every operation that can leave it; `bool` is an `i32x4` mask (all ones or zero).
+//! - An index is an `i64` affine in the loop variable. A load at stride 1 reads four
+//!   consecutive elements (narrow ones with one scalar load of 4 or 8 bytes, widened); an
+//!   expression that does not vary with the loop (stride 0) is computed as a scalar once per
+//!   vector iteration and splat.
+//! - A loop is left scalar when it reads a buffer it stores at any index but the stored one
+//!   (a later lane could see an earlier lane's store), and for anything without an exact vector
+//!   form here: 64-bit values, integer division and shifts, math functions, conditionals,
+//!   accumulators, checks and calls.
+
+use std::collections::{HashMap, HashSet};
+
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{types, BlockArg, Endianness, InstBuilder, MemFlagsData, Type, Value};
+use kiln_loops::{BinOp, BufId, CastMode, CmpOp, ElemType, Expr, Scalar, ScalarType, Stmt, UnOp, Var};
+
+use crate::kernel::Cx;
+use crate::CodegenError;
+
+/// Iterations per vector iteration.
+pub(crate) const LANES: i64 = 4;
+
+/// Whether values of `t` have a vector form.
+fn has_lanes(t: ScalarType) -> bool {
+    matches!(t, ScalarType::Bool | ScalarType::I8 | ScalarType::U8 | ScalarType::I16 | ScalarType::U16 | ScalarType::I32 | ScalarType::U32 | ScalarType::F32)
+}
+
+/// The vector type holding four values of `t`.
+fn vector_type(t: ScalarType) -> Type {
+    if t == ScalarType::F32 { types::F32X4 } else { types::I32X4 }
+}
+
+fn is_index(t: ScalarType) -> bool {
+    matches!(t, ScalarType::I64 | ScalarType::U64)
+}
+
+/// What the body of a loop over `var` is, once it is known to vectorize.
+pub(crate) struct Plan {
+    var: Var,
+    /// The stride of each `i64` variable the body defines, in elements per iteration.
+    strides: HashMap<Var, i64>,
+    /// The body's `let`s whose values vary with the loop: they are vectors.
+    vectors: HashSet<Var>,
+}
+
+impl Plan {
+    /// Whether `e` changes from one iteration to the next.
+    fn varies(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Var(v) => *v == self.var || self.vectors.contains(v) || self.strides.get(v).is_some_and(|s| *s != 0),
+            _ => {
+                let mut any = false;
+                e.for_each_operand(|a| any |= self.varies(a));
+                any
+            }
+        }
+    }
+
+    /// How far an `i64` expression moves per iteration, if it is affine in the loop variable.
+    fn stride(&self, e: &Expr) -> Option<i64> {
+        if !self.varies(e) {
+            return Some(0);
+        }
+        let constant = |e: &Expr| match e {
+            Expr::Const(Scalar::Int(t, c)) if is_index(*t) => Some(*c),
+            _ => None,
+        };
+        match e {
+            Expr::Var(v) if *v == self.var => Some(1),
+            Expr::Var(v) => self.strides.get(v).copied(),
+            Expr::Binary(BinOp::Add, a, b) => self.stride(a)?.checked_add(self.stride(b)?),
+            Expr::Binary(BinOp::Sub, a, b) => self.stride(a)?.checked_sub(self.stride(b)?),
+            Expr::Binary(BinOp::Mul, a, b) => match (constant(a), constant(b)) {
+                (Some(c), _) => self.stride(b)?.checked_mul(c),
+                (_, Some(c)) => self.stride(a)?.checked_mul(c),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+impl Cx<'_, '_> {
+    /// The declared type of `v`, if it is declared.
+    fn var_type(&self, v: Var) -> Option<ScalarType> {
+        self.kernel.vars.get(v.0 as usize).copied()
+    }
+
+    fn elem_of(&self, buf: BufId) -> Option<ElemType> {
+        self.program.buffers.get(buf.0 as usize).map(|b| b.elem)
+    }
+
+    /// The type of `e` as scalar code computes it (`None` if it is ill-typed or unknown).
+    fn type_of(&self, e: &Expr) -> Option<ScalarType> {
+        Some(match e {
+            Expr::Const(s) => s.ty(),
+            Expr::Var(v) => self.var_type(*v)?,
+            Expr::Load { buf, .. } => self.elem_of(*buf)?.value_type(),
+            Expr::Unary(UnOp::IsNan, _) | Expr::Cmp(..) => ScalarType::Bool,
+            Expr::Unary(_, a) | Expr::Binary(_, a, _) => self.type_of(a)?,
+            Expr::Select(_, a, _) => self.type_of(a)?,
+            Expr::Cast(t, _, _) | Expr::Bitcast(t, _) => *t,
+            Expr::Math(_, args) => self.type_of(args.first()?)?,
+        })
+    }
+
+    /// The plan to run the loop over `var` with `body` four iterations at a time, if it can.
+    pub(crate) fn vector_plan(&self, var: Var, body: &[Stmt]) -> Option<Plan> {
+        let mut plan = Plan { var, strides: HashMap::new(), vectors: HashSet::new() };
+        let mut stored: HashMap<BufId, &Expr> = HashMap::new();
+        let mut loads = Vec::new();
+        for s in body {
+            match s {
+                Stmt::Let(v, e) => {
+                    let t = self.var_type(*v)?;
+                    if is_index(t) {
+                        let stride = plan.stride(e)?;
+                        plan.strides.insert(*v, stride);
+                    } else if plan.varies(e) {
+                        if self.lanes_of(e, &plan, &mut loads)? != t {
+                            return None;
+                        }
+                        plan.vectors.insert(*v);
+                    }
+                }
+                Stmt::Store { buf, index, value } => {
+                    let ElemType::Scalar(t) = self.elem_of(*buf)? else { return None };
+                    if !has_lanes(t) || plan.stride(index)? != 1 || stored.insert(*buf, index).is_some() {
+                        return None;
+                    }
+                    if self.lanes_of(value, &plan, &mut loads)? != t {
+                        return None;
+                    }
+                }
+                _ => return None,
+            }
+        }
+        // A lane may only read what it stores itself.
+        let reads_other = loads.iter().any(|(buf, index)| stored.get(buf).is_some_and(|s| *s != *index));
+        let uniform_reads_stored = body.iter().any(|s| uniform_loads(s, &plan).iter().any(|b| stored.contains_key(b)));
+        (!stored.is_empty() && !reads_other && !uniform_reads_stored).then_some(plan)
+    }
+
+    /// The type of value expression `e` if it has a vector form; records its varying loads.
+    fn lanes_of<'e>(&self, e: &'e Expr, plan: &Plan, loads: &mut Vec<(BufId, &'e Expr)>) -> Option<ScalarType> {
+        if !plan.varies(e) {
+            return self.type_of(e).filter(|t| has_lanes(*t));
+        }
+        let t = match e {
+            Expr::Const(_) => return None,
+            Expr::Var(v) => plan.vectors.contains(v).then(|| self.var_type(*v))??,
+            Expr::Load { buf, index } => {
+                let ElemType::Scalar(t) = self.elem_of(*buf)? else { return None };
+                if plan.stride(index)? != 1 {
+                    return None;
+                }
+                loads.push((*buf, index));
+                t
+            }
+            Expr::Unary(op, a) => {
+                let t = self.lanes_of(a, plan, loads)?;
+                let ok = match t {
+                    ScalarType::Bool => *op == UnOp::Not,
+                    ScalarType::F32 => matches!(op, UnOp::Neg | UnOp::Abs | UnOp::Floor | UnOp::Ceil | UnOp::Round | UnOp::Trunc | UnOp::Sqrt | UnOp::IsNan),
+                    _ => matches!(op, UnOp::Neg | UnOp::Abs | UnOp::Not),
+                };
+                if !ok {
+                    return None;
+                }
+                if *op == UnOp::IsNan { ScalarType::Bool } else { t }
+            }
+            Expr::Binary(op, a, b) => {
+                let t = self.lanes_of(a, plan, loads)?;
+                if self.lanes_of(b, plan, loads)? != t {
+                    return None;
+                }
+                let ok = match t {
+                    ScalarType::Bool => matches!(op, BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Min | BinOp::Max | BinOp::Mul),
+                    ScalarType::F32 => matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Min | BinOp::Max),
+                    _ => matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Min | BinOp::Max),
+                };
+                ok.then_some(t)?
+            }
+            Expr::Cmp(op, a, b) => {
+                let t = self.lanes_of(a, plan, loads)?;
+                if self.lanes_of(b, plan, loads)? != t || (t == ScalarType::Bool && !matches!(op, CmpOp::Eq | CmpOp::Ne)) {
+                    return None;
+                }
+                ScalarType::Bool
+            }
+            Expr::Select(c, a, b) => {
+                if self.lanes_of(c, plan, loads)? != ScalarType::Bool {
+                    return None;
+                }
+                let t = self.lanes_of(a, plan, loads)?;
+                (self.lanes_of(b, plan, loads)? == t).then_some(t)?
+            }
+            Expr::Cast(to, CastMode::Default, a) => {
+                let from = self.lanes_of(a, plan, loads)?;
+                // u32 has no exact conversion to or from f32 in four lanes.
+                let u32_float = (from == ScalarType::U32 && *to == ScalarType::F32) || (from == ScalarType::F32 && *to == ScalarType::U32);
+                (has_lanes(*to) && !u32_float).then_some(*to)?
+            }
+            Expr::Bitcast(..) | Expr::Math(..) => return None,
+        };
+        has_lanes(t).then_some(t)
+    }
+
+    /// `for var in lo..hi { body }`, four iterations at a time while four remain, then one at a
+    /// time.
+    pub(crate) fn vector_loop(&mut self, plan: &Plan, lo: Value, hi: Value, body: &[Stmt]) -> Result<(), CodegenError> {
+        let (var, _) = self.var(plan.var)?;
+        let len = self.b.ins().isub(hi, lo);
+        let whole = self.b.ins().band_imm_u(len, !(LANES - 1));
+        let split = self.b.ins().iadd(lo, whole);
+        self.counted(lo, split, LANES, |cx, i| {
+            cx.b.def_var(var, i);
+            let mut values = HashMap::new();
+            body.iter().try_for_each(|s| cx.vector_stmt(s, plan, &mut values))
+        })?;
+        self.counted(split, hi, 1, |cx, i| {
+            cx.b.def_var(var, i);
+            cx.stmts(body)
+        })
+    }
+
+    /// A bottom-tested loop over `lo, lo + step, ...` below `hi`, `body` given the counter.
+    fn counted(&mut self, lo: Value, hi: Value, step: i64, mut body: impl FnMut(&mut Self, Value) -> Result<(), CodegenError>) -> Result<(), CodegenError> {
+        let head = self.b.create_block();
+        let exit = self.b.create_block();
+        let i = self.b.append_block_param(head, types::I64);
+        let any = self.b.ins().icmp(IntCC::SignedLessThan, lo, hi);
+        self.b.ins().brif(any, head, &[BlockArg::Value(lo)], exit, &[]);
+        self.b.switch_to_block(head);
+        body(self, i)?;
+        let next = self.b.ins().iadd_imm_u(i, step);
+        let more = self.b.ins().icmp(IntCC::SignedLessThan, next, hi);
+        self.b.ins().brif(more, head, &[BlockArg::Value(next)], exit, &[]);
+        self.b.seal_block(head);
+        self.b.seal_block(exit);
+        self.b.switch_to_block(exit);
+        Ok(())
+    }
+
+    fn vector_stmt(&mut self, s: &Stmt, plan: &Plan, values: &mut HashMap<Var, Value>) -> Result<(), CodegenError> {
+        match s {
+            Stmt::Let(v, e) if plan.vectors.contains(v) => {
+                let (x, _) = self.vexpr(e, plan, values)?;
+                values.insert(*v, x);
+                Ok(())
+            }
+            Stmt::Store { buf, index, value } => {
+                let (x, t) = self.vexpr(value, plan, values)?;
+                let addr = self.address(*buf, index)?;
+                self.vector_store(t, addr, x);
+                Ok(())
+            }
+            // Indices and values the same in every lane: as scalar code, for the first lane.
+            other => self.stmts(std::slice::from_ref(other)),
+        }
+    }
+
+    /// Four lanes of `e` and their element type.
+    fn vexpr(&mut self, e: &Expr, plan: &Plan, values: &HashMap<Var, Value>) -> Result<(Value, ScalarType), CodegenError> {
+        if !plan.varies(e) {
+            let (x, t) = self.expr(e)?;
+            return Ok((self.splat(x, t), t));
+        }
+        Ok(match e {
+            Expr::Var(v) => {
+                let x = values.get(v).copied().ok_or_else(|| self.invalid(format!("{v:?} has no vector value")))?;
+                (x, self.var(*v)?.1)
+            }
+            Expr::Load { buf, index } => {
+                let ElemType::Scalar(t) = self.elem_of(*buf).ok_or_else(|| self.invalid(format!("{buf:?} does not exist")))? else {
+                    return Err(self.invalid("a vector load of a converted element type"));
+                };
+                let addr = self.address(*buf, index)?;
+                (self.vector_load(t, addr), t)
+            }
+            Expr::Unary(op, a) => {
+                let (x, t) = self.vexpr(a, plan, values)?;
+                self.vunary(*op, t, x)
+            }
+            Expr::Binary(op, a, b) => {
+                let (x, t) = self.vexpr(a, plan, values)?;
+                let (y, _) = self.vexpr(b, plan, values)?;
+                (self.vbinary(*op, t, x, y), t)
+            }
+            Expr::Cmp(op, a, b) => {
+                let (x, t) = self.vexpr(a, plan, values)?;
+                let (y, _) = self.vexpr(b, plan, values)?;
+                (self.vcompare(*op, t, x, y), ScalarType::Bool)
+            }
+            Expr::Select(c, a, b) => {
+                let (m, _) = self.vexpr(c, plan, values)?;
+                let (x, t) = self.vexpr(a, plan, values)?;
+                let (y, _) = self.vexpr(b, plan, values)?;
+                let m = if t == ScalarType::F32 { self.b.ins().bitcast(types::F32X4, lanes(), m) } else { m };
+                (self.b.ins().bitselect(m, x, y), t)
+            }
+            Expr::Cast(to, _, a) => {
+                let (x, from) = self.vexpr(a, plan, values)?;
+                (self.vcast(*to, from, x), *to)
+            }
+            other => return Err(self.invalid(format!("no vector form for {other:?}"))),
+        })
+    }
+
+    /// Scalar `x` of type `t` in all four lanes of its vector form.
+    fn splat(&mut self, x: Value, t: ScalarType) -> Value {
+        let w = match t {
+            ScalarType::F32 | ScalarType::I32 | ScalarType::U32 => x,
+            ScalarType::Bool => {
+                let w = self.b.ins().uextend(types::I32, x);
+                self.b.ins().ineg(w)
+            }
+            t if t.is_signed_int() => self.b.ins().sextend(types::I32, x),
+            _ => self.b.ins().uextend(types::I32, x),
+        };
+        self.b.ins().splat(vector_type(t), w)
+    }
+
+    fn splat_i32(&mut self, v: i64) -> Value {
+        let c = self.b.ins().iconst(types::I32, v & 0xffff_ffff);
+        self.b.ins().splat(types::I32X4, c)
+    }
+
+    /// Lanes of type `t` wrapped back to `t`'s width (its normal form in an `i32` lane).
+    fn normalize(&mut self, t: ScalarType, x: Value) -> Value {
+        match t {
+            ScalarType::I8 | ScalarType::I16 => {
+                let up = if t == ScalarType::I8 { 24 } else { 16 };
+                let n = self.b.ins().iconst(types::I32, up);
+                let x = self.b.ins().ishl(x, n);
+                self.b.ins().sshr(x, n)
+            }
+            ScalarType::U8 | ScalarType::U16 => {
+                let mask = self.splat_i32(if t == ScalarType::U8 { 0xff } else { 0xffff });
+                self.b.ins().band(x, mask)
+            }
+            _ => x,
+        }
+    }
+
+    fn vector_load(&mut self, t: ScalarType, addr: Value) -> Value {
+        let flags = buffer_flags();
+        match t {
+            ScalarType::F32 => self.b.ins().load(types::F32X4, flags, addr, 0),
+            ScalarType::I32 | ScalarType::U32 => self.b.ins().load(types::I32X4, flags, addr, 0),
+            ScalarType::I16 | ScalarType::U16 => {
+                let bits = self.b.ins().load(types::I64, flags, addr, 0);
+                let v = self.b.ins().scalar_to_vector(types::I64X2, bits);
+                let v = self.b.ins().bitcast(types::I16X8, lanes(), v);
+                if t == ScalarType::I16 { self.b.ins().swiden_low(v) } else { self.b.ins().uwiden_low(v) }
+            }
+            _ => {
+                let bits = self.b.ins().load(types::I32, flags, addr, 0);
+                let v = self.b.ins().scalar_to_vector(types::I32X4, bits);
+                let v = self.b.ins().bitcast(types::I8X16, lanes(), v);
+                let signed = t == ScalarType::I8;
+                let v = if signed { self.b.ins().swiden_low(v) } else { self.b.ins().uwiden_low(v) };
+                let v = if signed { self.b.ins().swiden_low(v) } else { self.b.ins().uwiden_low(v) };
+                if t == ScalarType::Bool {
+                    // Any non-zero byte is true.
+                    let zero = self.splat_i32(0);
+                    self.b.ins().icmp(IntCC::NotEqual, v, zero)
+                } else {
+                    v
+                }
+            }
+        }
+    }
+
+    fn vector_store(&mut self, t: ScalarType, addr: Value, x: Value) {
+        let flags = buffer_flags();
+        let x = if t == ScalarType::Bool {
+            let one = self.splat_i32(1);
+            self.b.ins().band(x, one)
+        } else {
+            x
+        };
+        match t {
+            ScalarType::F32 | ScalarType::I32 | ScalarType::U32 => {
+                self.b.ins().store(flags, x, addr, 0);
+            }
+            ScalarType::I16 | ScalarType::U16 => {
+                // In range already, so the saturating narrowings only drop the high halves.
+                let v = if t == ScalarType::I16 { self.b.ins().snarrow(x, x) } else { self.b.ins().unarrow(x, x) };
+                let v = self.b.ins().bitcast(types::I64X2, lanes(), v);
+                let bits = self.b.ins().extractlane(v, 0);
+                self.b.ins().store(flags, bits, addr, 0);
+            }
+            _ => {
+                let v = self.b.ins().snarrow(x, x);
+                let v = if t == ScalarType::I8 { self.b.ins().snarrow(v, v) } else { self.b.ins().unarrow(v, v) };
+                let v = self.b.ins().bitcast(types::I32X4, lanes(), v);
+                let bits = self.b.ins().extractlane(v, 0);
+                self.b.ins().store(flags, bits, addr, 0);
+            }
+        }
+    }
+
+    fn vunary(&mut self, op: UnOp, t: ScalarType, x: Value) -> (Value, ScalarType) {
+        let ins = self.b.ins();
+        let v = match (op, t) {
+            (UnOp::Not, ScalarType::Bool) => ins.bnot(x),
+            (UnOp::Neg, ScalarType::F32) => ins.fneg(x),
+            (UnOp::Abs, ScalarType::F32) => ins.fabs(x),
+            (UnOp::Floor, _) => ins.floor(x),
+            (UnOp::Ceil, _) => ins.ceil(x),
+            (UnOp::Round, _) => ins.nearest(x),
+            (UnOp::Trunc, _) => ins.trunc(x),
+            (UnOp::Sqrt, _) => ins.sqrt(x),
+            (UnOp::IsNan, _) => {
+                let m = ins.fcmp(FloatCC::Unordered, x, x);
+                return (m, ScalarType::Bool);
+            }
+            (UnOp::Neg, _) => {
+                let v = ins.ineg(x);
+                self.normalize(t, v)
+            }
+            (UnOp::Abs, t) if t.is_signed_int() => {
+                let v = ins.iabs(x);
+                self.normalize(t, v)
+            }
+            (UnOp::Abs, _) => x,
+            _ => {
+                let v = ins.bnot(x);
+                self.normalize(t, v)
+            }
+        };
+        (v, t)
+    }
+
+    fn vbinary(&mut self, op: BinOp, t: ScalarType, x: Value, y: Value) -> Value {
+        let ins = self.b.ins();
+        if t == ScalarType::Bool {
+            return match op {
+                BinOp::Or | BinOp::Max => ins.bor(x, y),
+                BinOp::Xor => ins.bxor(x, y),
+                _ => ins.band(x, y),
+            };
+        }
+        if t == ScalarType::F32 {
+            return match op {
+                BinOp::Add => ins.fadd(x, y),
+                BinOp::Sub => ins.fsub(x, y),
+                BinOp::Mul => ins.fmul(x, y),
+                BinOp::Div => ins.fdiv(x, y),
+                BinOp::Min => ins.fmin(x, y),
+                _ => ins.fmax(x, y),
+            };
+        }
+        // Narrow values in normal form compare correctly as signed 32-bit lanes.
+        let unsigned = t == ScalarType::U32;
+        let v = match op {
+            BinOp::Add => ins.iadd(x, y),
+            BinOp::Sub => ins.isub(x, y),
+            BinOp::Mul => ins.imul(x, y),
+            BinOp::And => return ins.band(x, y),
+            BinOp::Or => return ins.bor(x, y),
+            BinOp::Xor => return ins.bxor(x, y),
+            BinOp::Min if unsigned => return ins.umin(x, y),
+            BinOp::Min => return ins.smin(x, y),
+            BinOp::Max if unsigned => return ins.umax(x, y),
+            _ => return ins.smax(x, y),
+        };
+        self.normalize(t, v)
+    }
+
+    fn vcompare(&mut self, op: CmpOp, t: ScalarType, x: Value, y: Value) -> Value {
+        if t == ScalarType::F32 {
+            let cc = match op {
+                CmpOp::Eq => FloatCC::Equal,
+                CmpOp::Ne => FloatCC::NotEqual,
+                CmpOp::Lt => FloatCC::LessThan,
+                CmpOp::Le => FloatCC::LessThanOrEqual,
+                CmpOp::Gt => FloatCC::GreaterThan,
+                CmpOp::Ge => FloatCC::GreaterThanOrEqual,
+            };
+            return self.b.ins().fcmp(cc, x, y);
+        }
+        let unsigned = t == ScalarType::U32;
+        let cc = match (op, unsigned) {
+            (CmpOp::Eq, _) => IntCC::Equal,
+            (CmpOp::Ne, _) => IntCC::NotEqual,
+            (CmpOp::Lt, false) => IntCC::SignedLessThan,
+            (CmpOp::Le, false) => IntCC::SignedLessThanOrEqual,
+            (CmpOp::Gt, false) => IntCC::SignedGreaterThan,
+            (CmpOp::Ge, false) => IntCC::SignedGreaterThanOrEqual,
+            (CmpOp::Lt, true) => IntCC::UnsignedLessThan,
+            (CmpOp::Le, true) => IntCC::UnsignedLessThanOrEqual,
+            (CmpOp::Gt, true) => IntCC::UnsignedGreaterThan,
+            (CmpOp::Ge, true) => IntCC::UnsignedGreaterThanOrEqual,
+        };
+        self.b.ins().icmp(cc, x, y)
+    }
+
+    /// The conversions of [`crate::expr`], lane by lane.
+    fn vcast(&mut self, to: ScalarType, from: ScalarType, x: Value) -> Value {
+        if to == from {
+            return x;
+        }
+        match (from, to) {
+            (ScalarType::F32, ScalarType::Bool) => {
+                let zero = self.b.ins().f32const(0.0);
+                let zero = self.b.ins().splat(types::F32X4, zero);
+                self.b.ins().fcmp(FloatCC::NotEqual, x, zero)
+            }
+            (_, ScalarType::Bool) => {
+                let zero = self.splat_i32(0);
+                self.b.ins().icmp(IntCC::NotEqual, x, zero)
+            }
+            (ScalarType::F32, _) => {
+                // Truncate and saturate to i32 (NaN → 0), then clamp to the type's range.
+                let w = self.b.ins().fcvt_to_sint_sat(types::I32X4, x);
+                let (lo, hi) = match to {
+                    ScalarType::I8 => (i64::from(i8::MIN), i64::from(i8::MAX)),
+                    ScalarType::I16 => (i64::from(i16::MIN), i64::from(i16::MAX)),
+                    ScalarType::U8 => (0, i64::from(u8::MAX)),
+                    ScalarType::U16 => (0, i64::from(u16::MAX)),
+                    _ => return w,
+                };
+                let lo = self.splat_i32(lo);
+                let hi = self.splat_i32(hi);
+                let w = self.b.ins().smax(w, lo);
+                self.b.ins().smin(w, hi)
+            }
+            (ScalarType::Bool, ScalarType::F32) => {
+                let one = self.splat_i32(1);
+                let w = self.b.ins().band(x, one);
+                self.b.ins().fcvt_from_sint(types::F32X4, w)
+            }
+            (_, ScalarType::F32) => self.b.ins().fcvt_from_sint(types::F32X4, x),
+            (ScalarType::Bool, _) => {
+                let one = self.splat_i32(1);
+                self.b.ins().band(x, one)
+            }
+            // The low bits of the exact value, read as `to`: wrapping narrowing, and widening
+            // by `from`'s signedness (its normal form is already extended that way).
+            _ => self.normalize(to, x),
+        }
+    }
+}
+
+/// Whether scalar code of `s` loads from a buffer at an index that does not vary: returns those
+/// buffers.
+fn uniform_loads(s: &Stmt, plan: &Plan) -> Vec<BufId> {
+    fn walk(e: &Expr, plan: &Plan, out: &mut Vec<BufId>) {
+        if let Expr::Load { buf, index } = e
+            && !plan.varies(index)
+        {
+            out.push(*buf);
+        }
+        e.for_each_operand(|a| walk(a, plan, out));
+    }
+    let mut out = Vec::new();
+    match s {
+        Stmt::Let(_, e) => walk(e, plan, &mut out),
+        Stmt::Store { index, value, .. } => {
+            walk(index, plan, &mut out);
+            walk(value, plan, &mut out);
+        }
+        _ => {}
+    }
+    out
+}
+
+/// The flags of vector buffer accesses: as scalar ones (`crate::memory`), any alignment.
+fn buffer_flags() -> MemFlagsData {
+    MemFlagsData::new().with_notrap().with_endianness(Endianness::Little)
+}
+
+/// The flags of bitcasts between vector types: lanes in little-endian order.
+fn lanes() -> MemFlagsData {
+    MemFlagsData::new().with_endianness(Endianness::Little)
+}

@@ -1,0 +1,119 @@
+//! Innermost loops that run four iterations at a time: every length around the vector width
+//! (the scalar tail), narrow integers widened and narrowed again, in-place updates, and loops
+//! that must stay scalar because a lane would read another lane's store.
+
+use kiln_codegen::{clif_text, CodegenOptions};
+use kiln_loops::*;
+use kiln_target::Target;
+
+use crate::harness::{int_bits, map_kernel, samples, Harness};
+
+const LENGTHS: [u64; 7] = [1, 3, 4, 5, 8, 13, 64];
+
+/// Whether the generated code of `p` for this machine uses 128-bit vectors.
+fn vectorized(p: &Program) -> bool {
+    let text = clif_text(p, &Target::host(), &CodegenOptions::default()).expect("compiles");
+    ["f32x4", "i32x4", "i16x8", "i8x16", "i64x2"].iter().any(|v| text.contains(v))
+}
+
+/// `samples(t)` repeated to `n` elements.
+fn cycle(t: ScalarType, n: u64) -> Vec<u64> {
+    samples(t).into_iter().cycle().take(n as usize).collect()
+}
+
+/// Quantization as lowering writes it: `clamp(round(x / s) + zp, -128, 127)` to i8, then back.
+#[test]
+fn quantize_and_dequantize_at_every_length() {
+    for n in LENGTHS {
+        let mut h = Harness::new();
+        let x = h.input_of(ScalarType::F32, &cycle(ScalarType::F32, n));
+        let scale = h.input_of(ScalarType::F32, &[u64::from(0.37f32.to_bits())]);
+        let zp = h.input_of(ScalarType::I8, &[int_bits(ScalarType::I8, -3)]);
+        let q = h.output(ElemType::Scalar(ScalarType::I8), n);
+        let d = h.output(ElemType::Scalar(ScalarType::F32), n);
+        h.push(map_kernel("quantize", n, |_, i| {
+            let v = Expr::load(x, i.clone()).bin(BinOp::Div, Expr::load(scale, Expr::idx(0))).un(UnOp::Round).bin(BinOp::Add, Expr::load(zp, Expr::idx(0)).cast(ScalarType::F32));
+            let v = v.clone().cmp(CmpOp::Ge, Expr::f32(-128.0)).select(v, Expr::f32(-128.0));
+            let v = v.clone().cmp(CmpOp::Gt, Expr::f32(127.0)).select(Expr::f32(127.0), v);
+            vec![Stmt::Store { buf: q, index: i, value: v.cast(ScalarType::I8) }]
+        }));
+        h.push(map_kernel("dequantize", n, |_, i| {
+            let c = Expr::load(q, i.clone()).cast(ScalarType::F32).bin(BinOp::Sub, Expr::load(zp, Expr::idx(0)).cast(ScalarType::F32));
+            vec![Stmt::Store { buf: d, index: i, value: c.bin(BinOp::Mul, Expr::load(scale, Expr::idx(0))) }]
+        }));
+        if n >= 4 {
+            assert!(vectorized(&h.p), "length {n}");
+        }
+        h.run().unwrap();
+    }
+}
+
+/// Every cast between the types with vector lanes, and back, at a length with a tail.
+#[test]
+fn casts_between_lane_types() {
+    let types = [ScalarType::Bool, ScalarType::I8, ScalarType::U8, ScalarType::I16, ScalarType::U16, ScalarType::I32, ScalarType::F32];
+    for from in types {
+        let n = samples(from).len() as u64 + 3;
+        let mut h = Harness::new();
+        let x = h.input_of(from, &cycle(from, n));
+        for to in types {
+            let out = h.output(ElemType::Scalar(to), n);
+            h.push(map_kernel(&format!("{}_to_{}", from.name(), to.name()), n, |_, i| vec![Stmt::Store { buf: out, index: i.clone(), value: Expr::load(x, i).cast(to) }]));
+        }
+        assert!(vectorized(&h.p));
+        h.run().unwrap();
+    }
+}
+
+/// Wrapping arithmetic on narrow integers, min/max and comparisons feeding selects.
+#[test]
+fn narrow_integer_arithmetic_wraps_per_lane() {
+    for t in [ScalarType::I8, ScalarType::U8, ScalarType::I16, ScalarType::U16, ScalarType::I32, ScalarType::U32] {
+        let s = samples(t);
+        let (xs, ys): (Vec<u64>, Vec<u64>) = s.iter().flat_map(|&x| s.iter().map(move |&y| (x, y))).unzip();
+        let n = xs.len() as u64;
+        let mut h = Harness::new();
+        let a = h.input_of(t, &xs);
+        let b = h.input_of(t, &ys);
+        for op in [BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Min, BinOp::Max, BinOp::And, BinOp::Xor] {
+            let out = h.output(ElemType::Scalar(t), n);
+            h.push(map_kernel(&format!("{op:?}"), n, |_, i| vec![Stmt::Store { buf: out, index: i.clone(), value: Expr::load(a, i.clone()).bin(op, Expr::load(b, i)) }]));
+        }
+        for op in [CmpOp::Lt, CmpOp::Ge, CmpOp::Ne] {
+            let out = h.output(ElemType::Scalar(t), n);
+            h.push(map_kernel(&format!("{op:?}"), n, |_, i| {
+                let (x, y) = (Expr::load(a, i.clone()), Expr::load(b, i.clone()));
+                vec![Stmt::Store { buf: out, index: i, value: x.clone().cmp(op, y.clone()).select(x.un(UnOp::Neg), y.un(UnOp::Abs)) }]
+            }));
+        }
+        assert!(vectorized(&h.p), "{} n={n}", t.name());
+        h.run().unwrap();
+    }
+}
+
+/// An in-place update (`a[i] = f(a[i])`) vectorizes; a recurrence (`a[i + 1] = f(a[i])`) and a
+/// read of a stored element at a fixed index stay scalar, and all three compute what the
+/// interpreter does.
+#[test]
+fn loops_reading_other_lanes_stores_stay_scalar() {
+    let n = 13;
+    let data = cycle(ScalarType::F32, n + 1);
+
+    let mut h = Harness::new();
+    let a = h.input_of(ScalarType::F32, &data);
+    h.push(map_kernel("in_place", n, |_, i| vec![Stmt::Store { buf: a, index: i.clone(), value: Expr::load(a, i).bin(BinOp::Mul, Expr::f32(3.0)) }]));
+    assert!(vectorized(&h.p));
+    h.run().unwrap();
+
+    for (name, read) in [("recurrence", None), ("fixed", Some(0))] {
+        let mut h = Harness::new();
+        let a = h.input_of(ScalarType::F32, &data);
+        h.push(map_kernel(name, n, |_, i| {
+            let from = read.map_or(i.clone(), Expr::idx);
+            vec![Stmt::Store { buf: a, index: i + 1, value: Expr::load(a, from).bin(BinOp::Add, Expr::f32(1.0)) }]
+        }));
+        assert!(!vectorized(&h.p), "{name}");
+        h.run().unwrap();
+    }
+}
+
