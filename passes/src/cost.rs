@@ -17,9 +17,9 @@
 //!   weigh about one byte.
 //! - Views (Reshape, Squeeze, Unsqueeze, Flatten, Identity) move nothing and cost 1.
 //!
-//! Leaves (inputs, constants) cost nothing. The sum is over the extracted tree, so a shared
-//! subterm counts once per use; per class the cheapest node wins, and rebuilding emits each
-//! chosen class once.
+//! Leaves (inputs, constants) cost nothing. egg's extraction sums over the tree, so a shared
+//! subterm counts once per use; `extract.rs` then improves its choice so that each class
+//! reachable in the emitted graph counts once, and rebuilding emits each chosen class once.
 
 use egg::{CostFunction, Id, Language};
 use rustc_hash::FxHashMap;

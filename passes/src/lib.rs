@@ -19,6 +19,7 @@ pub mod analysis;
 pub mod convert;
 pub mod cost;
 pub mod lang;
+mod extract;
 mod group;
 mod report;
 pub mod rules;
@@ -193,9 +194,11 @@ pub fn optimize(g: &Graph, limits: &Limits) -> Result<Optimized, OptError> {
         transparent,
     };
     let extractor = Extractor::new(&conv.eg, cost::CostModel::new(&conv.eg));
-    let best = |c: Id| extractor.find_best_node(c).clone();
+    let roots = roots(g, &conv);
+    let shared = extract::share(&conv.eg, &roots, &extractor);
+    let best = |c: Id| shared.get(&conv.eg.find(c)).cloned().unwrap_or_else(|| extractor.find_best_node(c).clone());
     // Which classes the extraction emits: everything reachable from the roots.
-    let chosen = chosen_classes(g, &conv, &best);
+    let chosen = chosen_classes(&conv, &roots, &best);
     let sources = sources_by_class(g, &conv, &chosen, &best);
     let name_of = |c: Id| {
         sources
@@ -269,34 +272,25 @@ fn input_cost(conv: &convert::Converted) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// Classes the rebuilt graph computes: reachable from results and opaque nodes' operands.
-fn chosen_classes(
-    g: &Graph,
-    conv: &convert::Converted,
-    best: &dyn Fn(Id) -> lang::ENode,
-) -> HashSet<Id> {
-    let eg = &conv.eg;
+/// The classes the rebuilt graph must compute: the results and the operands of opaque nodes
+/// (their regions' free values included).
+fn roots(g: &Graph, conv: &convert::Converted) -> Vec<Id> {
     let transparent: HashSet<NodeId> = conv.transparent.iter().map(|&(n, _)| n).collect();
     let mut roots: Vec<Id> = g.body.results.iter().map(|r| conv.class_of[r]).collect();
     for &n in &g.body.nodes {
         if !transparent.contains(&n) {
-            // Opaque nodes keep every top-level value they read, their regions' included.
-            roots.extend(
-                g.node(n)
-                    .inputs
-                    .iter()
-                    .flatten()
-                    .filter_map(|v| conv.class_of.get(v)),
-            );
-            roots.extend(
-                convert::free_values(g, n, &conv.class_of)
-                    .iter()
-                    .map(|v| conv.class_of[v]),
-            );
+            roots.extend(g.node(n).inputs.iter().flatten().filter_map(|v| conv.class_of.get(v)));
+            roots.extend(convert::free_values(g, n, &conv.class_of).iter().map(|v| conv.class_of[v]));
         }
     }
+    roots.into_iter().map(|r| conv.eg.find(r)).collect()
+}
+
+/// Classes the rebuilt graph computes: reachable from the roots.
+fn chosen_classes(conv: &convert::Converted, roots: &[Id], best: &dyn Fn(Id) -> lang::ENode) -> HashSet<Id> {
+    let eg = &conv.eg;
     let mut seen = HashSet::new();
-    let mut stack: Vec<Id> = roots.into_iter().map(|r| eg.find(r)).collect();
+    let mut stack: Vec<Id> = roots.to_vec();
     while let Some(c) = stack.pop() {
         if seen.insert(c) {
             stack.extend(best(c).args.iter().map(|&a| eg.find(a)));

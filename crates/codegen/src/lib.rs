@@ -43,6 +43,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod approx;
 mod expr;
 mod jit;
 mod kernel;

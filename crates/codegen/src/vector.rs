@@ -14,14 +14,14 @@
 //!   vector iteration and splat.
 //! - A loop is left scalar when it reads a buffer it stores at any index but the stored one
 //!   (a later lane could see an earlier lane's store), and for anything without an exact vector
-//!   form here: 64-bit values, integer division and shifts, math functions, conditionals,
-//!   accumulators, checks and calls.
+//!   form here: 64-bit values, integer division and shifts, math functions but `f32` exp and
+//!   tanh (`crate::approx`), conditionals, accumulators, checks and calls.
 
 use std::collections::{HashMap, HashSet};
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, BlockArg, Endianness, InstBuilder, MemFlagsData, Type, Value};
-use kiln_loops::{BinOp, BufId, CastMode, CmpOp, ElemType, Expr, Scalar, ScalarType, Stmt, UnOp, Var};
+use kiln_loops::{BinOp, BufId, CastMode, CmpOp, ElemType, Expr, MathFn, Scalar, ScalarType, Stmt, UnOp, Var};
 
 use crate::kernel::Cx;
 use crate::CodegenError;
@@ -210,6 +210,7 @@ impl Cx<'_, '_> {
                 let u32_float = (from == ScalarType::U32 && *to == ScalarType::F32) || (from == ScalarType::F32 && *to == ScalarType::U32);
                 (has_lanes(*to) && !u32_float).then_some(*to)?
             }
+            Expr::Math(MathFn::Exp | MathFn::Tanh, args) if args.len() == 1 => (self.lanes_of(&args[0], plan, loads)? == ScalarType::F32).then_some(ScalarType::F32)?,
             Expr::Bitcast(..) | Expr::Math(..) => return None,
         };
         has_lanes(t).then_some(t)
@@ -311,6 +312,11 @@ impl Cx<'_, '_> {
             Expr::Cast(to, _, a) => {
                 let (x, from) = self.vexpr(a, plan, values)?;
                 (self.vcast(*to, from, x), *to)
+            }
+            Expr::Math(f @ (MathFn::Exp | MathFn::Tanh), args) if args.len() == 1 => {
+                let (x, _) = self.vexpr(&args[0], plan, values)?;
+                let v = if *f == MathFn::Exp { self.approx_exp(x, types::F32X4) } else { self.approx_tanh(x, types::F32X4) };
+                (v, ScalarType::F32)
             }
             other => return Err(self.invalid(format!("no vector form for {other:?}"))),
         })

@@ -524,6 +524,10 @@ fn float_bin(op: BinOp, x: f64, y: f64) -> Option<f64> {
 
 fn math(f: MathFn, args: &[Val]) -> Result<Val, String> {
     let is32 = matches!(args.first(), Some(Val::F32(_)));
+    // f32 exp and tanh are kiln's own approximations, which generated code inlines.
+    if let (Some(&Val::F32(x)), MathFn::Exp | MathFn::Tanh) = (args.first(), f) {
+        return Ok(Val::F32(if f == MathFn::Exp { kiln_runtime::vmath::exp(x) } else { kiln_runtime::vmath::tanh(x) }));
+    }
     let x = args.first().map(|a| a.as_f64()).ok_or("math function without arguments")?;
     let r = match f {
         MathFn::Exp => x.exp(),

@@ -43,7 +43,7 @@ mod prefetch;
 mod scratch;
 pub mod stop;
 pub mod softmax;
-mod vmath;
+pub mod vmath;
 pub mod window;
 
 /// Every runtime symbol with its address, for a JIT to resolve imports without `dlsym`.

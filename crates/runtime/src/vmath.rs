@@ -58,9 +58,9 @@ pub(crate) fn exp_sum(hi: f32, lo: f32) -> f32 {
     e * pow2(n1) * pow2(n2)
 }
 
-/// `e^x`.
+/// `e^x`: the loop IR's `f32` exp (the interpreter calls this; generated code emits it).
 #[inline(always)]
-pub(crate) fn exp(x: f32) -> f32 {
+pub fn exp(x: f32) -> f32 {
     exp_sum(x, 0.0)
 }
 
@@ -72,9 +72,9 @@ pub(crate) fn sigmoid(x: f32) -> f32 {
     (if x >= 0.0 { 1.0 } else { e }) / (1.0 + e)
 }
 
-/// `tanh x`.
+/// `tanh x`: the loop IR's `f32` tanh (the interpreter calls this; generated code emits it).
 #[inline(always)]
-pub(crate) fn tanh(x: f32) -> f32 {
+pub fn tanh(x: f32) -> f32 {
     let ax = x.abs();
     // Below 0.625: x + x·z·P(z), z = x² (Cephes' tanhf).
     let z = x * x;

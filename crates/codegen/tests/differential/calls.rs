@@ -427,8 +427,9 @@ fn math_functions_match_the_interpreter() {
         let a = h.input_of(t, &xs);
         let b = h.input_of(t, &xs.iter().rev().copied().collect::<Vec<_>>());
         for f in MATH {
-            // Every function but erf computes exactly what the interpreter does (the same std
-            // function, in f64, rounded once). The interpreter's erf is a different formula
+            // Every function but erf computes exactly what the interpreter does: the same std
+            // function, in f64, rounded once, or for f32 exp and tanh the same approximation
+            // (`kiln_runtime::vmath`). The interpreter's erf is a different formula
             // from the runtime's Cody approximation (kiln_runtime::erf, within 4.8 ulp): its
             // Maclaurin series loses bits near |x| = 2.5, up to 70.5 ulp in f64 (measured
             // against mpmath over [-6, 6]). Both give correctly rounded f32 results there.
