@@ -25,6 +25,13 @@ fn buffer_flags() -> MemFlagsData {
 }
 
 impl Cx<'_, '_> {
+    /// Flags of loads from `buf`: a constant never changes during a run, so its loads may be
+    /// hoisted out of loops (Cranelift's LICM moves only those) and merged.
+    pub(crate) fn read_flags(&self, buf: BufId) -> MemFlagsData {
+        let constant = self.program.buffers.get(buf.0 as usize).is_some_and(|b| matches!(b.kind, kiln_loops::BufferKind::Const(_)));
+        if constant { buffer_flags().with_readonly().with_can_move() } else { buffer_flags() }
+    }
+
     /// The element type of `buf`.
     fn elem(&self, buf: BufId) -> Result<ElemType, CodegenError> {
         self.program.buffers.get(buf.0 as usize).map(|b| b.elem).ok_or_else(|| self.invalid(format!("{buf:?} does not exist")))
@@ -66,9 +73,10 @@ impl Cx<'_, '_> {
     /// Element `index` of `buf`, as a value of the buffer's value type.
     pub fn load(&mut self, buf: BufId, index: &Expr) -> Result<(Value, ScalarType), CodegenError> {
         let elem = self.elem(buf)?;
+        let flags = self.read_flags(buf);
         if elem.is_packed() {
             let (addr, shift) = self.packed_slot(buf, elem, index)?;
-            let byte = self.b.ins().load(types::I8, buffer_flags(), addr, 0);
+            let byte = self.b.ins().load(types::I8, flags, addr, 0);
             let v = self.b.ins().ushr(byte, shift);
             let v = self.b.ins().band_imm_u(v, (1 << elem.bits()) - 1);
             let v = match elem {
@@ -89,27 +97,27 @@ impl Cx<'_, '_> {
         let addr = self.address(buf, index)?;
         let v = match elem {
             ElemType::F16 => {
-                let h = self.b.ins().load(types::I16, buffer_flags(), addr, 0);
+                let h = self.b.ins().load(types::I16, flags, addr, 0);
                 self.f16_to_f32(h)
             }
             ElemType::BF16 => {
-                let h = self.b.ins().load(types::I16, buffer_flags(), addr, 0);
+                let h = self.b.ins().load(types::I16, flags, addr, 0);
                 self.bf16_to_f32(h)
             }
             ElemType::Scalar(ScalarType::Bool) => {
                 // Any non-zero byte is true.
-                let byte = self.b.ins().load(types::I8, buffer_flags(), addr, 0);
+                let byte = self.b.ins().load(types::I8, flags, addr, 0);
                 self.b.ins().icmp_imm_u(IntCC::NotEqual, byte, 0)
             }
-            ElemType::Scalar(t) => self.b.ins().load(cl_type(t), buffer_flags(), addr, 0),
+            ElemType::Scalar(t) => self.b.ins().load(cl_type(t), flags, addr, 0),
             ElemType::F8E8M0 => {
-                let byte = self.b.ins().load(types::I8, buffer_flags(), addr, 0);
+                let byte = self.b.ins().load(types::I8, flags, addr, 0);
                 let code = self.b.ins().uextend(types::I32, byte);
                 self.e8m0_to_f32(code)
             }
             _ => {
                 let format = minifloat_format(elem).ok_or_else(|| self.unsupported(format!("loads of {}", elem.name())))?;
-                let byte = self.b.ins().load(types::I8, buffer_flags(), addr, 0);
+                let byte = self.b.ins().load(types::I8, flags, addr, 0);
                 let code = self.b.ins().uextend(types::I32, byte);
                 self.minifloat_to_f32(code, format)
             }

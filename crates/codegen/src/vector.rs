@@ -286,7 +286,8 @@ impl Cx<'_, '_> {
                     return Err(self.invalid("a vector load of a converted element type"));
                 };
                 let addr = self.address(*buf, index)?;
-                (self.vector_load(t, addr), t)
+                let flags = self.read_flags(*buf);
+                (self.vector_load(t, flags, addr), t)
             }
             Expr::Unary(op, a) => {
                 let (x, t) = self.vexpr(a, plan, values)?;
@@ -358,8 +359,7 @@ impl Cx<'_, '_> {
         }
     }
 
-    fn vector_load(&mut self, t: ScalarType, addr: Value) -> Value {
-        let flags = buffer_flags();
+    fn vector_load(&mut self, t: ScalarType, flags: MemFlagsData, addr: Value) -> Value {
         match t {
             ScalarType::F32 => self.b.ins().load(types::F32X4, flags, addr, 0),
             ScalarType::I32 | ScalarType::U32 => self.b.ins().load(types::I32X4, flags, addr, 0),
