@@ -13,7 +13,7 @@
 //! elements than the node's inputs together, and all results together may not take more bytes
 //! than the graph's constants did (plus [`SLACK_BYTES`]).
 
-use kiln_tir::{Graph, OpKind, ValueDef};
+use kiln_tir::{DType, Graph, Op, OpKind, Tensor, TensorData, ValueDef};
 
 /// Ops that fold on constants of any size.
 const WEIGHT_OPS: &[OpKind] = &[
@@ -109,7 +109,13 @@ fn fold(g: &mut Graph, n: kiln_tir::NodeId, budget: &mut u64) -> bool {
     if out_bytes > *budget {
         return false;
     }
-    let Ok(results) = crate::eval_op(&node.op, &inputs, node.outputs.len()) else { return false };
+    let results = match dequantize_fast(&node.op, &inputs) {
+        Some(t) => vec![t],
+        None => match crate::eval_op(&node.op, &inputs, node.outputs.len()) {
+            Ok(r) => r,
+            Err(_) => return false,
+        },
+    };
     // The evaluator's answer must agree with inference, or the fold is not trusted.
     let agrees = results.len() == node.outputs.len() && node.outputs.iter().zip(&results).all(|(o, r)| o.is_none_or(|v| *g.ty(v) == r.ty()));
     if !agrees {
@@ -124,6 +130,50 @@ fn fold(g: &mut Graph, n: kiln_tir::NodeId, budget: &mut u64) -> bool {
         }
     }
     true
+}
+
+/// DequantizeLinear of 8-bit integers with an `f32` scale per tensor or per axis, straight into
+/// `f32` bytes: the evaluator's `f64` detour allocates several times the weights. `x − zero`
+/// is exact in `f32` and the product rounds once, so this is the evaluator's result bit for bit.
+fn dequantize_fast(op: &Op, inputs: &[Option<&Tensor>]) -> Option<Tensor> {
+    let Op::DequantizeLinear(a) = op else { return None };
+    let (x, scale) = (inputs.first().copied().flatten()?, inputs.get(1).copied().flatten()?);
+    let zero = inputs.get(2).copied().flatten();
+    let signed = match x.dtype {
+        DType::I8 => true,
+        DType::U8 => false,
+        _ => return None,
+    };
+    if scale.dtype != DType::F32 || zero.is_some_and(|z| z.dtype != x.dtype) || a.block_size > 0 || a.output_dtype.is_some_and(|d| d != DType::F32) {
+        return None;
+    }
+    let int = |b: u8| if signed { f32::from(b as i8) } else { f32::from(b) };
+    let scales: Vec<f32> = scale.raw()?.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let zeros: Vec<f32> = match zero {
+        Some(z) => z.raw()?.iter().map(|&b| int(b)).collect(),
+        None => vec![0.0; scales.len()],
+    };
+    let raw = x.raw()?;
+    // Elements per scale: all of them (per tensor), or the extent of the dims after the axis.
+    let run = if scales.len() == 1 && scale.shape.len() <= 1 {
+        raw.len()
+    } else {
+        let rank = x.shape.len() as i64;
+        let axis = usize::try_from(if a.axis < 0 { a.axis + rank } else { a.axis }).ok()?;
+        if scale.shape != [*x.shape.get(axis)?] {
+            return None;
+        }
+        x.shape[axis + 1..].iter().product::<u64>() as usize
+    };
+    if zeros.len() != scales.len() || run == 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(raw.len() * 4);
+    for (k, chunk) in raw.chunks(run).enumerate() {
+        let (s, z) = (scales[k % scales.len()], zeros[k % zeros.len()]);
+        out.extend(chunk.iter().flat_map(|&b| ((int(b) - z) * s).to_le_bytes()));
+    }
+    Some(Tensor { dtype: DType::F32, shape: x.shape.clone(), data: TensorData::Raw(out.into()) })
 }
 
 #[cfg(test)]
@@ -149,6 +199,21 @@ mod tests {
         let negated = g.node(g.body.nodes[0]).inputs[1].and_then(|v| g.const_value(v)).and_then(|t| t.raw()).expect("the add reads a folded constant");
         let values: Vec<f32> = negated.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
         assert_eq!(values, vec![-1.0, -3.0, -5.0, -2.0, -4.0, -6.0]);
+    }
+
+    #[test]
+    fn fast_dequantization_is_the_evaluators() {
+        let x = Tensor { dtype: DType::I8, shape: vec![3, 2, 2], data: TensorData::Raw(vec![0u8, 1, 127, 128, 255, 7, 9, 200, 3, 4, 5, 6].into()) };
+        let scale = Tensor::from_f32s(&[3], &[0.37, 1e-3, 12.5]);
+        let zero = Tensor { dtype: DType::I8, shape: vec![3], data: TensorData::Raw(vec![0u8, 250, 3].into()) };
+        for (axis, scale, zero) in [(0, scale.clone(), Some(zero)), (0, Tensor::from_f32s(&[], &[0.37]), None)] {
+            let op = Op::DequantizeLinear(kiln_tir::op::DequantizeLinear { axis, block_size: 0, output_dtype: None });
+            let inputs = [Some(&x), Some(&scale), zero.as_ref()];
+            let fast = dequantize_fast(&op, &inputs).expect("takes the fast path");
+            let slow = crate::eval_op(&op, &inputs, 1).expect("evaluates").remove(0);
+            assert!(slow.raw().is_some_and(|b| b.len() == 48), "{slow:?}");
+            assert_eq!(fast.raw(), slow.raw());
+        }
     }
 
     #[test]
