@@ -1,9 +1,9 @@
 //! Elementwise chains → one `fused_elementwise` node, after extraction.
 //!
 //! The e-graph has no regions, so this grouping runs on the extracted graph: a producer joins
-//! its consumer's group when both are elementwise float ops of the whitelist, the producer's
-//! result has exactly that one use and is not a graph output, and both results have the same
-//! element count (so the fused loop over the output computes every member once per element).
+//! its consumer's group when both are elementwise float ops of the whitelist (or per-tensor
+//! quantization to and from 8-bit integers), the producer's result has exactly that one use
+//! and is not a graph output, and both results have the same element count (so the fused loop over the output computes every member once per element).
 //! Each group of two or more becomes one node whose body region holds the members in order;
 //! its inputs are the values the members read from outside (constants are read directly from
 //! the enclosing region), and it takes over the last member's result value, so uses outside
@@ -33,7 +33,32 @@ fn candidate(g: &Graph, n: NodeId) -> bool {
         _ => return false,
     };
     let ty = g.ty(out);
-    fusable(node.op.kind()) && node.regions.is_empty() && ty.dtype == DType::F32 && ty.known_dims().is_some() && node.inputs.iter().all(|i| i.is_some_and(|v| g.ty(v).dtype == DType::F32))
+    if !node.regions.is_empty() || ty.known_dims().is_none() {
+        return false;
+    }
+    if matches!(node.op, Op::QuantizeLinear(_) | Op::DequantizeLinear(_)) {
+        return quantization(g, node, ty.dtype);
+    }
+    fusable(node.op.kind()) && ty.dtype == DType::F32 && node.inputs.iter().all(|i| i.is_some_and(|v| g.ty(v).dtype == DType::F32))
+}
+
+/// QuantizeLinear from `f32` to 8-bit integers, or DequantizeLinear back, with one constant
+/// scale (and zero point) for the whole tensor: lowering makes it one expression per element,
+/// and a chain holding `quantize → dequantize` never stores the integers.
+fn quantization(g: &Graph, node: &kiln_tir::Node, out: DType) -> bool {
+    let (Some(Some(x)), Some(Some(scale))) = (node.inputs.first(), node.inputs.get(1)) else { return false };
+    let scalar = |v: ValueId| matches!(g.value(v).def, ValueDef::Const(_)) && g.ty(v).numel() == Some(1) && g.ty(v).rank() <= 1;
+    let int8 = |d: DType| matches!(d, DType::I8 | DType::U8);
+    let (from, integer) = match &node.op {
+        Op::QuantizeLinear(q) if q.precision == 0 && q.block_size <= 0 => (DType::F32, out),
+        Op::DequantizeLinear(d) if d.block_size <= 0 && out == DType::F32 => (g.ty(*x).dtype, g.ty(*x).dtype),
+        _ => return false,
+    };
+    let zero_ok = match node.inputs.get(2) {
+        Some(Some(z)) => scalar(*z) && g.ty(*z).dtype == integer,
+        _ => true,
+    };
+    g.ty(*x).dtype == from && int8(integer) && scalar(*scale) && g.ty(*scale).dtype == DType::F32 && zero_ok
 }
 
 /// Number of uses of each value anywhere in `g` (nested regions and graph outputs included).

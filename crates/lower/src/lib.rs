@@ -297,6 +297,15 @@ impl<'g> Lowerer<'g> {
         Ok(Some(Operand { buf, dims, elem }))
     }
 
+    /// The element type output `i` of node `n` will have, without giving it a buffer (`None`
+    /// when the output is unused).
+    pub fn output_elem(&self, n: NodeId, i: usize) -> Result<Option<ElemType>, LowerError> {
+        match self.node(n).outputs.get(i).copied().flatten() {
+            Some(v) => Ok(Some(self.static_type(v)?.1)),
+            None => Ok(None),
+        }
+    }
+
     /// Output `i` of node `n`, which must be present (an unused required output still gets a buffer).
     pub fn required_output(&mut self, n: NodeId, i: usize) -> Result<Operand, LowerError> {
         self.output(n, i)?.ok_or_else(|| self.unsupported(n, format!("output {i} is unused")))

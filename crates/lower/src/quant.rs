@@ -3,7 +3,9 @@
 //! 16-bit integers, the float8 formats and float4 e2m1.
 //!
 //! One kernel per node, a loop nest over the input; the scale and zero point of each element
-//! are loaded at the index its [`Layout`] gives. The arithmetic mirrors the ONNX reference
+//! are loaded at the index its [`Layout`] gives. With one scale for the whole tensor (and an
+//! integer target), the op is an element-wise map like Add's, so a `fused_elementwise` chain
+//! can hold it: QuantizeLinear → DequantizeLinear then never stores the integers. The arithmetic mirrors the ONNX reference
 //! (and kiln's evaluator):
 //!
 //! - **DequantizeLinear**: `(x − zero_point) · scale`, computed in `f64` (exact for every
@@ -22,7 +24,7 @@
 
 use kiln_tir::{DType, NodeId, Op};
 
-use super::elementwise::{convert, round_to_odd_f32, CastOpts, Scope};
+use super::elementwise::{convert, map_n, round_to_odd_f32, CastOpts, Scope};
 use super::{LowerError, Lowerer, Operand};
 use kiln_loops::builder::{linear, strides};
 use kiln_loops::ir::*;
@@ -151,10 +153,9 @@ fn to_f64(e: Expr, from: ScalarType) -> Expr {
 fn dequantize(cx: &mut Lowerer<'_>, n: NodeId, axis: i64, block: i64) -> Result<bool, LowerError> {
     let x = cx.required(n, 0)?;
     let (scale, zero, layout) = params(cx, n, &x, axis, block)?;
-    let Some(out) = cx.output(n, 0)? else {
+    let Some(to) = cx.output_elem(n, 0)? else {
         return Ok(true);
     };
-    let to = out.elem;
     // `x − zero` of integers up to 16 bits is exact in f32, and the product with an f32 scale
     // then rounds once either way: f32 arithmetic gives the f64 result, in vector lanes.
     let narrow = |t: ScalarType| matches!(t, ScalarType::I8 | ScalarType::U8 | ScalarType::I16 | ScalarType::U16);
@@ -163,20 +164,28 @@ fn dequantize(cx: &mut Lowerer<'_>, n: NodeId, axis: i64, block: i64) -> Result<
     } else {
         ScalarType::F64
     };
-    let widen = |e: Expr, from: ScalarType| if from == work { e } else { e.cast(work) };
+    let (xt, st, zt) = (x.ty(), scale.ty(), zero.as_ref().map(|z| z.ty()));
+    let widen = move |e: Expr, from: ScalarType| if from == work { e } else { e.cast(work) };
+    let element = move |s: &mut Scope<'_>, xv: Expr, sv: Expr, zv: Option<Expr>| {
+        let centered = match (zv, zt) {
+            (Some(z), Some(zt)) => widen(xv, xt).bin(BinOp::Sub, widen(z, zt)),
+            _ => widen(xv, xt),
+        };
+        let y = centered.bin(BinOp::Mul, widen(sv, st));
+        convert(s, y, ElemType::Scalar(work), to, CastOpts::default())
+    };
+    if layout == Layout::PerTensor {
+        // One expression per element of x: it can also join a fused element-wise chain.
+        let operands: Vec<Operand> = [Some(x), Some(scale), zero].into_iter().flatten().collect();
+        return map_n(cx, n, &operands, |s, a| element(s, a[0].clone(), a[1].clone(), a.get(2).cloned()));
+    }
+    let out = cx.required_output(n, 0)?;
     elementwise_kernel(cx, n, &x, &out, |s, idx| {
         let p = s.bind(layout.index(idx));
-        let xv = load(s, x.buf, x.ty(), linear(idx, &x.strides()));
-        let centered = match &zero {
-            Some(z) => {
-                let zv = load(s, z.buf, z.ty(), p.clone());
-                widen(xv, x.ty()).bin(BinOp::Sub, widen(zv, z.ty()))
-            }
-            None => widen(xv, x.ty()),
-        };
-        let sv = load(s, scale.buf, scale.ty(), p);
-        let y = centered.bin(BinOp::Mul, widen(sv, scale.ty()));
-        convert(s, y, ElemType::Scalar(work), to, CastOpts::default())
+        let xv = load(s, x.buf, xt, linear(idx, &x.strides()));
+        let zv = zero.as_ref().map(|z| load(s, z.buf, z.ty(), p.clone()));
+        let sv = load(s, scale.buf, st, p);
+        element(s, xv, sv, zv)
     })
 }
 
@@ -225,10 +234,9 @@ fn quantize(cx: &mut Lowerer<'_>, n: NodeId, a: QuantAttrs) -> Result<bool, Lowe
     let x = cx.required(n, 0)?;
     let (scale, zero, layout) = params(cx, n, &x, a.axis, a.block)?;
     let work = work_type(cx, n, &x, a.precision)?;
-    let Some(out) = cx.output(n, 0)? else {
+    let Some(to) = cx.output_elem(n, 0)? else {
         return Ok(true);
     };
-    let to = out.elem;
     let target = if let Some((lo, hi)) = int_range(to) {
         Target::Int { lo, hi }
     } else if to == ElemType::F4E2M1 {
@@ -248,15 +256,13 @@ fn quantize(cx: &mut Lowerer<'_>, n: NodeId, a: QuantAttrs) -> Result<bool, Lowe
     };
     let f32_sized = |t: ScalarType| t == ScalarType::F32;
     let single = work == ElemType::Scalar(ScalarType::F32) && f32_sized(x.ty()) && f32_sized(scale.ty());
-    elementwise_kernel(cx, n, &x, &out, |s, idx| {
-        let p = s.bind(layout.index(idx));
-        let xv = load(s, x.buf, x.ty(), linear(idx, &x.strides()));
-        let sv = load(s, scale.buf, scale.ty(), p.clone());
+    let (xt, st, zt, saturate) = (x.ty(), scale.ty(), zero.as_ref().map(|z| z.ty()), a.saturate);
+    let element = move |s: &mut Scope<'_>, xv: Expr, sv: Expr, zv: Option<Expr>| {
         // The quotient in the working precision, as a value of type `qt`.
         let (q, qt) = if single {
             (xv.bin(BinOp::Div, sv), ScalarType::F32)
         } else {
-            let d = to_f64(xv, x.ty()).bin(BinOp::Div, to_f64(sv, scale.ty()));
+            let d = to_f64(xv, xt).bin(BinOp::Div, to_f64(sv, st));
             match (work, scratch) {
                 (ElemType::Scalar(ScalarType::F64), _) => (d, ScalarType::F64),
                 (_, Some(buf)) => {
@@ -268,7 +274,7 @@ fn quantize(cx: &mut Lowerer<'_>, n: NodeId, a: QuantAttrs) -> Result<bool, Lowe
             }
         };
         let q = s.bind(q);
-        let zp = zero.as_ref().map(|z| (load(s, z.buf, z.ty(), p), z.ty()));
+        let zp = zv.zip(zt);
         match target {
             Target::Int { lo, hi } => {
                 let mut v = q.un(UnOp::Round);
@@ -277,7 +283,7 @@ fn quantize(cx: &mut Lowerer<'_>, n: NodeId, a: QuantAttrs) -> Result<bool, Lowe
                 }
                 Ok(clamp(s, v, qt, lo, hi).cast(to.value_type()))
             }
-            Target::Float8 => convert(s, q, ElemType::Scalar(qt), to, CastOpts { saturate: a.saturate, ..CastOpts::default() }),
+            Target::Float8 => convert(s, q, ElemType::Scalar(qt), to, CastOpts { saturate, ..CastOpts::default() }),
             Target::Float4 => {
                 let v = match zp {
                     Some((z, zt)) => to_f64(q, qt).bin(BinOp::Add, to_f64(z, zt)),
@@ -286,6 +292,19 @@ fn quantize(cx: &mut Lowerer<'_>, n: NodeId, a: QuantAttrs) -> Result<bool, Lowe
                 convert(s, v, ElemType::Scalar(ScalarType::F64), to, CastOpts::default())
             }
         }
+    };
+    if layout == Layout::PerTensor && scratch.is_none() && matches!(target, Target::Int { .. }) {
+        // One expression per element of x: it can also join a fused element-wise chain.
+        let operands: Vec<Operand> = [Some(x), Some(scale), zero].into_iter().flatten().collect();
+        return map_n(cx, n, &operands, |s, a| element(s, a[0].clone(), a[1].clone(), a.get(2).cloned()));
+    }
+    let out = cx.required_output(n, 0)?;
+    elementwise_kernel(cx, n, &x, &out, |s, idx| {
+        let p = s.bind(layout.index(idx));
+        let xv = load(s, x.buf, xt, linear(idx, &x.strides()));
+        let sv = load(s, scale.buf, st, p.clone());
+        let zv = zero.as_ref().map(|z| load(s, z.buf, z.ty(), p));
+        element(s, xv, sv, zv)
     })
 }
 
