@@ -15,7 +15,8 @@
 //! - A loop is left scalar when it reads a buffer it stores at any index but the stored one
 //!   (a later lane could see an earlier lane's store), and for anything without an exact vector
 //!   form here: 64-bit values, integer division and shifts, math functions but `f32` exp and
-//!   tanh (`crate::approx`), conditionals, accumulators, checks and calls.
+//!   tanh (`crate::approx`), conditionals, accumulators other than max and min (a sum in
+//!   another order would round differently), checks and calls.
 
 use std::collections::{HashMap, HashSet};
 
@@ -23,6 +24,7 @@ use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, BlockArg, Endianness, InstBuilder, MemFlagsData, Type, Value};
 use kiln_loops::{BinOp, BufId, CastMode, CmpOp, ElemType, Expr, MathFn, Scalar, ScalarType, Stmt, UnOp, Var};
 
+use crate::expr::cl_type;
 use crate::kernel::Cx;
 use crate::CodegenError;
 
@@ -50,6 +52,10 @@ pub(crate) struct Plan {
     strides: HashMap<Var, i64>,
     /// The body's `let`s whose values vary with the loop: they are vectors.
     vectors: HashSet<Var>,
+    /// Accumulators declared before the loop that the body only updates as `acc = max(acc, e)`
+    /// or `min`: four partial results, combined after the vector iterations (the order of a
+    /// max or min does not change its result, NaN and signed zeros included).
+    reductions: Vec<(Var, BinOp, ScalarType)>,
 }
 
 impl Plan {
@@ -115,7 +121,7 @@ impl Cx<'_, '_> {
 
     /// The plan to run the loop over `var` with `body` four iterations at a time, if it can.
     pub(crate) fn vector_plan(&self, var: Var, body: &[Stmt]) -> Option<Plan> {
-        let mut plan = Plan { var, strides: HashMap::new(), vectors: HashSet::new() };
+        let mut plan = Plan { var, strides: HashMap::new(), vectors: HashSet::new(), reductions: Vec::new() };
         let mut stored: HashMap<BufId, &Expr> = HashMap::new();
         let mut loads = Vec::new();
         for s in body {
@@ -141,13 +147,29 @@ impl Cx<'_, '_> {
                         return None;
                     }
                 }
+                Stmt::Assign(acc, Expr::Binary(op @ (BinOp::Max | BinOp::Min), a, b)) => {
+                    let e = match (&**a, &**b) {
+                        (Expr::Var(v), e) | (e, Expr::Var(v)) if v == acc => e,
+                        _ => return None,
+                    };
+                    let t = self.var_type(*acc)?;
+                    if t == ScalarType::Bool || plan.reductions.iter().any(|r| r.0 == *acc) || self.lanes_of(e, &plan, &mut loads)? != t {
+                        return None;
+                    }
+                    plan.reductions.push((*acc, *op, t));
+                }
                 _ => return None,
             }
+        }
+        // An accumulator appears only in its own update, once.
+        if plan.reductions.iter().any(|&(acc, ..)| body.iter().map(|s| stmt_mentions(s, acc)).sum::<usize>() != 1) {
+            return None;
         }
         // A lane may only read what it stores itself.
         let reads_other = loads.iter().any(|(buf, index)| stored.get(buf).is_some_and(|s| *s != *index));
         let uniform_reads_stored = body.iter().any(|s| uniform_loads(s, &plan).iter().any(|b| stored.contains_key(b)));
-        (!stored.is_empty() && !reads_other && !uniform_reads_stored).then_some(plan)
+        let work = !stored.is_empty() || !plan.reductions.is_empty();
+        (work && !reads_other && !uniform_reads_stored).then_some(plan)
     }
 
     /// The type of value expression `e` if it has a vector form; records its varying loads.
@@ -223,11 +245,32 @@ impl Cx<'_, '_> {
         let len = self.b.ins().isub(hi, lo);
         let whole = self.b.ins().band_imm_u(len, !(LANES - 1));
         let split = self.b.ins().iadd(lo, whole);
+        // Each accumulator's value in all four lanes: max and min are idempotent.
+        let mut partial = HashMap::new();
+        for &(acc, _, t) in &plan.reductions {
+            let (scalar, _) = self.var(acc)?;
+            let current = self.b.use_var(scalar);
+            let lanes = self.splat(current, t);
+            let v = self.b.declare_var(vector_type(t));
+            self.b.def_var(v, lanes);
+            partial.insert(acc, v);
+        }
         self.counted(lo, split, LANES, |cx, i| {
             cx.b.def_var(var, i);
             let mut values = HashMap::new();
-            body.iter().try_for_each(|s| cx.vector_stmt(s, plan, &mut values))
+            body.iter().try_for_each(|s| cx.vector_stmt(s, plan, &mut values, &partial))
         })?;
+        for &(acc, op, t) in &plan.reductions {
+            let lanes = self.b.use_var(partial[&acc]);
+            let mut r = self.b.ins().extractlane(lanes, 0);
+            for k in 1..LANES as u8 {
+                let x = self.b.ins().extractlane(lanes, k);
+                r = self.combine(op, t, r, x);
+            }
+            let (scalar, _) = self.var(acc)?;
+            let r = if t.is_float() || cl_type(t) == types::I32 { r } else { self.b.ins().ireduce(cl_type(t), r) };
+            self.b.def_var(scalar, r);
+        }
         self.counted(split, hi, 1, |cx, i| {
             cx.b.def_var(var, i);
             cx.stmts(body)
@@ -252,8 +295,30 @@ impl Cx<'_, '_> {
         Ok(())
     }
 
-    fn vector_stmt(&mut self, s: &Stmt, plan: &Plan, values: &mut HashMap<Var, Value>) -> Result<(), CodegenError> {
+    /// `op` (max or min) of two lanes of type `t` as extracted: `f32`, or `i32` in normal form.
+    fn combine(&mut self, op: BinOp, t: ScalarType, x: Value, y: Value) -> Value {
+        let ins = self.b.ins();
+        match (op, t) {
+            (BinOp::Max, ScalarType::F32) => ins.fmax(x, y),
+            (_, ScalarType::F32) => ins.fmin(x, y),
+            (BinOp::Max, ScalarType::U32) => ins.umax(x, y),
+            (_, ScalarType::U32) => ins.umin(x, y),
+            (BinOp::Max, _) => ins.smax(x, y),
+            _ => ins.smin(x, y),
+        }
+    }
+
+    fn vector_stmt(&mut self, s: &Stmt, plan: &Plan, values: &mut HashMap<Var, Value>, partial: &HashMap<Var, cranelift_frontend::Variable>) -> Result<(), CodegenError> {
         match s {
+            Stmt::Assign(acc, Expr::Binary(op, a, b)) if partial.contains_key(acc) => {
+                let e = if matches!(&**a, Expr::Var(v) if v == acc) { b } else { a };
+                let t = self.var(*acc)?.1;
+                let (x, _) = self.vexpr(e, plan, values)?;
+                let current = self.b.use_var(partial[acc]);
+                let next = self.vbinary(*op, t, current, x);
+                self.b.def_var(partial[acc], next);
+                Ok(())
+            }
             Stmt::Let(v, e) if plan.vectors.contains(v) => {
                 let (x, _) = self.vexpr(e, plan, values)?;
                 values.insert(*v, x);
@@ -556,6 +621,20 @@ impl Cx<'_, '_> {
             // by `from`'s signedness (its normal form is already extended that way).
             _ => self.normalize(to, x),
         }
+    }
+}
+
+/// How many times `s` mentions variable `v`.
+fn stmt_mentions(s: &Stmt, v: Var) -> usize {
+    fn expr(e: &Expr, v: Var) -> usize {
+        let mut n = usize::from(matches!(e, Expr::Var(x) if *x == v));
+        e.for_each_operand(|a| n += expr(a, v));
+        n
+    }
+    match s {
+        Stmt::Let(_, e) | Stmt::Assign(_, e) | Stmt::Local(_, e) | Stmt::Check { cond: e, .. } => expr(e, v),
+        Stmt::Store { index, value, .. } => expr(index, v) + expr(value, v),
+        _ => 0,
     }
 }
 

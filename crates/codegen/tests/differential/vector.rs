@@ -117,3 +117,62 @@ fn loops_reading_other_lanes_stores_stay_scalar() {
     }
 }
 
+
+/// `acc = max(acc, x[i])` and `min` over rows of every length around the vector width, with
+/// the samples' NaNs and signed zeros, beside a store in the same loop; a running maximum that
+/// the body also stores stays scalar.
+#[test]
+fn max_and_min_reductions_vectorize() {
+    for t in [ScalarType::F32, ScalarType::I8, ScalarType::U16, ScalarType::I32, ScalarType::U32] {
+        for n in LENGTHS {
+            let mut h = Harness::new();
+            let data = cycle(t, n + 3);
+            let x = h.input_of(t, &data[3..]);
+            let copy = h.output(ElemType::Scalar(t), n);
+            let out = h.output(ElemType::Scalar(t), 2);
+            let mut k = Kernel::new("reduce");
+            let (i, hi, lo) = (k.var(ScalarType::I64), k.var(t), k.var(t));
+            let init = |k: usize| if t == ScalarType::F32 { Expr::Const(Scalar::F32(f32::from_bits(data[k] as u32))) } else { Expr::int(t, data[k] as i64) };
+            k.body = vec![
+                Stmt::Local(hi, init(0)),
+                Stmt::Local(lo, init(1)),
+                Stmt::For {
+                    var: i,
+                    extent: n,
+                    body: vec![
+                        Stmt::Assign(hi, Expr::Var(hi).bin(BinOp::Max, Expr::load(x, Expr::Var(i)))),
+                        Stmt::Store { buf: copy, index: Expr::Var(i), value: Expr::load(x, Expr::Var(i)) },
+                        Stmt::Assign(lo, Expr::load(x, Expr::Var(i)).bin(BinOp::Min, Expr::Var(lo))),
+                    ],
+                },
+                Stmt::Store { buf: out, index: Expr::idx(0), value: Expr::Var(hi) },
+                Stmt::Store { buf: out, index: Expr::idx(1), value: Expr::Var(lo) },
+            ];
+            h.push(k);
+            if n >= 4 {
+                assert!(vectorized(&h.p), "{} n={n}", t.name());
+            }
+            h.run().unwrap();
+        }
+    }
+    let n = 13;
+    let mut h = Harness::new();
+    let x = h.input_of(ScalarType::F32, &cycle(ScalarType::F32, n));
+    let running = h.output(ElemType::Scalar(ScalarType::F32), n);
+    let mut k = Kernel::new("running_max");
+    let (i, acc) = (k.var(ScalarType::I64), k.var(ScalarType::F32));
+    k.body = vec![
+        Stmt::Local(acc, Expr::f32(f32::NEG_INFINITY)),
+        Stmt::For {
+            var: i,
+            extent: n,
+            body: vec![
+                Stmt::Assign(acc, Expr::Var(acc).bin(BinOp::Max, Expr::load(x, Expr::Var(i)))),
+                Stmt::Store { buf: running, index: Expr::Var(i), value: Expr::Var(acc) },
+            ],
+        },
+    ];
+    h.push(k);
+    assert!(!vectorized(&h.p));
+    h.run().unwrap();
+}
