@@ -1,8 +1,9 @@
 //! Innermost loops as 128-bit vector loops.
 //!
-//! An innermost `For` (or an outlined loop's part) whose body is only `let`s and stores, whose
-//! stores are contiguous in the loop variable, and whose values are of types up to 32 bits runs
-//! four iterations at a time, then the last `extent mod 4` one at a time as before. Each lane
+//! An innermost `For` (or an outlined loop's part) whose body is only `let`s, stores and max/min
+//! updates of accumulators, whose stores are contiguous in the loop variable, and whose values
+//! are of types up to 32 bits runs four iterations at a time, then the last `extent mod 4` one
+//! at a time as before. Each lane
 //! computes exactly what its scalar iteration would, so results are bit-identical:
 //!
 //! - `f32` values are `f32x4`; integers of up to 32 bits are `i32x4` holding the value in the
