@@ -3,8 +3,8 @@
 //! An innermost `For` (or an outlined loop's part) whose body is only `let`s, stores and max/min
 //! updates of accumulators, whose stores are contiguous in the loop variable, and whose values
 //! are of types up to 32 bits runs four iterations at a time, then the last `extent mod 4` one
-//! at a time as before. Each lane
-//! computes exactly what its scalar iteration would, so results are bit-identical:
+//! at a time as before. Each lane computes exactly what its scalar iteration would, so results
+//! are bit-identical:
 //!
 //! - `f32` values are `f32x4`; integers of up to 32 bits are `i32x4` holding the value in the
 //!   normal form of [`crate::expr`] (sign- or zero-extended from the type's width), renormalized
