@@ -35,6 +35,45 @@ pub struct Options {
     pub parallel: bool,
     /// The target (default: this machine).
     pub target: Option<Target>,
+    /// How a tensor-IR stage is printed.
+    pub format: Format,
+}
+
+/// How `kiln dump` prints a tensor-IR stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The IR's text form.
+    Text,
+    /// Graphviz source.
+    Dot,
+    /// SVG drawn by Graphviz's `dot`.
+    Svg,
+}
+
+/// `g` as Graphviz source, or as SVG drawn from it; `sources` gives a node's source nodes.
+fn picture(g: &kiln_tir::Graph, sources: &dyn Fn(kiln_tir::NodeId) -> Vec<(String, String)>, format: Format) -> Result<String> {
+    let dot = kiln_tir::dot::print(g, sources);
+    if format == Format::Dot {
+        return Ok(dot);
+    }
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("dot")
+        .arg("-Tsvg")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| anyhow!("--format svg runs Graphviz's `dot`, which did not start ({e}): install Graphviz (apt-get install graphviz) or use --format dot"))?;
+    let mut stdin = child.stdin.take().context("dot's standard input")?;
+    // Written from another thread: dot may fill its output pipe before it has read all input.
+    let writer = std::thread::spawn(move || stdin.write_all(dot.as_bytes()));
+    let out = child.wait_with_output().context("waiting for dot")?;
+    writer.join().map_err(|_| anyhow!("writing to dot panicked"))?.context("writing to dot")?;
+    if !out.status.success() {
+        return Err(anyhow!("dot failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    String::from_utf8(out.stdout).context("dot wrote non-UTF-8 SVG")
 }
 
 pub fn dump(file: &Path, stage: Stage, symbols: &[(String, u64)], shapes: &[(String, Vec<u64>)], options: &Options) -> Result<()> {
@@ -59,6 +98,20 @@ pub fn dump(file: &Path, stage: Stage, symbols: &[(String, u64)], shapes: &[(Str
     // Machine code has no text form of its own: the CLIF it is made from is printed instead.
     let stop = if stage == Stage::Codegen { Stage::Plan } else { stage };
     let out = pipeline.run(&graph, &bindings, stop)?;
+    if options.format != Format::Text {
+        if stage > Stage::Optimize {
+            return Err(anyhow!("--format {:?} draws the tensor IR: stages import, bind and optimize", options.format));
+        }
+        let text = match (&out.optimized, stage) {
+            (Some(opt), Stage::Optimize) => {
+                let sources = |n: kiln_tir::NodeId| opt.explain.get(&n).map(|e| e.sources.iter().map(|(name, op)| (op.to_string(), name.clone())).collect()).unwrap_or_default();
+                picture(&opt.graph, &sources, options.format)?
+            }
+            _ => picture(&out.graph, &|_| Vec::new(), options.format)?,
+        };
+        print!("{text}");
+        return Ok(());
+    }
     match stage {
         Stage::Import | Stage::Bind => print!("{}{}", kiln_tir::text::print(&out.graph), kiln_tir::text::print_assumptions(&out.graph)),
         Stage::Optimize => match &out.optimized {

@@ -58,6 +58,11 @@ enum Command {
         /// parallel and why the others do not (as `//` comments).
         #[arg(long)]
         parallel: bool,
+        /// How to print a tensor-IR stage (`import`, `bind`, `optimize`): the text form, Graphviz
+        /// source (fused ops as clusters of the nodes they came from), or an SVG picture drawn by
+        /// Graphviz's `dot`.
+        #[arg(long, value_enum, default_value = "text")]
+        format: dump::Format,
     },
     /// Compile a model, run it once and write each output as DIR/NAME.npy.
     Run {
@@ -281,9 +286,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             explain,
             no_opt,
             parallel,
+            format,
         } => {
             let target = target.map(|t| t.parse::<kiln::Target>().map_err(|e| anyhow::anyhow!("--target {t}: {e}"))).transpose()?;
-            let options = dump::Options { stats, explain, optimize: !no_opt, parallel, target };
+            let options = dump::Options { stats, explain, optimize: !no_opt, parallel, target, format };
             let shapes = input_shapes.iter().map(|s| parse_input_shape(s)).collect::<Result<Vec<_>>>()?;
             if matches!(stage, Some(DumpStage::Obj)) {
                 return dump::object(&file, &parse_bindings(&bindings)?, &shapes, &options).map(|()| ExitCode::SUCCESS);

@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod dim;
+pub mod dot;
 pub mod dtype;
 pub mod echo;
 pub mod graph;
