@@ -202,3 +202,21 @@ fn files_that_are_not_regular_are_refused_without_blocking() {
     expect_error("dir", &scratch(), &[], "not a regular file");
     expect_error("missing", &scratch().join("missing.onnx"), &[], "No such file");
 }
+
+#[test]
+fn errors_inside_subgraphs_and_functions_name_the_enclosing_nodes() {
+    // The Loop's body reads a value nobody defines.
+    let body = graph(vec![node("Add", &["c", "ghost"], &["co"])], vec![value("i", INT64, Some(&[])), value("c", BOOL, Some(&[]))], vec![value("co", BOOL, None)], vec![]);
+    let mut outer = with_graph(node("Loop", &["n", "c0"], &[]), "body", body);
+    outer.name = Some("the_loop".into());
+    let g = graph(vec![outer, node("Identity", &["x"], &["y"])], vec![value("x", FLOAT, Some(&[1])), value("n", INT64, Some(&[])), value("c0", BOOL, Some(&[]))], vec![value("y", FLOAT, None)], vec![]);
+    expect_error("loop-body", &write("loop-body", &model(g, vec![opset("", 17)], vec![])), &[], "node \"the_loop\" (Loop) > body > node \"Add#1\" (Add): input \"ghost\" is not defined before this node");
+    // A function body with the same mistake.
+    let fns = vec![opset("", 17), opset("loc", 1)];
+    let mut call = node("f", &["x"], &["y"]);
+    call.domain = Some("loc".into());
+    call.name = Some("the_call".into());
+    let g = graph(vec![call], vec![value("x", FLOAT, Some(&[1, 2]))], vec![value("y", FLOAT, None)], vec![]);
+    let f = function("loc", "f", vec![node("Mul", &["a", "ghost"], &["b"])], fns.clone());
+    expect_error("function-body", &write("function-body", &model(g, fns, vec![f])), &[], "node \"the_call\" (f) > function \"f\" > node \"Mul#1\" (Mul): input \"ghost\" is not defined");
+}

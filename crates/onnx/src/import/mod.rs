@@ -50,6 +50,28 @@ pub enum ImportError {
 }
 
 impl ImportError {
+    /// This error, from inside a subgraph or function body, located within `outer` (`node
+    /// "if" (If) > then_branch`): the message then names every enclosing node.
+    /// Deeply nested models keep the three outermost and three innermost steps.
+    pub(crate) fn within(self, outer: &str) -> ImportError {
+        let nest = |location: String| {
+            let path = format!("{outer} > {location}");
+            let steps: Vec<&str> = path.split(" > ").collect();
+            if steps.len() <= 7 {
+                return path;
+            }
+            let mut kept = steps[..3].to_vec();
+            kept.push("…");
+            kept.extend_from_slice(&steps[steps.len() - 3..]);
+            kept.join(" > ")
+        };
+        match self {
+            ImportError::Unsupported { location, reason } => ImportError::Unsupported { location: nest(location), reason },
+            ImportError::Invalid { location, reason } => ImportError::Invalid { location: nest(location), reason },
+            other => other,
+        }
+    }
+
     /// True for "kiln does not support this yet", as opposed to an invalid model.
     pub fn is_unsupported(&self) -> bool {
         matches!(self, ImportError::Unsupported { .. })

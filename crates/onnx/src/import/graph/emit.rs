@@ -75,7 +75,8 @@ impl<'f> Importer<'f> {
             };
             let (_, gp) = graphs.swap_remove(pos);
             let fallback = self.body_param_types(&op, &pending.inputs);
-            regions.push(self.region(gp, scope, ctx, fallback.as_deref())?);
+            let region = self.region(gp, scope, ctx, fallback.as_deref()).map_err(|e| e.within(&format!("{location} > {rname}")))?;
+            regions.push(region);
         }
         if let Some((n, _)) = graphs.first() {
             return Err(ImportError::Invalid {

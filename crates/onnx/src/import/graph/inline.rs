@@ -92,6 +92,7 @@ impl<'f> Importer<'f> {
         }
         let mut fn_opsets = ctx.opsets.clone();
         let fn_key = (f.domain.clone().unwrap_or_default(), f.name.clone().unwrap_or_default());
+        let fn_key_name = fn_key.1.clone();
         fn_opsets.extend(opsets(&f.opset_import, &format!("function \"{}\"", bounded(&fn_key.1)))?);
         let inner_ctx = Context {
             opsets: fn_opsets,
@@ -101,7 +102,7 @@ impl<'f> Importer<'f> {
         self.enter(Nest::Call(fn_key.0, fn_key.1), || location.clone())?;
         let body = f.node.iter().try_for_each(|n| self.node(n, &mut inner, &inner_ctx, region));
         self.nesting.pop();
-        body?;
+        body.map_err(|e| e.within(&format!("{location} > function \"{}\"", bounded(&fn_key_name))))?;
         for (formal, actual) in f.output.iter().zip(&np.output) {
             if actual.is_empty() {
                 continue;
