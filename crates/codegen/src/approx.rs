@@ -2,7 +2,8 @@
 //!
 //! These are the loop IR's `f32` exp and tanh: `kiln_runtime::vmath::exp` and `tanh` (0.96
 //! and 1.3 ulp from `f64`, measured there), which the interpreter calls, emitted as CLIF
-//! instruction for instruction, so generated code computes them bit for bit. A runtime call per
+//! instruction for instruction, so generated code computes them bit for bit (but for the
+//! payload of a NaN result, as elsewhere in generated code). A runtime call per
 //! element cost about 7 ns, most of a sigmoid or SiLU chain. The same instructions serve a
 //! scalar and an `f32x4`, so a vector loop's lanes and its scalar tail agree too. Multiply-adds
 //! are fused, as Rust's `mul_add` is (Cranelift calls libm's `fmaf` on a CPU without FMA).

@@ -4,7 +4,8 @@
 //! updates of accumulators, whose stores are contiguous in the loop variable, and whose values
 //! are of types up to 32 bits runs four iterations at a time, then the last `extent mod 4` one
 //! at a time as before. Each lane computes exactly what its scalar iteration would, so results
-//! are bit-identical:
+//! are bit-identical (NaN payloads aside, which Cranelift leaves unspecified: x86-64's vector
+//! min and max give the negative quiet NaN):
 //!
 //! - `f32` values are `f32x4`; integers of up to 32 bits are `i32x4` holding the value in the
 //!   normal form of [`crate::expr`] (sign- or zero-extended from the type's width), renormalized
@@ -243,7 +244,10 @@ impl Cx<'_, '_> {
     /// time.
     pub(crate) fn vector_loop(&mut self, plan: &Plan, lo: Value, hi: Value, body: &[Stmt]) -> Result<(), CodegenError> {
         let (var, _) = self.var(plan.var)?;
+        // An empty range (`hi ≤ lo`) has no whole vectors, and its tail runs nothing.
         let len = self.b.ins().isub(hi, lo);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        let len = self.b.ins().smax(len, zero);
         let whole = self.b.ins().band_imm_u(len, !(LANES - 1));
         let split = self.b.ins().iadd(lo, whole);
         // Each accumulator's value in all four lanes: max and min are idempotent.
@@ -652,7 +656,7 @@ fn uniform_loads(s: &Stmt, plan: &Plan) -> Vec<BufId> {
     }
     let mut out = Vec::new();
     match s {
-        Stmt::Let(_, e) => walk(e, plan, &mut out),
+        Stmt::Let(_, e) | Stmt::Assign(_, e) => walk(e, plan, &mut out),
         Stmt::Store { index, value, .. } => {
             walk(index, plan, &mut out);
             walk(value, plan, &mut out);

@@ -176,3 +176,28 @@ fn max_and_min_reductions_vectorize() {
     assert!(!vectorized(&h.p));
     h.run().unwrap();
 }
+
+/// A loop that stores a buffer and reduces a fixed element of it reads an element a later
+/// iteration stores: it stays scalar.
+#[test]
+fn a_reduction_over_a_stored_element_stays_scalar() {
+    let n = 8;
+    let mut h = Harness::new();
+    let a = h.input_of(ScalarType::F32, &(0..n).map(|i| u64::from((10.0 - i as f32).to_bits())).collect::<Vec<_>>());
+    let x = h.input_of(ScalarType::F32, &(0..n).map(|i| u64::from((i as f32).to_bits())).collect::<Vec<_>>());
+    let out = h.output(ElemType::Scalar(ScalarType::F32), 1);
+    let mut k = Kernel::new("fixed");
+    let (i, m) = (k.var(ScalarType::I64), k.var(ScalarType::F32));
+    k.body = vec![
+        Stmt::Local(m, Expr::f32(f32::NEG_INFINITY)),
+        Stmt::For {
+            var: i,
+            extent: n,
+            body: vec![Stmt::Store { buf: a, index: Expr::Var(i), value: Expr::load(x, Expr::Var(i)) }, Stmt::Assign(m, Expr::Var(m).bin(BinOp::Max, Expr::load(a, Expr::idx(3))))],
+        },
+        Stmt::Store { buf: out, index: Expr::idx(0), value: Expr::Var(m) },
+    ];
+    h.push(k);
+    assert!(!vectorized(&h.p));
+    h.run().unwrap();
+}
