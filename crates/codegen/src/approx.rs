@@ -36,12 +36,12 @@ impl Cx<'_, '_> {
     }
 
     /// The bits of `x` (`f32` or `f32x4`) as integers, and back.
-    fn to_bits(&mut self, x: Value, ty: Type) -> Value {
+    fn bits_of(&mut self, x: Value, ty: Type) -> Value {
         let to = if ty == types::F32 { types::I32 } else { types::I32X4 };
         self.b.ins().bitcast(to, MemFlagsData::new().with_endianness(Endianness::Little), x)
     }
 
-    fn from_bits(&mut self, x: Value, ty: Type) -> Value {
+    fn floats_of(&mut self, x: Value, ty: Type) -> Value {
         self.b.ins().bitcast(ty, MemFlagsData::new().with_endianness(Endianness::Little), x)
     }
 
@@ -70,7 +70,7 @@ impl Cx<'_, '_> {
         let t = self.b.ins().fmul(c, log2e);
         let t = self.b.ins().fadd(t, round);
         let n = self.b.ins().fsub(t, round);
-        let tb = self.to_bits(t, ty);
+        let tb = self.bits_of(t, ty);
         let round_bits = self.iconst_like(ty, ROUND.to_bits() as i32);
         let ni = self.b.ins().isub(tb, round_bits);
         let (ln2_hi, ln2_lo) = (self.fconst(ty, LN2_HI), self.fconst(ty, LN2_LO));
@@ -92,7 +92,7 @@ impl Cx<'_, '_> {
         for k in [n1, n2] {
             let biased = self.b.ins().iadd(k, bias);
             let bits = self.b.ins().ishl(biased, shift);
-            let pow2 = self.from_bits(bits, ty);
+            let pow2 = self.floats_of(bits, ty);
             y = self.b.ins().fmul(y, pow2);
         }
         y
@@ -117,16 +117,16 @@ impl Cx<'_, '_> {
         let v = if ty == types::F32 {
             self.b.ins().select(is_small, small, large)
         } else {
-            let m = self.from_bits(is_small, ty);
+            let m = self.floats_of(is_small, ty);
             self.b.ins().bitselect(m, small, large)
         };
         // tanh is odd: |v| with x's sign (−0 included), in integer bits (Cranelift has no
         // vector copysign on x86-64).
-        let (vb, xb) = (self.to_bits(v, ty), self.to_bits(x, ty));
+        let (vb, xb) = (self.bits_of(v, ty), self.bits_of(x, ty));
         let (magnitude, sign) = (self.iconst_like(ty, i32::MAX), self.iconst_like(ty, i32::MIN));
         let vb = self.b.ins().band(vb, magnitude);
         let xb = self.b.ins().band(xb, sign);
         let bits = self.b.ins().bor(vb, xb);
-        self.from_bits(bits, ty)
+        self.floats_of(bits, ty)
     }
 }
