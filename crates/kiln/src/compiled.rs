@@ -194,6 +194,18 @@ impl CompiledModel {
         self.inputs.iter().map(|s| s.name.as_str()).collect()
     }
 
+    /// The model's inputs in order: name, element type and dims as declared (a symbolic dim is
+    /// [`kiln_tir::Dim::Sym`], its name in its `Display`).
+    pub fn inputs(&self) -> Vec<(&str, &kiln_tir::TensorType)> {
+        self.graph.inputs().iter().map(|&v| self.graph.value(v)).map(|v| (v.name.as_str(), &v.ty)).collect()
+    }
+
+    /// The model's outputs in order, as [`CompiledModel::inputs`] gives the inputs. Dims are
+    /// what inference derived from the declared inputs; a run's outputs have concrete shapes.
+    pub fn outputs(&self) -> Vec<(&str, &kiln_tir::TensorType)> {
+        self.graph.outputs().iter().map(|&v| self.graph.value(v)).map(|v| (v.name.as_str(), &v.ty)).collect()
+    }
+
     /// The inputs whose values the code compiled for `shapes` depends on: none when every
     /// shape in the model is static once the input shapes are bound; otherwise the inputs that
     /// look like shape parameters (`infer::shape_deciding_inputs`), which are then compiled as
