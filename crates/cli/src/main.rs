@@ -5,6 +5,7 @@ mod compile;
 mod conformance;
 mod dump;
 mod run;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -151,6 +152,48 @@ enum Command {
         /// The size of a symbolic dim of the inputs, e.g. `--bind batch=1`; repeatable.
         #[arg(long = "bind", value_name = "SYM=N")]
         bindings: Vec<String>,
+        #[command(flatten)]
+        limits: LimitArgs,
+    },
+    /// Serve models over HTTP on the Open Inference Protocol V2 (KServe V2 REST), until SIGTERM
+    /// or Ctrl-C; requests in flight finish first.
+    Serve {
+        /// A model to serve as NAME=PATH; repeatable.
+        #[arg(long = "model", value_name = "NAME=PATH")]
+        models: Vec<String>,
+        /// Serve every .onnx file in this directory, named by its file stem; repeatable.
+        #[arg(long = "models", value_name = "DIR")]
+        dirs: Vec<PathBuf>,
+        /// Compile at start-up for this input shape, e.g. `bert:input=1x128` (`MODEL:` may be
+        /// left out when it applies to every model); other shapes compile on first request.
+        #[arg(long = "input-shape", value_name = "[MODEL:]NAME=DIMS")]
+        input_shapes: Vec<String>,
+        /// Where to listen (port 0: any free port; the first line printed says which).
+        #[arg(long, default_value = "127.0.0.1:8000", value_name = "HOST:PORT")]
+        address: String,
+        /// Intra-op threads per run (default: KILN_THREADS, else the available cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Runs executing at once over all models; more requests wait for a slot until their
+        /// deadline (default: the available cores).
+        #[arg(long, value_name = "N")]
+        max_concurrent_runs: Option<usize>,
+        /// The largest request body.
+        #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = kiln::limits::parse_bytes)]
+        max_body_bytes: u64,
+        /// The largest input tensor of a request.
+        #[arg(long, value_name = "BYTES", default_value = "1G", value_parser = kiln::limits::parse_bytes)]
+        max_input_bytes: u64,
+        /// A request's deadline from its arrival (a request's `timeout` parameter can shorten it).
+        #[arg(long, value_name = "MS", default_value_t = 30_000)]
+        timeout_ms: u64,
+        /// Batch requests to a model with a symbolic leading dim that arrive within this window
+        /// into one run (0: no batching).
+        #[arg(long, value_name = "MS", default_value_t = 0.0)]
+        batch_window_ms: f64,
+        /// Rows of one batched run at most.
+        #[arg(long, value_name = "N", default_value_t = 16)]
+        max_batch: u64,
         #[command(flatten)]
         limits: LimitArgs,
     },
@@ -342,6 +385,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let input_shapes = input_shapes.iter().map(|s| parse_input_shape(s)).collect::<Result<Vec<_>>>()?;
             let c = compile::Compile { model: &model, out_dir: &output_dir, name, target, runtime, input_shapes, symbols: parse_bindings(&bindings)?, weights, limits: limits.resolve() };
             compile::compile(c).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Serve { models, dirs, input_shapes, address, threads, max_concurrent_runs, max_body_bytes, max_input_bytes, timeout_ms, batch_window_ms, max_batch, limits } => {
+            if !(batch_window_ms.is_finite() && batch_window_ms >= 0.0) {
+                bail!("--batch-window-ms {batch_window_ms}: not a duration");
+            }
+            let mut serve_limits = kiln_serve::Limits {
+                max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(usize::MAX),
+                max_tensor_bytes: max_input_bytes,
+                timeout: serve::millis(timeout_ms),
+                ..kiln_serve::Limits::default()
+            };
+            if let Some(n) = max_concurrent_runs {
+                serve_limits.max_concurrent_runs = n.max(1);
+            }
+            let batching = (batch_window_ms > 0.0).then(|| kiln_serve::BatchOptions { window: std::time::Duration::from_secs_f64(batch_window_ms / 1e3), max_rows: max_batch.max(1) });
+            let s = serve::Serve { models, dirs, input_shapes, address, threads, limits: limits.resolve(), serve: kiln_serve::ServeOptions { limits: serve_limits, batching } };
+            serve::serve(s).map(|()| ExitCode::SUCCESS)
         }
         Command::Conformance {
             dir,

@@ -69,7 +69,9 @@ pub(crate) fn stopped() -> Option<Error> {
 pub struct CompiledModel {
     graph: Graph,
     inputs: Vec<InputSpec>,
-    specs: Mutex<HashMap<Key, Entry>>,
+    /// One slot per key, filled by its first compilation. Only the slot is locked while it
+    /// compiles, so runs of shapes already compiled never wait for a new shape's compilation.
+    specs: Mutex<HashMap<Key, Arc<Mutex<Option<Entry>>>>>,
     /// For each set of input shapes, the inputs whose values the compiled code depends on.
     value_inputs: Mutex<HashMap<Vec<Vec<u64>>, Vec<usize>>>,
     /// The stages every specialization is compiled through.
@@ -239,19 +241,40 @@ impl CompiledModel {
                 .map(|(i, t)| (*i, t.raw().map(Bytes::copy_from_slice).unwrap_or_default()))
                 .collect(),
         );
-        let mut specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(s) = specs.get(&key) {
-            return Ok(s.clone());
+        let slot = {
+            let mut specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
+            specs.entry(key.clone()).or_default().clone()
+        };
+        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = &*slot {
+            return Ok(entry.clone());
         }
+        match self.compile_entry(shapes, values) {
+            Ok(entry) => {
+                *slot = Some(entry.clone());
+                Ok(entry)
+            }
+            Err(e) => {
+                // Shapes that do not compile leave no slot behind: a caller trying many bad
+                // shapes does not grow the map.
+                drop(slot);
+                let mut specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
+                if specs.get(&key).is_some_and(|s| s.try_lock().is_ok_and(|s| s.is_none())) {
+                    specs.remove(&key);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn compile_entry(&self, shapes: &[Vec<u64>], values: &[(usize, Tensor)]) -> Result<Entry> {
         let bindings = Bindings { symbols: Vec::new(), input_shapes: shapes.iter().cloned().enumerate().collect(), input_values: values.to_vec() };
         let bound = self.pipeline.run(&self.graph, &bindings, Stage::Bind)?.graph;
-        let entry = match staged::splitter(&bound) {
+        Ok(match staged::splitter(&bound) {
             Some(at) => Entry::Staged(Arc::new(Staged::new(&self.pipeline, &bound, at, self)?)),
             // In the pool, so compile-time work that splits (packing weights) uses its threads.
             None => Entry::Code(Arc::new(self.pool.enter(|| Specialization::compile_bound(&self.pipeline, bound))?)),
-        };
-        specs.insert(key, entry.clone());
-        Ok(entry)
+        })
     }
 
     /// Runs the model on inputs given in the model's input order.
@@ -282,7 +305,8 @@ impl CompiledModel {
     /// shape-deciding input values seen).
     pub fn specializations(&self) -> usize {
         let specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
-        specs.values().map(|e| 1 + if let Entry::Staged(s) = e { s.specializations() } else { 0 }).sum()
+        let entries: Vec<Entry> = specs.values().filter_map(|slot| slot.lock().unwrap_or_else(|e| e.into_inner()).clone()).collect();
+        entries.iter().map(|e| 1 + if let Entry::Staged(s) = e { s.specializations() } else { 0 }).sum()
     }
 
     /// Threads each run uses (the caller included).
