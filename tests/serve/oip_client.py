@@ -4,6 +4,7 @@ onnxruntime, errors that name the field, dynamic batching, and a graceful stop.
 
 Usage:
   python oip_client.py make-batch-model OUT.onnx
+  python oip_client.py check-example --url HOST:PORT --model NAME=PATH   (examples/service)
   python oip_client.py check --url HOST:PORT --model NAME=PATH... [--batch-model NAME=PATH]
                              [--max-body-bytes N] [--stop-pid PID --stop-model NAME]
 Exit status 0 when every check passes; each failure is printed.
@@ -200,6 +201,28 @@ def check_stop(url, pid, name, path):
     print("stop: the request in flight at SIGTERM was answered", flush=True)
 
 
+def check_example(url, name, path):
+    """examples/service's /predict, by plain JSON over http.client."""
+    feeds = inputs_for(path, np.random.default_rng(0))
+    body = json.dumps({"inputs": {k: {"shape": list(v.shape), "data": v.ravel().tolist()} for k, v in feeds.items()}})
+    status, data = raw_post(url, "/predict", body.encode(), {"Content-Type": "application/json"})
+    check(status == 200, f"{name}: /predict answered {status} {data[:300]!r}")
+    if status != 200:
+        return
+    got = json.loads(data)["outputs"]
+    model = onnx.load(path, load_external_data=False)
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+    quantized = any(n.op_type == "QuantizeLinear" for n in model.graph.node)
+    worst = 0.0
+    for o, w in zip(model.graph.output, want):
+        g = np.array(got[o.name]["data"], dtype=np.float64).reshape(got[o.name]["shape"])
+        worst = max(worst, close(f"{name} {o.name} (example service)", g.astype(w.dtype), w, quantized))
+    print(f"{name}: the example service matches onnxruntime, largest |difference| / scale {worst:.2e}", flush=True)
+    status, data = raw_post(url, "/predict", b'{"inputs": {}}', {"Content-Type": "application/json"})
+    msg = json.loads(data).get("error", "")
+    check(status == 400 and "is missing" in msg, f"{name}: a request without inputs: {status} {msg!r}")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("cmd")
@@ -214,6 +237,11 @@ def main():
     if a.cmd == "make-batch-model":
         make_batch_model(a.args[0])
         return 0
+    if a.cmd == "check-example":
+        for m in a.model:
+            check_example(a.url, *m.split("=", 1))
+        print(f"{len(FAILURES)} failures")
+        return 1 if FAILURES else 0
     client = triton.InferenceServerClient(a.url, network_timeout=300)
     for _ in range(600):
         try:
