@@ -121,7 +121,7 @@ async fn collect(mut queue: mpsc::Receiver<Job>, model: Arc<CompiledModel>, runs
             }
         }
         for group in group(batch) {
-            tokio::spawn(run_group(group, model.clone(), runs.clone(), metrics.clone()));
+            tokio::spawn(run_group(group, model.clone(), runs.clone(), metrics.clone(), options.max_rows));
         }
     }
 }
@@ -139,19 +139,40 @@ fn group(batch: Vec<Job>) -> Vec<Vec<Job>> {
     groups.into_iter().map(|(_, jobs)| jobs).collect()
 }
 
+/// The leading dims batched runs use: powers of two below `max_rows`, and `max_rows`. Each is
+/// one specialization, compiled once; padding a batch up to the next keeps their number (and
+/// the memory their code and packed weights take) bounded.
+pub fn run_sizes(max_rows: u64) -> Vec<u64> {
+    let mut sizes: Vec<u64> = std::iter::successors(Some(1u64), |&n| n.checked_mul(2)).take_while(|&n| n < max_rows).collect();
+    sizes.push(max_rows.max(1));
+    sizes
+}
+
 /// Runs one group as one batch and answers each job with its rows of every output.
-async fn run_group(jobs: Vec<Job>, model: Arc<CompiledModel>, runs: Arc<Semaphore>, metrics: Arc<ModelMetrics>) {
+async fn run_group(jobs: Vec<Job>, model: Arc<CompiledModel>, runs: Arc<Semaphore>, metrics: Arc<ModelMetrics>, max_rows: u64) {
     let deadline = jobs.iter().map(|j| j.deadline).max().unwrap_or_else(Instant::now);
-    if jobs.len() == 1 {
+    let rows: Vec<u64> = jobs.iter().map(|j| j.rows().unwrap_or(0)).collect();
+    let total: u64 = rows.iter().sum();
+    // A request that could not be batched, or whose rows are over the maximum, runs as it is.
+    let size = run_sizes(max_rows).into_iter().find(|&s| s >= total);
+    if jobs.len() == 1 && (jobs[0].rows().is_none() || size.is_none_or(|s| s == total)) {
         for job in jobs {
             let _ = job.reply.send(crate::run::run(model.clone(), runs.clone(), job.inputs, deadline).await);
         }
         return;
     }
-    metrics.batch(jobs.len());
-    let rows: Vec<u64> = jobs.iter().map(|j| j.rows().unwrap_or(0)).collect();
-    let inputs = (0..jobs[0].inputs.len()).map(|i| concat(jobs.iter().map(|j| &j.inputs[i]))).collect();
-    let result = crate::run::run(model, runs, inputs, deadline).await.and_then(|outputs| split(&outputs, &rows));
+    if jobs.len() > 1 {
+        metrics.batch(jobs.len());
+    }
+    let padding = size.map_or(0, |s| s - total);
+    let inputs = (0..jobs[0].inputs.len())
+        .map(|i| {
+            let last = jobs.last().map(|j| &j.inputs[i]);
+            let pad = last.and_then(|t| last_row(t, padding));
+            concat(jobs.iter().map(|j| &j.inputs[i]).chain(pad.as_ref()))
+        })
+        .collect();
+    let result = crate::run::run(model, runs, inputs, deadline).await.and_then(|outputs| split(&outputs, &rows, total + padding));
     match result {
         Ok(per_job) => jobs.into_iter().zip(per_job).for_each(|(job, outputs)| drop(job.reply.send(Ok(outputs)))),
         Err(e) => jobs.into_iter().for_each(|job| drop(job.reply.send(Err(e.clone())))),
@@ -181,9 +202,32 @@ fn concat<'a>(parts: impl Iterator<Item = &'a Tensor> + Clone) -> Tensor {
     Tensor { dtype: first.dtype, shape, data }
 }
 
-/// Each job's rows of every output.
-fn split(outputs: &[Tensor], rows: &[u64]) -> Result<Vec<Vec<Tensor>>, ApiError> {
-    let total: u64 = rows.iter().sum();
+/// `t`'s last row repeated `times` times (padding: a real row is a valid input where zeros
+/// might not be), or `None` for no rows.
+fn last_row(t: &Tensor, times: u64) -> Option<Tensor> {
+    let rows = *t.shape.first()?;
+    if times == 0 || rows == 0 {
+        return None;
+    }
+    let mut shape = t.shape.clone();
+    shape[0] = times;
+    let data = match &t.data {
+        TensorData::Strings(s) => {
+            let per = s.len() / rows as usize;
+            let row = &s[s.len() - per..];
+            TensorData::Strings((0..times).flat_map(|_| row.iter().cloned()).collect())
+        }
+        _ => {
+            let raw = t.raw()?;
+            let row = &raw[raw.len() - raw.len() / rows as usize..];
+            TensorData::Raw(Bytes::from(row.repeat(times as usize)))
+        }
+    };
+    Some(Tensor { dtype: t.dtype, shape, data })
+}
+
+/// Each job's rows of every output of a run over `total` rows (the last ones padding).
+fn split(outputs: &[Tensor], rows: &[u64], total: u64) -> Result<Vec<Vec<Tensor>>, ApiError> {
     let mut per_job: Vec<Vec<Tensor>> = rows.iter().map(|_| Vec::with_capacity(outputs.len())).collect();
     for out in outputs {
         if out.shape.first() != Some(&total) {

@@ -159,7 +159,15 @@ impl Server {
         for (name, slot) in &self.shared.models {
             let spec = slot.spec.clone();
             let started = Instant::now();
-            let compiled = tokio::task::spawn_blocking(move || kiln::Model::load_with(&spec.path, &spec.options.limits).and_then(|m| m.compile(&spec.options))).await;
+            let batching = self.shared.options.batching;
+            let compiled = tokio::task::spawn_blocking(move || {
+                let model = kiln::Model::load_with(&spec.path, &spec.options.limits).and_then(|m| m.compile(&spec.options))?;
+                if let Some(b) = batching {
+                    warm_up(&model, &spec.options.input_shapes, b.max_rows)?;
+                }
+                Ok::<_, kiln::Error>(model)
+            })
+            .await;
             let load = match compiled {
                 Ok(Ok(model)) => {
                     slot.metrics.compiled(started.elapsed());
@@ -200,6 +208,22 @@ impl Server {
             .fallback(|| async { ApiError::not_found("no such endpoint") })
             .with_state(self.shared.clone())
     }
+}
+
+/// Compiles a batchable model for every batched run size now, when `input_shapes` gives every
+/// input's shape, so that no request waits for a compilation.
+fn warm_up(model: &CompiledModel, input_shapes: &[(String, Vec<u64>)], max_rows: u64) -> kiln::Result<()> {
+    if batch::unbatchable(model).is_some() {
+        return Ok(());
+    }
+    let Some(shapes) = model.inputs().iter().map(|(name, _)| input_shapes.iter().find(|(n, _)| n == name).map(|(_, d)| d.clone())).collect::<Option<Vec<Vec<u64>>>>() else {
+        return Ok(());
+    };
+    for rows in batch::run_sizes(max_rows) {
+        let shapes: Vec<Vec<u64>> = shapes.iter().map(|d| d.iter().enumerate().map(|(k, &n)| if k == 0 { rows } else { n }).collect()).collect();
+        model.specialization(&shapes, &[])?;
+    }
+    Ok(())
 }
 
 async fn server_metadata() -> Response {
