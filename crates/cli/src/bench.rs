@@ -19,10 +19,15 @@ pub struct Bench<'a> {
     pub idle_ms: u64,
     pub kernels: Option<usize>,
     pub limits: kiln::ResourceLimits,
+    /// Where to write a Chrome/Perfetto trace of compilation and every run.
+    pub trace: Option<&'a Path>,
 }
 
 pub fn bench(b: Bench<'_>) -> Result<()> {
-    let Bench { model: model_path, inputs: given, sizes, threads, callers, iters, idle_ms, kernels, limits } = b;
+    let Bench { model: model_path, inputs: given, sizes, threads, callers, iters, idle_ms, kernels, limits, trace } = b;
+    if trace.is_some() {
+        kiln::trace::start();
+    }
     let start = Instant::now();
     let model = Model::load_with(model_path, &limits).with_context(|| format!("cannot import {}", model_path.display()))?;
     let mut options = CompileOptions { limits, ..CompileOptions::from_env() };
@@ -36,8 +41,8 @@ pub fn bench(b: Bench<'_>) -> Result<()> {
     let callers = callers.max(1);
     let mut times: Vec<f64> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..callers)
-            .map(|_| {
-                s.spawn(|| {
+            .map(|i| {
+                std::thread::Builder::new().name(format!("caller-{i}")).spawn_scoped(s, || {
                     (0..iters)
                         .map(|_| {
                             std::thread::sleep(Duration::from_millis(idle_ms));
@@ -47,8 +52,8 @@ pub fn bench(b: Bench<'_>) -> Result<()> {
                         .collect::<kiln::Result<Vec<f64>>>()
                 })
             })
-            .collect();
-        workers.into_iter().map(|w| w.join().expect("bench thread")).collect::<kiln::Result<Vec<Vec<f64>>>>()
+            .collect::<std::io::Result<_>>()?;
+        workers.into_iter().map(|w| w.join().expect("bench thread")).collect::<kiln::Result<Vec<Vec<f64>>>>().map_err(anyhow::Error::from)
     })?
     .into_iter()
     .flatten()
@@ -57,6 +62,11 @@ pub fn bench(b: Bench<'_>) -> Result<()> {
     let pick = |q: f64| times.get(((times.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(f64::NAN);
     if let Some(top) = kernels {
         print_kernels(&compiled, &inputs, iters.max(1), top)?;
+    }
+    if let Some(path) = trace {
+        let recorded = kiln::trace::finish();
+        std::fs::write(path, recorded.chrome_json()).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("trace: {} slices written to {} (open in ui.perfetto.dev or chrome://tracing)", recorded.spans.len(), path.display());
     }
     println!("compile_ms={compile_ms:.1} median_ms={:.3} p90_ms={:.3} threads={} callers={callers} iters={iters} idle_ms={idle_ms}", pick(0.5), pick(0.9), compiled.threads());
     Ok(())

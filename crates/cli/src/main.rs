@@ -120,6 +120,10 @@ enum Command {
         /// Also time each kernel alone over the runs and print the N slowest, with their share.
         #[arg(long, value_name = "N")]
         kernels: Option<usize>,
+        /// Write a trace of compilation and every run (Chrome/Perfetto JSON): a slice per
+        /// pipeline stage, per kernel (with its ONNX nodes) and per pool worker's share.
+        #[arg(long, value_name = "FILE.json")]
+        trace: Option<PathBuf>,
         #[command(flatten)]
         limits: LimitArgs,
     },
@@ -366,11 +370,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             iters,
             idle_ms,
             kernels,
+            trace,
             limits,
         } => {
             let sizes = sizes(&input_shapes, &bindings)?;
             let limits = limits.resolve();
-            let b = bench::Bench { model: &model, inputs: &inputs, sizes, threads, callers, iters, idle_ms, kernels, limits };
+            let b = bench::Bench { model: &model, inputs: &inputs, sizes, threads, callers, iters, idle_ms, kernels, limits, trace: trace.as_deref() };
             bench::bench(b).map(|()| ExitCode::SUCCESS)
         }
         Command::Compile { model, output_dir, name, target, runtime, weights, input_shapes, bindings, limits } => {

@@ -279,10 +279,10 @@ impl CompiledModel {
 
     /// Runs the model on inputs given in the model's input order.
     pub fn run(&self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        match self.prepare(inputs)? {
+        kiln_runtime::trace::span("run", "run", || match self.prepare(inputs)? {
             Entry::Code(spec) => self.pool.enter(|| spec.run(inputs, None)),
             Entry::Staged(staged) => staged.run(self, inputs),
-        }
+        })
     }
 
     /// [`CompiledModel::run`] that stops early with [`Error::Stopped`] when `options` say so:
@@ -531,14 +531,20 @@ impl Specialization {
         }
         // SAFETY: the table holds one valid pointer per buffer, each to at least the buffer's
         // byte length (inputs were checked, outputs sized from the same types, temps planned).
+        let traced = kiln_runtime::trace::enabled();
         let status = match times {
-            None => unsafe { self.jit.run(&table) },
-            Some(times) => (0..self.jit.kernel_count()).try_for_each(|k| {
+            None if !traced => unsafe { self.jit.run(&table) },
+            mut times => (0..self.jit.kernel_count()).try_for_each(|k| {
                 let start = std::time::Instant::now();
                 // SAFETY: as for `run`; kernels go in order, so each reads what the ones before
                 // it wrote.
                 let r = unsafe { self.jit.run_kernel(k, &table) };
-                times.push(start.elapsed());
+                if let Some(times) = times.as_mut() {
+                    times.push(start.elapsed());
+                }
+                if traced && let Some(kernel) = self.program.kernels.get(k) {
+                    kiln_runtime::trace::record(kernel.name.as_str(), "kernel", start, vec![("nodes", kernel.source.clone())]);
+                }
                 r
             }),
         };

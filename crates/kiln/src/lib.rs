@@ -23,6 +23,7 @@ pub mod limits;
 pub mod npy;
 pub mod pipeline;
 mod staged;
+pub mod trace;
 
 use std::path::Path;
 
@@ -134,8 +135,10 @@ impl Model {
 
     /// [`Model::load`] within `limits` (`limits.import`).
     pub fn load_with(path: impl AsRef<Path>, limits: &ResourceLimits) -> Result<Model> {
-        let file = kiln_onnx::load::OnnxFile::from_path(path).map_err(kiln_onnx::import::ImportError::from)?;
-        Ok(Model { graph: kiln_onnx::import::import_with(&file, &limits.import)? })
+        kiln_runtime::trace::span("import", "compile", || {
+            let file = kiln_onnx::load::OnnxFile::from_path(path).map_err(kiln_onnx::import::ImportError::from)?;
+            Ok(Model { graph: kiln_onnx::import::import_with(&file, &limits.import)? })
+        })
     }
 
     /// Imports a model from bytes in memory.

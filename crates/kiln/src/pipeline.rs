@@ -146,14 +146,14 @@ impl Pipeline {
         if stop == Stage::Import {
             return Ok(out);
         }
-        out.graph = bind(graph, bindings)?;
+        out.graph = phase("bind", || bind(graph, bindings))?;
         self.options.limits.check_graph(&out.graph)?;
         out.stage = Stage::Bind;
         if stop == Stage::Bind {
             return Ok(out);
         }
         if let Some(limits) = &self.options.optimizer {
-            let opt = kiln_passes::optimize(&out.graph, limits)?;
+            let opt = phase("optimize", || kiln_passes::optimize(&out.graph, limits))?;
             out.graph = opt.graph.clone();
             out.optimized = Some(opt);
         }
@@ -166,7 +166,10 @@ impl Pipeline {
 
     /// The stages after the optimizer, on `out.graph`.
     fn from_optimized(&self, mut out: Compilation, stop: Stage) -> Result<Compilation> {
-        let mut program = kiln_lower::lower(&out.graph)?;
+        let mut program = phase("lower", || kiln_lower::lower(&out.graph))?;
+        if let Some(optimized) = &out.optimized {
+            name_fusions(&mut program, &out.graph, &optimized.explain);
+        }
         if !self.target.has_runtime() {
             // Without the runtime every call but copies becomes loops (DESIGN decision 3).
             kiln_lower::plain::expand_calls(&mut program)?;
@@ -179,8 +182,8 @@ impl Pipeline {
         // The calls are rewritten now; the packed copies are made before the program is
         // shown, or while the code compiles when there is a second thread (the two are
         // independent).
-        let deferred = self.schedule(&mut program);
-        let plan = (stop >= Stage::Plan).then(|| kiln_schedule::plan::plan(&program));
+        let deferred = phase("schedule", || self.schedule(&mut program));
+        let plan = (stop >= Stage::Plan).then(|| phase("plan", || kiln_schedule::plan::plan(&program)));
         if let Some(p) = &plan {
             self.options.limits.check_arena(p.arena_bytes)?;
         }
@@ -188,12 +191,12 @@ impl Pipeline {
             let codegen = self.codegen_options();
             let (jit, packed) = match &deferred {
                 Some(d) if self.options.threads > 1 => std::thread::scope(|s| {
-                    let packing = s.spawn(|| d.pack());
-                    let jit = kiln_codegen::compile_jit_with(&program, &self.target, &codegen);
+                    let packing = s.spawn(|| phase("pack weights", || d.pack()));
+                    let jit = phase("codegen", || kiln_codegen::compile_jit_with(&program, &self.target, &codegen));
                     (jit, packing.join().ok().flatten())
                 }),
-                Some(d) => (kiln_codegen::compile_jit_with(&program, &self.target, &codegen), d.pack()),
-                None => (kiln_codegen::compile_jit_with(&program, &self.target, &codegen), None),
+                Some(d) => (phase("codegen", || kiln_codegen::compile_jit_with(&program, &self.target, &codegen)), phase("pack weights", || d.pack())),
+                None => (phase("codegen", || kiln_codegen::compile_jit_with(&program, &self.target, &codegen)), None),
             };
             match install(deferred, packed, &mut program) {
                 Installed::Done => Some(jit?),
@@ -342,4 +345,24 @@ pub fn shape_deciding_inputs(graph: &Graph, shapes: &[Vec<u64>]) -> Result<Vec<u
 
 fn join<T: std::fmt::Display>(errs: &[T]) -> String {
     errs.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
+}
+
+/// Kernels lowered from a node the optimizer fused name every ONNX node it computes
+/// (`conv + relu`), as the optimizer's provenance gives them, not only the node it is named after.
+fn name_fusions(program: &mut kiln_loops::Program, graph: &Graph, explain: &std::collections::HashMap<kiln_tir::NodeId, kiln_passes::Explain>) {
+    let fused: std::collections::HashMap<&str, String> = explain
+        .iter()
+        .filter(|(_, e)| e.sources.len() > 1)
+        .map(|(&n, e)| (graph.node(n).name.as_str(), e.sources.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>().join(" + ")))
+        .collect();
+    for k in &mut program.kernels {
+        if let Some(sources) = fused.get(k.source.as_str()) {
+            k.source = sources.clone();
+        }
+    }
+}
+
+/// Runs one stage of the pipeline, a slice of the trace when one is recording.
+fn phase<R>(name: &str, f: impl FnOnce() -> R) -> R {
+    kiln_runtime::trace::span(name, "compile", f)
 }

@@ -534,6 +534,9 @@ pub struct Kernel {
     pub vars: Vec<ScalarType>,
     /// The statements.
     pub body: Vec<Stmt>,
+    /// The ONNX nodes it computes (`a + b` for a fusion), for errors and profiles; empty when
+    /// not known. Written `loc("...")` in the text form.
+    pub source: String,
 }
 
 /// A whole lowered model.
@@ -569,7 +572,7 @@ impl Program {
 impl Kernel {
     /// A kernel with no variables and an empty body.
     pub fn new(name: impl Into<String>) -> Kernel {
-        Kernel { name: name.into(), vars: Vec::new(), body: Vec::new() }
+        Kernel { name: name.into(), vars: Vec::new(), body: Vec::new(), source: String::new() }
     }
 
     /// A fresh variable of type `ty`.

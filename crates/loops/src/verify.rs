@@ -86,7 +86,7 @@ pub fn verify(p: &Program) -> Result<(), Vec<VerifyError>> {
     check_buffers(p, &mut errors);
     let mut names = HashSet::new();
     for k in &p.kernels {
-        let location = format!("kernel {}", k.name);
+        let location = kernel_location(k);
         if k.name.is_empty() {
             errors.push(VerifyError { location: location.clone(), message: "kernel has an empty name".into() });
         } else if !names.insert(k.name.as_str()) {
@@ -282,7 +282,7 @@ fn type_names(ts: &[ScalarType]) -> String {
 
 impl<'a> Cx<'a> {
     fn err(&mut self, message: impl Into<String>) {
-        let location = format!("kernel {}, statement {}", self.k.name, self.path.join("."));
+        let location = format!("{}, statement {}", kernel_location(self.k), self.path.join("."));
         self.errors.push(VerifyError { location, message: message.into() });
     }
 
@@ -698,5 +698,14 @@ fn fits(t: ScalarType, v: i64) -> bool {
         ScalarType::I64 | ScalarType::U64 => true,
         _ if t.is_signed_int() => (-(1i64 << (bits - 1))..1i64 << (bits - 1)).contains(&v),
         _ => (0..1i64 << bits).contains(&v),
+    }
+}
+
+/// `kernel NAME`, and the ONNX nodes it computes when known: a verifier error is a kiln bug,
+/// and the node tells a reporter which part of their model to attach.
+fn kernel_location(k: &Kernel) -> String {
+    match k.source.as_str() {
+        "" => format!("kernel {}", k.name),
+        source => format!("kernel {} (node \"{}\")", k.name, kiln_tir::echo::text(source)),
     }
 }

@@ -338,7 +338,9 @@ impl<'g> Lowerer<'g> {
     /// A new kernel named after node `n`'s op.
     pub fn kernel(&mut self, n: NodeId) -> Kernel {
         self.kernels_made += 1;
-        Kernel::new(format!("{}_{}", self.node(n).op.kind().text_name(), self.kernels_made))
+        let mut k = Kernel::new(format!("{}_{}", self.node(n).op.kind().text_name(), self.kernels_made));
+        k.source = self.node(n).name.clone();
+        k
     }
 
     /// Appends a finished kernel.

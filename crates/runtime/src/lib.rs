@@ -43,6 +43,7 @@ mod prefetch;
 mod scratch;
 pub mod stop;
 pub mod softmax;
+pub mod trace;
 pub mod vmath;
 pub mod window;
 

@@ -254,7 +254,7 @@ fn worker(sh: &Shared, index: usize) {
         let job = sh.job.load(Ordering::SeqCst);
         // SAFETY: a non-null job is alive until `inside` drops back to zero (`Shared::job`).
         if let Some(job) = unsafe { job.as_ref() } {
-            job.work();
+            crate::trace::span("worker tasks", "worker", || job.work());
         }
         sh.inside.fetch_sub(1, Ordering::SeqCst);
     }

@@ -273,7 +273,7 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    /// `kernel NAME [vars($N: TYPE, ...)] { STATEMENTS }`.
+    /// `kernel NAME [vars($N: TYPE, ...)] [loc("SOURCE")] { STATEMENTS }`.
     fn kernel(&mut self) -> PResult<()> {
         self.bump();
         let name_at = self.start;
@@ -301,6 +301,13 @@ impl<'a> Parser<'a> {
                 self.declare(n, ty, at)?;
             }
         }
+        let mut source = String::new();
+        if self.tok == Tok::Ident("loc") {
+            self.bump();
+            self.expect(b'(')?;
+            source = self.string()?;
+            self.expect(b')')?;
+        }
         self.expect(b'{')?;
         let body = self.block(0)?;
         if let Some(&(n, at)) = self.uses.iter().find(|(n, _)| !self.decls.contains_key(n)) {
@@ -315,7 +322,7 @@ impl<'a> Parser<'a> {
         for (&n, &(ty, _)) in &self.decls {
             vars[n as usize] = ty;
         }
-        self.program.kernels.push(Kernel { name, vars, body });
+        self.program.kernels.push(Kernel { name, vars, body, source });
         Ok(())
     }
 

@@ -76,7 +76,8 @@ struct Printer<'a> {
 }
 
 impl Printer<'_> {
-    /// `kernel NAME [vars(...)] { BODY }`; `vars` lists variables no statement defines.
+    /// `kernel NAME [vars(...)] [loc("SOURCE")] { BODY }`; `vars` lists variables no statement
+    /// defines.
     fn kernel(&mut self) {
         let k = self.kernel;
         self.out.push_str("kernel ");
@@ -96,6 +97,11 @@ impl Printer<'_> {
                 }
                 self.typed_var(Var(v));
             }
+            self.out.push(')');
+        }
+        if !k.source.is_empty() {
+            self.out.push_str(" loc(");
+            write_quoted(self.out, &k.source);
             self.out.push(')');
         }
         self.out.push_str(" {\n");

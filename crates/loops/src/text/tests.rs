@@ -17,6 +17,7 @@ fn everything() -> Program {
     let code = p.add_error("node \"g\" (tensor.gather): index out of range\n".into());
 
     let mut k = Kernel::new("everything_1");
+    k.source = "node_Conv_1 + \"relu\"".into();
     let acc = k.var(ScalarType::F32);
     let i = k.var(ScalarType::I64);
     let j = k.var(ScalarType::I64);
@@ -83,6 +84,7 @@ fn a_program_round_trips_exactly() {
     assert!(text.contains("loop.call im2col(x: addr @0[4i64], col: addr @3[0i64], channels: 1i64, ih: 3i64, iw: 3i64, oh: 2i64, "), "{text}");
     assert!(text.contains("loop.call epilogue(y: addr @3[0i64], b: addr @0[2i64], z: addr @3[0i64], rows: 2i64, cols: 4i64, bias_mode: 1i64, period: 2i64, residual: 0i64, act: 2i64, alpha: -0.5f32, beta: 6.0f32)"), "{text}");
     assert!(text.contains("buffer @1 \"w\" : f16[8] const bytes 16\n"), "{text}");
+    assert!(text.contains("kernel everything_1 loc(\"node_Conv_1 + \\\"relu\\\"\") {"), "{text}");
 }
 
 #[test]
