@@ -532,9 +532,17 @@ impl Specialization {
         // SAFETY: the table holds one valid pointer per buffer, each to at least the buffer's
         // byte length (inputs were checked, outputs sized from the same types, temps planned).
         let traced = kiln_runtime::trace::enabled();
+        // A run that can be stopped goes kernel by kernel and checks between them, so a
+        // deadline or a cancel ends it within one kernel's time.
+        let stoppable = kiln_runtime::stop::armed();
+        let mut stopped_at = None;
         let status = match times {
-            None if !traced => unsafe { self.jit.run(&table) },
+            None if !traced && !stoppable => unsafe { self.jit.run(&table) },
             mut times => (0..self.jit.kernel_count()).try_for_each(|k| {
+                if stoppable && kiln_runtime::stop::reason().is_some() {
+                    stopped_at = Some(k);
+                    return Err(u32::MAX);
+                }
                 let start = std::time::Instant::now();
                 // SAFETY: as for `run`; kernels go in order, so each reads what the ones before
                 // it wrote.
@@ -552,6 +560,9 @@ impl Specialization {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(arena);
+        if stopped_at.is_some() {
+            return Err(stopped().unwrap_or(Error::Stopped("the run was stopped")));
+        }
         if let Err(code) = status {
             let message = self
                 .program

@@ -212,6 +212,21 @@ fn a_run_stops_at_its_deadline_or_when_cancelled() {
 }
 
 #[test]
+fn a_deadline_stops_a_run_between_kernels() {
+    use kiln_testkit::onnx::*;
+    use std::time::Duration;
+    // 64 products of 1024² matrices: 137 GFLOP, seconds of work on any machine, no Loop.
+    let n = 64;
+    let names: Vec<String> = std::iter::once("x".to_string()).chain((0..n).map(|i| format!("m{i}"))).collect();
+    let nodes = (0..n).map(|i| node("MatMul", &[&names[i], "x"], &[&names[i + 1]])).collect::<Vec<_>>();
+    let g = graph(nodes, vec![value("x", FLOAT, Some(&[1024, 1024]))], vec![value(&format!("m{}", n - 1), FLOAT, None)], vec![]);
+    let compiled = Model::from_bytes(model(g, vec![opset("", 17)], vec![])).unwrap().compile(&CompileOptions::default()).unwrap();
+    let x = Tensor::from_f32s(&[1024, 1024], &vec![1e-3; 1024 * 1024]);
+    let e = compiled.run_with(std::slice::from_ref(&x), &kiln::RunOptions::timeout(Duration::from_millis(20))).unwrap_err();
+    assert!(matches!(e, Error::Stopped(m) if m.contains("deadline")), "{e}");
+}
+
+#[test]
 fn a_loop_over_the_trip_limit_is_a_compile_error() {
     let mut options = CompileOptions::default();
     options.limits.max_loop_trips = 100;

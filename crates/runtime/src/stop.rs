@@ -2,8 +2,8 @@
 //!
 //! A run installs its [`Stop`] on the calling thread for its duration ([`with`]); generated code
 //! polls it where a run's time is not bounded by its tensors' sizes, once per iteration of a
-//! `Loop` (`kiln_rt_should_stop`), and the reference evaluator and the staged runner between
-//! steps ([`reason`]).
+//! `Loop` (`kiln_rt_should_stop`), and the runner between kernels and stages, and the reference
+//! evaluator between steps ([`reason`]). A run stops within one kernel's time.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -64,6 +64,11 @@ pub fn with<R>(stop: &Stop, f: impl FnOnce() -> R) -> R {
     let prev = CURRENT.with(|c| std::mem::replace(&mut *c.borrow_mut(), stop.clone()));
     let _restore = Restore(Some(prev));
     f()
+}
+
+/// Whether something can stop the run on this thread (a cancel flag or a deadline is set).
+pub fn armed() -> bool {
+    CURRENT.with(|c| !c.borrow().is_never())
 }
 
 /// Whether the run on this thread should stop now, and why.
