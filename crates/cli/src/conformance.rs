@@ -6,10 +6,19 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use kiln::conformance::{run_suite, Outcome};
+use kiln::conformance::{run_suite_with, Outcome};
+
+use crate::progress::Progress;
 
 pub fn conformance(dir: &Path, report: &Path, filter: Option<&str>, min_pass_file: Option<&Path>) -> Result<ExitCode> {
-    let results = run_suite(dir, filter).with_context(|| format!("cannot read {}", dir.display()))?;
+    let mut progress = Progress::on_terminal();
+    let mut failed_so_far = 0;
+    let results = run_suite_with(dir, filter, |done, total, r| {
+        failed_so_far += usize::from(!matches!(r.outcome, Outcome::Pass));
+        progress.show(&format!("[{done}/{total}] {failed_so_far} failed  {}", r.name));
+    })
+    .with_context(|| format!("cannot read {}", dir.display()))?;
+    progress.clear();
     let mut table = String::from("case\tresult\tstage\treason\tms\n");
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     let mut passed = 0;

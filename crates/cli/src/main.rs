@@ -4,6 +4,7 @@ mod bench;
 mod compile;
 mod conformance;
 mod dump;
+mod progress;
 mod run;
 mod serve;
 
@@ -358,7 +359,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let sizes = sizes(&input_shapes, &bindings)?;
             let options = kiln::CompileOptions { limits: limits.resolve(), ..kiln::CompileOptions::from_env() };
-            run::run(&model, &inputs, random_inputs, seed, &sizes, &output_dir, &options).map(|()| ExitCode::SUCCESS)
+            progress::stages(|| run::run(&model, &inputs, random_inputs, seed, &sizes, &output_dir, &options)).map(|()| ExitCode::SUCCESS)
         }
         Command::Bench {
             model,
@@ -389,7 +390,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let input_shapes = input_shapes.iter().map(|s| parse_input_shape(s)).collect::<Result<Vec<_>>>()?;
             let c = compile::Compile { model: &model, out_dir: &output_dir, name, target, runtime, input_shapes, symbols: parse_bindings(&bindings)?, weights, limits: limits.resolve() };
-            compile::compile(c).map(|()| ExitCode::SUCCESS)
+            progress::stages(|| compile::compile(c)).map(|()| ExitCode::SUCCESS)
         }
         Command::Serve { models, dirs, input_shapes, address, threads, max_concurrent_runs, max_body_bytes, max_input_bytes, timeout_ms, batch_window_ms, max_batch, limits } => {
             if !(batch_window_ms.is_finite() && batch_window_ms >= 0.0) {

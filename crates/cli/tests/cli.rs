@@ -198,3 +198,14 @@ fn bench_prints_kernel_times() {
     assert!(lines[1..3].iter().all(|l| l.starts_with("// ") && l.ends_with('%')), "{text}");
     assert!(lines[3].contains(" kernels, ") && lines[4].starts_with("compile_ms="), "{text}");
 }
+
+#[test]
+fn progress_stays_off_when_stderr_is_not_a_terminal() {
+    // Progress lines are for terminals; a pipe (CI logs, scripts) gets nothing on stderr.
+    let out = kiln().arg("run").arg(tiny()).args(["--random-inputs", "-o"]).arg(scratch("quiet")).output().unwrap();
+    assert!(out.status.success());
+    assert!(out.stderr.is_empty(), "stderr: {:?}", String::from_utf8_lossy(&out.stderr));
+    let out = kiln().arg("compile").arg(tiny()).args(["--bind", "batch=1", "-o"]).arg(scratch("quiet-obj")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "stderr: {:?}", String::from_utf8_lossy(&out.stderr));
+}

@@ -79,6 +79,11 @@ pub fn run_case(dir: &Path) -> Outcome {
 
 /// Runs every case under `suite` (sorted by name); a panic inside kiln fails its case.
 pub fn run_suite(suite: &Path, filter: Option<&str>) -> std::io::Result<Vec<CaseResult>> {
+    run_suite_with(suite, filter, |_, _, _| {})
+}
+
+/// [`run_suite`], calling `progress(done, total, result)` after each case.
+pub fn run_suite_with(suite: &Path, filter: Option<&str>, mut progress: impl FnMut(usize, usize, &CaseResult)) -> std::io::Result<Vec<CaseResult>> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(suite)?
         .filter_map(Result::ok)
         .map(|e| e.path())
@@ -86,15 +91,19 @@ pub fn run_suite(suite: &Path, filter: Option<&str>) -> std::io::Result<Vec<Case
         .filter(|p| filter.is_none_or(|f| p.file_name().is_some_and(|n| n.to_string_lossy().contains(f))))
         .collect();
     dirs.sort();
+    let total = dirs.len();
     Ok(dirs
         .into_iter()
-        .map(|dir| {
+        .enumerate()
+        .map(|(done, dir)| {
             let start = Instant::now();
             let outcome = std::panic::catch_unwind(|| run_case(&dir)).unwrap_or_else(|p| {
                 let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
                 fail("panic", msg)
             });
-            CaseResult { name: dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), outcome, millis: start.elapsed().as_secs_f64() * 1e3 }
+            let result = CaseResult { name: dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), outcome, millis: start.elapsed().as_secs_f64() * 1e3 };
+            progress(done + 1, total, &result);
+            result
         })
         .collect())
 }

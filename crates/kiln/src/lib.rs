@@ -135,7 +135,7 @@ impl Model {
 
     /// [`Model::load`] within `limits` (`limits.import`).
     pub fn load_with(path: impl AsRef<Path>, limits: &ResourceLimits) -> Result<Model> {
-        kiln_runtime::trace::span("import", "compile", || {
+        trace::stage("import", || {
             let file = kiln_onnx::load::OnnxFile::from_path(path).map_err(kiln_onnx::import::ImportError::from)?;
             Ok(Model { graph: kiln_onnx::import::import_with(&file, &limits.import)? })
         })

@@ -362,7 +362,7 @@ fn name_fusions(program: &mut kiln_loops::Program, graph: &Graph, explain: &std:
     }
 }
 
-/// Runs one stage of the pipeline, a slice of the trace when one is recording.
+/// Runs one stage of the pipeline ([`crate::trace::stage`]).
 fn phase<R>(name: &str, f: impl FnOnce() -> R) -> R {
-    kiln_runtime::trace::span(name, "compile", f)
+    crate::trace::stage(name, f)
 }

@@ -4,8 +4,26 @@
 //! kernel is a slice on the thread that ran it.
 
 use std::fmt::Write;
+use std::sync::RwLock;
 
 pub use kiln_runtime::trace::Span;
+
+static ON_STAGE: RwLock<Option<fn(&str)>> = RwLock::new(None);
+
+/// Calls `hook` with each pipeline stage's name (`import`, `bind`, `optimize`, …) as it
+/// starts, process-wide: a command-line progress line. `None` removes it.
+pub fn on_stage(hook: Option<fn(&str)>) {
+    *ON_STAGE.write().unwrap_or_else(|e| e.into_inner()) = hook;
+}
+
+/// Runs one stage of the pipeline: announced to the [`on_stage`] hook, and a slice of the
+/// trace when one is recording.
+pub(crate) fn stage<R>(name: &str, f: impl FnOnce() -> R) -> R {
+    if let Some(hook) = *ON_STAGE.read().unwrap_or_else(|e| e.into_inner()) {
+        hook(name);
+    }
+    kiln_runtime::trace::span(name, "compile", f)
+}
 
 /// Starts recording, process-wide (an earlier unfinished trace is dropped).
 pub fn start() {
