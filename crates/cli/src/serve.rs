@@ -60,8 +60,32 @@ pub fn serve(s: Serve) -> Result<()> {
         // The first line tells scripts where to connect (the port is chosen when it is 0).
         println!("kiln serve: listening on http://{bound}");
         let loader = server.clone();
-        tokio::spawn(async move { loader.load(|line| eprintln!("kiln serve: {line}")).await });
-        kiln_serve::serve(listener, &server, kiln_serve::shutdown_signal()).await.context("serving")?;
+        let (failed_tx, failed_rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let failed = loader.load(|line| eprintln!("kiln serve: {line}")).await;
+            let _ = failed_tx.send(failed);
+        });
+        // A model that does not load stops the server (after the requests in flight), as a
+        // deployment would want to hear at once; the others are served while they load.
+        let failed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let noted = failed.clone();
+        let stop = async move {
+            let load_failed = async {
+                match failed_rx.await {
+                    Ok(names) if !names.is_empty() => *noted.lock().unwrap_or_else(|e| e.into_inner()) = names,
+                    _ => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                () = kiln_serve::shutdown_signal() => {}
+                () = load_failed => {}
+            }
+        };
+        kiln_serve::serve(listener, &server, stop).await.context("serving")?;
+        let failed = failed.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if !failed.is_empty() {
+            bail!("{} failed to load (above); stopped", failed.iter().map(|n| format!("model \"{n}\"")).collect::<Vec<_>>().join(", "));
+        }
         eprintln!("kiln serve: stopped");
         Ok(())
     })

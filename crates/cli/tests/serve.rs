@@ -72,3 +72,28 @@ fn an_independent_client_gets_onnxruntime_outputs_errors_batches_and_a_graceful_
     assert!(checked.success(), "the client's checks failed (see its output)");
     assert!(status.is_some_and(|s| s.success()), "the server did not stop cleanly after SIGTERM: {status:?}");
 }
+
+#[test]
+fn a_model_that_does_not_load_stops_the_server_with_an_error_naming_it() {
+    let missing = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve/no-such-model.onnx");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_kiln"))
+        .args(["serve", "--address", "127.0.0.1:0", "--model"])
+        .arg(format!("ghost={}", missing.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = server.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "the server kept running");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut server.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("error: model \"ghost\" failed to load"), "{stderr}");
+    assert!(stderr.contains("no-such-model.onnx"), "{stderr}");
+}

@@ -153,9 +153,10 @@ impl Server {
 
     /// Loads and compiles every model, one after another, and reports each on `progress`.
     /// Call inside a Tokio runtime (batching starts a task per model); it returns when all
-    /// have loaded or failed, and requests are answered meanwhile.
-    pub async fn load(&self, progress: impl Fn(&str) + Send + Sync + 'static) {
-        let progress = Arc::new(progress);
+    /// have loaded or failed, with the names of those that failed, and requests are answered
+    /// meanwhile.
+    pub async fn load(&self, progress: impl Fn(&str) + Send + Sync + 'static) -> Vec<String> {
+        let mut failed = Vec::new();
         for (name, slot) in &self.shared.models {
             let spec = slot.spec.clone();
             let started = Instant::now();
@@ -187,9 +188,11 @@ impl Server {
             };
             if let Load::Failed(why) = &load {
                 progress(&format!("model \"{name}\" failed to load: {why}"));
+                failed.push(name.clone());
             }
             *slot.load.write().unwrap_or_else(|e| e.into_inner()) = load;
         }
+        failed
     }
 
     /// The HTTP routes.
