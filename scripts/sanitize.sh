@@ -27,7 +27,7 @@ fi
 echo "== AddressSanitizer: cargo test -p kiln-runtime"
 host=$(rustc -vV | sed -n 's/^host: //p')
 RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" ASAN_OPTIONS="detect_leaks=1" \
-    cargo +nightly test -p kiln-runtime --lib --tests --target "$host" --target-dir build/asan-target 2>&1 |
+    cargo +nightly test -p kiln-runtime --lib --tests --no-fail-fast --target "$host" --target-dir build/asan-target 2>&1 |
     grep -E "^test result|ERROR: AddressSanitizer|SUMMARY" | sort | uniq -c
 
 echo "== valgrind memcheck: kiln conformance on the node suite"

@@ -227,6 +227,18 @@ fn a_deadline_stops_a_run_between_kernels() {
 }
 
 #[test]
+fn a_caller_input_over_the_tensor_limit_is_refused_before_anything_is_compiled_or_allocated() {
+    // The caller allocated the input; kiln must not size anything from it past the limits.
+    let mut options = CompileOptions::default();
+    options.limits.max_tensor_bytes = 64 << 10;
+    let compiled = tiny().compile(&options).unwrap();
+    assert!(compiled.run(&[image(4, 1)]).is_ok());
+    let e = compiled.run(&[image(100, 1)]).unwrap_err();
+    assert!(matches!(&e, Error::Limit(m) if m.contains("max_tensor_bytes")), "{e}");
+    assert_eq!(compiled.specializations(), 1, "the refused shape left a specialization behind");
+}
+
+#[test]
 fn a_loop_over_the_trip_limit_is_a_compile_error() {
     let mut options = CompileOptions::default();
     options.limits.max_loop_trips = 100;
