@@ -233,6 +233,10 @@ struct LimitArgs {
     /// The most iterations of one Loop.
     #[arg(long, value_name = "N")]
     max_loop_trips: Option<u64>,
+    /// Specializations (code for one set of input shapes) a model keeps; the least recently
+    /// used is dropped past it (default 64).
+    #[arg(long, value_name = "N")]
+    max_specializations: Option<usize>,
 }
 
 impl LimitArgs {
@@ -242,6 +246,7 @@ impl LimitArgs {
         l.max_arena_bytes = self.max_arena_bytes.unwrap_or(l.max_arena_bytes);
         l.import.max_nodes = self.max_nodes.unwrap_or(l.import.max_nodes);
         l.max_loop_trips = self.max_loop_trips.unwrap_or(l.max_loop_trips);
+        l.max_specializations = self.max_specializations.unwrap_or(l.max_specializations).max(1);
         l
     }
 }

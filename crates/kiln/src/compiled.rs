@@ -71,7 +71,9 @@ pub struct CompiledModel {
     inputs: Vec<InputSpec>,
     /// One slot per key, filled by its first compilation. Only the slot is locked while it
     /// compiles, so runs of shapes already compiled never wait for a new shape's compilation.
-    specs: Mutex<HashMap<Key, Arc<Mutex<Option<Entry>>>>>,
+    specs: Mutex<HashMap<Key, Arc<Slot>>>,
+    /// Counts lookups, for finding the least recently used specialization.
+    clock: std::sync::atomic::AtomicU64,
     /// For each set of input shapes, the inputs whose values the compiled code depends on.
     value_inputs: Mutex<HashMap<Vec<Vec<u64>>, Vec<usize>>>,
     /// The stages every specialization is compiled through.
@@ -87,6 +89,29 @@ enum Entry {
     Code(Arc<Specialization>),
     /// Stages split where a shape comes from data.
     Staged(Arc<Staged>),
+}
+
+/// One key's place in the cache: its entry once compiled, and when it was last looked up.
+#[derive(Default)]
+struct Slot {
+    entry: Mutex<Option<Entry>>,
+    used: std::sync::atomic::AtomicU64,
+}
+
+/// Drops the least recently used compiled specializations until at most `keep` remain. Runs
+/// holding one keep its code alive until they finish; a slot still compiling is never dropped.
+fn evict_to(specs: &mut HashMap<Key, Arc<Slot>>, keep: usize) {
+    while specs.len() > keep {
+        let oldest = specs
+            .iter()
+            .filter(|(_, s)| s.entry.try_lock().is_ok_and(|e| e.is_some()))
+            .min_by_key(|(_, s)| s.used.load(std::sync::atomic::Ordering::Relaxed))
+            .map(|(k, _)| k.clone());
+        match oldest {
+            Some(k) => drop(specs.remove(&k)),
+            None => return,
+        }
+    }
 }
 
 /// What a specialization is compiled for: input shapes, and the values of the inputs that
@@ -178,7 +203,7 @@ impl CompiledModel {
                 }
             })
             .collect();
-        CompiledModel { graph, inputs, specs: Mutex::new(HashMap::new()), value_inputs: Mutex::new(HashMap::new()), pipeline, pool }
+        CompiledModel { graph, inputs, specs: Mutex::new(HashMap::new()), clock: Default::default(), value_inputs: Mutex::new(HashMap::new()), pipeline, pool }
     }
 
     /// Runs `f` inside the thread pool.
@@ -241,11 +266,16 @@ impl CompiledModel {
                 .map(|(i, t)| (*i, t.raw().map(Bytes::copy_from_slice).unwrap_or_default()))
                 .collect(),
         );
+        let now = self.clock.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let slot = {
             let mut specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
+            if !specs.contains_key(&key) {
+                evict_to(&mut specs, self.limits().max_specializations.max(1) - 1);
+            }
             specs.entry(key.clone()).or_default().clone()
         };
-        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        slot.used.store(now, std::sync::atomic::Ordering::Relaxed);
+        let mut slot = slot.entry.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(entry) = &*slot {
             return Ok(entry.clone());
         }
@@ -259,7 +289,7 @@ impl CompiledModel {
                 // shapes does not grow the map.
                 drop(slot);
                 let mut specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
-                if specs.get(&key).is_some_and(|s| s.try_lock().is_ok_and(|s| s.is_none())) {
+                if specs.get(&key).is_some_and(|s| s.entry.try_lock().is_ok_and(|s| s.is_none())) {
                     specs.remove(&key);
                 }
                 Err(e)
@@ -305,7 +335,7 @@ impl CompiledModel {
     /// shape-deciding input values seen).
     pub fn specializations(&self) -> usize {
         let specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
-        let entries: Vec<Entry> = specs.values().filter_map(|slot| slot.lock().unwrap_or_else(|e| e.into_inner()).clone()).collect();
+        let entries: Vec<Entry> = specs.values().filter_map(|slot| slot.entry.lock().unwrap_or_else(|e| e.into_inner()).clone()).collect();
         entries.iter().map(|e| 1 + if let Entry::Staged(s) = e { s.specializations() } else { 0 }).sum()
     }
 

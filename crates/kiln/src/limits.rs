@@ -21,6 +21,10 @@ pub struct ResourceLimits {
     pub max_loop_trips: u64,
     /// Nodes and nesting of the imported graph.
     pub import: ImportLimits,
+    /// Specializations (compiled code for one set of input shapes) a model keeps; past it, the
+    /// least recently used is dropped, so a caller sending ever new shapes cannot grow memory
+    /// without bound.
+    pub max_specializations: usize,
 }
 
 impl Default for ResourceLimits {
@@ -31,6 +35,7 @@ impl Default for ResourceLimits {
             max_arena_bytes: memory,
             max_loop_trips: 1 << 32,
             import: ImportLimits::default(),
+            max_specializations: 64,
         }
     }
 }

@@ -239,6 +239,19 @@ fn a_caller_input_over_the_tensor_limit_is_refused_before_anything_is_compiled_o
 }
 
 #[test]
+fn specializations_past_the_limit_drop_the_least_recently_used() {
+    let mut options = CompileOptions::default();
+    options.limits.max_specializations = 2;
+    let compiled = tiny().compile(&options).unwrap();
+    let want: Vec<Vec<Tensor>> = (1..=3).map(|b| tiny().compile(&CompileOptions::default()).unwrap().run(&[image(b, 5)]).unwrap()).collect();
+    for b in [1u64, 2, 3, 1, 2, 3, 3, 1] {
+        let got = compiled.run(&[image(b, 5)]).unwrap();
+        assert_eq!(got, want[b as usize - 1], "batch {b}");
+        assert!(compiled.specializations() <= 2, "{} specializations kept", compiled.specializations());
+    }
+}
+
+#[test]
 fn a_loop_over_the_trip_limit_is_a_compile_error() {
     let mut options = CompileOptions::default();
     options.limits.max_loop_trips = 100;
