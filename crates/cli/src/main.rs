@@ -398,8 +398,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             progress::stages(|| compile::compile(c)).map(|()| ExitCode::SUCCESS)
         }
         Command::Serve { models, dirs, input_shapes, address, threads, max_concurrent_runs, max_body_bytes, max_input_bytes, timeout_ms, batch_window_ms, max_batch, limits } => {
-            if !(batch_window_ms.is_finite() && batch_window_ms >= 0.0) {
-                bail!("--batch-window-ms {batch_window_ms}: not a duration");
+            if !(0.0..=60_000.0).contains(&batch_window_ms) {
+                bail!("--batch-window-ms {batch_window_ms:?}: a window from 0 to 60000 ms");
             }
             let mut serve_limits = kiln_serve::Limits {
                 max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(usize::MAX),

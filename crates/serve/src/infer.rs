@@ -46,7 +46,8 @@ async fn answer(shared: &Shared, name: &str, headers: HeaderMap, body: Body, arr
         Some(us) => limits.timeout.min(Duration::from_micros(us)),
         None => limits.timeout,
     };
-    let deadline = arrived + timeout;
+    // A timeout too long for the clock is as good as none.
+    let deadline = arrived.checked_add(timeout).or_else(|| arrived.checked_add(Duration::from_secs(1 << 31))).unwrap_or(arrived);
     let inputs = decode_inputs(&served, &request, &mut binary, limits.max_tensor_bytes)?;
     if !binary.is_empty() {
         return Err(ApiError::bad(format!("{} bytes of binary data after the last input's", binary.len())));
