@@ -32,5 +32,5 @@ run() { # LABEL NAME PATH [serve flags...]
 
 run "bert_mini" bert_mini "$models/bert_mini.onnx"
 run "encoder, no batching" encoder build/serve/encoder.onnx --input-shape ids=1x128
-run "encoder, batching 2 ms / 8" encoder build/serve/encoder.onnx --input-shape ids=1x128 --batch-window-ms 2 --max-batch 8
+run "encoder, batching 2 ms / 8" encoder build/serve/encoder.onnx --input-shape ids=1x128 --batch-window-ms 2 --max-batch 8 --batch encoder
 run "mlp" mlp "$models/mlp.onnx"

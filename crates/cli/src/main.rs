@@ -189,13 +189,21 @@ enum Command {
         /// The largest input tensor of a request.
         #[arg(long, value_name = "BYTES", default_value = "1G", value_parser = kiln::limits::parse_bytes)]
         max_input_bytes: u64,
+        /// Requests handled at once over all models (reading, decoding, running, answering);
+        /// more are answered 503.
+        #[arg(long, value_name = "N", default_value_t = 32)]
+        max_requests: usize,
         /// A request's deadline from its arrival (a request's `timeout` parameter can shorten it).
         #[arg(long, value_name = "MS", default_value_t = 30_000)]
         timeout_ms: u64,
-        /// Batch requests to a model with a symbolic leading dim that arrive within this window
-        /// into one run (0: no batching).
+        /// Batch requests to the `--batch` models that arrive within this window into one run
+        /// along their leading symbolic dim (0: no batching).
         #[arg(long, value_name = "MS", default_value_t = 0.0)]
         batch_window_ms: f64,
+        /// A model whose requests are batched (its rows must be independent: the leading dim of
+        /// every input and output is the batch); repeatable.
+        #[arg(long = "batch", value_name = "NAME")]
+        batched: Vec<String>,
         /// Rows of one batched run at most.
         #[arg(long, value_name = "N", default_value_t = 16)]
         max_batch: u64,
@@ -397,7 +405,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let c = compile::Compile { model: &model, out_dir: &output_dir, name, target, runtime, input_shapes, symbols: parse_bindings(&bindings)?, weights, limits: limits.resolve() };
             progress::stages(|| compile::compile(c)).map(|()| ExitCode::SUCCESS)
         }
-        Command::Serve { models, dirs, input_shapes, address, threads, max_concurrent_runs, max_body_bytes, max_input_bytes, timeout_ms, batch_window_ms, max_batch, limits } => {
+        Command::Serve { models, dirs, input_shapes, batched, address, threads, max_concurrent_runs, max_requests, max_body_bytes, max_input_bytes, timeout_ms, batch_window_ms, max_batch, limits } => {
             if !(0.0..=60_000.0).contains(&batch_window_ms) {
                 bail!("--batch-window-ms {batch_window_ms:?}: a window from 0 to 60000 ms");
             }
@@ -405,13 +413,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 max_body_bytes: usize::try_from(max_body_bytes).unwrap_or(usize::MAX),
                 max_tensor_bytes: max_input_bytes,
                 timeout: serve::millis(timeout_ms),
+                max_requests_in_flight: max_requests.max(1),
                 ..kiln_serve::Limits::default()
             };
             if let Some(n) = max_concurrent_runs {
                 serve_limits.max_concurrent_runs = n.max(1);
             }
             let batching = (batch_window_ms > 0.0).then(|| kiln_serve::BatchOptions { window: std::time::Duration::from_secs_f64(batch_window_ms / 1e3), max_rows: max_batch.max(1) });
-            let s = serve::Serve { models, dirs, input_shapes, address, threads, limits: limits.resolve(), serve: kiln_serve::ServeOptions { limits: serve_limits, batching } };
+            let s = serve::Serve { models, dirs, input_shapes, batched, address, threads, limits: limits.resolve(), serve: kiln_serve::ServeOptions { limits: serve_limits, batching } };
             serve::serve(s).map(|()| ExitCode::SUCCESS)
         }
         Command::Conformance {

@@ -12,6 +12,8 @@ pub struct Serve {
     pub dirs: Vec<PathBuf>,
     /// `[MODEL:]INPUT=DIMS`: compiled at start-up for this input shape.
     pub input_shapes: Vec<String>,
+    /// Models whose requests are batched.
+    pub batched: Vec<String>,
     pub address: String,
     pub threads: Option<usize>,
     pub limits: kiln::ResourceLimits,
@@ -36,7 +38,13 @@ pub fn serve(s: Serve) -> Result<()> {
     if let Some(t) = s.threads {
         base.threads = t.max(1);
     }
-    let mut specs: Vec<kiln_serve::ModelSpec> = named.into_iter().map(|(name, path)| kiln_serve::ModelSpec { name, path, options: base.clone() }).collect();
+    if let Some(unknown) = s.batched.iter().find(|b| !named.iter().any(|(n, _)| n == *b)) {
+        bail!("--batch {unknown}: no model of that name is served");
+    }
+    if s.serve.batching.is_some() != !s.batched.is_empty() {
+        bail!("batching needs both --batch-window-ms and the models to batch (--batch NAME)");
+    }
+    let mut specs: Vec<kiln_serve::ModelSpec> = named.into_iter().map(|(name, path)| kiln_serve::ModelSpec { batch: s.batched.contains(&name), name, path, options: base.clone() }).collect();
     for text in &s.input_shapes {
         let (model, shape) = match text.split_once(':') {
             Some((model, rest)) if !rest.is_empty() && text.find('=').is_none_or(|eq| eq > model.len()) => (Some(model), rest),

@@ -42,7 +42,7 @@ fn an_independent_client_gets_onnxruntime_outputs_errors_batches_and_a_graceful_
     for m in &model_args {
         server.args(["--model", m]);
     }
-    server.arg("--model").arg(format!("batched={}", batched.display()));
+    server.arg("--model").arg(format!("batched={}", batched.display())).args(["--batch", "batched"]);
     let mut server = server.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
     let mut first = String::new();
     BufReader::new(server.stdout.take().unwrap()).read_line(&mut first).unwrap();

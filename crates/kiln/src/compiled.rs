@@ -98,14 +98,25 @@ struct Slot {
     used: std::sync::atomic::AtomicU64,
 }
 
-/// Drops the least recently used compiled specializations until at most `keep` remain. Runs
-/// holding one keep its code alive until they finish; a slot still compiling is never dropped.
-fn evict_to(specs: &mut HashMap<Key, Arc<Slot>>, keep: usize) {
+/// Whether a slot holds compiled code, or `None` while it compiles (its lock is taken). A
+/// compilation that panicked leaves the lock poisoned and the slot empty.
+fn filled(slot: &Slot) -> Option<bool> {
+    match slot.entry.try_lock() {
+        Ok(e) => Some(e.is_some()),
+        Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner().is_some()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
+/// Drops the least recently used compiled specializations other than `keeping` until at most
+/// `keep` remain. Runs holding one keep its code alive until they finish; a slot still
+/// compiling is never dropped, and an empty one (its compilation failed) goes first.
+fn evict_to(specs: &mut HashMap<Key, Arc<Slot>>, keep: usize, keeping: &Key) {
     while specs.len() > keep {
         let oldest = specs
             .iter()
-            .filter(|(_, s)| s.entry.try_lock().is_ok_and(|e| e.is_some()))
-            .min_by_key(|(_, s)| s.used.load(std::sync::atomic::Ordering::Relaxed))
+            .filter(|(k, s)| *k != keeping && filled(s).is_some())
+            .min_by_key(|(_, s)| (filled(s) == Some(true), s.used.load(std::sync::atomic::Ordering::Relaxed)))
             .map(|(k, _)| k.clone());
         match oldest {
             Some(k) => drop(specs.remove(&k)),
@@ -269,9 +280,6 @@ impl CompiledModel {
         let now = self.clock.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let slot = {
             let mut specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
-            if !specs.contains_key(&key) {
-                evict_to(&mut specs, self.limits().max_specializations.max(1) - 1);
-            }
             specs.entry(key.clone()).or_default().clone()
         };
         slot.used.store(now, std::sync::atomic::Ordering::Relaxed);
@@ -282,6 +290,10 @@ impl CompiledModel {
         match self.compile_entry(shapes, values) {
             Ok(entry) => {
                 *slot = Some(entry.clone());
+                drop(slot);
+                // Only a shape that compiled makes room: shapes that fail evict nothing.
+                let mut specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
+                evict_to(&mut specs, self.limits().max_specializations.max(1), &key);
                 Ok(entry)
             }
             Err(e) => {
@@ -289,7 +301,7 @@ impl CompiledModel {
                 // shapes does not grow the map.
                 drop(slot);
                 let mut specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
-                if specs.get(&key).is_some_and(|s| s.entry.try_lock().is_ok_and(|s| s.is_none())) {
+                if specs.get(&key).is_some_and(|s| filled(s) == Some(false)) {
                     specs.remove(&key);
                 }
                 Err(e)
@@ -334,8 +346,8 @@ impl CompiledModel {
     /// How many specializations have been compiled so far (one per set of input shapes and
     /// shape-deciding input values seen).
     pub fn specializations(&self) -> usize {
-        let specs = self.specs.lock().unwrap_or_else(|e| e.into_inner());
-        let entries: Vec<Entry> = specs.values().filter_map(|slot| slot.entry.lock().unwrap_or_else(|e| e.into_inner()).clone()).collect();
+        let slots: Vec<Arc<Slot>> = self.specs.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        let entries: Vec<Entry> = slots.iter().filter_map(|slot| slot.entry.lock().unwrap_or_else(|e| e.into_inner()).clone()).collect();
         entries.iter().map(|e| 1 + if let Entry::Staged(s) = e { s.specializations() } else { 0 }).sum()
     }
 

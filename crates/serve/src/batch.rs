@@ -39,6 +39,10 @@ pub fn unbatchable(model: &CompiledModel) -> Option<String> {
         if ty.shape.first() != Some(batch) {
             return Some(format!("\"{name}\" does not lead with the dim {batch} of input \"{first}\""));
         }
+        // Rows stacked along the batch must not change any other dim.
+        if ty.shape[1..].iter().any(|d| d.symbols().iter().any(|s| batch.symbols().contains(s))) {
+            return Some(format!("\"{name}\" uses the batch dim {batch} after its first dim"));
+        }
         if ty.dtype != DType::String && ty.dtype.bits() % 8 != 0 {
             return Some(format!("\"{name}\" has {} elements, which do not split into whole bytes", ty.dtype.name()));
         }
@@ -87,7 +91,10 @@ impl Batcher {
     pub async fn submit(&self, inputs: Vec<Tensor>, deadline: Instant) -> Result<Vec<Tensor>, ApiError> {
         let (reply, answer) = oneshot::channel();
         self.jobs.send(Job { inputs, deadline, reply }).await.map_err(|_| ApiError::unavailable("the model's batch queue is closed"))?;
-        answer.await.map_err(|_| ApiError::unavailable("the batch holding this request was dropped"))?
+        match tokio::time::timeout_at(deadline.into(), answer).await {
+            Ok(answer) => answer.map_err(|_| ApiError::unavailable("the batch holding this request was dropped"))?,
+            Err(_) => Err(ApiError::new(axum::http::StatusCode::GATEWAY_TIMEOUT, "the request passed its deadline before its batch finished")),
+        }
     }
 }
 
@@ -103,7 +110,8 @@ async fn collect(mut queue: mpsc::Receiver<Job>, model: Arc<CompiledModel>, runs
                 None => return,
             },
         };
-        let closes = tokio::time::Instant::now() + options.window;
+        let now = tokio::time::Instant::now();
+        let closes = now.checked_add(options.window).unwrap_or(now);
         let mut rows = first.rows().unwrap_or(options.max_rows);
         let mut batch = vec![first];
         while rows < options.max_rows {
@@ -150,7 +158,17 @@ pub fn run_sizes(max_rows: u64) -> Vec<u64> {
 
 /// Runs one group as one batch and answers each job with its rows of every output.
 async fn run_group(jobs: Vec<Job>, model: Arc<CompiledModel>, runs: Arc<Semaphore>, metrics: Arc<ModelMetrics>, max_rows: u64) {
-    let deadline = jobs.iter().map(|j| j.deadline).max().unwrap_or_else(Instant::now);
+    // A request past its deadline (or gone) is not run; the others run until the latest of
+    // theirs, and each waits only until its own (`Batcher::submit`).
+    let now = Instant::now();
+    let (jobs, expired): (Vec<Job>, Vec<Job>) = jobs.into_iter().partition(|j| j.deadline > now && !j.reply.is_closed());
+    for job in expired {
+        let _ = job.reply.send(Err(ApiError::new(axum::http::StatusCode::GATEWAY_TIMEOUT, "the request passed its deadline waiting for its batch")));
+    }
+    if jobs.is_empty() {
+        return;
+    }
+    let deadline = jobs.iter().map(|j| j.deadline).max().unwrap_or(now);
     let rows: Vec<u64> = jobs.iter().map(|j| j.rows().unwrap_or(0)).collect();
     let total: u64 = rows.iter().sum();
     // A request that could not be batched, or whose rows are over the maximum, runs as it is.
@@ -164,11 +182,16 @@ async fn run_group(jobs: Vec<Job>, model: Arc<CompiledModel>, runs: Arc<Semaphor
     if jobs.len() > 1 {
         metrics.batch(jobs.len());
     }
-    let padding = size.map_or(0, |s| s - total);
+    // Padding copies the last row of the last job that has rows; with no rows there is nothing
+    // to pad with, and nothing to pad.
+    let donor = jobs.iter().rposition(|j| j.rows().is_some_and(|r| r > 0));
+    let padding = match donor {
+        Some(_) => size.map_or(0, |s| s - total),
+        None => 0,
+    };
     let inputs = (0..jobs[0].inputs.len())
         .map(|i| {
-            let last = jobs.last().map(|j| &j.inputs[i]);
-            let pad = last.and_then(|t| last_row(t, padding));
+            let pad = donor.and_then(|d| last_row(&jobs[d].inputs[i], padding));
             concat(jobs.iter().map(|j| &j.inputs[i]).chain(pad.as_ref()))
         })
         .collect();

@@ -38,8 +38,19 @@ pub async fn infer_versioned(state: State<Arc<Shared>>, Path((name, _)): Path<(S
 async fn answer(shared: &Shared, name: &str, headers: HeaderMap, body: Body, arrived: Instant) -> Result<Response, ApiError> {
     let limits = &shared.options.limits;
     let served = shared.slot(name)?.ready()?;
-    let body = read_body(&headers, body, limits.max_body_bytes).await?;
+    let _in_flight = shared.requests.try_acquire().map_err(|_| {
+        ApiError::unavailable(format!("{} requests are in flight, the most this server takes (--max-requests)", limits.max_requests_in_flight))
+    })?;
+    // Reading the body counts against the request's deadline: a client that sends slowly
+    // cannot hold its place for ever.
+    let reading = read_body(&headers, body, limits.max_body_bytes);
+    let body = tokio::time::timeout_at(arrived.checked_add(limits.timeout).unwrap_or(arrived).into(), reading)
+        .await
+        .map_err(|_| ApiError::new(axum::http::StatusCode::REQUEST_TIMEOUT, "the request body did not arrive before the request's deadline"))??;
     let (json, mut binary) = split_body(&headers, body)?;
+    if json.len() > limits.max_json_bytes {
+        return Err(ApiError::too_large(format!("the request's JSON takes {} bytes, over the limit of {} (send large tensors as binary data)", json.len(), limits.max_json_bytes)));
+    }
     let request: InferRequest = serde_json::from_slice(&json).map_err(|e| ApiError::bad(format!("the request's JSON: {e}")))?;
 
     let timeout = match request.parameters.get("timeout").and_then(Value::as_u64) {

@@ -45,6 +45,9 @@ pub struct ModelSpec {
     pub name: String,
     pub path: PathBuf,
     pub options: kiln::CompileOptions,
+    /// Whether its requests are batched (with [`ServeOptions::batching`]). Only the user can
+    /// say that a model's rows are independent: a leading symbolic dim may also be a sequence.
+    pub batch: bool,
 }
 
 /// What requests may take.
@@ -60,6 +63,11 @@ pub struct Limits {
     /// Runs executing at once, over all models; requests beyond wait for a slot until their
     /// deadline.
     pub max_concurrent_runs: usize,
+    /// Bytes of a request's JSON part (the binary part may be larger): parsed JSON takes many
+    /// times its size, so large tensors should come as binary data.
+    pub max_json_bytes: usize,
+    /// Requests being read, decoded, run or answered at once, over all models; more get 503.
+    pub max_requests_in_flight: usize,
 }
 
 impl Default for Limits {
@@ -69,6 +77,8 @@ impl Default for Limits {
             max_tensor_bytes: 1 << 30,
             timeout: Duration::from_secs(30),
             max_concurrent_runs: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            max_json_bytes: 16 << 20,
+            max_requests_in_flight: 32,
         }
     }
 }
@@ -116,6 +126,7 @@ struct Shared {
     options: ServeOptions,
     models: BTreeMap<String, Slot>,
     runs: Arc<Semaphore>,
+    requests: Semaphore,
 }
 
 impl Shared {
@@ -148,7 +159,8 @@ impl Server {
             }
         }
         let runs = Arc::new(Semaphore::new(options.limits.max_concurrent_runs.max(1)));
-        Ok(Server { shared: Arc::new(Shared { options, models: slots, runs }) })
+        let requests = Semaphore::new(options.limits.max_requests_in_flight.max(1));
+        Ok(Server { shared: Arc::new(Shared { options, models: slots, runs, requests }) })
     }
 
     /// Loads and compiles every model, one after another, and reports each on `progress`.
@@ -160,20 +172,23 @@ impl Server {
         for (name, slot) in &self.shared.models {
             let spec = slot.spec.clone();
             let started = Instant::now();
-            let batching = self.shared.options.batching;
+            let batching = self.shared.options.batching.filter(|_| slot.spec.batch);
             let compiled = tokio::task::spawn_blocking(move || {
                 let model = kiln::Model::load_with(&spec.path, &spec.options.limits).and_then(|m| m.compile(&spec.options))?;
-                if let Some(b) = batching {
-                    warm_up(&model, &spec.options.input_shapes, b.max_rows)?;
-                }
-                Ok::<_, kiln::Error>(model)
+                // A batch size that does not compile now is reported and compiled (or refused)
+                // when a request needs it.
+                let warm = batching.map(|b| warm_up(&model, &spec.options.input_shapes, b.max_rows));
+                Ok::<_, kiln::Error>((model, warm))
             })
             .await;
             let load = match compiled {
-                Ok(Ok(model)) => {
+                Ok(Ok((model, warm))) => {
+                    if let Some(Err(e)) = warm {
+                        progress(&format!("model \"{name}\": batched shapes not compiled ahead: {e}"));
+                    }
                     slot.metrics.compiled(started.elapsed());
                     let model = Arc::new(model);
-                    let batcher = self.shared.options.batching.and_then(|options| match batch::unbatchable(&model) {
+                    let batcher = batching.and_then(|options| match batch::unbatchable(&model) {
                         None => Some(batch::Batcher::start(model.clone(), self.shared.runs.clone(), slot.metrics.clone(), options)),
                         Some(why) => {
                             progress(&format!("model \"{name}\": not batched: {why}"));
