@@ -62,7 +62,7 @@ pub fn serve(s: Serve) -> Result<()> {
     }
     let server = kiln_serve::Server::new(specs, s.serve).map_err(anyhow::Error::msg)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
-    runtime.block_on(async move {
+    let served = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&s.address).await.with_context(|| format!("listening on {}", s.address))?;
         let bound = listener.local_addr()?;
         // The first line tells scripts where to connect (the port is chosen when it is 0).
@@ -96,7 +96,10 @@ pub fn serve(s: Serve) -> Result<()> {
         }
         eprintln!("kiln serve: stopped");
         Ok(())
-    })
+    });
+    // Compilations still running (a stop during loading) are not waited for.
+    runtime.shutdown_background();
+    served
 }
 
 /// `(stem, path)` of every `.onnx` file in `dir`, sorted.

@@ -69,7 +69,7 @@ async fn answer(shared: &Shared, name: &str, headers: HeaderMap, body: Body, arr
         Some(batcher) => batcher.submit(inputs, deadline).await?,
         None => crate::run::run(served.model.clone(), Arc::clone(&shared.runs), inputs, deadline).await?,
     };
-    Ok(encode(&served, name, request.id, &outputs, &wanted))
+    encode(&served, name, request.id, &outputs, &wanted)
 }
 
 /// The body, refused with 413 once it passes `limit` bytes.
@@ -157,16 +157,20 @@ fn wanted_outputs(served: &Served, request: &InferRequest) -> Result<Vec<(usize,
 }
 
 /// The response: JSON alone, or JSON followed by the binary outputs in order.
-fn encode(served: &Served, model: &str, id: Option<String>, outputs: &[Tensor], wanted: &[(usize, bool)]) -> Response {
+fn encode(served: &Served, model: &str, id: Option<String>, outputs: &[Tensor], wanted: &[(usize, bool)]) -> Result<Response, ApiError> {
     let names: Vec<&str> = served.model.outputs().into_iter().map(|(n, _)| n).collect();
     let mut chunks = Vec::new();
     let described = wanted
         .iter()
         .map(|&(at, binary)| {
             let t = &outputs[at];
+            let name = names.get(at).map_or_else(String::new, |n| n.to_string());
+            let datatype = protocol::datatype(t.dtype).ok_or_else(|| {
+                ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, format!("output \"{}\" has type {}, which the protocol cannot carry", echo(&name), t.dtype.name()))
+            })?;
             let mut out = ResponseOutput {
-                name: names.get(at).map_or_else(String::new, |n| n.to_string()),
-                datatype: protocol::datatype(t.dtype).unwrap_or("UNSUPPORTED"),
+                name,
+                datatype,
                 shape: t.shape.clone(),
                 parameters: Default::default(),
                 data: None,
@@ -178,17 +182,17 @@ fn encode(served: &Served, model: &str, id: Option<String>, outputs: &[Tensor], 
             } else {
                 out.data = Some(tensor::to_json(t));
             }
-            out
+            Ok(out)
         })
-        .collect();
+        .collect::<Result<_, ApiError>>()?;
     let response = InferResponse { model_name: model.to_string(), id, outputs: described };
     let json = serde_json::to_vec(&response).unwrap_or_default();
     if chunks.is_empty() {
-        return ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], json).into_response();
+        return Ok(([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], json).into_response());
     }
     let mut body = BytesMut::with_capacity(json.len() + chunks.iter().map(Bytes::len).sum::<usize>());
     body.extend_from_slice(&json);
     chunks.iter().for_each(|c| body.extend_from_slice(c));
     let length = HeaderValue::from(json.len());
-    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream")), (header::HeaderName::from_static(HEADER_LENGTH), length)], body.freeze()).into_response()
+    Ok(([(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream")), (header::HeaderName::from_static(HEADER_LENGTH), length)], body.freeze()).into_response())
 }
