@@ -182,24 +182,42 @@ def check_batching(client, url, name, path):
     print(f"batching: {len(xs)} concurrent requests answered with their own rows, {n} batched runs", flush=True)
 
 
+def runs_in_progress(url):
+    conn = http.client.HTTPConnection(url, timeout=60)
+    conn.request("GET", "/metrics")
+    metrics = conn.getresponse().read().decode()
+    conn.close()
+    line = next(l for l in metrics.splitlines() if l.startswith("kiln_runs_in_progress "))
+    return int(line.split()[-1])
+
+
 def check_stop(url, pid, name, path):
-    """SIGTERM while a request runs: the request still gets its answer, then the server stops."""
+    """SIGTERM while a request runs: the request still gets its answer, then the server stops.
+    SIGTERM goes only once /metrics shows the run in progress (a loaded machine may take long
+    to send the request); a request answered before that was seen is sent again."""
     feeds = inputs_for(path, np.random.default_rng(2))
-    answer = {}
+    for _ in range(50):
+        answer = {}
 
-    def one():
-        try:
-            answer["r"] = infer(triton.InferenceServerClient(url, network_timeout=120), name, feeds, True)
-        except Exception as e:  # noqa: BLE001 - reported below
-            answer["e"] = e
+        def one():
+            try:
+                answer["r"] = infer(triton.InferenceServerClient(url, network_timeout=120), name, feeds, True)
+            except Exception as e:  # noqa: BLE001 - reported below
+                answer["e"] = e
 
-    t = threading.Thread(target=one)
-    t.start()
-    time.sleep(0.05)
-    os.kill(pid, signal.SIGTERM)
-    t.join()
-    check("r" in answer, f"the request in flight at SIGTERM failed: {answer.get('e')!r}")
-    print("stop: the request in flight at SIGTERM was answered", flush=True)
+        t = threading.Thread(target=one)
+        t.start()
+        while t.is_alive() and runs_in_progress(url) == 0:
+            pass
+        if t.is_alive():
+            os.kill(pid, signal.SIGTERM)
+            t.join()
+            check("r" in answer, f"the request in flight at SIGTERM failed: {answer.get('e')!r}")
+            print("stop: the request in flight at SIGTERM was answered", flush=True)
+            return
+        t.join()
+        check("r" in answer, f"{name}: a request before the stop failed: {answer.get('e')!r}")
+    check(False, "stop: no run was seen in progress in 50 requests")
 
 
 def check_example(url, name, path):

@@ -4,10 +4,10 @@
 //! type as the unfused graph does, so the evaluator is an oracle for the fused kernels.
 
 use kiln_tir::op::{
-    Activation, Add, Cast, Clip, Conv, FusedConv, FusedMatMul, Gelu, GeluApprox, HardSwish,
-    LeakyRelu, MatMul, Relu, Sigmoid, Tanh, Transpose,
+    Activation, Add, Cast, Clip, Conv, DequantizeLinear, FusedConv, FusedMatMul, Gelu, GeluApprox,
+    HardSwish, LeakyRelu, MatMul, QuantizeLinear, Relu, Sigmoid, Tanh, Transpose,
 };
-use kiln_tir::{Op, Tensor};
+use kiln_tir::{DType, Op, Tensor, TensorData};
 
 use crate::args::Args;
 use crate::array::Arr;
@@ -127,6 +127,47 @@ fn finish(a: &Args, mut y: Tensor, act: Activation, alpha: f32, beta: f32) -> Re
         Activation::GeluTanh => Op::Gelu(Gelu {
             approximate: GeluApprox::Tanh,
         }),
+        Activation::QuantDequantU8 => return quant_dequant(a, &y, DType::U8, alpha, beta),
+        Activation::QuantDequantU16 => return quant_dequant(a, &y, DType::U16, alpha, beta),
     };
     apply(op, &[Some(&y)])
+}
+
+/// QuantizeLinear of `y` to `to` (`u8` or `u16`) with scale `scale` and zero point
+/// `zero_point`, then DequantizeLinear back.
+fn quant_dequant(a: &Args, y: &Tensor, to: DType, scale: f32, zero_point: f32) -> Result<Tensor> {
+    let top = if to == DType::U8 { 255.0 } else { 65535.0 };
+    if !(0.0..=top).contains(&zero_point) || zero_point.fract() != 0.0 {
+        return Err(invalid(
+            a.op,
+            format!("zero point {zero_point} is not a {} value", to.name()),
+        ));
+    }
+    let z = zero_point as u16;
+    let bytes = if to == DType::U8 {
+        vec![z as u8]
+    } else {
+        z.to_le_bytes().to_vec()
+    };
+    let zero = Tensor {
+        dtype: to,
+        shape: Vec::new(),
+        data: TensorData::Raw(bytes.into()),
+    };
+    // The scale in the product's type, so both ops compute in it (f32 or f64).
+    let scale = apply(
+        Op::Cast(Cast {
+            to: y.dtype,
+            ..Cast::default()
+        }),
+        &[Some(&Tensor::from_f32s(&[], &[scale]))],
+    )?;
+    let q = apply(
+        Op::QuantizeLinear(QuantizeLinear::default()),
+        &[Some(y), Some(&scale), Some(&zero)],
+    )?;
+    apply(
+        Op::DequantizeLinear(DequantizeLinear::default()),
+        &[Some(&q), Some(&scale), Some(&zero)],
+    )
 }

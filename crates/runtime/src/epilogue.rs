@@ -31,6 +31,7 @@
 //! | tanh | `tanh v` |
 //! | gelu | `½v·(1 + erf(v/√2))` |
 //! | gelu_tanh | `½v·(1 + tanh(√(2/π)·(v + 0.044715·(v·v)·v)))` |
+//! | quant_dequant_u8 | `(clamp(round(v / α) + β, 0, 255) − β) · α`, rounding half to even, NaN to level 0; `_u16` to 65535 |
 //!
 //! The first four are the loop IR's expressions of them
 //! (`kiln_lower::elementwise::activation_expr`) operation for operation, constants
@@ -39,9 +40,11 @@
 //! The transcendental four are the crate's vectorizable `f32` functions (`vmath`), within 8
 //! ulp of the exact values (the loop IR computes `exp`, `tanh`, `erf` in `f64` and rounds, then
 //! `1 + erf` and `1 + tanh` in `f32`, which loses every digit where they are tiny; these keep
-//! full relative precision there). NaN in `y`, the bias or `z` comes out as NaN through every
-//! activation. No fused multiply-adds: results are the same on every instruction set, and the
-//! loop-IR interpreter calls this same code.
+//! full relative precision there). The quantize-dequantize pair is QuantizeLinear's and
+//! DequantizeLinear's lowering exactly (an `f32` quotient, then integers until the last
+//! product). NaN in `y`, the bias or `z` comes out as NaN through every activation but that
+//! pair, where it is level 0 as QuantizeLinear makes it. No fused multiply-adds: results are
+//! the same on every instruction set, and the loop-IR interpreter calls this same code.
 //!
 //! **Performance.** `cargo run --release -p kiln-runtime --example epilogue_bench` times each
 //! activation per instruction set. The piecewise activations stream about ten times faster
@@ -84,12 +87,30 @@ pub enum Activation {
     Gelu,
     /// `½x·(1 + tanh(√(2/π)·(x + 0.044715x³)))`.
     GeluTanh,
+    /// QuantizeLinear to `u8` then DequantizeLinear back, with one scale and zero point:
+    /// `(clamp(round(x / scale) + zero_point, 0, 255) − zero_point) · scale`, rounding half to
+    /// even and NaN taken to 0 (as QuantizeLinear's lowering does). An `i8` pair with zero point
+    /// `z` is this with zero point `z + 128`.
+    QuantDequantU8 {
+        /// The quantization step.
+        scale: f32,
+        /// The zero point, an integer in `0..=255`.
+        zero_point: f32,
+    },
+    /// [`QuantDequantU8`](Self::QuantDequantU8) through `u16`: levels `0..=65535`.
+    QuantDequantU16 {
+        /// The quantization step.
+        scale: f32,
+        /// The zero point, an integer in `0..=65535`.
+        zero_point: f32,
+    },
 }
 
 impl Activation {
     /// The activation with code `code` in [`kiln_rt_epilogue`]'s numbering (0 none, 1 relu,
     /// 2 clip to `[alpha, beta]`, 3 leaky_relu with slope `alpha`, 4 sigmoid, 5 tanh,
-    /// 6 hard_swish, 7 gelu, 8 gelu_tanh); `None` for any other code.
+    /// 6 hard_swish, 7 gelu, 8 gelu_tanh, 9 quant_dequant_u8 and 10 quant_dequant_u16 with scale
+    /// `alpha` and zero point `beta`); `None` for any other code.
     pub fn from_code(code: i64, alpha: f32, beta: f32) -> Option<Activation> {
         Some(match code {
             0 => Activation::None,
@@ -101,6 +122,8 @@ impl Activation {
             6 => Activation::HardSwish,
             7 => Activation::Gelu,
             8 => Activation::GeluTanh,
+            9 => Activation::QuantDequantU8 { scale: alpha, zero_point: beta },
+            10 => Activation::QuantDequantU16 { scale: alpha, zero_point: beta },
             _ => return None,
         })
     }
@@ -118,6 +141,8 @@ impl Activation {
             Activation::HardSwish => (6, 0.0, 0.0),
             Activation::Gelu => (7, 0.0, 0.0),
             Activation::GeluTanh => (8, 0.0, 0.0),
+            Activation::QuantDequantU8 { scale, zero_point } => (9, scale, zero_point),
+            Activation::QuantDequantU16 { scale, zero_point } => (10, scale, zero_point),
         }
     }
 
@@ -133,6 +158,8 @@ impl Activation {
             Activation::HardSwish => HardSwish.f(x),
             Activation::Gelu => Gelu.f(x),
             Activation::GeluTanh => GeluTanh.f(x),
+            Activation::QuantDequantU8 { scale, zero_point } => QuantDequant { scale, zero_point, top: 255.0 }.f(x),
+            Activation::QuantDequantU16 { scale, zero_point } => QuantDequant { scale, zero_point, top: 65535.0 }.f(x),
         }
     }
 }
@@ -366,6 +393,8 @@ unsafe fn by_activation(e: &Epilogue, y: *mut f32, bias: *const f32, z: *const f
             Activation::HardSwish => rows(e, HardSwish, y, bias, z, ld),
             Activation::Gelu => rows(e, Gelu, y, bias, z, ld),
             Activation::GeluTanh => rows(e, GeluTanh, y, bias, z, ld),
+            Activation::QuantDequantU8 { scale, zero_point } => rows(e, QuantDequant { scale, zero_point, top: 255.0 }, y, bias, z, ld),
+            Activation::QuantDequantU16 { scale, zero_point } => rows(e, QuantDequant { scale, zero_point, top: 65535.0 }, y, bias, z, ld),
         }
     }
 }
@@ -663,6 +692,39 @@ impl Act for GeluTanh {
     #[inline(always)]
     fn f(self, x: f32) -> f32 {
         vmath::gelu_tanh(x, SQRT_2_OVER_PI, GELU_CUBIC)
+    }
+}
+
+/// Quantization to levels `0..=top` and back, as QuantizeLinear and DequantizeLinear lower it:
+/// `q = round(x / scale) + zero_point` clamped to `[0, top]` (NaN fails `q ≥ 0`, so it is level
+/// 0), then `(q − zero_point) · scale`. Integers up to 2^24 are exact in `f32`, so this is the
+/// pair's value through the integer type.
+#[derive(Clone, Copy)]
+pub(crate) struct QuantDequant {
+    pub scale: f32,
+    pub zero_point: f32,
+    pub top: f32,
+}
+
+impl QuantDequant {
+    /// The parameters of `act` when it is a quantize-dequantize pair.
+    pub(crate) fn of(act: Activation) -> Option<QuantDequant> {
+        match act {
+            Activation::QuantDequantU8 { scale, zero_point } => Some(QuantDequant { scale, zero_point, top: 255.0 }),
+            Activation::QuantDequantU16 { scale, zero_point } => Some(QuantDequant { scale, zero_point, top: 65535.0 }),
+            _ => None,
+        }
+    }
+}
+
+impl Act for QuantDequant {
+    #[inline(always)]
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
+    fn f(self, x: f32) -> f32 {
+        let q = (x / self.scale).round_ties_even() + self.zero_point;
+        let v = if q >= 0.0 { q } else { 0.0 };
+        let v = if v > self.top { self.top } else { v };
+        (v - self.zero_point) * self.scale
     }
 }
 

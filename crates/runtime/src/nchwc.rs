@@ -16,7 +16,7 @@ pub mod dwconv;
 pub mod maxpool;
 pub mod winograd;
 
-use crate::epilogue::Activation;
+use crate::epilogue::{Activation, QuantDequant};
 
 #[cfg(test)]
 mod tests;
@@ -24,13 +24,16 @@ mod tests;
 /// Channels per block: the lanes of an AVX-512 vector.
 pub const LANES: usize = 16;
 
-/// Whether the blocked routines apply `act` (in registers): none, Relu or Clip.
+/// Whether the blocked routines apply `act` (in registers): none, Relu, Clip or a
+/// quantize-dequantize pair.
 pub(crate) fn applies(act: Activation) -> bool {
-    matches!(act, Activation::None | Activation::Relu | Activation::Clip { .. })
+    matches!(act, Activation::None | Activation::Relu | Activation::Clip { .. } | Activation::QuantDequantU8 { .. } | Activation::QuantDequantU16 { .. })
 }
 
 /// `act` (one the blocked routines [apply](applies)) on a vector: the `Simd` kernels' Relu
-/// and Clip, as `gemm`'s tile epilogue computes them.
+/// and Clip, as `gemm`'s tile epilogue computes them, and the epilogue's quantize-dequantize
+/// pair operation for operation (the quotient correctly rounded, rounded half to even; `max`
+/// returns its second operand for a NaN, level 0).
 ///
 /// # Safety
 ///
@@ -44,7 +47,16 @@ pub(crate) unsafe fn activate(s: std::arch::x86_64::__m512, act: Activation) -> 
         match act {
             Activation::Relu => Avx512::relu(s),
             Activation::Clip { min, max } => Avx512::clip(s, min, max),
-            _ => s,
+            _ => match QuantDequant::of(act) {
+                Some(q) => {
+                    use std::arch::x86_64::*;
+                    let (zp, scale) = (_mm512_set1_ps(q.zero_point), _mm512_set1_ps(q.scale));
+                    let r = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_div_ps(s, scale));
+                    let v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(r, zp), _mm512_setzero_ps()), _mm512_set1_ps(q.top));
+                    _mm512_mul_ps(_mm512_sub_ps(v, zp), scale)
+                }
+                None => s,
+            },
         }
     }
 }
@@ -57,7 +69,7 @@ pub(crate) fn activate_one(s: f32, act: Activation) -> f32 {
             let u = if s > min || s.is_nan() { s } else { min };
             if u < max || u.is_nan() { u } else { max }
         }
-        _ => s,
+        _ => if QuantDequant::of(act).is_some() { act.apply(s) } else { s },
     }
 }
 

@@ -97,6 +97,18 @@ pub(super) fn rules() -> Vec<Rule> {
             matmul_act,
         ),
         r(
+            "matmul-quant-dequant",
+            "dequantize(quantize(mm(...), s, z), s, z) -> fused_matmul<quant_dequant s z>(...)",
+            "(dequantize_linear (quantize_linear ?m ?s ?z) ?ds ?dz)",
+            matmul_quant_dequant,
+        ),
+        r(
+            "matmul-quant-dequant-no-zero",
+            "dequantize(quantize(mm(...), s), s) -> fused_matmul<quant_dequant s 0>(...)",
+            "(dequantize_linear (quantize_linear ?m ?s) ?ds)",
+            matmul_quant_dequant,
+        ),
+        r(
             "conv-bias",
             "conv(x, w, b) + c[1,M,1,1] -> conv(x, w, b + c)",
             "(add ?m ?c)",
@@ -149,6 +161,18 @@ pub(super) fn rules() -> Vec<Rule> {
             "clip(conv(...), lo, hi) -> fused_conv<clip lo hi>(...)",
             "(clip ?m ?lo ?hi)",
             conv_act,
+        ),
+        r(
+            "conv-quant-dequant",
+            "dequantize(quantize(conv(...), s, z), s, z) -> fused_conv<quant_dequant s z>(...)",
+            "(dequantize_linear (quantize_linear ?m ?s ?z) ?ds ?dz)",
+            conv_quant_dequant,
+        ),
+        r(
+            "conv-quant-dequant-no-zero",
+            "dequantize(quantize(conv(...), s), s) -> fused_conv<quant_dequant s 0>(...)",
+            "(dequantize_linear (quantize_linear ?m ?s) ?ds)",
+            conv_quant_dequant,
         ),
         r(
             "gelu-erf",
@@ -354,6 +378,93 @@ fn matmul_act(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
     build_product(eg, hit, p, &[&node])
 }
 
+fn matmul_quant_dequant(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let mut p = as_product(eg, hit.var("?m"))?;
+    let (act, alpha, beta, [dq, q]) = quant_dequant(eg, hit)?;
+    if !subsumes((act, alpha, beta), (p.op.activation, p.op.alpha, p.op.beta)) {
+        return None;
+    }
+    (p.op.activation, p.op.alpha, p.op.beta) = (act, alpha, beta);
+    build_product(eg, hit, p, &[&q, &dq])
+}
+
+// ---- quantize-dequantize pairs ----
+
+/// The QuantizeLinear → DequantizeLinear pair the matched root computes on `?m`, as the
+/// activation `quant_dequant_u8` or `_u16` with its scale and zero point, and the two nodes.
+/// Both ops take one `f32` scale (the same value) and one zero point (the same, or none), in
+/// `f32`, whole-tensor, to an 8- or 16-bit integer. An `i8` or `i16` pair becomes the `u8` or
+/// `u16` one with the zero point moved up by 128 or 32768: the same levels, the same values.
+fn quant_dequant(eg: &Egraph, hit: &Hit<'_>) -> Option<(Activation, f32, f32, [ENode; 2])> {
+    let (m, s, ds) = (hit.var("?m"), hit.var("?s"), hit.var("?ds"));
+    let (z, dz) = (hit.opt_var("?z"), hit.opt_var("?dz"));
+    let dq_args: Vec<Option<Id>> = [None, Some(ds)].into_iter().chain(dz.map(Some)).collect();
+    let (Op::DequantizeLinear(d), dargs, dq) = root(eg, hit, &dq_args)? else {
+        return None;
+    };
+    let want: Vec<Id> = [Some(m), Some(s), z].into_iter().flatten().map(|c| eg.find(c)).collect();
+    let (Op::QuantizeLinear(qo), _, q) = pick(eg, (*dargs.first()?)?, OpKind::QuantizeLinear, |n| {
+        n.args.iter().map(|&a| eg.find(a)).eq(want.iter().copied())
+    })?
+    else {
+        return None;
+    };
+    let f32_precision = qo.precision == 0 || qo.precision == i64::from(DType::F32.onnx_code());
+    if qo.block_size > 0 || d.block_size > 0 || !f32_precision || !is_f32(eg, m) || !is_f32(eg, hit.class) {
+        return None;
+    }
+    let one_f32 = |c: Id| f32s(eg, c).filter(|v| v.len() == 1).map(|v| v[0]);
+    let scale = one_f32(s)?;
+    if !(scale.is_finite() && scale > 0.0) || one_f32(ds)?.to_bits() != scale.to_bits() {
+        return None;
+    }
+    let zero = |c: Option<Id>| -> Option<(Option<DType>, i64)> {
+        match c {
+            None => Some((None, 0)),
+            Some(c) => {
+                let t = constant(eg, c)?;
+                match t.to_i64s()?.as_slice() {
+                    [v] => Some((Some(t.dtype), *v)),
+                    _ => None,
+                }
+            }
+        }
+    };
+    let (zt, zv) = zero(z)?;
+    if zero(dz)? != (zt, zv) {
+        return None;
+    }
+    let levels = dtype(eg, (*dargs.first()?)?)?;
+    if zt.is_some_and(|t| t != levels) {
+        return None;
+    }
+    let (act, shift) = match levels {
+        DType::U8 => (Activation::QuantDequantU8, 0),
+        DType::I8 => (Activation::QuantDequantU8, 128),
+        DType::U16 => (Activation::QuantDequantU16, 0),
+        DType::I16 => (Activation::QuantDequantU16, 32768),
+        _ => return None,
+    };
+    Some((act, scale, (zv + shift) as f32, [dq, q]))
+}
+
+/// Whether the quantize-dequantize pair `qd` (activation, scale, zero point) gives the same
+/// values after the activation `prev` as without it: `prev` is none, or Relu or Clip whose
+/// lower bound (Relu's 0) falls to level 0 and whose upper bound, if any, to the top level.
+/// Exporters that keep the Relu before a quantizer write this; the pair alone computes it.
+fn subsumes(qd: (Activation, f32, f32), prev: (Activation, f32, f32)) -> bool {
+    let (act, scale, zero_point) = qd;
+    let top = if act == Activation::QuantDequantU8 { 255.0 } else { 65535.0 };
+    // The level of `v` before clamping, in the runtime's `f32` arithmetic.
+    let level = |v: f32| (v / scale).round_ties_even() + zero_point;
+    match prev.0 {
+        Activation::None => true,
+        Activation::Relu => level(0.0) <= 0.0,
+        Activation::Clip => level(prev.1) <= 0.0 && level(prev.2) >= top,
+        _ => false,
+    }
+}
+
 // ---- convolutions ----
 
 struct Convolution {
@@ -464,6 +575,16 @@ fn conv_act(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
     let (act, alpha, beta, node) = activation(eg, hit)?;
     (c.op.activation, c.op.alpha, c.op.beta) = (act, alpha, beta);
     build_conv(eg, hit, c, &node)
+}
+
+fn conv_quant_dequant(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let mut c = as_conv(eg, hit.var("?m"))?;
+    let (act, alpha, beta, [dq, q]) = quant_dequant(eg, hit)?;
+    if !subsumes((act, alpha, beta), (c.op.activation, c.op.alpha, c.op.beta)) {
+        return None;
+    }
+    (c.op.activation, c.op.alpha, c.op.beta) = (act, alpha, beta);
+    add(eg, hit.rule, Op::FusedConv(c.op), &c.args, &[&c.node, &q, &dq])
 }
 
 // ---- recognized ops ----

@@ -65,6 +65,12 @@ impl Hit<'_> {
         let v: Var = name.parse().expect("pattern variable");
         self.subst[v]
     }
+
+    /// The class bound to pattern variable `name`, if the pattern has it.
+    pub fn opt_var(&self, name: &str) -> Option<Id> {
+        let v: Var = name.parse().expect("pattern variable");
+        self.subst.get(v).copied()
+    }
 }
 
 /// Every rule, in topic order.

@@ -235,6 +235,18 @@ pub(crate) fn activation_expr(
         Activation::GeluTanh => Op::Gelu(Gelu {
             approximate: GeluApprox::Tanh,
         }),
+        Activation::QuantDequantU8 | Activation::QuantDequantU16 => {
+            if !matches!(ty, ScalarType::F32 | ScalarType::F64) {
+                return Err(format!("{} of {} values", act.as_str(), ty.name()));
+            }
+            let top = if act == Activation::QuantDequantU8 { 255.0 } else { 65535.0 };
+            // QuantizeLinear's lowering, then DequantizeLinear's: the level as a float, NaN to 0.
+            let (scale, zero) = (c(ty, f64::from(alpha)), c(ty, f64::from(beta)));
+            let q = s.bind(x.bin(BinOp::Div, scale.clone()).un(UnOp::Round).bin(BinOp::Add, zero.clone()));
+            let above = s.bind(q.clone().cmp(CmpOp::Ge, c(ty, 0.0)).select(q, c(ty, 0.0)));
+            let level = above.clone().cmp(CmpOp::Gt, c(ty, top)).select(c(ty, top), above);
+            return Ok(level.bin(BinOp::Sub, zero).bin(BinOp::Mul, scale));
+        }
     };
     let f = super::unary::unary_fn(&op)
         .or_else(|| unary_fn(&op))

@@ -93,6 +93,14 @@ impl Epilogue {
             Activation::HardSwish => RtActivation::HardSwish,
             Activation::Gelu => RtActivation::Gelu,
             Activation::GeluTanh => RtActivation::GeluTanh,
+            Activation::QuantDequantU8 => RtActivation::QuantDequantU8 {
+                scale: self.alpha,
+                zero_point: self.beta,
+            },
+            Activation::QuantDequantU16 => RtActivation::QuantDequantU16 {
+                scale: self.alpha,
+                zero_point: self.beta,
+            },
         };
         act.code()
     }

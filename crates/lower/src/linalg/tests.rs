@@ -12,7 +12,7 @@ use crate::lower;
 
 /// Every activation of the fused ops, as attribute text (Clip's bounds and LeakyRelu's slope
 /// included).
-pub(crate) const ACTIVATIONS: [&str; 9] = [
+pub(crate) const ACTIVATIONS: [&str; 11] = [
     r#"activation = "none""#,
     r#"activation = "relu""#,
     r#"activation = "clip", alpha = -0.5, beta = 0.75"#,
@@ -22,6 +22,8 @@ pub(crate) const ACTIVATIONS: [&str; 9] = [
     r#"activation = "hard_swish""#,
     r#"activation = "gelu""#,
     r#"activation = "gelu_tanh""#,
+    r#"activation = "quant_dequant_u8", alpha = 0.05, beta = 100.0"#,
+    r#"activation = "quant_dequant_u16", alpha = 0.001, beta = 30000.0"#,
 ];
 
 /// The element types the tests run: `f32` takes the `sgemm` path, `f64` the direct one.
@@ -343,6 +345,9 @@ fn the_runtime_epilogue_is_the_loop_ir_expressions() {
         (Activation::HardSwish, 0.0, 0.0),
         (Activation::Gelu, 0.0, 0.0),
         (Activation::GeluTanh, 0.0, 0.0),
+        (Activation::QuantDequantU8, 0.05, 100.0),
+        (Activation::QuantDequantU8, 0.5, 0.0),
+        (Activation::QuantDequantU16, 0.001, 30000.0),
     ];
     let f32t = ElemType::Scalar(ScalarType::F32);
     let bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
@@ -376,7 +381,7 @@ fn the_runtime_epilogue_is_the_loop_ir_expressions() {
             interp::run(&p, &mut memory).unwrap_or_else(|e| panic!("{act:?}: {e}"));
             let floats = |m: &[u8]| -> Vec<f32> { m.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect() };
             let (got, want) = (floats(&memory[3]), floats(&memory[4]));
-            let exact = matches!(act, Activation::None | Activation::Relu | Activation::Clip | Activation::LeakyRelu | Activation::HardSwish);
+            let exact = matches!(act, Activation::None | Activation::Relu | Activation::Clip | Activation::LeakyRelu | Activation::HardSwish | Activation::QuantDequantU8 | Activation::QuantDequantU16);
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                 let v = xs[i] + bias[i % cols as usize] + if residual { z[i] } else { 0.0 };
                 let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());

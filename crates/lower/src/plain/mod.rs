@@ -103,8 +103,8 @@ fn scale(alpha: &Expr, x: Expr) -> Expr {
 }
 
 /// Activation `code` of the call table (0 none, 1 relu, 2 clip, 3 leaky_relu, 4 sigmoid, 5
-/// tanh, 6 hard_swish, 7 gelu, 8 gelu_tanh) of `v`, which should be a variable: it is read
-/// several times.
+/// tanh, 6 hard_swish, 7 gelu, 8 gelu_tanh, 9 and 10 quantize to `u8` or `u16` and back) of
+/// `v`, which should be a variable: it is read several times.
 fn activation(code: i64, alpha: &Expr, beta: &Expr, v: Expr) -> Result<Expr, String> {
     let f = Expr::f32;
     Ok(match code {
@@ -119,6 +119,13 @@ fn activation(code: i64, alpha: &Expr, beta: &Expr, v: Expr) -> Result<Expr, Str
         8 => {
             let y = f(0.797_884_6) * (v.clone() + f(0.044_715) * (v.clone() * v.clone()) * v.clone());
             (f(0.5) * v) * (f(1.0) + y.math(MathFn::Tanh))
+        }
+        9 | 10 => {
+            let top = f(if code == 9 { 255.0 } else { 65535.0 });
+            let q = (v / alpha.clone()).un(UnOp::Round) + beta.clone();
+            let above = q.clone().cmp(CmpOp::Ge, f(0.0)).select(q, f(0.0));
+            let level = above.clone().cmp(CmpOp::Gt, top.clone()).select(top, above);
+            (level - beta.clone()) * alpha.clone()
         }
         _ => return Err(format!("activation code {code} is not one of the call table's")),
     })

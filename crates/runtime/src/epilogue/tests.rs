@@ -40,6 +40,9 @@ fn activations() -> Vec<Activation> {
         Activation::HardSwish,
         Activation::Gelu,
         Activation::GeluTanh,
+        Activation::QuantDequantU8 { scale: 0.05, zero_point: 128.0 },
+        Activation::QuantDequantU8 { scale: 0.025, zero_point: 0.0 },
+        Activation::QuantDequantU16 { scale: 1e-3, zero_point: 32768.0 },
     ]
 }
 
@@ -68,13 +71,21 @@ fn reference_act(act: Activation, x: f64) -> f64 {
             let y = f64::from(SQRT_2_OVER_PI * (x32 + GELU_CUBIC * ((x32 * x32) * x32)));
             x / (1.0 + (-2.0 * y).exp())
         }
+        // The quotient rounded to f32 (QuantizeLinear divides in f32), the level half to even,
+        // NaN at level 0; the last product of an integer and an f32 is exact in f64.
+        Activation::QuantDequantU8 { scale, zero_point } | Activation::QuantDequantU16 { scale, zero_point } => {
+            let top = if matches!(act, Activation::QuantDequantU8 { .. }) { 255.0 } else { 65535.0 };
+            let q = f64::from(((x as f32) / scale).round_ties_even()) + f64::from(zero_point);
+            let level = if q.is_nan() { 0.0 } else { q.clamp(0.0, top) };
+            (level - f64::from(zero_point)) * f64::from(scale)
+        }
     }
 }
 
 /// Whether the activation is exact in `f32` (one rounding at most), so the reference must
 /// match bit for bit, the sign of zero included.
 fn exact(act: Activation) -> bool {
-    matches!(act, Activation::None | Activation::Relu | Activation::Clip { .. } | Activation::LeakyRelu { .. })
+    matches!(act, Activation::None | Activation::Relu | Activation::Clip { .. } | Activation::LeakyRelu { .. } | Activation::QuantDequantU8 { .. } | Activation::QuantDequantU16 { .. })
 }
 
 /// `y` after the epilogue, from the definition: the sums in `f64` (exact for the test data
@@ -286,7 +297,7 @@ fn codes_round_trip() {
         let (code, alpha, beta) = act.code();
         assert_eq!(Activation::from_code(code, alpha, beta), Some(act));
     }
-    assert_eq!(Activation::from_code(9, 0.0, 0.0), None);
+    assert_eq!(Activation::from_code(11, 0.0, 0.0), None);
     assert_eq!(Activation::from_code(-1, 0.0, 0.0), None);
 }
 
@@ -313,7 +324,7 @@ fn the_c_entry_point_matches_the_slice_api_and_refuses_nonsense() {
         assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())), "mode {mode}, act {code}");
     }
     // (rows, cols, bias mode, period, act code): each is refused and touches nothing.
-    for (rows, cols, mode, period, code) in [(-1, 4, 0, 0, 1), (3, -4, 0, 0, 1), (3, 4, 3, 0, 1), (3, 4, -1, 0, 1), (3, 4, 1, 0, 1), (3, 4, 1, -2, 1), (3, 4, 0, 0, 9), (3, 4, 0, 0, -1), (i64::MAX, 4, 0, 0, 1)] {
+    for (rows, cols, mode, period, code) in [(-1, 4, 0, 0, 1), (3, -4, 0, 0, 1), (3, 4, 3, 0, 1), (3, 4, -1, 0, 1), (3, 4, 1, 0, 1), (3, 4, 1, -2, 1), (3, 4, 0, 0, 11), (3, 4, 0, 0, -1), (i64::MAX, 4, 0, 0, 1)] {
         let mut y = [SENTINEL; 12];
         let p = y.as_mut_ptr();
         // SAFETY: every case is refused before addressing anything.

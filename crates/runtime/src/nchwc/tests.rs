@@ -55,7 +55,7 @@ fn reference(c: &Conv2d, x: &[f32], w: &[f32], bias: &[f32], z: &[f32]) -> Vec<f
                 y[at] = match c.act {
                     Activation::Relu => if s > 0.0 { s } else { 0.0 },
                     Activation::Clip { min, max } => s.max(min).min(max),
-                    _ => s,
+                    _ => c.act.apply(s),
                 };
             }
         }
@@ -102,7 +102,7 @@ fn convolutions_match_the_definition_bit_for_bit() {
     for (i, &(batch, channels, out_channels, h, w, k, stride, pad, dil)) in shapes.iter().enumerate() {
         let (oh, ow) = ((h + 2 * pad - dil * (k - 1) - 1) / stride + 1, (w + 2 * pad - dil * (k - 1) - 1) / stride + 1);
         let win = Window { h, w, oh, ow, kh: k, kw: k, sh: stride, sw: stride, ph: pad, pw: pad, dh: dil, dw: dil };
-        for (bias, residual, act) in [(false, false, Activation::None), (true, true, Activation::Relu), (true, false, Activation::Clip { min: -0.1, max: 0.3 })] {
+        for (bias, residual, act) in [(false, false, Activation::None), (true, true, Activation::Relu), (true, false, Activation::Clip { min: -0.1, max: 0.3 }), (false, true, Activation::QuantDequantU8 { scale: 0.02, zero_point: 120.0 })] {
             let c = Conv2d { batch, channels, out_channels, groups: 1, win, bias, residual, act };
             assert!(supports(&c));
             let x = test_data(c.x_len(), 3 + i as u64);
@@ -244,7 +244,7 @@ fn depthwise_reference(c: &Conv2d, x: &[f32], w: &[f32], bias: &[f32], z: &[f32]
                 y[at] = match c.act {
                     Activation::Relu => if s > 0.0 { s } else { 0.0 },
                     Activation::Clip { min, max } => s.max(min).min(max),
-                    _ => s,
+                    _ => c.act.apply(s),
                 };
             }
         }
@@ -271,7 +271,7 @@ fn depthwise_convolutions_match_the_definition_bit_for_bit() {
     for (i, &(batch, channels, h, w, k, stride, pad, dil)) in shapes.iter().enumerate() {
         let (oh, ow) = ((h + 2 * pad - dil * (k - 1) - 1) / stride + 1, (w + 2 * pad - dil * (k - 1) - 1) / stride + 1);
         let win = Window { h, w, oh, ow, kh: k, kw: k, sh: stride, sw: stride, ph: pad, pw: pad, dh: dil, dw: dil };
-        for (bias, residual, act) in [(false, false, Activation::None), (true, true, Activation::Relu), (true, false, Activation::Clip { min: 0.0, max: 0.4 })] {
+        for (bias, residual, act) in [(false, false, Activation::None), (true, true, Activation::Relu), (true, false, Activation::Clip { min: 0.0, max: 0.4 }), (true, true, Activation::QuantDequantU8 { scale: 0.01, zero_point: 7.0 })] {
             let c = Conv2d { batch, channels, out_channels: channels, groups: channels, win, bias, residual, act };
             assert!(supports(&c) && super::dwconv::supports(&c));
             let x = test_data(c.x_len(), 3 + i as u64);

@@ -286,7 +286,8 @@ attr_enums! {
     /// Gelu's formula.
     GeluApprox { None = "none", Tanh = "tanh" }
     /// The activation a fused op applies last; `clip` bounds to `[alpha, beta]`, `leaky_relu`
-    /// uses `alpha` as the slope.
+    /// uses `alpha` as the slope, `quant_dequant_u8` is QuantizeLinear to `u8` then
+    /// DequantizeLinear with scale `alpha` and zero point `beta` (`_u16` through `u16`).
     Activation {
         None = "none",
         Relu = "relu",
@@ -297,6 +298,8 @@ attr_enums! {
         HardSwish = "hard_swish",
         Gelu = "gelu",
         GeluTanh = "gelu_tanh",
+        QuantDequantU8 = "quant_dequant_u8",
+        QuantDequantU16 = "quant_dequant_u16",
     }
     /// Channel order of DepthToSpace and SpaceToDepth.
     DepthToSpaceMode { Dcr = "DCR", Crd = "CRD" }
