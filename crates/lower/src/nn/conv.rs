@@ -9,9 +9,12 @@
 //! directly), writing the bare convolution (`beta = 0`); one call of the runtime's `epilogue`
 //! then adds the bias (per row of the `[N·M, P]` output: channel `r mod M`) and FusedConv's
 //! residual addend and activation ([`Epilogue::call`]; no call when there is none of them).
-//! Other depthwise convolutions, other element types and the quantized forms are a direct
-//! loop nest, the bias its accumulator's start and the [`Epilogue`] part of each element's
-//! store.
+//! ConvInteger and QLinearConv with constant weights accumulate through those same `f32`
+//! products when that is provably exact ([`exact`]). Other depthwise convolutions, other
+//! element types and the remaining quantized forms are a direct loop nest, the bias its
+//! accumulator's start and the [`Epilogue`] part of each element's store.
+
+mod exact;
 
 use kiln_tir::NodeId;
 use kiln_tir::op::{AutoPad, FusedConv};
@@ -439,6 +442,16 @@ pub(super) fn conv_integer(
         ));
     };
     let i32t = ScalarType::I32;
+    let mut k = cx.kernel(n);
+    let inputs = exact::Inputs { x_zero: Some(2), w: 1, w_zero: Some(3), bias: None };
+    if let Some((mut body, acc)) = exact::accumulate(cx, &mut k, n, &s, &x, &inputs) {
+        let unused = |_: &Expr| Expr::int(i32t, 0);
+        let finish = exact::finish(&mut k, &s, &acc, &y, (&unused, i32t), &|_, v, _| Ok(v.cast(i32t)));
+        body.extend(finish.map_err(|e| cx.unsupported(n, e))?);
+        k.body = body;
+        cx.push(k);
+        return Ok(());
+    }
     let term = move |xv: Expr, wv: Expr, m: &Expr| {
         (xv.cast(i32t) - xzp(m).cast(i32t)) * (wv.cast(i32t) - wzp(m).cast(i32t))
     };
@@ -448,7 +461,6 @@ pub(super) fn conv_integer(
         term: &term,
         finish: &plain,
     };
-    let mut k = cx.kernel(n);
     k.body = direct(&mut k, &s, x.buf, w.buf, y.buf, &d).map_err(|e| cx.unsupported(n, e))?;
     cx.push(k);
     Ok(())
@@ -500,27 +512,31 @@ pub(super) fn qlinear_conv(
             "W's zero point and scale must be per tensor or per output channel",
         ));
     };
-    let (xs, ys, yty) = (x_scale.buf, y_scale.buf, y.ty());
+    let (xs, ys, yty, f64t) = (x_scale.buf, y_scale.buf, y.ty(), ScalarType::F64);
+    // The requantization scale of output channel `m`, as the reference computes it.
+    let scale = |m: &Expr| (Expr::load(xs, Expr::idx(0)) * ws(m) / Expr::load(ys, Expr::idx(0))).cast(f64t);
+    let requantize = |acc: Expr, scale: Expr| (acc.cast(f64t) * scale + yzp(&Expr::idx(0)).cast(f64t)).un(UnOp::Round).cast(yty);
+    let mut k = cx.kernel(n);
+    let inputs = exact::Inputs { x_zero: Some(2), w: 3, w_zero: Some(5), bias: Some(8) };
+    if let Some((mut body, acc)) = exact::accumulate(cx, &mut k, n, &s, &x, &inputs) {
+        let finish = exact::finish(&mut k, &s, &acc, &y, (&scale, f64t), &|_, acc, c| Ok(requantize(acc, c)));
+        body.extend(finish.map_err(|e| cx.unsupported(n, e))?);
+        k.body = body;
+        cx.push(k);
+        return Ok(());
+    }
     let bb = bias.as_ref().map(|b| b.buf);
     let init = move |m: &Expr| bb.map_or_else(|| Expr::int(i32t, 0), |b| Expr::load(b, m.clone()));
-    let term = move |xv: Expr, wv: Expr, m: &Expr| {
+    let term = |xv: Expr, wv: Expr, m: &Expr| {
         (xv.cast(i32t) - xzp(m).cast(i32t)) * (wv.cast(i32t) - wzp(m).cast(i32t))
     };
-    let finish = move |_: &mut Scope<'_>, acc: Expr, m: &Expr, _: &Expr| {
-        let f64t = ScalarType::F64;
-        let scale =
-            (Expr::load(xs, Expr::idx(0)) * ws(m) / Expr::load(ys, Expr::idx(0))).cast(f64t);
-        Ok((acc.cast(f64t) * scale + yzp(m).cast(f64t))
-            .math(MathFn::Rint)
-            .cast(yty))
-    };
+    let finish = |_: &mut Scope<'_>, acc: Expr, m: &Expr, _: &Expr| Ok(requantize(acc, scale(m)));
     let d = Direct {
         acc_ty: i32t,
         init: &init,
         term: &term,
         finish: &finish,
     };
-    let mut k = cx.kernel(n);
     k.body = direct(&mut k, &s, x.buf, w.buf, y.buf, &d).map_err(|e| cx.unsupported(n, e))?;
     cx.push(k);
     Ok(())

@@ -7,6 +7,8 @@
 
 use kiln_loops::ir::RuntimeFn;
 use crate::linalg::tests::{ACTIVATIONS, DTYPES, calls, check, fused_graph};
+use kiln_loops::ir::BufferKind;
+use kiln_tir::{DType, Tensor, TensorData};
 
 /// A convolution: X dims, W dims, group, strides, dilations, pads (begins then ends).
 struct ConvCase {
@@ -191,4 +193,92 @@ fn max_pool_calls_maxpool2d_and_matches_the_evaluator() {
     let src = "graph @main(%0: f32[1, 2, 9]) -> (f32[1, 2, 4]) {\n  %1 = tensor.max_pool(%0) {kernel_shape = [3], strides = [2]} : f32[1, 2, 4]\n  return %1\n}";
     assert_eq!(calls(src), vec![], "{src}");
     check(src, &[tensor("f32", &[1, 2, 9], 7, true)]);
+}
+
+/// `len` integers in `lo..=hi` from a fixed sequence, as text.
+fn ints(len: u64, lo: i64, hi: i64, seed: u64) -> Vec<i64> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            lo + (s % (hi - lo + 1) as u64) as i64
+        })
+        .collect()
+}
+
+fn list(v: &[i64]) -> String {
+    v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// The bytes of output 0 of `src` lowered and interpreted on `inputs`.
+fn output_bytes(src: &str, inputs: &[Tensor]) -> Vec<u8> {
+    let g = kiln_tir::text::parse(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let program = crate::lower(&g).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    kiln_loops::verify::verify(&program).unwrap_or_else(|e| panic!("{e:?}\n{src}"));
+    let mut memory: Vec<Vec<u8>> = program
+        .buffers
+        .iter()
+        .map(|b| match &b.kind {
+            BufferKind::Input(i) => inputs[*i].raw().expect("input bytes").to_vec(),
+            BufferKind::Const(t) => t.raw().expect("constant bytes").to_vec(),
+            _ => vec![0u8; b.bytes() as usize],
+        })
+        .collect();
+    kiln_loops::interp::run(&program, &mut memory).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let b = program.buffers.iter().position(|b| b.kind == BufferKind::Output(0)).expect("output buffer");
+    std::mem::take(&mut memory[b])
+}
+
+/// QLinearConv and ConvInteger with constant weights take the exact `f32` products (an
+/// `sgemm` or `conv2d` call) while `Σ|w − w_zero|·max|x − x_zero| + |B|` stays below 2^24, and
+/// the direct integer nest past it. Either gives, byte for byte, what the direct nest gives
+/// with the weights as a graph input (the form the ONNX node tests check): 1×1, padded strided
+/// 3×3 and depthwise convolutions, per-channel weight scales and zero points, a bias.
+#[test]
+fn integer_convolutions_are_exact_through_the_float_products() {
+    // (X dims, W dims, group, stride, pad, weight range, fast)
+    let cases: [(&[u64], &[u64], u64, u64, u64, i64, bool); 4] = [
+        (&[1, 8, 5, 5], &[6, 8, 1, 1], 1, 1, 0, 127, true),
+        (&[2, 3, 7, 6], &[4, 3, 3, 3], 1, 2, 1, 100, true),
+        (&[1, 6, 6, 6], &[6, 1, 3, 3], 6, 1, 1, 127, true),
+        // 1200 weights near 123 times inputs up to 128 from their zero point pass 2^24: the
+        // direct nest.
+        (&[1, 1200, 1, 1], &[2, 1200, 1, 1], 1, 1, 0, 127, false),
+    ];
+    for (i, &(x, w, group, stride, pad, range, fast)) in cases.iter().enumerate() {
+        let xn: u64 = x.iter().product();
+        let wn: u64 = w.iter().product();
+        let m = w[0];
+        let out = |d: u64| (d + 2 * pad - w[2]) / stride + 1;
+        let y = [x[0], m, out(x[2]), out(x[3])];
+        let dims = |d: &[u64]| d.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ");
+        let weights = if fast { ints(wn, -range, range, 3 + i as u64) } else { ints(wn, 120, 127, 3) };
+        let w_zero = ints(m, -2, 2, 5);
+        let scales: Vec<String> = (0..m).map(|j| format!("{}", 0.01 + 0.001 * j as f64)).collect();
+        let bias = ints(m, -500, 500, 7);
+        let attrs = format!("group = {group}, kernel_shape = [{}, {}], pads = [{pad}, {pad}, {pad}, {pad}], strides = [{stride}, {stride}]", w[2], w[3]);
+        let qlinear = format!(
+            "graph @main(%0: u8[{}] \"x\", %10: i8[{}] \"w\") -> (u8[{}] \"y\") {{\n  %1 = const dense<f32[]: [0.02]>\n  %2 = const dense<u8[]: [128]>\n  %3 = const dense<i8[{}]: [{}]>\n  %4 = const dense<f32[{m}]: [{}]>\n  %5 = const dense<i8[{m}]: [{}]>\n  %6 = const dense<f32[]: [0.5]>\n  %7 = const dense<u8[]: [10]>\n  %8 = const dense<i32[{m}]: [{}]>\n  %9 = tensor.qlinear_conv(%0, %1, %2, %3, %4, %5, %6, %7, %8) {{{attrs}}} : u8[{}]\n  return %9\n}}\n",
+            dims(x), dims(w), dims(&y), dims(w), list(&weights), scales.join(", "), list(&w_zero), list(&bias), dims(&y)
+        );
+        let integer = format!(
+            "graph @main(%0: u8[{}] \"x\", %10: i8[{}] \"w\") -> (i32[{}] \"y\") {{\n  %1 = const dense<i8[{}]: [{}]>\n  %2 = const dense<u8[]: [3]>\n  %3 = const dense<i8[{m}]: [{}]>\n  %4 = tensor.conv_integer(%0, %1, %2, %3) {{{attrs}}} : i32[{}]\n  return %4\n}}\n",
+            dims(x), dims(w), dims(&y), dims(w), list(&weights), list(&w_zero), dims(&y)
+        );
+        let xs: Vec<u8> = ints(xn, 0, 255, 11 + i as u64).into_iter().map(|v| v as u8).collect();
+        let input = Tensor { dtype: DType::U8, shape: x.to_vec(), data: TensorData::Raw(xs.into()) };
+        let w_input = Tensor { dtype: DType::I8, shape: w.to_vec(), data: TensorData::Raw(weights.iter().map(|&v| v as u8).collect::<Vec<u8>>().into()) };
+        // The same graph reading the weights from its input `w` (%10) instead of the constant.
+        let from_input = |src: &str| src.replacen("%3, %4, %5", "%10, %4, %5", 1).replacen("conv_integer(%0, %1,", "conv_integer(%0, %10,", 1);
+        for src in [qlinear, integer] {
+            let products = calls(&src).iter().any(|c| matches!(c, RuntimeFn::Sgemm | RuntimeFn::Conv2d));
+            assert_eq!(products, fast, "case {i}: the float products {}\n{src}", if fast { "not taken" } else { "taken past the bound" });
+            let direct = from_input(&src);
+            assert!(!calls(&direct).iter().any(|c| matches!(c, RuntimeFn::Sgemm | RuntimeFn::Conv2d)), "{direct}");
+            let inputs = [input.clone(), w_input.clone()];
+            assert!(output_bytes(&src, &inputs) == output_bytes(&direct, &inputs), "case {i}: the outputs differ\n{src}");
+        }
+    }
 }

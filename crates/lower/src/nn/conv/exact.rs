@@ -1,0 +1,157 @@
+//! ConvInteger's and QLinearConv's integer accumulator computed by the `f32` products, when
+//! that is exact.
+//!
+//! The zero-point-shifted operands `x − x_zero` and `w − w_zero` are integers, and so is every
+//! partial sum of their products. When `Σ_k |w[m, k] − w_zero[m]| · max|x − x_zero| + |B[m]|`
+//! is below 2^24 for every output channel `m`, each partial sum, in any order the products take
+//! and with or without fused multiply-adds, is an integer `f32` holds exactly: the `f32`
+//! accumulator is the `i32` one. The bound is checked on the constant weights and bias at
+//! lowering time; quantized models' weights (per-channel `int8`, most of them far from ±127)
+//! meet it for the convolutions of mobile and residual networks. Where it fails, or the weights
+//! or zero points are not constants, the caller keeps the direct integer loop nest.
+//!
+//! The shifted weights become an `f32` constant; the input is shifted into an `f32` scratch
+//! tensor by one element-wise loop; a depthwise 2-D convolution is the runtime's `conv2d`, any
+//! other an im2col and `sgemm` per image and group (never `conv2d`, whose blocked form may take
+//! Winograd's transform, which is not exact); the bias is added by the runtime's `epilogue`.
+
+use bytes::Bytes;
+use kiln_tir::{DType, NodeId, Tensor, TensorData};
+
+use super::{ConvShape, conv2d, im2col_sgemm};
+use kiln_loops::ir::*;
+use crate::elementwise::{ElemResult, Scope};
+use crate::linalg::{BiasIndex, Epilogue};
+use crate::{Lowerer, Operand};
+
+/// Integers of magnitude below this are exact in `f32`.
+const EXACT: i64 = 1 << 24;
+
+/// The input indices of one integer convolution's constants: `x`'s zero point, `w`, its zero
+/// point, and the `i32` bias (QLinearConv's).
+pub(in crate::nn) struct Inputs {
+    pub x_zero: Option<usize>,
+    pub w: usize,
+    pub w_zero: Option<usize>,
+    pub bias: Option<usize>,
+}
+
+/// The statements computing the accumulator `Σ (x − x_zero)(w − w_zero) + B` of node `n` as
+/// integer-valued `f32` into a new scratch tensor `[N, M, out...]`, and that tensor; `None`
+/// when exactness is not assured (see the module comment).
+pub(in crate::nn) fn accumulate(
+    cx: &mut Lowerer<'_>,
+    k: &mut Kernel,
+    n: NodeId,
+    s: &ConvShape,
+    x: &Operand,
+    inputs: &Inputs,
+) -> Option<(Vec<Stmt>, Operand)> {
+    // An input's constant integers; none for an input left out.
+    let ints = |i: Option<usize>| -> Option<Vec<i64>> {
+        match i {
+            Some(i) if cx.node(n).inputs.get(i).copied().flatten().is_some() => cx.const_input(n, i)?.to_i64s(),
+            _ => Some(Vec::new()),
+        }
+    };
+    let w = cx.const_input(n, inputs.w)?.to_i64s()?;
+    let (w_zero, x_zero, bias) = (ints(inputs.w_zero)?, ints(inputs.x_zero)?, ints(inputs.bias)?);
+    let m_count = usize::try_from(s.m).ok()?;
+    let per_out = w.len().checked_div(m_count)?;
+    if per_out == 0 || w.len() != per_out * m_count || x_zero.len() > 1 {
+        return None;
+    }
+    let w_zero_of = |m: usize| match w_zero.len() {
+        0 => Some(0),
+        1 => Some(w_zero[0]),
+        l if l == m_count => Some(w_zero[m]),
+        _ => None,
+    };
+    if !(bias.is_empty() || bias.len() == m_count) {
+        return None;
+    }
+    let xz = x_zero.first().copied().unwrap_or(0);
+    let (lo, hi) = match x.elem {
+        ElemType::Scalar(ScalarType::U8) => (0, 255),
+        ElemType::Scalar(ScalarType::I8) => (-128, 127),
+        _ => return None,
+    };
+    let x_max = (lo - xz).abs().max((hi - xz).abs());
+    let mut shifted = Vec::with_capacity(w.len());
+    for (m, row) in w.chunks_exact(per_out).enumerate() {
+        let wz = w_zero_of(m)?;
+        let sum: i64 = row.iter().map(|&v| (v - wz).abs()).sum();
+        if sum.checked_mul(x_max)?.checked_add(bias.get(m).map_or(0, |b| b.abs()))? >= EXACT {
+            return None;
+        }
+        shifted.extend(row.iter().map(|&v| (v - wz) as f32));
+    }
+    let name = &cx.node(n).name;
+    let f32s = |values: &[f32], dims: &[u64]| Tensor {
+        dtype: DType::F32,
+        shape: dims.to_vec(),
+        data: TensorData::Raw(Bytes::from(values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())),
+    };
+    let w_dims = [s.m, s.cg * s.win.taps()];
+    let buffer = |name: String, len: u64, kind: BufferKind| Buffer { name, elem: ElemType::Scalar(ScalarType::F32), len, kind };
+    let w_buf = buffer(format!("{name}_w_shifted"), w.len() as u64, BufferKind::Const(f32s(&shifted, &w_dims)));
+    let b_buf = (!bias.is_empty()).then(|| {
+        let b: Vec<f32> = bias.iter().map(|&v| v as f32).collect();
+        buffer(format!("{name}_bias_f32"), s.m, BufferKind::Const(f32s(&b, &[s.m])))
+    });
+    let x_buf = buffer(format!("{name}_x_shifted"), x.numel(), BufferKind::Temp);
+    let acc_len = s.batch * s.m * s.win.out_plane();
+    let acc_buf = buffer(format!("{name}_acc"), acc_len, BufferKind::Temp);
+    let f32t = ElemType::Scalar(ScalarType::F32);
+    let operand = |buf: BufId, dims: Vec<u64>| Operand { buf, dims, elem: f32t };
+    let wf = operand(cx.program.add_buffer(w_buf), vec![s.m, s.cg * s.win.taps()]);
+    let bf = b_buf.map(|b| operand(cx.program.add_buffer(b), vec![s.m]));
+    let xf = operand(cx.program.add_buffer(x_buf), x.dims.clone());
+    let acc = operand(cx.program.add_buffer(acc_buf), vec![s.batch, s.m, s.win.out_plane()]);
+
+    let mut body = k.nest(&[x.numel()], |_, i| {
+        let v = Expr::load(x.buf, i[0].clone()).cast(ScalarType::F32) - Expr::f32(xz as f32);
+        vec![Stmt::Store { buf: xf.buf, index: i[0].clone(), value: v }]
+    });
+    if s.cg == 1 && s.mg == 1 && s.win.rank() == 2 {
+        body.push(conv2d(s, &xf, &wf, bf.as_ref(), &Epilogue::NONE, &acc));
+    } else {
+        body.extend(im2col_sgemm(cx, k, s, &xf, &wf, &acc));
+        let bias = bf.map(|b| (b.buf, BiasIndex::PerRow { period: s.m }));
+        body.extend(Epilogue::NONE.call(&acc, bias, s.batch * s.m, s.win.out_plane()));
+    }
+    Some((body, acc))
+}
+
+/// The loop storing `y[n, m, p] = f(acc[n, m, p], c)` over the output (the accumulator an
+/// integer-valued `f32`, exact in `f64` and `i32` alike), where `c` is
+/// `channel(m)` computed once per output channel (a requantization scale) into a variable of
+/// type `channel_ty`.
+pub(in crate::nn) fn finish(
+    k: &mut Kernel,
+    s: &ConvShape,
+    acc: &Operand,
+    y: &Operand,
+    channel: (&dyn Fn(&Expr) -> Expr, ScalarType),
+    f: &dyn Fn(&mut Scope<'_>, Expr, Expr) -> ElemResult,
+) -> Result<Vec<Stmt>, String> {
+    let p = s.win.out_plane();
+    let mut result = Ok(());
+    let stmts = k.nest(&[s.batch, s.m], |k, i| {
+        let c = k.var(channel.1);
+        let mut body = vec![Stmt::Let(c, (channel.0)(&i[1]))];
+        let row = (i[0].clone() * s.m as i64 + i[1].clone()) * p as i64;
+        body.extend(k.nest(&[p], |k, j| {
+            let at = row.clone() + j[0].clone();
+            let mut sc = Scope { k, stmts: Vec::new() };
+            let v = Expr::load(acc.buf, at.clone());
+            match f(&mut sc, v, Expr::Var(c)) {
+                Ok(value) => sc.stmts.push(Stmt::Store { buf: y.buf, index: at, value }),
+                Err(e) => result = Err(e),
+            }
+            sc.stmts
+        }));
+        body
+    });
+    result.map(|()| stmts)
+}
