@@ -131,6 +131,8 @@ pub enum Elems {
     /// Any element type of whole bytes (not a packed one), the same for every such operand of
     /// the call; the routine moves them as bytes.
     Bytes,
+    /// `i8` or `u8`.
+    Int8,
 }
 
 /// The kind of an operand, as a routine's signature gives it.

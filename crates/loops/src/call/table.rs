@@ -182,4 +182,13 @@ define_calls! {
         dst: write bytes, src: read bytes,
         n: i64,
     }
+
+    /// Requantization of integer accumulators held as integer-valued `f32` (QLinearConv's
+    /// output stage) over a `rows × cols` matrix: `y[r, c] = sat(round(x[r, c] · s[r mod
+    /// period] + zero))`, product and sum in `f64`, rounded half to even, saturated to `i8`
+    /// (`signed` non-zero; `y` must then be an `i8` buffer) or `u8`, NaN to 0.
+    Requantize "requantize" "kiln_rt_requantize" {
+        x: read, s: read, y: write int8,
+        rows: i64, cols: i64, period: i64, zero: i64, signed: i64,
+    }
 }

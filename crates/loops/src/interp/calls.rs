@@ -4,6 +4,7 @@
 //! blocked layout's are in `windowed.rs`.
 
 use kiln_runtime::epilogue::{Activation, Bias, Epilogue};
+use kiln_runtime::requantize::Requantize;
 use kiln_runtime::gemm::{PackedLayout, Sgemm, SgemmFused, Transpose};
 use kiln_runtime::norm::LayerNorm;
 use kiln_runtime::softmax::Softmax;
@@ -88,6 +89,7 @@ impl Machine<'_> {
             Call::ToNchwc(c) => self.reorder("to_nchwc", true, [&c.x, &c.y], [&c.batch, &c.channels, &c.pixels]),
             Call::FromNchwc(c) => self.reorder("from_nchwc", false, [&c.x, &c.y], [&c.batch, &c.channels, &c.pixels]),
             Call::Copy(c) => self.copy(c),
+            Call::Requantize(c) => self.requantize(c),
             Call::LayerNorm(c) => self.layernorm(c),
             Call::Softmax(c) => self.softmax(c),
             Call::ShouldStop(c) => self.should_stop(c),
@@ -230,6 +232,38 @@ impl Machine<'_> {
             return self.fault(format!("{dst:?} has less memory than its length"));
         };
         to.copy_from_slice(&from);
+        Ok(())
+    }
+
+    fn requantize(&mut self, c: &call::Requantize) -> Result<(), InterpError> {
+        let name = "requantize";
+        let [rows, cols, period, zero, signed] = ints!(self, name, c; rows, cols, period, zero, signed);
+        let [rows, cols, period] = self.counts(name, [rows, cols, period])?;
+        let (Ok(zero), true) = (i32::try_from(zero), period > 0) else {
+            return self.fault(format!("requantize with period {period} and zero point {zero}"));
+        };
+        let q = Requantize { rows, cols, period, zero, signed: signed != 0 };
+        let Some(n) = q.len() else {
+            return self.fault(format!("requantize of {rows} × {cols} elements"));
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        let (xi, si, yi) = (self.index(&c.x.index)?, self.index(&c.s.index)?, self.index(&c.y.index)?);
+        let x = self.f32_span(name, c.x.buf, xi, n)?;
+        let s = self.f32_span(name, c.s.buf, si, period.min(rows))?;
+        // The runtime's routine computes it; the bytes go where `slot` says `y`'s elements are.
+        let (y0, _, ye) = self.slot(c.y.buf, yi)?;
+        self.slot(c.y.buf, yi + n as i64 - 1)?;
+        if ye.bits() != 8 {
+            return self.fault(format!("requantize into {} elements", ye.name()));
+        }
+        let mut y = vec![0u8; n];
+        q.run(&x, &s, &mut y);
+        let Some(to) = self.memory[c.y.buf.0 as usize].get_mut(y0..y0 + n) else {
+            return self.fault(format!("{:?} has less memory than its length", c.y.buf));
+        };
+        to.copy_from_slice(&y);
         Ok(())
     }
 

@@ -38,6 +38,11 @@ impl<'a> Cx<'a> {
                                 self.err(format!("{name} from @{} of {} elements into @{} of {}", a.buf.0, b.elem.name(), first.0, fb.elem.name()));
                             }
                         }
+                        Elems::Int8 => {
+                            if !matches!(b.elem, ElemType::Scalar(ScalarType::I8 | ScalarType::U8)) {
+                                self.err(format!("{name} operand `{}` is @{} of {} elements, not i8 or u8", spec.name, a.buf.0, b.elem.name()));
+                            }
+                        }
                         Elems::F32 => {
                             if b.elem != ElemType::Scalar(ScalarType::F32) {
                                 self.err(format!("{name} operand `{}` is @{} of {} elements, not f32", spec.name, a.buf.0, b.elem.name()));

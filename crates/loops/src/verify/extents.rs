@@ -101,6 +101,21 @@ impl Cx<'_> {
                 }
             }
             Call::Epilogue(e) => self.epilogue(e),
+            Call::Requantize(q) => {
+                // `rows·cols` elements of X read and of Y written, the scales of the first
+                // `min(period, rows)` rows read.
+                let [Some(rows), Some(cols)] = [&q.rows, &q.cols].map(|e| self.constant(e)) else { return Vec::new() };
+                let period = self.constant(&q.period);
+                if let Some(p) = period.filter(|&p| p <= 0) {
+                    self.err(format!("requantize with a scale period of {p}"));
+                }
+                if rows <= 0 || cols <= 0 {
+                    return Vec::new();
+                }
+                let n = i128::from(rows) * i128::from(cols);
+                let scales = i128::from(period.filter(|&p| p > 0).map_or(rows, |p| p.min(rows)));
+                vec![("x", n - 1, "requantize reads X"), ("s", scales - 1, "requantize reads the scales"), ("y", n - 1, "requantize writes Y")]
+            }
             Call::Im2col(g) => {
                 // `channels` planes of `ih·iw` read, `channels·kh·kw` rows of `oh·ow` written;
                 // nothing is addressed when the matrix is empty (or sizes are nonsense, which

@@ -519,8 +519,13 @@ pub(super) fn qlinear_conv(
     let mut k = cx.kernel(n);
     let inputs = exact::Inputs { x_zero: Some(2), w: 3, w_zero: Some(5), bias: Some(8) };
     if let Some((mut body, acc)) = exact::accumulate(cx, &mut k, n, &s, &x, &inputs) {
-        let finish = exact::finish(&mut k, &s, &acc, &y, (&scale, f64t), &|_, acc, c| Ok(requantize(acc, c)));
-        body.extend(finish.map_err(|e| cx.unsupported(n, e))?);
+        match exact::requantize(cx, n, &s, &acc, &y) {
+            Some(call) => body.push(call),
+            None => {
+                let finish = exact::finish(&mut k, &s, &acc, &y, (&scale, f64t), &|_, acc, c| Ok(requantize(acc, c)));
+                body.extend(finish.map_err(|e| cx.unsupported(n, e))?);
+            }
+        }
         k.body = body;
         cx.push(k);
         return Ok(());

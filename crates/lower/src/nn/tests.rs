@@ -275,6 +275,9 @@ fn integer_convolutions_are_exact_through_the_float_products() {
         for src in [qlinear, integer] {
             let products = calls(&src).iter().any(|c| matches!(c, RuntimeFn::Sgemm | RuntimeFn::Conv2d));
             assert_eq!(products, fast, "case {i}: the float products {}\n{src}", if fast { "not taken" } else { "taken past the bound" });
+            if fast && src.contains("qlinear_conv") {
+                assert!(calls(&src).contains(&RuntimeFn::Requantize), "case {i}: the constant scales take the runtime's requantization\n{src}");
+            }
             let direct = from_input(&src);
             assert!(!calls(&direct).iter().any(|c| matches!(c, RuntimeFn::Sgemm | RuntimeFn::Conv2d)), "{direct}");
             let inputs = [input.clone(), w_input.clone()];

@@ -53,10 +53,28 @@ fn expand(k: &mut Kernel, call: Call) -> Result<Vec<Stmt>, String> {
         Call::MaxPool2d(c) => window::maxpool2d(k, &c)?,
         Call::Softmax(c) => rows::softmax(k, &c)?,
         Call::LayerNorm(c) => rows::layernorm(k, &c)?,
+        Call::Requantize(c) => requantize(k, &c)?,
         other @ (Call::SgemmPacked(_) | Call::Conv2dPacked(_) | Call::Conv2dNchwc(_) | Call::MaxPool2dNchwc(_) | Call::ToNchwc(_) | Call::FromNchwc(_)) => {
             return Err(format!("kiln bug: `{}` reads a layout of the runtime's kernels, on a target without them", other.kind().name()));
         }
     })
+}
+
+/// `y[r, c] = sat(round(x[r, c] · s[r mod period] + zero))` in `f64`, saturated to `i8` or
+/// `u8` by the float-to-integer cast (NaN to 0), as the runtime's routine computes it.
+fn requantize(k: &mut Kernel, c: &kiln_loops::call::Requantize) -> Result<Vec<Stmt>, String> {
+    let (rows, cols, period) = (size(&c.rows, "rows")?, size(&c.cols, "cols")?, size(&c.period, "period")?);
+    if period == 0 {
+        return Err("requantize with a scale period of 0".into());
+    }
+    let zero = Expr::float(ScalarType::F64, int(&c.zero, "zero")? as f64);
+    let ty = if int(&c.signed, "signed")? != 0 { ScalarType::I8 } else { ScalarType::U8 };
+    Ok(k.nest(&[rows, cols], |_, rc| {
+        let off = rc[0].clone() * cols as i64 + rc[1].clone();
+        let scale = at(&c.s, rc[0].clone().bin(BinOp::Rem, Expr::idx(period as i64))).cast(ScalarType::F64);
+        let v = (at(&c.x, off.clone()).cast(ScalarType::F64) * scale + zero.clone()).un(UnOp::Round);
+        vec![put(&c.y, off, v.cast(ty))]
+    }))
 }
 
 /// The value of a constant integer operand.

@@ -129,3 +129,32 @@ fn softmax_and_normalizations_match_row_by_row() {
         agree(&program(&[40, 10, 10, 40], c.into()), 1e-4);
     }
 }
+
+#[test]
+fn requantization_matches_to_the_byte() {
+    let x: Vec<f32> = (0..24).map(|i| (i as f32 - 11.0) * 37.0 + if i % 5 == 0 { 0.5 } else { 0.0 }).chain([f32::NAN, 1e30, -1e30, 2.5]).collect();
+    let s = [0.5f32, 0.013, 1.0, 0.25];
+    for (elem, signed) in [(ScalarType::U8, 0), (ScalarType::I8, 1)] {
+        for zero in [0, 7, -100] {
+            let mut p = Program::default();
+            for (name, elem, len) in [("x", ScalarType::F32, x.len()), ("s", ScalarType::F32, s.len()), ("y", elem, x.len())] {
+                p.add_buffer(Buffer { name: name.into(), elem: ElemType::Scalar(elem), len: len as u64, kind: BufferKind::Temp });
+            }
+            let c = call::Requantize { x: Addr::at(BufId(0), 0), s: Addr::at(BufId(1), 0), y: Addr::at(BufId(2), 0), rows: i(7), cols: i(4), period: i(3), zero: i(zero), signed: i(signed) };
+            let mut k = Kernel::new("k");
+            k.body = vec![Stmt::Call(c.into())];
+            p.kernels.push(k);
+            kiln_loops::verify::verify(&p).unwrap_or_else(|e| panic!("{e:?}"));
+            let memory = vec![x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(), s.iter().flat_map(|v| v.to_le_bytes()).collect(), vec![0u8; x.len()]];
+            let mut want = memory.clone();
+            interp::run(&p, &mut want).expect("the kernel runs");
+            let mut plain = p.clone();
+            expand_calls(&mut plain).expect("the call expands");
+            kiln_loops::verify::verify(&plain).unwrap_or_else(|e| panic!("{e:?}"));
+            let mut got = memory;
+            interp::run(&plain, &mut got).expect("the loops run");
+            assert_eq!(want[2], got[2], "signed {signed}, zero {zero}");
+            assert!(want[2].iter().any(|&v| v != 0), "signed {signed}, zero {zero}: all zero");
+        }
+    }
+}

@@ -19,6 +19,7 @@ use bytes::Bytes;
 use kiln_tir::{DType, NodeId, Tensor, TensorData};
 
 use super::{ConvShape, conv2d, im2col_sgemm};
+use kiln_loops::call;
 use kiln_loops::ir::*;
 use crate::elementwise::{ElemResult, Scope};
 use crate::linalg::{BiasIndex, Epilogue};
@@ -154,4 +155,51 @@ pub(in crate::nn) fn finish(
         body
     });
     result.map(|()| stmts)
+}
+
+/// QLinearConv's output stage as one runtime `requantize` call over the accumulator, when the
+/// scales (inputs 1, 4 and 6: X's, W's per tensor or channel, Y's) are `f32` constants and Y's
+/// zero point (input 7) a constant or absent: the per-channel scale `x_scale · w_scale[m] /
+/// y_scale` computed here in `f32` as the loop would compute it.
+pub(in crate::nn) fn requantize(cx: &mut Lowerer<'_>, n: NodeId, s: &ConvShape, acc: &Operand, y: &Operand) -> Option<Stmt> {
+    let f32s = |i: usize| -> Option<Vec<f32>> {
+        let t = cx.const_input(n, i)?;
+        (t.dtype == DType::F32).then(|| t.raw().map(|r| r.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()))?
+    };
+    let (xs, ws, ys) = (f32s(1)?, f32s(4)?, f32s(6)?);
+    let ([xs], [ys]) = (xs.as_slice(), ys.as_slice()) else { return None };
+    let m = usize::try_from(s.m).ok()?;
+    let scales: Vec<f32> = match ws.len() {
+        1 => vec![xs * ws[0] / ys; m],
+        l if l == m => ws.iter().map(|w| xs * w / ys).collect(),
+        _ => return None,
+    };
+    let zero = match cx.node(n).inputs.get(7).copied().flatten() {
+        None => 0,
+        Some(_) => match cx.const_input(n, 7)?.to_i64s()?.as_slice() {
+            [z] => *z,
+            _ => return None,
+        },
+    };
+    let signed = match y.elem {
+        ElemType::Scalar(ScalarType::I8) => 1,
+        ElemType::Scalar(ScalarType::U8) => 0,
+        _ => return None,
+    };
+    let bytes: Vec<u8> = scales.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let t = Tensor { dtype: DType::F32, shape: vec![s.m], data: TensorData::Raw(Bytes::from(bytes)) };
+    let name = format!("{}_requantize_scales", cx.node(n).name);
+    let sbuf = cx.program.add_buffer(Buffer { name, elem: ElemType::Scalar(ScalarType::F32), len: s.m, kind: BufferKind::Const(t) });
+    let int = |v: u64| Expr::idx(v as i64);
+    let call = call::Requantize {
+        x: call::Addr::at(acc.buf, 0),
+        s: call::Addr::at(sbuf, 0),
+        y: call::Addr::at(y.buf, 0),
+        rows: int(s.batch * s.m),
+        cols: int(s.win.out_plane()),
+        period: int(s.m),
+        zero: Expr::idx(zero),
+        signed: Expr::idx(signed),
+    };
+    Some(Stmt::Call(call.into()))
 }

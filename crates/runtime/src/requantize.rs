@@ -1,0 +1,183 @@
+//! Requantization: integer accumulators held as integer-valued `f32` (QLinearConv's, computed
+//! by the `f32` products where that is exact) scaled, shifted by the output zero point,
+//! rounded and saturated to 8-bit integers.
+//!
+//! `y = sat(round(x · s + zero))` with the product and sum in `f64`, as the ONNX reference
+//! computes `res · (x_scale · w_scale / y_scale) + y_zero_point` (an `int32` array times a
+//! `float32` one is `float64` in numpy): exact for accumulators below 2^24 and any `f32` scale,
+//! so the only rounding is the last one, half to even. Saturation is Rust's `as` (NaN to 0),
+//! the loop IR's float-to-integer cast. The loops run in functions compiled for AVX-512 and
+//! AVX2 (chosen at run time, as the epilogue's) so the rounding is one instruction.
+
+use crate::gemm::Isa;
+use crate::pool::{self, SharedPtr};
+
+/// One requantization over a row-major `rows × cols` matrix, the scale `s[r mod period]` per
+/// row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Requantize {
+    /// Rows (a convolution's images × output channels).
+    pub rows: usize,
+    /// Columns (its output pixels).
+    pub cols: usize,
+    /// Scales: row `r` takes `s[r mod period]`; positive.
+    pub period: usize,
+    /// The output zero point.
+    pub zero: i32,
+    /// `i8` output; `u8` otherwise.
+    pub signed: bool,
+}
+
+impl Requantize {
+    /// Elements of `x` and `y`, or `None` past `isize` bytes.
+    pub fn len(&self) -> Option<usize> {
+        self.rows.checked_mul(self.cols).filter(|&n| n.checked_mul(4).is_some_and(|b| b <= isize::MAX as usize))
+    }
+
+    /// Applies it with the detected instruction set.
+    ///
+    /// # Panics
+    ///
+    /// If the sizes are invalid (a zero period, too many elements) or a slice is too short.
+    pub fn run(&self, x: &[f32], s: &[f32], y: &mut [u8]) {
+        let n = self.len().expect("requantize sizes");
+        assert!(self.period > 0 && x.len() >= n && y.len() >= n && s.len() >= self.period.min(self.rows), "requantize operands are too short for {self:?}");
+        // SAFETY: the slices hold every element addressed, `y` is exclusively borrowed.
+        unsafe { self.run_raw(x.as_ptr(), s.as_ptr(), y.as_mut_ptr()) }
+    }
+
+    /// # Safety
+    ///
+    /// `x` readable and `y` writable for `rows·cols` elements, `s` readable for
+    /// `min(period, rows)`; `y` overlaps neither; valid sizes. No alignment is required.
+    unsafe fn run_raw(&self, x: *const f32, s: *const f32, y: *mut u8) {
+        let Some(n) = self.len() else { return };
+        if n == 0 || self.period == 0 {
+            return;
+        }
+        let isa = Isa::detected();
+        let parts = if n >= 1 << 15 { pool::threads().min(self.rows) } else { 1 };
+        let ptrs = SharedPtr((x, s, y));
+        pool::for_each(parts.max(1), &|i| {
+            let (x, s, y) = ptrs.get();
+            let r = pool::part(self.rows, parts.max(1), 1, i);
+            // SAFETY: each part is its own rows of `x` and `y`.
+            unsafe {
+                for row in r {
+                    let at = row * self.cols;
+                    let scale = f64::from(s.add(row % self.period).read_unaligned());
+                    rows(isa, self, x.add(at), scale, y.add(at));
+                }
+            }
+        });
+    }
+}
+
+/// One row with the instruction set `isa`.
+///
+/// # Safety
+///
+/// As [`Requantize::run_raw`] for one row of `cols` elements; the CPU runs `isa`.
+unsafe fn rows(isa: Isa, q: &Requantize, x: *const f32, scale: f64, y: *mut u8) {
+    // SAFETY: by the caller's contract.
+    unsafe {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => row_avx512(q, x, scale, y),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => row_avx2(q, x, scale, y),
+            _ => row(q, x, scale, y),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx2,fma")]
+unsafe fn row_avx512(q: &Requantize, x: *const f32, scale: f64, y: *mut u8) {
+    // SAFETY: by the caller's contract.
+    unsafe { row(q, x, scale, y) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn row_avx2(q: &Requantize, x: *const f32, scale: f64, y: *mut u8) {
+    // SAFETY: by the caller's contract.
+    unsafe { row(q, x, scale, y) }
+}
+
+/// # Safety
+///
+/// `x` readable and `y` writable for `q.cols` elements, apart.
+#[inline(always)]
+unsafe fn row(q: &Requantize, x: *const f32, scale: f64, y: *mut u8) {
+    let zero = f64::from(q.zero);
+    // SAFETY: by the caller's contract; `f32` and `u8` slices need no more alignment than the
+    // bytes of an `f32` read one at a time give.
+    let (x, y) = unsafe { (std::slice::from_raw_parts(x.cast::<u8>(), 4 * q.cols), std::slice::from_raw_parts_mut(y, q.cols)) };
+    let value = |i: usize| {
+        let v = f32::from_le_bytes([x[4 * i], x[4 * i + 1], x[4 * i + 2], x[4 * i + 3]]);
+        (f64::from(v) * scale + zero).round_ties_even()
+    };
+    if q.signed {
+        for (i, out) in y.iter_mut().enumerate() {
+            *out = (value(i) as i8) as u8;
+        }
+    } else {
+        for (i, out) in y.iter_mut().enumerate() {
+            *out = value(i) as u8;
+        }
+    }
+}
+
+/// `y[r, c] = sat(round(x[r, c] · s[r mod period] + zero))`: [`Requantize`] for generated code,
+/// `y` of `i8` when `signed` is non-zero, else `u8`. Nothing happens when a size is negative,
+/// `period ≤ 0`, the zero point does not fit `i32`, or the matrix is over `isize` bytes.
+///
+/// # Safety
+///
+/// `x` readable and `y` writable for `rows·cols` elements, `s` readable for `min(period, rows)`;
+/// `y` overlaps neither. Alignment is not required.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn kiln_rt_requantize(x: *const f32, s: *const f32, y: *mut u8, rows: i64, cols: i64, period: i64, zero: i64, signed: i64) {
+    let (Ok(rows), Ok(cols), Ok(period), Ok(zero)) = (usize::try_from(rows), usize::try_from(cols), usize::try_from(period), i32::try_from(zero)) else { return };
+    let q = Requantize { rows, cols, period, zero, signed: signed != 0 };
+    // SAFETY: by the caller's contract.
+    unsafe { q.run_raw(x, s, y) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every value from the definition in `f64`, on special accumulators and scales, signed and
+    /// not, with several rows sharing scales.
+    #[test]
+    fn matches_the_definition() {
+        let x: Vec<f32> = [0.0, -0.0, 1.0, -1.0, 12345.0, -16_777_215.0, 16_777_215.0, 255.0, 7.0, -300.0, f32::NAN, 3.0].repeat(3);
+        let s = [0.5f32, 0.013_f32, 1.0e-6, 2.0];
+        for signed in [false, true] {
+            for zero in [0, 10, -128, 200] {
+                let q = Requantize { rows: 6, cols: 6, period: 4, zero, signed };
+                let mut y = vec![0u8; 36];
+                q.run(&x, &s, &mut y);
+                for (i, &got) in y.iter().enumerate() {
+                    let v = (f64::from(x[i]) * f64::from(s[(i / 6) % 4]) + f64::from(zero)).round_ties_even();
+                    let want = if signed { (v as i8) as u8 } else { v as u8 };
+                    assert_eq!(got, want, "element {i}, signed {signed}, zero {zero}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_c_entry_point_refuses_nonsense() {
+        let (x, s) = ([1.0f32; 4], [1.0f32; 2]);
+        for (rows, cols, period, zero) in [(-1, 2, 1, 0), (2, -2, 1, 0), (2, 2, 0, 0), (2, 2, 1, i64::MAX)] {
+            let mut y = [7u8; 4];
+            // SAFETY: each case is refused before addressing anything.
+            unsafe { kiln_rt_requantize(x.as_ptr(), s.as_ptr(), y.as_mut_ptr(), rows, cols, period, zero, 0) };
+            assert_eq!(y, [7; 4]);
+        }
+    }
+}
