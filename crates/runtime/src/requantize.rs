@@ -4,8 +4,9 @@
 //!
 //! `y = sat(round(x · s + zero))` with the product and sum in `f64`, as the ONNX reference
 //! computes `res · (x_scale · w_scale / y_scale) + y_zero_point` (an `int32` array times a
-//! `float32` one is `float64` in numpy): exact for accumulators below 2^24 and any `f32` scale,
-//! so the only rounding is the last one, half to even. Saturation is Rust's `as` (NaN to 0),
+//! `float32` one is `float64` in numpy): the product of an accumulator below 2^24 and an `f32`
+//! scale is exact, the sum with the zero point rounds as numpy's does, and the last rounding is
+//! half to even. Saturation is Rust's `as` (NaN to 0),
 //! the loop IR's float-to-integer cast. The loops run in functions compiled for AVX-512 and
 //! AVX2 (chosen at run time, as the epilogue's) so the rounding is one instruction.
 
@@ -92,7 +93,7 @@ unsafe fn rows(isa: Isa, q: &Requantize, x: *const f32, scale: f64, y: *mut u8) 
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx2,fma")]
+#[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn row_avx512(q: &Requantize, x: *const f32, scale: f64, y: *mut u8) {
     // SAFETY: by the caller's contract.
     unsafe { row(q, x, scale, y) }
