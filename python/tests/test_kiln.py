@@ -314,9 +314,10 @@ def test_concurrent_runs(path):
 
 def test_runs_release_the_gil():
     """With a 10 s switch interval, another Python thread gets the GIL only when it is released:
-    it counts during a run only if the run released it."""
-    model = compiled(MLP)
-    x = np.ones((1, 784), np.float32)
+    it counts during a run only if the run released it. The run takes milliseconds (tiny_cnn at
+    batch 512) so that the counter's wake-up, on a loaded machine, falls inside it."""
+    model = compiled(TINY_CNN, input_shapes={"image": [512, 1, 16, 16]})
+    x = np.ones((512, 1, 16, 16), np.float32)
     count = 0
     stop = threading.Event()
 
@@ -334,7 +335,7 @@ def test_runs_release_the_gil():
         counted = []
         for _ in range(50):
             before = count
-            model.run({"input": x})
+            model.run({"image": x})
             counted.append(count - before)
             if counted[-1] > 0:
                 break
