@@ -133,6 +133,8 @@ pub enum Elems {
     Bytes,
     /// `i8` or `u8`.
     Int8,
+    /// `i32`.
+    I32,
 }
 
 /// The kind of an operand, as a routine's signature gives it.

@@ -1,6 +1,6 @@
-//! Requantization: integer accumulators held as integer-valued `f32` (QLinearConv's, computed
-//! by the `f32` products where that is exact) scaled, shifted by the output zero point,
-//! rounded and saturated to 8-bit integers.
+//! Requantization: integer accumulators, `i32` or held as integer-valued `f32` (QLinearConv's,
+//! computed by the `f32` products where that is exact), scaled, shifted by the output zero
+//! point, rounded and saturated to 8-bit integers.
 //!
 //! `y = sat(round(x · s + zero))` with the product and sum in `f64`, as the ONNX reference
 //! computes `res · (x_scale · w_scale / y_scale) + y_zero_point` (an `int32` array times a
@@ -27,6 +27,8 @@ pub struct Requantize {
     pub zero: i32,
     /// `i8` output; `u8` otherwise.
     pub signed: bool,
+    /// `i32` accumulators; `f32` otherwise.
+    pub int_x: bool,
 }
 
 impl Requantize {
@@ -40,9 +42,10 @@ impl Requantize {
     /// # Panics
     ///
     /// If the sizes are invalid (a zero period, too many elements) or a slice is too short.
-    pub fn run(&self, x: &[f32], s: &[f32], y: &mut [u8]) {
+    /// `x` holds the accumulators' little-endian bytes, four per element.
+    pub fn run(&self, x: &[u8], s: &[f32], y: &mut [u8]) {
         let n = self.len().expect("requantize sizes");
-        assert!(self.period > 0 && x.len() >= n && y.len() >= n && s.len() >= self.period.min(self.rows), "requantize operands are too short for {self:?}");
+        assert!(self.period > 0 && x.len() >= 4 * n && y.len() >= n && s.len() >= self.period.min(self.rows), "requantize operands are too short for {self:?}");
         // SAFETY: the slices hold every element addressed, `y` is exclusively borrowed.
         unsafe { self.run_raw(x.as_ptr(), s.as_ptr(), y.as_mut_ptr()) }
     }
@@ -51,7 +54,7 @@ impl Requantize {
     ///
     /// `x` readable and `y` writable for `rows·cols` elements, `s` readable for
     /// `min(period, rows)`; `y` overlaps neither; valid sizes. No alignment is required.
-    unsafe fn run_raw(&self, x: *const f32, s: *const f32, y: *mut u8) {
+    unsafe fn run_raw(&self, x: *const u8, s: *const f32, y: *mut u8) {
         let Some(n) = self.len() else { return };
         if n == 0 || self.period == 0 {
             return;
@@ -67,7 +70,7 @@ impl Requantize {
                 for row in r {
                     let at = row * self.cols;
                     let scale = f64::from(s.add(row % self.period).read_unaligned());
-                    rows(isa, self, x.add(at), scale, y.add(at));
+                    rows(isa, self, x.add(4 * at), scale, y.add(at));
                 }
             }
         });
@@ -79,7 +82,7 @@ impl Requantize {
 /// # Safety
 ///
 /// As [`Requantize::run_raw`] for one row of `cols` elements; the CPU runs `isa`.
-unsafe fn rows(isa: Isa, q: &Requantize, x: *const f32, scale: f64, y: *mut u8) {
+unsafe fn rows(isa: Isa, q: &Requantize, x: *const u8, scale: f64, y: *mut u8) {
     // SAFETY: by the caller's contract.
     unsafe {
         match isa {
@@ -94,14 +97,14 @@ unsafe fn rows(isa: Isa, q: &Requantize, x: *const f32, scale: f64, y: *mut u8) 
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn row_avx512(q: &Requantize, x: *const f32, scale: f64, y: *mut u8) {
+unsafe fn row_avx512(q: &Requantize, x: *const u8, scale: f64, y: *mut u8) {
     // SAFETY: by the caller's contract.
     unsafe { row(q, x, scale, y) }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn row_avx2(q: &Requantize, x: *const f32, scale: f64, y: *mut u8) {
+unsafe fn row_avx2(q: &Requantize, x: *const u8, scale: f64, y: *mut u8) {
     // SAFETY: by the caller's contract.
     unsafe { row(q, x, scale, y) }
 }
@@ -110,14 +113,15 @@ unsafe fn row_avx2(q: &Requantize, x: *const f32, scale: f64, y: *mut u8) {
 ///
 /// `x` readable and `y` writable for `q.cols` elements, apart.
 #[inline(always)]
-unsafe fn row(q: &Requantize, x: *const f32, scale: f64, y: *mut u8) {
+unsafe fn row(q: &Requantize, x: *const u8, scale: f64, y: *mut u8) {
     let zero = f64::from(q.zero);
-    // SAFETY: by the caller's contract; `f32` and `u8` slices need no more alignment than the
-    // bytes of an `f32` read one at a time give.
-    let (x, y) = unsafe { (std::slice::from_raw_parts(x.cast::<u8>(), 4 * q.cols), std::slice::from_raw_parts_mut(y, q.cols)) };
+    // SAFETY: by the caller's contract; byte slices need no alignment.
+    let (x, y) = unsafe { (std::slice::from_raw_parts(x, 4 * q.cols), std::slice::from_raw_parts_mut(y, q.cols)) };
+    let int_x = q.int_x;
     let value = |i: usize| {
-        let v = f32::from_le_bytes([x[4 * i], x[4 * i + 1], x[4 * i + 2], x[4 * i + 3]]);
-        (f64::from(v) * scale + zero).round_ties_even()
+        let bytes = [x[4 * i], x[4 * i + 1], x[4 * i + 2], x[4 * i + 3]];
+        let v = if int_x { f64::from(i32::from_le_bytes(bytes)) } else { f64::from(f32::from_le_bytes(bytes)) };
+        (v * scale + zero).round_ties_even()
     };
     if q.signed {
         for (i, out) in y.iter_mut().enumerate() {
@@ -131,7 +135,8 @@ unsafe fn row(q: &Requantize, x: *const f32, scale: f64, y: *mut u8) {
 }
 
 /// `y[r, c] = sat(round(x[r, c] · s[r mod period] + zero))`: [`Requantize`] for generated code,
-/// `y` of `i8` when `signed` is non-zero, else `u8`. Nothing happens when a size is negative,
+/// `x` of `i32` when `int_x` is non-zero, else `f32`; `y` of `i8` when `signed` is non-zero,
+/// else `u8`. Nothing happens when a size is negative,
 /// `period ≤ 0`, the zero point does not fit `i32`, or the matrix is over `isize` bytes.
 ///
 /// # Safety
@@ -140,9 +145,9 @@ unsafe fn row(q: &Requantize, x: *const f32, scale: f64, y: *mut u8) {
 /// `y` overlaps neither. Alignment is not required.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn kiln_rt_requantize(x: *const f32, s: *const f32, y: *mut u8, rows: i64, cols: i64, period: i64, zero: i64, signed: i64) {
+pub unsafe extern "C" fn kiln_rt_requantize(x: *const u8, s: *const f32, y: *mut u8, rows: i64, cols: i64, period: i64, zero: i64, signed: i64, int_x: i64) {
     let (Ok(rows), Ok(cols), Ok(period), Ok(zero)) = (usize::try_from(rows), usize::try_from(cols), usize::try_from(period), i32::try_from(zero)) else { return };
-    let q = Requantize { rows, cols, period, zero, signed: signed != 0 };
+    let q = Requantize { rows, cols, period, zero, signed: signed != 0, int_x: int_x != 0 };
     // SAFETY: by the caller's contract.
     unsafe { q.run_raw(x, s, y) }
 }
@@ -156,18 +161,22 @@ mod tests {
     #[test]
     fn matches_the_definition() {
         let x: Vec<f32> = [0.0, -0.0, 1.0, -1.0, 12345.0, -16_777_215.0, 16_777_215.0, 255.0, 7.0, -300.0, f32::NAN, 3.0].repeat(3);
+        let ints: Vec<i32> = [0, 1, -1, 12345, i32::MIN, i32::MAX, 255, 7, -300, 1 << 30, -(1 << 25) - 1, 3].repeat(3);
         let s = [0.5f32, 0.013_f32, 1.0e-6, 2.0];
+        for (int_x, values) in [(false, x.iter().map(|&v| f64::from(v)).collect::<Vec<_>>()), (true, ints.iter().map(|&v| f64::from(v)).collect())] {
+        let bytes: Vec<u8> = if int_x { ints.iter().flat_map(|v| v.to_le_bytes()).collect() } else { x.iter().flat_map(|v| v.to_le_bytes()).collect() };
         for signed in [false, true] {
             for zero in [0, 10, -128, 200] {
-                let q = Requantize { rows: 6, cols: 6, period: 4, zero, signed };
+                let q = Requantize { rows: 6, cols: 6, period: 4, zero, signed, int_x };
                 let mut y = vec![0u8; 36];
-                q.run(&x, &s, &mut y);
+                q.run(&bytes, &s, &mut y);
                 for (i, &got) in y.iter().enumerate() {
-                    let v = (f64::from(x[i]) * f64::from(s[(i / 6) % 4]) + f64::from(zero)).round_ties_even();
+                    let v = (values[i] * f64::from(s[(i / 6) % 4]) + f64::from(zero)).round_ties_even();
                     let want = if signed { (v as i8) as u8 } else { v as u8 };
-                    assert_eq!(got, want, "element {i}, signed {signed}, zero {zero}");
+                    assert_eq!(got, want, "element {i}, signed {signed}, zero {zero}, int_x {int_x}");
                 }
             }
+        }
         }
     }
 
@@ -177,7 +186,7 @@ mod tests {
         for (rows, cols, period, zero) in [(-1, 2, 1, 0), (2, -2, 1, 0), (2, 2, 0, 0), (2, 2, 1, i64::MAX)] {
             let mut y = [7u8; 4];
             // SAFETY: each case is refused before addressing anything.
-            unsafe { kiln_rt_requantize(x.as_ptr(), s.as_ptr(), y.as_mut_ptr(), rows, cols, period, zero, 0) };
+            unsafe { kiln_rt_requantize(x.as_ptr().cast(), s.as_ptr(), y.as_mut_ptr(), rows, cols, period, zero, 0, 0) };
             assert_eq!(y, [7; 4]);
         }
     }

@@ -25,6 +25,7 @@ macro_rules! operand_elems {
     (f32) => { $crate::call::Elems::F32 };
     (bytes) => { $crate::call::Elems::Bytes };
     (int8) => { $crate::call::Elems::Int8 };
+    (i32) => { $crate::call::Elems::I32 };
 }
 
 /// A field's doc line: its name and kind.
@@ -34,6 +35,9 @@ macro_rules! operand_doc {
     ($field:ident read bytes) => { concat!("`", stringify!($field), "`: an address the routine reads from (any whole-byte elements).") };
     ($field:ident write bytes) => { concat!("`", stringify!($field), "`: an address the routine writes to (any whole-byte elements).") };
     ($field:ident write int8) => { concat!("`", stringify!($field), "`: an `i8` or `u8` address the routine writes to.") };
+    ($field:ident read int8) => { concat!("`", stringify!($field), "`: an `i8` or `u8` address the routine reads from.") };
+    ($field:ident read i32) => { concat!("`", stringify!($field), "`: an `i32` address the routine reads from.") };
+    ($field:ident write i32) => { concat!("`", stringify!($field), "`: an `i32` address the routine writes to.") };
     ($field:ident read) => { concat!("`", stringify!($field), "`: an `f32` address the routine reads from.") };
     ($field:ident write) => { concat!("`", stringify!($field), "`: an `f32` address the routine writes to.") };
     ($field:ident read_write) => { concat!("`", stringify!($field), "`: an `f32` address the routine reads and writes.") };

@@ -183,12 +183,24 @@ define_calls! {
         n: i64,
     }
 
-    /// Requantization of integer accumulators held as integer-valued `f32` (QLinearConv's
-    /// output stage) over a `rows × cols` matrix: `y[r, c] = sat(round(x[r, c] · s[r mod
-    /// period] + zero))`, product and sum in `f64`, rounded half to even, saturated to `i8`
-    /// (`signed` non-zero; `y` must then be an `i8` buffer) or `u8`, NaN to 0.
+    /// Requantization of integer accumulators (QLinearConv's output stage), `i32` (`int_x`
+    /// non-zero) or integer-valued `f32`, over a `rows × cols` matrix: `y[r, c] = sat(round(x[r,
+    /// c] · s[r mod period] + zero))`, product and sum in `f64`, rounded half to even, saturated
+    /// to `i8` (`signed` non-zero; `y` must then be an `i8` buffer) or `u8`, NaN to 0.
     Requantize "requantize" "kiln_rt_requantize" {
-        x: read, s: read, y: write int8,
-        rows: i64, cols: i64, period: i64, zero: i64, signed: i64,
+        x: read bytes, s: read, y: write int8,
+        rows: i64, cols: i64, period: i64, zero: i64, signed: i64, int_x: i64,
+    }
+
+    /// The 8-bit integer product `C[m×n] = (A − za)·(B − zb) + bias` in `i32` (wrapping),
+    /// row-major with leading dimensions: `A` (`m × k`) and its zero points are `i8` when
+    /// `a_signed` is non-zero, else `u8`, and likewise `B` (`k × n`) with `b_signed`. `a_zeros`
+    /// is 0 (none), 1 (per tensor) or `m` (per row); `b_zeros` 0, 1 or `n` (per column);
+    /// `bias_mode` 0 (none), 1 (`bias[i]` per row) or 2 (`bias[j]` per column). An unused zero
+    /// point is passed as its operand's address, an unused bias as `c`'s, and not read.
+    Qgemm "qgemm" "kiln_rt_qgemm" {
+        a: read int8, b: read int8, c: write i32, za: read int8, zb: read int8, bias: read i32,
+        m: i64, n: i64, k: i64, lda: i64, ldb: i64, ldc: i64, a_signed: i64, b_signed: i64, a_zeros: i64, b_zeros: i64,
+        bias_mode: i64,
     }
 }

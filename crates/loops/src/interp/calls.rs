@@ -4,6 +4,7 @@
 //! blocked layout's are in `windowed.rs`.
 
 use kiln_runtime::epilogue::{Activation, Bias, Epilogue};
+use kiln_runtime::qgemm::{QBias, Qgemm};
 use kiln_runtime::requantize::Requantize;
 use kiln_runtime::gemm::{PackedLayout, Sgemm, SgemmFused, Transpose};
 use kiln_runtime::norm::LayerNorm;
@@ -90,6 +91,7 @@ impl Machine<'_> {
             Call::FromNchwc(c) => self.reorder("from_nchwc", false, [&c.x, &c.y], [&c.batch, &c.channels, &c.pixels]),
             Call::Copy(c) => self.copy(c),
             Call::Requantize(c) => self.requantize(c),
+            Call::Qgemm(c) => self.qgemm(c),
             Call::LayerNorm(c) => self.layernorm(c),
             Call::Softmax(c) => self.softmax(c),
             Call::ShouldStop(c) => self.should_stop(c),
@@ -237,12 +239,12 @@ impl Machine<'_> {
 
     fn requantize(&mut self, c: &call::Requantize) -> Result<(), InterpError> {
         let name = "requantize";
-        let [rows, cols, period, zero, signed] = ints!(self, name, c; rows, cols, period, zero, signed);
+        let [rows, cols, period, zero, signed, int_x] = ints!(self, name, c; rows, cols, period, zero, signed, int_x);
         let [rows, cols, period] = self.counts(name, [rows, cols, period])?;
         let (Ok(zero), true) = (i32::try_from(zero), period > 0) else {
             return self.fault(format!("requantize with period {period} and zero point {zero}"));
         };
-        let q = Requantize { rows, cols, period, zero, signed: signed != 0 };
+        let q = Requantize { rows, cols, period, zero, signed: signed != 0, int_x: int_x != 0 };
         let Some(n) = q.len() else {
             return self.fault(format!("requantize of {rows} × {cols} elements"));
         };
@@ -250,7 +252,11 @@ impl Machine<'_> {
             return Ok(());
         }
         let (xi, si, yi) = (self.index(&c.x.index)?, self.index(&c.s.index)?, self.index(&c.y.index)?);
-        let x = self.f32_span(name, c.x.buf, xi, n)?;
+        let (_, _, xe) = self.slot(c.x.buf, xi)?;
+        if xe != ElemType::Scalar(if q.int_x { ScalarType::I32 } else { ScalarType::F32 }) {
+            return self.fault(format!("requantize from {} elements with int_x {int_x}", xe.name()));
+        }
+        let x = self.byte_span(name, &c.x, n, 32)?;
         let s = self.f32_span(name, c.s.buf, si, period.min(rows))?;
         // The runtime's routine computes it; the bytes go where `slot` says `y`'s elements are.
         let (y0, _, ye) = self.slot(c.y.buf, yi)?;
@@ -265,6 +271,58 @@ impl Machine<'_> {
         };
         to.copy_from_slice(&y);
         Ok(())
+    }
+
+    fn qgemm(&mut self, c: &call::Qgemm) -> Result<(), InterpError> {
+        let name = "qgemm";
+        let sizes = ints!(self, name, c; m, n, k, lda, ldb, ldc, a_zeros, b_zeros);
+        let [m, n, k, lda, ldb, ldc, a_zeros, b_zeros] = self.counts(name, sizes)?;
+        let [a_signed, b_signed, bias_mode] = ints!(self, name, c; a_signed, b_signed, bias_mode);
+        let Some(bias) = QBias::from_code(bias_mode) else {
+            return self.fault(format!("qgemm with bias mode {bias_mode}"));
+        };
+        let q = Qgemm { m, n, k, lda, ldb, ldc, a_signed: a_signed != 0, b_signed: b_signed != 0, a_zeros, b_zeros, bias };
+        if !q.is_valid() {
+            return self.fault(format!("qgemm with inconsistent sizes {q:?}"));
+        }
+        let (ea, eb, ec) = q.extents();
+        if ec == 0 {
+            return Ok(());
+        }
+        let (ea, eb) = if ea == 0 { (0, 0) } else { (ea, eb) };
+        let [a, b, za, zb] = [(&c.a, ea), (&c.b, eb), (&c.za, a_zeros), (&c.zb, b_zeros)].map(|(at, len)| self.byte_span(name, at, len, 8));
+        let (a, b, za, zb) = (a?, b?, za?, zb?);
+        let bias: Vec<i32> = self.byte_span(name, &c.bias, q.bias_len(), 32)?.chunks_exact(4).map(|v| i32::from_le_bytes([v[0], v[1], v[2], v[3]])).collect();
+        // `C`'s span as it is: the routine leaves the elements between rows alone.
+        let mut out: Vec<i32> = self.byte_span(name, &c.c, ec, 32)?.chunks_exact(4).map(|v| i32::from_le_bytes([v[0], v[1], v[2], v[3]])).collect();
+        q.run(&a, &b, &mut out, &za, &zb, &bias);
+        let bytes: Vec<u8> = out.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let ci = self.index(&c.c.index)?;
+        let (c0, _, _) = self.slot(c.c.buf, ci)?;
+        let Some(to) = self.memory[c.c.buf.0 as usize].get_mut(c0..c0 + bytes.len()) else {
+            return self.fault(format!("{:?} has less memory than its length", c.c.buf));
+        };
+        to.copy_from_slice(&bytes);
+        Ok(())
+    }
+
+    /// The bytes of `len` consecutive elements of `bits`-bit type from address `at`, bounds-
+    /// and width-checked (for routine `what`).
+    fn byte_span(&mut self, what: &str, at: &call::Addr, len: usize, bits: u32) -> Result<Vec<u8>, InterpError> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let start = self.index(&at.index)?;
+        let (b0, _, elem) = self.slot(at.buf, start)?;
+        self.slot(at.buf, start.saturating_add(i64::try_from(len - 1).unwrap_or(i64::MAX)))?;
+        if elem.bits() != bits || elem.is_packed() {
+            return self.fault(format!("{what} on {:?} of {}, not {bits}-bit elements", at.buf, elem.name()));
+        }
+        let n = len * bits as usize / 8;
+        match self.memory[at.buf.0 as usize].get(b0..b0 + n) {
+            Some(bytes) => Ok(bytes.to_vec()),
+            None => self.fault(format!("{:?} has less memory than its length", at.buf)),
+        }
     }
 
     fn layernorm(&mut self, c: &call::LayerNorm) -> Result<(), InterpError> {

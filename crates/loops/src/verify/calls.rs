@@ -43,6 +43,11 @@ impl<'a> Cx<'a> {
                                 self.err(format!("{name} operand `{}` is @{} of {} elements, not i8 or u8", spec.name, a.buf.0, b.elem.name()));
                             }
                         }
+                        Elems::I32 => {
+                            if b.elem != ElemType::Scalar(ScalarType::I32) {
+                                self.err(format!("{name} operand `{}` is @{} of {} elements, not i32", spec.name, a.buf.0, b.elem.name()));
+                            }
+                        }
                         Elems::F32 => {
                             if b.elem != ElemType::Scalar(ScalarType::F32) {
                                 self.err(format!("{name} operand `{}` is @{} of {} elements, not f32", spec.name, a.buf.0, b.elem.name()));

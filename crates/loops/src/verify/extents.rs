@@ -25,6 +25,19 @@ impl Cx<'_> {
         self.range(e).as_constant()
     }
 
+    /// Reports an 8-bit operand `what` whose buffer's signedness is not the one the constant
+    /// flag `signed` says (the routine would read or write the other type's values).
+    fn signedness(&mut self, routine: &str, what: &str, a: &call::Addr, signed: &Expr) {
+        let Some(flag) = self.constant(signed) else { return };
+        let want = if flag != 0 { ScalarType::I8 } else { ScalarType::U8 };
+        if let Some(b) = self.buffer(a.buf)
+            && b.elem != ElemType::Scalar(want)
+        {
+            let got = b.elem.name();
+            self.err(format!("{routine} operand `{what}` is @{} of {got} elements, but the flag says {}", a.buf.0, want.name()));
+        }
+    }
+
     /// The extents of `call`'s addresses, by operand name; none when its sizes are not
     /// constants or it addresses nothing. Reports constant codes that do not exist.
     pub(super) fn extents(&mut self, call: &Call) -> Vec<Extent> {
@@ -104,6 +117,16 @@ impl Cx<'_> {
             Call::Requantize(q) => {
                 // `rows·cols` elements of X read and of Y written, the scales of the first
                 // `min(period, rows)` rows read.
+                self.signedness("requantize", "y", &q.y, &q.signed);
+                if let Some(int_x) = self.constant(&q.int_x)
+                    && let Some(b) = self.buffer(q.x.buf)
+                {
+                    let want = if int_x != 0 { ScalarType::I32 } else { ScalarType::F32 };
+                    if b.elem != ElemType::Scalar(want) {
+                        let got = b.elem.name();
+                        self.err(format!("requantize operand `x` is @{} of {got} elements, but the flag says {}", q.x.buf.0, want.name()));
+                    }
+                }
                 let [Some(rows), Some(cols)] = [&q.rows, &q.cols].map(|e| self.constant(e)) else { return Vec::new() };
                 let period = self.constant(&q.period);
                 if let Some(p) = period.filter(|&p| p <= 0) {
@@ -115,6 +138,38 @@ impl Cx<'_> {
                 let n = i128::from(rows) * i128::from(cols);
                 let scales = i128::from(period.filter(|&p| p > 0).map_or(rows, |p| p.min(rows)));
                 vec![("x", n - 1, "requantize reads X"), ("s", scales - 1, "requantize reads the scales"), ("y", n - 1, "requantize writes Y")]
+            }
+            Call::Qgemm(q) => {
+                // `A` (`m` rows of `lda`, `k` used), `B` (`k` rows of `ldb`, `n` used) and `C`
+                // (`m` rows of `ldc`, `n` written); the zero points by their counts. Nothing is
+                // addressed when `C` is empty or the sizes are ones the runtime refuses.
+                for (what, a, flag) in [("a", &q.a, &q.a_signed), ("za", &q.za, &q.a_signed), ("b", &q.b, &q.b_signed), ("zb", &q.zb, &q.b_signed)] {
+                    self.signedness("qgemm", what, a, flag);
+                }
+                let sizes = [&q.m, &q.n, &q.k, &q.lda, &q.ldb, &q.ldc, &q.a_zeros, &q.b_zeros].map(|e| self.constant(e).and_then(|v| usize::try_from(v).ok()));
+                let [Some(m), Some(n), Some(k), Some(lda), Some(ldb), Some(ldc), Some(a_zeros), Some(b_zeros)] = sizes else { return Vec::new() };
+                let Some(code) = self.constant(&q.bias_mode) else { return Vec::new() };
+                let Some(bias) = kiln_runtime::qgemm::QBias::from_code(code) else {
+                    self.err(format!("qgemm with bias mode {code}"));
+                    return Vec::new();
+                };
+                let g = kiln_runtime::qgemm::Qgemm { m, n, k, lda, ldb, ldc, a_signed: false, b_signed: false, a_zeros, b_zeros, bias };
+                if !g.is_valid() {
+                    self.err(format!("qgemm with inconsistent sizes {g:?}"));
+                    return Vec::new();
+                }
+                let (ea, eb, ec) = g.extents();
+                let mut out = Vec::new();
+                if ec > 0 {
+                    out.push(("c", ec as i128 - 1, "qgemm writes C"));
+                    if ea > 0 {
+                        out.push(("a", ea as i128 - 1, "qgemm reads A"));
+                        out.push(("b", eb as i128 - 1, "qgemm reads B"));
+                    }
+                    let counts = [("za", a_zeros, "qgemm reads A's zero points"), ("zb", b_zeros, "qgemm reads B's zero points"), ("bias", g.bias_len(), "qgemm reads the bias")];
+                    out.extend(counts.into_iter().filter(|e| e.1 > 0).map(|(o, z, w)| (o, z as i128 - 1, w)));
+                }
+                out
             }
             Call::Im2col(g) => {
                 // `channels` planes of `ih·iw` read, `channels·kh·kw` rows of `oh·ow` written;

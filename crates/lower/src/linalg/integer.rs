@@ -5,6 +5,7 @@ use kiln_tir::NodeId;
 
 use super::matmul::{MatShape, matmul_nest, plain};
 use kiln_loops::builder::broadcast_index;
+use kiln_loops::call;
 use kiln_loops::ir::*;
 use crate::elementwise::Scope;
 use crate::{LowerError, Lowerer, Operand};
@@ -67,6 +68,70 @@ fn is_8bit(op: &Operand) -> bool {
     matches!(op.elem, ElemType::Scalar(ScalarType::I8 | ScalarType::U8))
 }
 
+/// The runtime's integer product `qgemm` for `C = (A − za)·(B − zb)` into `i32` buffer `c`
+/// (laid out as the product's result), when the zero points take one of its forms: absent, one
+/// per tensor, one per row of `A` (`[M]` or `[M, 1]`) or one per column of `B` (`[N]` or
+/// `[1, N]`), each of its operand's type. `None` otherwise: the caller keeps the loop nest.
+fn qgemm_calls(k: &mut Kernel, s: &MatShape, a: &Operand, b: &Operand, az: Option<&Operand>, bz: Option<&Operand>, c: &mut dyn FnMut() -> BufId) -> Option<Vec<Stmt>> {
+    let signed = |o: &Operand| match o.elem {
+        ElemType::Scalar(ScalarType::I8) => Some(1),
+        ElemType::Scalar(ScalarType::U8) => Some(0),
+        _ => None,
+    };
+    let (a_signed, b_signed) = (signed(a)?, signed(b)?);
+    // A zero point's count (0, 1, or `along` when it lies along the last axis but one for
+    // `A`, the last for `B`) and address.
+    let zeros = |z: Option<&Operand>, of: &Operand, along: u64, rows: bool| -> Option<(u64, call::Addr)> {
+        let Some(z) = z else { return Some((0, call::Addr::at(of.buf, 0))) };
+        if z.elem != of.elem {
+            return None;
+        }
+        let count = match z.dims[..] {
+            _ if z.numel() == 1 => 1,
+            [d] if d == along => along,
+            [r, 1] if rows && r == along => along,
+            [1, d] if !rows && d == along => along,
+            _ => return None,
+        };
+        Some((count, call::Addr::at(z.buf, 0)))
+    };
+    let (a_zeros, za) = zeros(az, a, s.m, true)?;
+    let (b_zeros, zb) = zeros(bz, b, s.n, false)?;
+    let (a_batches, b_batches, batches) = (s.a_batch.iter().product::<u64>(), s.b_batch.iter().product::<u64>(), s.batch.iter().product::<u64>());
+    if s.trans_b {
+        return None;
+    }
+    let c = c();
+    let int = |v: u64| Expr::idx(v as i64);
+    let product = |rows: u64, ao: Expr, bo: Expr, co: Expr| -> Stmt {
+        let q = call::Qgemm {
+            a: call::Addr { buf: a.buf, index: ao },
+            b: call::Addr { buf: b.buf, index: bo },
+            c: call::Addr { buf: c, index: co },
+            za: za.clone(),
+            zb: zb.clone(),
+            bias: call::Addr { buf: c, index: Expr::idx(0) },
+            m: int(rows),
+            n: int(s.n),
+            k: int(s.k),
+            lda: int(s.k),
+            ldb: int(s.n),
+            ldc: int(s.n),
+            a_signed: Expr::idx(a_signed),
+            b_signed: Expr::idx(b_signed),
+            a_zeros: int(if a_zeros > 1 { rows } else { a_zeros }),
+            b_zeros: int(b_zeros),
+            bias_mode: Expr::idx(0),
+        };
+        Stmt::Call(q.into())
+    };
+    if b_batches == 1 && a_batches == batches && a_zeros <= 1 {
+        // One shared right-hand matrix: the batches of A stack into one tall product.
+        return Some(vec![product(batches * s.m, Expr::idx(0), Expr::idx(0), Expr::idx(0))]);
+    }
+    Some(k.nest(&s.batch, |_, bi| vec![product(s.m, s.a_offset(bi), s.b_offset(bi), s.y_offset(bi))]))
+}
+
 /// MatMulInteger: `Y = (A - a_zero_point) · (B - b_zero_point)` in `i32`.
 pub(super) fn matmul_integer(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), LowerError> {
     let (a, b, y) = (
@@ -83,6 +148,12 @@ pub(super) fn matmul_integer(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), Lowe
     {
         return Err(cx.unsupported(n, "operands must be 8-bit integers and the result i32"));
     }
+    let mut k = cx.kernel(n);
+    if let Some(calls) = qgemm_calls(&mut k, &s, &a, &b, az.as_ref(), bz.as_ref(), &mut || y.buf) {
+        k.body = calls;
+        cx.push(k);
+        return Ok(());
+    }
     let i32z = Expr::int(ScalarType::I32, 0);
     let azp = param(az, Side::Rows, &s, i32z.clone()).map_err(|e| cx.unsupported(n, e))?;
     let bzp = param(bz, Side::Cols, &s, i32z).map_err(|e| cx.unsupported(n, e))?;
@@ -93,7 +164,6 @@ pub(super) fn matmul_integer(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), Lowe
     let load_b = move |i: Expr, idx: &[Expr]| {
         Expr::load(bb, i).cast(ScalarType::I32) - bzp(idx).cast(ScalarType::I32)
     };
-    let mut k = cx.kernel(n);
     k.body = matmul_nest(&mut k, &s, ScalarType::I32, &load_a, &load_b, y.buf, &plain)
         .map_err(|e| cx.unsupported(n, e))?;
     cx.push(k);
@@ -118,6 +188,13 @@ pub(super) fn qlinear_matmul(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), Lowe
     {
         return Err(cx.unsupported(n, "scales must be floats"));
     }
+    let mut k = cx.kernel(n);
+    let name = format!("{}_acc", cx.node(n).name);
+    let mut acc = None;
+    let calls = qgemm_calls(&mut k, &s, &a, &b, a_zp.as_ref(), b_zp.as_ref(), &mut || {
+        let buf = Buffer { name: name.clone(), elem: ElemType::Scalar(ScalarType::I32), len: s.numel(), kind: BufferKind::Temp };
+        *acc.insert(cx.program.add_buffer(buf))
+    });
     let bad = |e: String| cx.unsupported(n, e);
     let i32z = Expr::int(ScalarType::I32, 0);
     let azp = param(a_zp, Side::Rows, &s, i32z.clone()).map_err(bad)?;
@@ -139,17 +216,27 @@ pub(super) fn qlinear_matmul(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), Lowe
         let d = f64_of(acc) * scale + f64_of(yzp(idx));
         Ok(d.math(MathFn::Rint).cast(yty))
     };
-    let mut k = cx.kernel(n);
-    k.body = matmul_nest(
-        &mut k,
-        &s,
-        ScalarType::I32,
-        &load_a,
-        &load_b,
-        y.buf,
-        &finish,
-    )
-    .map_err(|e| cx.unsupported(n, e))?;
+    if let (Some(calls), Some(acc)) = (calls, acc) {
+        // The product by the runtime, then the requantization element by element.
+        k.body = calls;
+        let mut dims = s.batch.clone();
+        dims.extend([s.m, s.n]);
+        let nb = s.batch.len();
+        let mut result = Ok(());
+        let stores = k.nest(&dims, |k, idx| {
+            let at = s.y_offset(&idx[..nb]) + idx[nb].clone() * s.n as i64 + idx[nb + 1].clone();
+            let mut sc = Scope { k, stmts: Vec::new() };
+            match finish(&mut sc, Expr::load(acc, at.clone()), idx, &at) {
+                Ok(value) => sc.stmts.push(Stmt::Store { buf: y.buf, index: at, value }),
+                Err(e) => result = Err(e),
+            }
+            sc.stmts
+        });
+        result.map_err(|e| cx.unsupported(n, e))?;
+        k.body.extend(stores);
+    } else {
+        k.body = matmul_nest(&mut k, &s, ScalarType::I32, &load_a, &load_b, y.buf, &finish).map_err(|e| cx.unsupported(n, e))?;
+    }
     cx.push(k);
     Ok(())
 }

@@ -443,6 +443,11 @@ pub(super) fn conv_integer(
     };
     let i32t = ScalarType::I32;
     let mut k = cx.kernel(n);
+    if let Some(body) = exact::pointwise(&mut k, &s, &x, &w, xz.as_ref(), wz.as_ref(), None, &mut || y.buf) {
+        k.body = body;
+        cx.push(k);
+        return Ok(());
+    }
     let inputs = exact::Inputs { x_zero: Some(2), w: 1, w_zero: Some(3), bias: None };
     if let Some((mut body, acc)) = exact::accumulate(cx, &mut k, n, &s, &x, &inputs) {
         let unused = |_: &Expr| Expr::int(i32t, 0);
@@ -517,6 +522,26 @@ pub(super) fn qlinear_conv(
     let scale = |m: &Expr| (Expr::load(xs, Expr::idx(0)) * ws(m) / Expr::load(ys, Expr::idx(0))).cast(f64t);
     let requantize = |acc: Expr, scale: Expr| (acc.cast(f64t) * scale + yzp(&Expr::idx(0)).cast(f64t)).un(UnOp::Round).cast(yty);
     let mut k = cx.kernel(n);
+    let name = format!("{}_acc", cx.node(n).name);
+    let mut acc = None;
+    let pointwise = exact::pointwise(&mut k, &s, &x, &w, xz.as_ref(), wz.as_ref(), bias.as_ref(), &mut || {
+        let len = s.batch * s.m * s.win.out_plane();
+        let buf = Buffer { name: name.clone(), elem: ElemType::Scalar(i32t), len, kind: BufferKind::Temp };
+        *acc.insert(cx.program.add_buffer(buf))
+    });
+    if let (Some(mut body), Some(acc)) = (pointwise, acc) {
+        let acc = Operand { buf: acc, dims: vec![s.batch, s.m, s.win.out_plane()], elem: ElemType::Scalar(i32t) };
+        match exact::requantize(cx, n, &s, &acc, &y) {
+            Some(call) => body.push(call),
+            None => {
+                let finish = exact::finish(&mut k, &s, &acc, &y, (&scale, f64t), &|_, acc, c| Ok(requantize(acc, c)));
+                body.extend(finish.map_err(|e| cx.unsupported(n, e))?);
+            }
+        }
+        k.body = body;
+        cx.push(k);
+        return Ok(());
+    }
     let inputs = exact::Inputs { x_zero: Some(2), w: 3, w_zero: Some(5), bias: Some(8) };
     if let Some((mut body, acc)) = exact::accumulate(cx, &mut k, n, &s, &x, &inputs) {
         match exact::requantize(cx, n, &s, &acc, &y) {

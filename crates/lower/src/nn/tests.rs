@@ -231,23 +231,67 @@ fn output_bytes(src: &str, inputs: &[Tensor]) -> Vec<u8> {
     std::mem::take(&mut memory[b])
 }
 
-/// QLinearConv and ConvInteger with constant weights take the exact `f32` products (an
+/// The output bytes of the pointwise convolutions of `integer_convolutions_are_exact_...`, from
+/// the definitions: `Σ_c (x − x_zero)(w − w_zero[m]) (+ B[m])` in `i32`, then for QLinearConv
+/// `round(acc · s[m] + 10)` in `f64` with `s[m] = 0.02 · w_scale[m] / 0.5` in `f32`, saturated.
+fn pointwise_reference(x: &[u64], xs: &[u8], w: &[i64], w_zero: &[i64], bias: &[i64], scales: &[String], qlinear: bool) -> Vec<u8> {
+    let (c, p) = (x[1] as usize, (x[2] * x[3]) as usize);
+    let m = w_zero.len();
+    let x_zero = if qlinear { 128 } else { 3 };
+    let mut out = Vec::new();
+    for b in 0..x[0] as usize {
+        for o in 0..m {
+            for q in 0..p {
+                let mut acc: i64 = if qlinear { bias[o] } else { 0 };
+                for ch in 0..c {
+                    acc += (i64::from(xs[(b * c + ch) * p + q]) - x_zero) * (w[o * c + ch] - w_zero[o]);
+                }
+                let acc = acc as i32;
+                if qlinear {
+                    let s = 0.02f32 * scales[o].parse::<f32>().expect("a scale") / 0.5f32;
+                    out.push((f64::from(acc) * f64::from(s) + 10.0).round_ties_even() as u8);
+                } else {
+                    out.extend(acc.to_le_bytes());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Which kernel an integer convolution takes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum IntegerPath {
+    /// The runtime's integer product (pointwise convolutions, whatever the weights).
+    Qgemm,
+    /// The exact `f32` products (`sgemm` or `conv2d`).
+    Float,
+    /// The direct integer nest.
+    Direct,
+}
+
+/// QLinearConv and ConvInteger: pointwise convolutions take the runtime's integer product,
+/// constant weights or not; others with constant weights take the exact `f32` products (an
 /// `sgemm` or `conv2d` call) while `Σ|w − w_zero|·max|x − x_zero| + |B|` stays below 2^24, and
-/// the direct integer nest past it. Either gives, byte for byte, what the direct nest gives
-/// with the weights as a graph input (the form the ONNX node tests check): 1×1, padded strided
-/// 3×3 and depthwise convolutions, per-channel weight scales and zero points, a bias.
+/// the direct integer nest past it. Each gives, byte for byte, what the direct nest gives with
+/// the weights as a graph input (the form the ONNX node tests check), or for a pointwise
+/// convolution (which takes the integer product either way) the definition computed here: 1×1, padded strided 3×3 and depthwise convolutions, per-channel weight scales and
+/// zero points, a bias.
 #[test]
 fn integer_convolutions_are_exact_through_the_float_products() {
-    // (X dims, W dims, group, stride, pad, weight range, fast)
-    let cases: [(&[u64], &[u64], u64, u64, u64, i64, bool); 4] = [
-        (&[1, 8, 5, 5], &[6, 8, 1, 1], 1, 1, 0, 127, true),
-        (&[2, 3, 7, 6], &[4, 3, 3, 3], 1, 2, 1, 100, true),
-        (&[1, 6, 6, 6], &[6, 1, 3, 3], 6, 1, 1, 127, true),
-        // 1200 weights near 123 times inputs up to 128 from their zero point pass 2^24: the
-        // direct nest.
-        (&[1, 1200, 1, 1], &[2, 1200, 1, 1], 1, 1, 0, 127, false),
+    // (X dims, W dims, group, stride, pad, weight range, path)
+    let cases: [(&[u64], &[u64], u64, u64, u64, i64, IntegerPath); 5] = [
+        (&[1, 8, 5, 5], &[6, 8, 1, 1], 1, 1, 0, 127, IntegerPath::Qgemm),
+        (&[2, 3, 7, 6], &[4, 3, 3, 3], 1, 2, 1, 100, IntegerPath::Float),
+        (&[1, 6, 6, 6], &[6, 1, 3, 3], 6, 1, 1, 127, IntegerPath::Float),
+        // 1200 weights near 123 times inputs up to 128 from their zero point pass 2^24, which
+        // the integer product does not mind.
+        (&[1, 1200, 1, 1], &[2, 1200, 1, 1], 1, 1, 0, 127, IntegerPath::Qgemm),
+        // 2700 such weights past a 3×3 window: the direct nest.
+        (&[1, 300, 3, 3], &[2, 300, 3, 3], 1, 1, 0, 127, IntegerPath::Direct),
     ];
-    for (i, &(x, w, group, stride, pad, range, fast)) in cases.iter().enumerate() {
+    for (i, &(x, w, group, stride, pad, range, path)) in cases.iter().enumerate() {
+        let fast = path != IntegerPath::Direct;
         let xn: u64 = x.iter().product();
         let wn: u64 = w.iter().product();
         let m = w[0];
@@ -268,20 +312,27 @@ fn integer_convolutions_are_exact_through_the_float_products() {
             dims(x), dims(w), dims(&y), dims(w), list(&weights), list(&w_zero), dims(&y)
         );
         let xs: Vec<u8> = ints(xn, 0, 255, 11 + i as u64).into_iter().map(|v| v as u8).collect();
-        let input = Tensor { dtype: DType::U8, shape: x.to_vec(), data: TensorData::Raw(xs.into()) };
+        let input = Tensor { dtype: DType::U8, shape: x.to_vec(), data: TensorData::Raw(xs.clone().into()) };
         let w_input = Tensor { dtype: DType::I8, shape: w.to_vec(), data: TensorData::Raw(weights.iter().map(|&v| v as u8).collect::<Vec<u8>>().into()) };
         // The same graph reading the weights from its input `w` (%10) instead of the constant.
         let from_input = |src: &str| src.replacen("%3, %4, %5", "%10, %4, %5", 1).replacen("conv_integer(%0, %1,", "conv_integer(%0, %10,", 1);
         for src in [qlinear, integer] {
-            let products = calls(&src).iter().any(|c| matches!(c, RuntimeFn::Sgemm | RuntimeFn::Conv2d));
-            assert_eq!(products, fast, "case {i}: the float products {}\n{src}", if fast { "not taken" } else { "taken past the bound" });
+            let taken = calls(&src);
+            let float = taken.iter().any(|c| matches!(c, RuntimeFn::Sgemm | RuntimeFn::Conv2d));
+            assert_eq!(float, path == IntegerPath::Float, "case {i}: the float products taken: {float}\n{src}");
+            assert_eq!(taken.contains(&RuntimeFn::Qgemm), path == IntegerPath::Qgemm, "case {i}: the integer product\n{src}");
             if fast && src.contains("qlinear_conv") {
-                assert!(calls(&src).contains(&RuntimeFn::Requantize), "case {i}: the constant scales take the runtime's requantization\n{src}");
+                assert!(taken.contains(&RuntimeFn::Requantize), "case {i}: the constant scales take the runtime's requantization\n{src}");
             }
-            let direct = from_input(&src);
-            assert!(!calls(&direct).iter().any(|c| matches!(c, RuntimeFn::Sgemm | RuntimeFn::Conv2d)), "{direct}");
             let inputs = [input.clone(), w_input.clone()];
-            assert!(output_bytes(&src, &inputs) == output_bytes(&direct, &inputs), "case {i}: the outputs differ\n{src}");
+            let want = if path == IntegerPath::Qgemm {
+                pointwise_reference(x, &xs, &weights, &w_zero, &bias, &scales, src.contains("qlinear_conv"))
+            } else {
+                let direct = from_input(&src);
+                assert!(!calls(&direct).iter().any(|c| matches!(c, RuntimeFn::Sgemm | RuntimeFn::Conv2d | RuntimeFn::Qgemm)), "{direct}");
+                output_bytes(&direct, &inputs)
+            };
+            assert!(output_bytes(&src, &inputs) == want, "case {i}: the outputs differ\n{src}");
         }
     }
 }

@@ -54,6 +54,7 @@ fn expand(k: &mut Kernel, call: Call) -> Result<Vec<Stmt>, String> {
         Call::Softmax(c) => rows::softmax(k, &c)?,
         Call::LayerNorm(c) => rows::layernorm(k, &c)?,
         Call::Requantize(c) => requantize(k, &c)?,
+        Call::Qgemm(c) => qgemm(k, &c)?,
         other @ (Call::SgemmPacked(_) | Call::Conv2dPacked(_) | Call::Conv2dNchwc(_) | Call::MaxPool2dNchwc(_) | Call::ToNchwc(_) | Call::FromNchwc(_)) => {
             return Err(format!("kiln bug: `{}` reads a layout of the runtime's kernels, on a target without them", other.kind().name()));
         }
@@ -74,6 +75,45 @@ fn requantize(k: &mut Kernel, c: &kiln_loops::call::Requantize) -> Result<Vec<St
         let scale = at(&c.s, rc[0].clone().bin(BinOp::Rem, Expr::idx(period as i64))).cast(ScalarType::F64);
         let v = (at(&c.x, off.clone()).cast(ScalarType::F64) * scale + zero.clone()).un(UnOp::Round);
         vec![put(&c.y, off, v.cast(ty))]
+    }))
+}
+
+/// `C = (A − za)·(B − zb) + bias` in `i32`, one element at a time, the sum in `k`'s order
+/// after the bias (wrapping, as the runtime's: the order of wrapping sums does not matter). The zero points' loads take their buffers' types, which the verifier
+/// holds to the signedness flags.
+fn qgemm(kernel: &mut Kernel, c: &kiln_loops::call::Qgemm) -> Result<Vec<Stmt>, String> {
+    let [m, n, k, lda, ldb, ldc] = [(&c.m, "m"), (&c.n, "n"), (&c.k, "k"), (&c.lda, "lda"), (&c.ldb, "ldb"), (&c.ldc, "ldc")].map(|(e, name)| size(e, name));
+    let (m, n, k, lda, ldb, ldc) = (m?, n?, k?, lda? as i64, ldb? as i64, ldc? as i64);
+    let (a_zeros, b_zeros) = (size(&c.a_zeros, "a_zeros")?, size(&c.b_zeros, "b_zeros")?);
+    let bias_mode = int(&c.bias_mode, "bias_mode")?;
+    if !(0..=2).contains(&bias_mode) {
+        return Err(format!("qgemm with bias mode {bias_mode}"));
+    }
+    let i32t = ScalarType::I32;
+    let zero = |z: &Addr, count: u64, at_: Expr| match count {
+        0 => Expr::int(i32t, 0),
+        1 => at(z, Expr::idx(0)).cast(i32t),
+        _ => at(z, at_).cast(i32t),
+    };
+    Ok(kernel.nest(&[m, n], |kernel, ij| {
+        let (i, j) = (ij[0].clone(), ij[1].clone());
+        let (za, zb) = (zero(&c.za, a_zeros, i.clone()), zero(&c.zb, b_zeros, j.clone()));
+        let bias = match bias_mode {
+            1 => at(&c.bias, i.clone()),
+            2 => at(&c.bias, j.clone()),
+            _ => Expr::int(i32t, 0),
+        };
+        let (init, acc) = local(kernel, i32t, bias);
+        let sum = kernel.nest(&[k], |_, l| {
+            let l = l[0].clone();
+            let a = at(&c.a, i.clone() * lda + l.clone()).cast(i32t) - za.clone();
+            let b = at(&c.b, l * ldb + j.clone()).cast(i32t) - zb.clone();
+            vec![Stmt::Assign(acc, Expr::Var(acc) + a * b)]
+        });
+        let mut stmts = vec![init];
+        stmts.extend(sum);
+        stmts.push(put(&c.c, i * ldc + j, Expr::Var(acc)));
+        stmts
     }))
 }
 

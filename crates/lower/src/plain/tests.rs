@@ -145,7 +145,7 @@ fn requantization_matches_to_the_byte() {
             for (name, elem, len) in [("x", ScalarType::F32, x.len()), ("s", ScalarType::F32, s.len()), ("y", elem, x.len())] {
                 p.add_buffer(Buffer { name: name.into(), elem: ElemType::Scalar(elem), len: len as u64, kind: BufferKind::Temp });
             }
-            let c = call::Requantize { x: Addr::at(BufId(0), 0), s: Addr::at(BufId(1), 0), y: Addr::at(BufId(2), 0), rows: i(7), cols: i(4), period: i(3), zero: i(zero), signed: i(signed) };
+            let c = call::Requantize { x: Addr::at(BufId(0), 0), s: Addr::at(BufId(1), 0), y: Addr::at(BufId(2), 0), rows: i(7), cols: i(4), period: i(3), zero: i(zero), signed: i(signed), int_x: i(0) };
             let mut k = Kernel::new("k");
             k.body = vec![Stmt::Call(c.into())];
             p.kernels.push(k);
@@ -162,4 +162,91 @@ fn requantization_matches_to_the_byte() {
             assert!(want[2].iter().any(|&v| v != 0), "signed {signed}, zero {zero}: all zero");
         }
     }
+}
+
+/// The integer product's loops against the runtime's routine (through the interpreter), for
+/// every signedness pair and zero-point form, with padded leading dimensions and a depth that
+/// is not a multiple of four.
+#[test]
+fn integer_products_match_to_the_byte() {
+    let (m, n, k, lda, ldb, ldc) = (5usize, 19usize, 7usize, 9usize, 20usize, 21usize);
+    let mut rng = kiln_testkit::Rng::new(3);
+    let mut bytes = |len: usize| -> Vec<u8> { (0..len).map(|_| rng.next_u64() as u8).collect() };
+    let (a, b, za, zb, bias) = (bytes(m * lda), bytes(k * ldb), bytes(m), bytes(n), bytes(4 * n));
+    for (a_signed, b_signed) in [(0, 1), (0, 0), (1, 1), (1, 0)] {
+        for (a_zeros, b_zeros, bias_mode) in [(0, 0, 0), (1, 1, 1), (m, n, 2)] {
+            let ty = |signed: i64| if signed != 0 { ScalarType::I8 } else { ScalarType::U8 };
+            let mut p = Program::default();
+            for (name, elem, len) in [("a", ty(a_signed), a.len()), ("b", ty(b_signed), b.len()), ("c", ScalarType::I32, m * ldc), ("za", ty(a_signed), m), ("zb", ty(b_signed), n), ("bias", ScalarType::I32, n)] {
+                p.add_buffer(Buffer { name: name.into(), elem: ElemType::Scalar(elem), len: len as u64, kind: BufferKind::Temp });
+            }
+            let c = call::Qgemm {
+                a: Addr::at(BufId(0), 0),
+                b: Addr::at(BufId(1), 0),
+                c: Addr::at(BufId(2), 0),
+                za: Addr::at(BufId(3), 0),
+                zb: Addr::at(BufId(4), 0),
+                bias: Addr::at(BufId(5), 0),
+                m: i(m as i64),
+                n: i(n as i64),
+                k: i(k as i64),
+                lda: i(lda as i64),
+                ldb: i(ldb as i64),
+                ldc: i(ldc as i64),
+                a_signed: i(a_signed),
+                b_signed: i(b_signed),
+                a_zeros: i(a_zeros as i64),
+                b_zeros: i(b_zeros as i64),
+                bias_mode: i(bias_mode),
+            };
+            let mut kern = Kernel::new("k");
+            kern.body = vec![Stmt::Call(c.into())];
+            p.kernels.push(kern);
+            kiln_loops::verify::verify(&p).unwrap_or_else(|e| panic!("{e:?}"));
+            let memory = vec![a.clone(), b.clone(), vec![0u8; 4 * m * ldc], za.clone(), zb.clone(), bias.clone()];
+            let mut want = memory.clone();
+            interp::run(&p, &mut want).expect("the kernel runs");
+            let mut plain = p.clone();
+            expand_calls(&mut plain).expect("the call expands");
+            kiln_loops::verify::verify(&plain).unwrap_or_else(|e| panic!("{e:?}"));
+            let mut got = memory;
+            interp::run(&plain, &mut got).expect("the loops run");
+            let what = format!("signed {a_signed}/{b_signed}, zeros {a_zeros}/{b_zeros}, bias {bias_mode}");
+            assert_eq!(want[2], got[2], "{what}");
+            assert!(want[2].iter().any(|&v| v != 0), "{what}: all zero");
+        }
+    }
+}
+
+/// The verifier holds the signedness flags to the buffers' types.
+#[test]
+fn integer_product_flags_must_match_the_buffers() {
+    let mut p = Program::default();
+    for (name, elem) in [("a", ScalarType::U8), ("b", ScalarType::I8), ("c", ScalarType::I32)] {
+        p.add_buffer(Buffer { name: name.into(), elem: ElemType::Scalar(elem), len: 4, kind: BufferKind::Temp });
+    }
+    let c = call::Qgemm {
+        a: Addr::at(BufId(0), 0),
+        b: Addr::at(BufId(1), 0),
+        c: Addr::at(BufId(2), 0),
+        za: Addr::at(BufId(0), 0),
+        zb: Addr::at(BufId(1), 0),
+        bias: Addr::at(BufId(2), 0),
+        m: i(2),
+        n: i(2),
+        k: i(2),
+        lda: i(2),
+        ldb: i(2),
+        ldc: i(2),
+        a_signed: i(1),
+        b_signed: i(1),
+        a_zeros: i(0),
+        b_zeros: i(0),
+        bias_mode: i(0),
+    };
+    let mut kern = Kernel::new("k");
+    kern.body = vec![Stmt::Call(c.into())];
+    p.kernels.push(kern);
+    let errors = format!("{:?}", kiln_loops::verify::verify(&p).expect_err("a u8 buffer flagged signed"));
+    assert!(errors.contains("qgemm operand `a` is @0 of u8 elements, but the flag says i8"), "{errors}");
 }

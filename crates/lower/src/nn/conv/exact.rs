@@ -200,6 +200,77 @@ pub(in crate::nn) fn requantize(cx: &mut Lowerer<'_>, n: NodeId, s: &ConvShape, 
         period: int(s.m),
         zero: Expr::idx(zero),
         signed: Expr::idx(signed),
+        int_x: Expr::idx(i64::from(acc.elem == ElemType::Scalar(ScalarType::I32))),
     };
     Some(Stmt::Call(call.into()))
+}
+
+/// A pointwise integer convolution (a 1×1 window with unit strides, no padding and one group)
+/// as the runtime's integer product per image: `acc[b] = (W − w_zero)·(X[b] − x_zero) + B`,
+/// W's `M × C` rows against the image's `C × P` planes, into the `i32` buffer `acc()` makes
+/// (laid out as Y). X's zero point must be per tensor, W's per tensor or per output channel,
+/// each of its operand's type; the bias, if any, an `i32` vector over the output channels.
+/// Exact for any values, constant or not. `None` when the convolution has another form.
+#[allow(clippy::too_many_arguments)]
+pub(in crate::nn) fn pointwise(
+    k: &mut Kernel,
+    s: &ConvShape,
+    x: &Operand,
+    w: &Operand,
+    x_zero: Option<&Operand>,
+    w_zero: Option<&Operand>,
+    bias: Option<&Operand>,
+    acc: &mut dyn FnMut() -> BufId,
+) -> Option<Vec<Stmt>> {
+    let win = &s.win;
+    let unit = win.kernel.iter().all(|&d| d == 1) && win.strides.iter().all(|&d| d == 1) && win.pad_begin.iter().chain(&win.pad_end).all(|&p| p == 0);
+    if s.groups != 1 || !unit || win.input != win.output {
+        return None;
+    }
+    let signed = |o: &Operand| match o.elem {
+        ElemType::Scalar(ScalarType::I8) => Some(1),
+        ElemType::Scalar(ScalarType::U8) => Some(0),
+        _ => None,
+    };
+    let (w_signed, x_signed) = (signed(w)?, signed(x)?);
+    let zeros = |z: Option<&Operand>, of: &Operand, per: u64| -> Option<(u64, call::Addr)> {
+        match z {
+            None => Some((0, call::Addr::at(of.buf, 0))),
+            Some(z) if z.elem == of.elem && z.numel() == 1 => Some((1, call::Addr::at(z.buf, 0))),
+            Some(z) if z.elem == of.elem && z.dims == [per] && per > 1 => Some((per, call::Addr::at(z.buf, 0))),
+            Some(_) => None,
+        }
+    };
+    let (a_zeros, za) = zeros(w_zero, w, s.m)?;
+    let (b_zeros, zb) = zeros(x_zero, x, 1)?;
+    let bias = match bias {
+        None => None,
+        Some(b) if b.dims == [s.m] && b.elem == ElemType::Scalar(ScalarType::I32) => Some(b.buf),
+        Some(_) => return None,
+    };
+    let acc = acc();
+    let p = win.out_plane();
+    let int = |v: u64| Expr::idx(v as i64);
+    Some(k.nest(&[s.batch], |_, b| {
+        let q = call::Qgemm {
+            a: call::Addr::at(w.buf, 0),
+            b: call::Addr { buf: x.buf, index: b[0].clone() * (s.c * p) as i64 },
+            c: call::Addr { buf: acc, index: b[0].clone() * (s.m * p) as i64 },
+            za: za.clone(),
+            zb: zb.clone(),
+            bias: call::Addr::at(bias.unwrap_or(acc), 0),
+            m: int(s.m),
+            n: int(p),
+            k: int(s.c),
+            lda: int(s.c),
+            ldb: int(p),
+            ldc: int(p),
+            a_signed: Expr::idx(w_signed),
+            b_signed: Expr::idx(x_signed),
+            a_zeros: int(a_zeros),
+            b_zeros: int(b_zeros),
+            bias_mode: Expr::idx(i64::from(bias.is_some())),
+        };
+        vec![Stmt::Call(q.into())]
+    }))
 }

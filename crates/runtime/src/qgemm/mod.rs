@@ -1,0 +1,392 @@
+//! The 8-bit integer product: `C = (A − za)·(B − zb) + bias` with `i32` accumulators, for
+//! MatMulInteger, QLinearMatMul and the integer convolutions (whose `i32` bias runs along the
+//! rows: output channels).
+//!
+//! Either operand may be `u8` or `i8`. The product is computed as `u8 × i8`, the form of the
+//! VNNI instruction `vpdpbusd` (four byte products summed into each `i32` lane): a signed `A`
+//! becomes `a + 128` (its bytes with the top bit flipped) and an unsigned `B` becomes
+//! `b − 128`, each zero point moving with its operand, so the differences are unchanged. With
+//! `a'`, `b'`, `za'`, `zb'` the moved values,
+//!
+//! `Σ_k (a' − za')(b' − zb') = Σ_k a'·b' − zb'·Σ_k a' − za'·(Σ_k b' − K·zb')`,
+//!
+//! so the kernel sums the raw byte products and subtracts a row term and a column term at the
+//! store. Every step is exact in `i32` (wrapping, as an `i32` accumulator of more than 2^15
+//! full-range products would in any implementation).
+//!
+//! `B` is packed on each call into panels of 16 columns, `k` in groups of four bytes per
+//! column (`vnni.rs`), zero past the matrix; the column sums come out of the packing. `A` is
+//! read in place, four bytes at a time, broadcast across the panel.
+
+use std::cell::RefCell;
+
+use crate::pool::{self, SharedPtr};
+use crate::scratch;
+
+#[cfg(test)]
+mod tests;
+#[cfg(target_arch = "x86_64")]
+mod vnni;
+
+/// Columns per packed panel: one 512-bit vector of `i32`.
+const PANEL: usize = 16;
+
+/// Rows per micro-tile.
+const MR: usize = 6;
+
+/// Where an `i32` bias runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QBias {
+    /// No bias.
+    None,
+    /// `bias[i]` added to row `i`.
+    PerRow,
+    /// `bias[j]` added to column `j`.
+    PerColumn,
+}
+
+impl QBias {
+    /// The bias of call-table code `code` (0, 1, 2).
+    pub fn from_code(code: i64) -> Option<QBias> {
+        match code {
+            0 => Some(QBias::None),
+            1 => Some(QBias::PerRow),
+            2 => Some(QBias::PerColumn),
+            _ => None,
+        }
+    }
+}
+
+/// One integer product `C[m×n] = (A − za)·(B − zb) + bias`, all row-major with leading
+/// dimensions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Qgemm {
+    /// Rows of `A` and `C`.
+    pub m: usize,
+    /// Columns of `B` and `C`.
+    pub n: usize,
+    /// Columns of `A`, rows of `B`.
+    pub k: usize,
+    /// `A`'s row stride, in elements.
+    pub lda: usize,
+    /// `B`'s row stride.
+    pub ldb: usize,
+    /// `C`'s row stride.
+    pub ldc: usize,
+    /// `A` holds `i8` (else `u8`); so does its zero point.
+    pub a_signed: bool,
+    /// `B` holds `i8` (else `u8`); so does its zero point.
+    pub b_signed: bool,
+    /// `A`'s zero points: 0 (none), 1 (per tensor) or `m` (per row).
+    pub a_zeros: usize,
+    /// `B`'s zero points: 0 (none), 1 (per tensor) or `n` (per column).
+    pub b_zeros: usize,
+    /// The bias.
+    pub bias: QBias,
+}
+
+thread_local! {
+    static PACKED: RefCell<Vec<i8>> = const { RefCell::new(Vec::new()) };
+    static SUMS: RefCell<Vec<i32>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Qgemm {
+    /// Whether the sizes are consistent: leading dimensions cover their rows, zero-point counts
+    /// are allowed ones, and every operand's extent fits `isize`.
+    pub fn is_valid(&self) -> bool {
+        let fits = |rows: usize, ld: usize, cols: usize| rows == 0 || cols == 0 || (rows - 1).checked_mul(ld).and_then(|e| e.checked_add(cols)).is_some_and(|e| e.checked_mul(4).is_some_and(|b| b <= isize::MAX as usize));
+        self.lda >= self.k
+            && self.ldb >= self.n
+            && self.ldc >= self.n
+            && matches!(self.a_zeros, 0 | 1) | (self.a_zeros == self.m)
+            && matches!(self.b_zeros, 0 | 1) | (self.b_zeros == self.n)
+            && fits(self.m, self.lda, self.k)
+            && fits(self.k, self.ldb, self.n)
+            && fits(self.m, self.ldc, self.n)
+            && self.packed_len().is_some()
+    }
+
+    /// Elements of the bias read.
+    pub fn bias_len(&self) -> usize {
+        match self.bias {
+            QBias::None => 0,
+            QBias::PerRow => self.m,
+            QBias::PerColumn => self.n,
+        }
+    }
+
+    /// Elements `A`, `B` and `C` span from their first (0 when empty).
+    pub fn extents(&self) -> (usize, usize, usize) {
+        let span = |rows: usize, ld: usize, cols: usize| if rows == 0 || cols == 0 { 0 } else { (rows - 1) * ld + cols };
+        (span(self.m, self.lda, self.k), span(self.k, self.ldb, self.n), span(self.m, self.ldc, self.n))
+    }
+
+    /// Bytes of the packed `B`.
+    fn packed_len(&self) -> Option<usize> {
+        self.n.div_ceil(PANEL).checked_mul(self.k.div_ceil(4))?.checked_mul(4 * PANEL)
+    }
+
+    /// Runs it with the detected instruction set.
+    ///
+    /// # Panics
+    ///
+    /// If the sizes are invalid or a slice is shorter than its extent.
+    pub fn run(&self, a: &[u8], b: &[u8], c: &mut [i32], za: &[u8], zb: &[u8], bias: &[i32]) {
+        assert!(self.is_valid(), "invalid qgemm {self:?}");
+        let (ea, eb, ec) = self.extents();
+        assert!(a.len() >= ea && b.len() >= eb && c.len() >= ec && za.len() >= self.a_zeros && zb.len() >= self.b_zeros && bias.len() >= self.bias_len(), "qgemm operands are too short for {self:?}");
+        // SAFETY: the slices hold every element addressed; `c` is exclusively borrowed.
+        unsafe { self.run_raw(a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), za.as_ptr(), zb.as_ptr(), bias.as_ptr(), vnni_available()) }
+    }
+
+    /// # Safety
+    ///
+    /// A valid product; `a`, `b`, `za`, `zb` readable and `c` writable for their extents, `c`
+    /// apart from the others. No alignment is required.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn run_raw(&self, a: *const u8, b: *const u8, c: *mut i32, za: *const u8, zb: *const u8, bias: *const i32, vnni: bool) {
+        let (m, n, k) = (self.m, self.n, self.k);
+        if m == 0 || n == 0 {
+            return;
+        }
+        let Some(len) = self.packed_len() else { return };
+        let panels = n.div_ceil(PANEL);
+        let a_flip = if self.a_signed { 0x80u8 } else { 0 };
+        let read_zero = |p: *const u8, i: usize, signed: bool| {
+            // SAFETY: `i` is below the count the caller vouches for.
+            let byte = unsafe { p.add(i).read() };
+            if signed { i32::from(byte as i8) } else { i32::from(byte) }
+        };
+        scratch::with(&PACKED, len, |packed| {
+            // Per column (padded to whole panels): zb', Σ_k b' − K·zb' and −bias. Per row: za',
+            // Σ_k a' and −bias. The bias enters as a subtracted term, as the others do.
+            scratch::with(&SUMS, 3 * panels * PANEL + 3 * m, |sums| {
+                let (cols, rows) = sums.split_at_mut(3 * panels * PANEL);
+                let b_shift = if self.b_signed { 0 } else { 128 };
+                for j in 0..panels * PANEL {
+                    let zb_j = match self.b_zeros {
+                        0 => 0,
+                        1 => read_zero(zb, 0, self.b_signed),
+                        _ if j < n => read_zero(zb, j, self.b_signed),
+                        _ => b_shift,
+                    };
+                    cols[j] = zb_j - b_shift;
+                }
+                // SAFETY: `b` spans `k` rows of `ldb` for `n` columns.
+                unsafe { pack(b, k, n, self.ldb, !self.b_signed, packed, cols) };
+                // SAFETY: the bias holds `bias_len()` elements.
+                let bias_at = |i: usize| unsafe { bias.add(i).read_unaligned() };
+                for (j, c) in cols[2 * panels * PANEL..].iter_mut().enumerate() {
+                    *c = if self.bias == QBias::PerColumn && j < n { bias_at(j).wrapping_neg() } else { 0 };
+                }
+                let a_shift = if self.a_signed { 128 } else { 0 };
+                for i in 0..m {
+                    let za_i = match self.a_zeros {
+                        0 => 0,
+                        1 => read_zero(za, 0, self.a_signed),
+                        _ => read_zero(za, i, self.a_signed),
+                    };
+                    // SAFETY: row `i` of `A` holds `k` bytes.
+                    let row = unsafe { std::slice::from_raw_parts(a.add(i * self.lda), k) };
+                    let sum: i32 = row.iter().map(|&v| i32::from(v ^ a_flip)).fold(0i32, i32::wrapping_add);
+                    rows[3 * i] = za_i + a_shift;
+                    rows[3 * i + 1] = sum;
+                    rows[3 * i + 2] = if self.bias == QBias::PerRow { bias_at(i).wrapping_neg() } else { 0 };
+                }
+                let (cols, rows, packed) = (&*cols, &*rows, &*packed);
+                let tile = Tile { a, lda: self.lda, a_flip, k, n, c, ldc: self.ldc, packed, cols, rows };
+                // Tasks are column blocks of two panels when there are enough of them, else row
+                // blocks; each computes its part of `C` in the same order whatever the count.
+                let work = m.saturating_mul(n).saturating_mul(k);
+                let parts = if work >= 1 << 18 { pool::threads() } else { 1 };
+                let col_blocks = panels.div_ceil(2);
+                let by_cols = col_blocks >= parts || m <= MR;
+                let tasks = if by_cols { parts.min(col_blocks) } else { parts.min(m.div_ceil(MR)) };
+                let shared = SharedPtr(&tile);
+                pool::for_each(tasks.max(1), &|t| {
+                    let tile = shared.get();
+                    let (rows, panels_of) = if by_cols {
+                        let r = pool::part(col_blocks, tasks.max(1), 1, t);
+                        (0..m, 2 * r.start..(2 * r.end).min(panels))
+                    } else {
+                        (pool::part(m, tasks.max(1), MR, t), 0..panels)
+                    };
+                    // SAFETY: each task writes its own rows or columns of `C`.
+                    unsafe { tile.run(rows, panels_of, vnni) };
+                });
+            });
+        });
+    }
+}
+
+/// Everything a task reads, and where it writes.
+struct Tile<'s> {
+    a: *const u8,
+    lda: usize,
+    /// XORed into `A`'s bytes: 0x80 for `i8`, moving them to `u8`.
+    a_flip: u8,
+    k: usize,
+    n: usize,
+    c: *mut i32,
+    ldc: usize,
+    packed: &'s [i8],
+    /// `zb'[j]`, then `Σ_k b'[k, j] − K·zb'[j]`, then `−bias[j]`, per padded column.
+    cols: &'s [i32],
+    /// `za'[i]`, `Σ_k a'[i, k]` and `−bias[i]`, interleaved per row.
+    rows: &'s [i32],
+}
+
+impl Tile<'_> {
+    /// Rows `rows` × panels `panels` of `C`.
+    ///
+    /// # Safety
+    ///
+    /// As [`Qgemm::run_raw`]; the block is inside `C`; `vnni` only if the CPU has it.
+    unsafe fn run(&self, rows: std::ops::Range<usize>, panels: std::ops::Range<usize>, vnni: bool) {
+        #[cfg(target_arch = "x86_64")]
+        if vnni {
+            // SAFETY: by the caller's contract.
+            return unsafe { vnni::block(self, rows, panels) };
+        }
+        let _ = vnni;
+        let groups = self.k.div_ceil(4);
+        let padded = self.cols.len() / 3;
+        // A's row as u8, padded with zeros to whole groups.
+        let mut quad = vec![0u8; 4 * groups];
+        for i in rows {
+            for (q, v) in quad.iter_mut().zip(0..self.k) {
+                // SAFETY: row `i` holds `k` bytes.
+                *q = unsafe { self.a.add(i * self.lda + v).read() } ^ self.a_flip;
+            }
+            for p in panels.clone() {
+                let panel = &self.packed[p * groups * 4 * PANEL..(p + 1) * groups * 4 * PANEL];
+                let mut acc = [0i32; PANEL];
+                for g in 0..groups {
+                    for (col, sum) in acc.iter_mut().enumerate() {
+                        for q in 0..4 {
+                            *sum = sum.wrapping_add(i32::from(quad[4 * g + q]) * i32::from(panel[(g * PANEL + col) * 4 + q]));
+                        }
+                    }
+                }
+                for (col, &sum) in acc.iter().enumerate() {
+                    let j = p * PANEL + col;
+                    if j < self.n {
+                        let v = self.finish(sum, i, j, padded);
+                        // SAFETY: `(i, j)` is inside `C`.
+                        unsafe { self.c.add(i * self.ldc + j).write_unaligned(v) };
+                    }
+                }
+            }
+        }
+    }
+
+    /// The corrected accumulator of `C[i, j]`.
+    #[inline(always)]
+    fn finish(&self, sum: i32, i: usize, j: usize, padded: usize) -> i32 {
+        let (zb, db, cb) = (self.cols[j], self.cols[padded + j], self.cols[2 * padded + j]);
+        let (za, ra, rb) = (self.rows[3 * i], self.rows[3 * i + 1], self.rows[3 * i + 2]);
+        sum.wrapping_sub(zb.wrapping_mul(ra)).wrapping_sub(za.wrapping_mul(db)).wrapping_sub(rb).wrapping_sub(cb)
+    }
+}
+
+/// Packs `B` (`k × n`, row stride `ldb`, flipped to `i8` when `flip`) into `dst`: panel `p`,
+/// group `g`, column `c`, byte `q` at `((p·groups + g)·16 + c)·4 + q`, zero past the matrix.
+/// `cols` holds `zb'` in its first third on entry; its second third becomes `Σ_k b' − K·zb'`.
+///
+/// # Safety
+///
+/// `b` readable for `(k − 1)·ldb + n` bytes.
+unsafe fn pack(b: *const u8, k: usize, n: usize, ldb: usize, flip: bool, dst: &mut [i8], cols: &mut [i32]) {
+    let groups = k.div_ceil(4);
+    let padded = cols.len() / 3;
+    let (zeros, rest) = cols.split_at_mut(padded);
+    let sums = &mut rest[..padded];
+    sums.fill(0);
+    let flip = if flip { 0x80u8 } else { 0 };
+    let empty: &[u8] = &[];
+    for g in 0..groups {
+        // The group's four rows; a row past `k` is empty and packs as zeros.
+        let mut rows = [empty; 4];
+        for (q, row) in rows.iter_mut().enumerate() {
+            let r = 4 * g + q;
+            if r < k {
+                // SAFETY: row `r` of `B` holds `n` bytes.
+                *row = unsafe { std::slice::from_raw_parts(b.add(r * ldb), n) };
+            }
+        }
+        for p in 0..n.div_ceil(PANEL) {
+            let j0 = p * PANEL;
+            let out = &mut dst[(p * groups + g) * 4 * PANEL..][..4 * PANEL];
+            for (c, quad) in out.chunks_exact_mut(4).enumerate() {
+                let j = j0 + c;
+                let mut sum = 0i32;
+                for (q, v) in quad.iter_mut().enumerate() {
+                    *v = match rows[q].get(j) {
+                        Some(&byte) => (byte ^ flip) as i8,
+                        None => 0,
+                    };
+                    sum += i32::from(*v);
+                }
+                if j < n {
+                    sums[j] = sums[j].wrapping_add(sum);
+                }
+            }
+        }
+    }
+    let k = k as i32;
+    for (s, &z) in sums.iter_mut().zip(zeros.iter()) {
+        *s = s.wrapping_sub(k.wrapping_mul(z));
+    }
+}
+
+/// Whether this CPU has AVX-512 VNNI (and the AVX-512F it extends).
+fn vnni_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static VNNI: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *VNNI.get_or_init(|| std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vnni"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// `C = (A − za)·(B − zb) + bias` in `i32`: [`Qgemm`] for generated code. `A` and `B` (and
+/// their zero points) are `i8` when `a_signed` / `b_signed` is non-zero, else `u8`; `a_zeros` is
+/// 0, 1 or `m`, `b_zeros` 0, 1 or `n`; `bias_mode` 0 (none), 1 (per row) or 2 (per column). An
+/// unused address is not read. Nothing happens when a size is negative or the sizes are
+/// inconsistent.
+///
+/// # Safety
+///
+/// Every operand addressable for its extent; `c` overlaps no other. Alignment is not required.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn kiln_rt_qgemm(
+    a: *const u8,
+    b: *const u8,
+    c: *mut i32,
+    za: *const u8,
+    zb: *const u8,
+    bias: *const i32,
+    m: i64,
+    n: i64,
+    k: i64,
+    lda: i64,
+    ldb: i64,
+    ldc: i64,
+    a_signed: i64,
+    b_signed: i64,
+    a_zeros: i64,
+    b_zeros: i64,
+    bias_mode: i64,
+) {
+    let size = |v: i64| usize::try_from(v).ok();
+    let (Some(m), Some(n), Some(k), Some(lda), Some(ldb), Some(ldc), Some(a_zeros), Some(b_zeros)) = (size(m), size(n), size(k), size(lda), size(ldb), size(ldc), size(a_zeros), size(b_zeros)) else { return };
+    let Some(bias_mode) = QBias::from_code(bias_mode) else { return };
+    let q = Qgemm { m, n, k, lda, ldb, ldc, a_signed: a_signed != 0, b_signed: b_signed != 0, a_zeros, b_zeros, bias: bias_mode };
+    if !q.is_valid() {
+        return;
+    }
+    // SAFETY: by the caller's contract.
+    unsafe { q.run_raw(a, b, c, za, zb, bias, vnni_available()) }
+}
