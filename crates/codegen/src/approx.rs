@@ -1,7 +1,7 @@
-//! `f32` exp and tanh as inline arithmetic, for one value or four lanes alike.
+//! `f32` exp, tanh and erf as inline arithmetic, for one value or four lanes alike.
 //!
-//! These are the loop IR's `f32` exp and tanh: `kiln_runtime::vmath::exp` and `tanh` (0.96
-//! and 1.3 ulp from `f64`, measured there), which the interpreter calls, emitted as CLIF
+//! These are the loop IR's `f32` exp, tanh and erf: `kiln_runtime::vmath::exp`, `tanh` and
+//! `erf` (0.96, 1.3 and 1.06 ulp from `f64`, measured there), which the interpreter calls, emitted as CLIF
 //! instruction for instruction, so generated code computes them bit for bit (but for the
 //! payload of a NaN result, as elsewhere in generated code). A runtime call per
 //! element cost about 7 ns, most of a sigmoid or SiLU chain. The same instructions serve a
@@ -9,6 +9,7 @@
 //! are fused, as Rust's `mul_add` is (Cranelift calls libm's `fmaf` on a CPU without FMA).
 
 use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Type, Value};
+use kiln_loops::MathFn;
 
 use crate::kernel::Cx;
 
@@ -98,6 +99,53 @@ impl Cx<'_, '_> {
         y
     }
 
+    /// The inline form of `f32` math function `f` (exp, tanh or erf) of `x` of type `ty`.
+    pub(crate) fn approx(&mut self, f: MathFn, x: Value, ty: Type) -> Value {
+        match f {
+            MathFn::Exp => self.approx_exp(x, ty),
+            MathFn::Tanh => self.approx_tanh(x, ty),
+            _ => self.approx_erf(x, ty),
+        }
+    }
+
+    /// `erf x`: `a + a·P(a²)` below `a = |x| = 1`, `1 − e^{−a²}·Q(1/a)` above (NaN too), with
+    /// `x`'s sign.
+    pub(crate) fn approx_erf(&mut self, x: Value, ty: Type) -> Value {
+        let (small_poly, large_poly) = kiln_runtime::vmath::ERF_POLYNOMIALS;
+        let a = self.b.ins().fabs(x);
+        let z = self.b.ins().fmul(a, a);
+        let p = self.horner(ty, z, small_poly);
+        let small = self.mul_add(a, p, a);
+        let one = self.fconst(ty, 1.0);
+        let t = self.b.ins().fdiv(one, a);
+        let q = self.horner(ty, t, large_poly);
+        let minus_z = self.b.ins().fneg(z);
+        let e = self.approx_exp(minus_z, ty);
+        let eq = self.b.ins().fmul(e, q);
+        let large = self.b.ins().fsub(one, eq);
+        self.select_below(a, 1.0, small, large, ty, x)
+    }
+
+    /// `small` where `a < limit`, else `large` (NaN `a` too), given `x`'s sign.
+    fn select_below(&mut self, a: Value, limit: f32, small: Value, large: Value, ty: Type, x: Value) -> Value {
+        let limit = self.fconst(ty, limit);
+        let is_small = self.b.ins().fcmp(cranelift_codegen::ir::condcodes::FloatCC::LessThan, a, limit);
+        let v = if ty == types::F32 {
+            self.b.ins().select(is_small, small, large)
+        } else {
+            let m = self.floats_of(is_small, ty);
+            self.b.ins().bitselect(m, small, large)
+        };
+        // |v| with x's sign (−0 included), in integer bits (Cranelift has no vector copysign
+        // on x86-64).
+        let (vb, xb) = (self.bits_of(v, ty), self.bits_of(x, ty));
+        let (magnitude, sign) = (self.iconst_like(ty, i32::MAX), self.iconst_like(ty, i32::MIN));
+        let vb = self.b.ins().band(vb, magnitude);
+        let xb = self.b.ins().band(xb, sign);
+        let bits = self.b.ins().bor(vb, xb);
+        self.floats_of(bits, ty)
+    }
+
     /// `tanh x`: Cephes' odd polynomial below `|x| = 0.625`, `1 − 2/(e^{2|x|} + 1)` above (NaN
     /// too), with `x`'s sign.
     pub(crate) fn approx_tanh(&mut self, x: Value, ty: Type) -> Value {
@@ -112,21 +160,7 @@ impl Cx<'_, '_> {
         let d = self.b.ins().fadd(e, one);
         let q = self.b.ins().fdiv(two, d);
         let large = self.b.ins().fsub(one, q);
-        let limit = self.fconst(ty, 0.625);
-        let is_small = self.b.ins().fcmp(cranelift_codegen::ir::condcodes::FloatCC::LessThan, ax, limit);
-        let v = if ty == types::F32 {
-            self.b.ins().select(is_small, small, large)
-        } else {
-            let m = self.floats_of(is_small, ty);
-            self.b.ins().bitselect(m, small, large)
-        };
-        // tanh is odd: |v| with x's sign (−0 included), in integer bits (Cranelift has no
-        // vector copysign on x86-64).
-        let (vb, xb) = (self.bits_of(v, ty), self.bits_of(x, ty));
-        let (magnitude, sign) = (self.iconst_like(ty, i32::MAX), self.iconst_like(ty, i32::MIN));
-        let vb = self.b.ins().band(vb, magnitude);
-        let xb = self.b.ins().band(xb, sign);
-        let bits = self.b.ins().bor(vb, xb);
-        self.floats_of(bits, ty)
+        // tanh is odd.
+        self.select_below(ax, 0.625, small, large, ty, x)
     }
 }

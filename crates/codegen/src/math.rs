@@ -112,10 +112,9 @@ impl Cx<'_, '_> {
         for a in &args[1..] {
             vals.push(self.typed(a, t).map_err(|e| self.invalid(format!("{f:?}: {e}")))?);
         }
-        if t == ScalarType::F32 && matches!(f, MathFn::Exp | MathFn::Tanh) {
+        if t == ScalarType::F32 && matches!(f, MathFn::Exp | MathFn::Tanh | MathFn::Erf) {
             // Inline, as the vector loops compute them (`crate::approx`).
-            let v = if f == MathFn::Exp { self.approx_exp(vals[0], types::F32) } else { self.approx_tanh(vals[0], types::F32) };
-            return Ok((v, t));
+            return Ok((self.approx(f, vals[0], types::F32), t));
         }
         if self.libc && f == MathFn::Softplus {
             return Ok((self.softplus(t, vals[0])?, t));

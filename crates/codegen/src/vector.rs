@@ -234,7 +234,7 @@ impl Cx<'_, '_> {
                 let u32_float = (from == ScalarType::U32 && *to == ScalarType::F32) || (from == ScalarType::F32 && *to == ScalarType::U32);
                 (has_lanes(*to) && !u32_float).then_some(*to)?
             }
-            Expr::Math(MathFn::Exp | MathFn::Tanh, args) if args.len() == 1 => (self.lanes_of(&args[0], plan, loads)? == ScalarType::F32).then_some(ScalarType::F32)?,
+            Expr::Math(MathFn::Exp | MathFn::Tanh | MathFn::Erf, args) if args.len() == 1 => (self.lanes_of(&args[0], plan, loads)? == ScalarType::F32).then_some(ScalarType::F32)?,
             Expr::Bitcast(..) | Expr::Math(..) => return None,
         };
         has_lanes(t).then_some(t)
@@ -384,10 +384,9 @@ impl Cx<'_, '_> {
                 let (x, from) = self.vexpr(a, plan, values)?;
                 (self.vcast(*to, from, x), *to)
             }
-            Expr::Math(f @ (MathFn::Exp | MathFn::Tanh), args) if args.len() == 1 => {
+            Expr::Math(f @ (MathFn::Exp | MathFn::Tanh | MathFn::Erf), args) if args.len() == 1 => {
                 let (x, _) = self.vexpr(&args[0], plan, values)?;
-                let v = if *f == MathFn::Exp { self.approx_exp(x, types::F32X4) } else { self.approx_tanh(x, types::F32X4) };
-                (v, ScalarType::F32)
+                (self.approx(*f, x, types::F32X4), ScalarType::F32)
             }
             other => return Err(self.invalid(format!("no vector form for {other:?}"))),
         })

@@ -524,9 +524,14 @@ fn float_bin(op: BinOp, x: f64, y: f64) -> Option<f64> {
 
 fn math(f: MathFn, args: &[Val]) -> Result<Val, String> {
     let is32 = matches!(args.first(), Some(Val::F32(_)));
-    // f32 exp and tanh are kiln's own approximations, which generated code inlines.
-    if let (Some(&Val::F32(x)), MathFn::Exp | MathFn::Tanh) = (args.first(), f) {
-        return Ok(Val::F32(if f == MathFn::Exp { kiln_runtime::vmath::exp(x) } else { kiln_runtime::vmath::tanh(x) }));
+    // f32 exp, tanh and erf are kiln's own approximations, which generated code inlines.
+    if let (Some(&Val::F32(x)), MathFn::Exp | MathFn::Tanh | MathFn::Erf) = (args.first(), f) {
+        use kiln_runtime::vmath;
+        return Ok(Val::F32(match f {
+            MathFn::Exp => vmath::exp(x),
+            MathFn::Tanh => vmath::tanh(x),
+            _ => vmath::erf(x),
+        }));
     }
     let x = args.first().map(|a| a.as_f64()).ok_or("math function without arguments")?;
     let r = match f {

@@ -323,8 +323,8 @@ pub enum CmpOp {
 
 /// Scalar math the runtime provides (no Cranelift instruction exists for it). Each takes and
 /// returns `f32` or `f64`, matching its arguments, computed in `f64` and rounded once, except
-/// `f32` exp and tanh: those are `kiln_runtime::vmath::exp` and `tanh` (within 1.5 and 2 ulp),
-/// which generated code inlines and vectorizes.
+/// `f32` exp, tanh and erf: those are `kiln_runtime::vmath::exp`, `tanh` and `erf` (within 1.5,
+/// 2 and 1.5 ulp), which generated code inlines and vectorizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MathFn {
     /// e^x

@@ -12,6 +12,7 @@
 //! | [`exp`] | `2ⁿ·e^r`, `n = round(x/ln 2)`, Cody–Waite `r`, Cephes' degree-7 polynomial, `2ⁿ` in two factors (subnormal results round once) | 0.96 ulp (1.5) |
 //! | [`sigmoid`] | `1 / (1 + e^−x)`, `e^x / (1 + e^x)` below 0 | 2.1 ulp (3) |
 //! | [`tanh`] | Cephes' odd polynomial below 0.625, `1 − 2/(e^{2|x|} + 1)` above | 1.3 ulp (2) |
+//! | [`erf`] | `x + x·P(x²)` below 1 (`P` of degree 6 fitted for this, 1.4·10⁻⁹ relative in `f64`), `1 − e^{−x²}·Q(1/x)` above (`Q` of degree 9, `erfc(x)·e^{x²}` within 1.7·10⁻⁸) | 1.06 ulp (1.5) |
 //! | [`gelu`] | `x/2 · erfc(−x/√2)`: `erfc(a) = u·e^{−a² + P(u)}`, `u = 2/(2 + a)` (the form of Numerical Recipes' `erfcc`), `P` fitted for this (degree 10 in `u − ½`, 8·10⁻⁹ in `f64`), `a² = x²/2` split exactly so large arguments lose nothing | 6.2 ulp (8), relative also in the far negative tail |
 //! | [`gelu_tanh`] | `x/2 · (1 + tanh y) = x · sigmoid(2y)`, `y = √(2/π)(x + 0.044715x³)` as the loop IR computes it | 3.1 ulp (4) beyond the rounding of `y` |
 //!
@@ -89,6 +90,35 @@ pub fn tanh(x: f32) -> f32 {
     // tanh is odd: the sign is x's (−0 included).
     (if ax < 0.625 { small } else { large }).copysign(x)
 }
+
+/// `erf(x)/x − 1` below 1, in `x²`, highest first (`erf x = x + x·P`, one rounding).
+const ERF_SMALL: [f32; 7] = [7.898_066_5e-5, -8.024_312e-4, 5.190_048_8e-3, -2.685_480_6e-2, 0.112_836_12, -0.376_126_3, 0.128_379_17];
+/// `erfc(x)·e^{x²}` from 1 to 4, in `1/x`, highest first.
+const ERFC_LARGE: [f32; 10] = [2.967_774_5e-2, -0.174_004_9, 0.424_598_37, -0.518_410_86, 0.222_573_97, 0.239_075_45, -0.378_956_73, 2.122_316_1e-2, 0.561_681_6, 1.257_491_5e-4];
+
+/// `erf x`: the loop IR's `f32` erf (the interpreter calls this; generated code emits it). Past
+/// `|x| = 3.92` the result rounds to ±1, which `1 − e^{−x²}·Q` gives (the exponential
+/// underflows to 0 for infinite `x`); NaN stays NaN.
+#[inline(always)]
+pub fn erf(x: f32) -> f32 {
+    let a = x.abs();
+    let z = a * a;
+    let mut p = ERF_SMALL[0];
+    for c in &ERF_SMALL[1..] {
+        p = p.mul_add(z, *c);
+    }
+    let small = a.mul_add(p, a);
+    let t = 1.0 / a;
+    let mut q = ERFC_LARGE[0];
+    for c in &ERFC_LARGE[1..] {
+        q = q.mul_add(t, *c);
+    }
+    let large = 1.0 - exp(-z) * q;
+    (if a < 1.0 { small } else { large }).copysign(x)
+}
+
+/// The coefficients [`erf`] evaluates, for code generators that emit it.
+pub const ERF_POLYNOMIALS: (&[f32], &[f32]) = (&ERF_SMALL, &ERFC_LARGE);
 
 /// `erfc(|x|/√2)` for Gelu, `x` finite or not; see the module doc.
 #[inline(always)]

@@ -92,9 +92,21 @@ fn gelu_tanh_is_within_four_ulp_of_its_rounded_argument() {
 }
 
 #[test]
+fn erf_is_within_one_and_a_half_ulp() {
+    let (e, at) = worst(&arguments(10.0), erf, |x| crate::erf::erf(f64::from(x)));
+    assert!(e <= 1.5, "erf: {e} ulp at {at}");
+    // A dense sweep of [−4, 4], where both pieces and their seam are.
+    let sweep: Vec<f32> = (-400_000..=400_000).map(|i| i as f32 * 1e-5).collect();
+    let (e, at) = worst(&sweep, erf, |x| crate::erf::erf(f64::from(x)));
+    assert!(e <= 1.5, "erf: {e} ulp at {at}");
+}
+
+#[test]
 fn special_values() {
     assert_eq!((exp(0.0), exp(f32::INFINITY), exp(f32::NEG_INFINITY)), (1.0, f32::INFINITY, 0.0));
-    assert!(exp(f32::NAN).is_nan() && sigmoid(f32::NAN).is_nan() && tanh(f32::NAN).is_nan());
+    assert!(exp(f32::NAN).is_nan() && sigmoid(f32::NAN).is_nan() && tanh(f32::NAN).is_nan() && erf(f32::NAN).is_nan());
+    assert_eq!((erf(0.0).to_bits(), erf(-0.0).to_bits()), (0.0f32.to_bits(), (-0.0f32).to_bits()));
+    assert_eq!((erf(f32::INFINITY), erf(f32::NEG_INFINITY), erf(3.92), erf(-100.0)), (1.0, -1.0, 1.0, -1.0));
     assert_eq!((exp(89.0), exp(-104.0)), (f32::INFINITY, 0.0));
     assert_eq!((sigmoid(f32::INFINITY), sigmoid(f32::NEG_INFINITY), sigmoid(0.0)), (1.0, 0.0, 0.5));
 }
