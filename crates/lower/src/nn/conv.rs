@@ -529,21 +529,12 @@ pub(super) fn qlinear_conv(
         let buf = Buffer { name: name.clone(), elem: ElemType::Scalar(i32t), len, kind: BufferKind::Temp };
         *acc.insert(cx.program.add_buffer(buf))
     });
-    if let (Some(mut body), Some(acc)) = (pointwise, acc) {
-        let acc = Operand { buf: acc, dims: vec![s.batch, s.m, s.win.out_plane()], elem: ElemType::Scalar(i32t) };
-        match exact::requantize(cx, n, &s, &acc, &y) {
-            Some(call) => body.push(call),
-            None => {
-                let finish = exact::finish(&mut k, &s, &acc, &y, (&scale, f64t), &|_, acc, c| Ok(requantize(acc, c)));
-                body.extend(finish.map_err(|e| cx.unsupported(n, e))?);
-            }
-        }
-        k.body = body;
-        cx.push(k);
-        return Ok(());
-    }
-    let inputs = exact::Inputs { x_zero: Some(2), w: 3, w_zero: Some(5), bias: Some(8) };
-    if let Some((mut body, acc)) = exact::accumulate(cx, &mut k, n, &s, &x, &inputs) {
+    // The accumulator from the integer product (pointwise), else the exact float products.
+    let accumulated = match (pointwise, acc) {
+        (Some(body), Some(acc)) => Some((body, Operand { buf: acc, dims: vec![s.batch, s.m, s.win.out_plane()], elem: ElemType::Scalar(i32t) })),
+        _ => exact::accumulate(cx, &mut k, n, &s, &x, &exact::Inputs { x_zero: Some(2), w: 3, w_zero: Some(5), bias: Some(8) }),
+    };
+    if let Some((mut body, acc)) = accumulated {
         match exact::requantize(cx, n, &s, &acc, &y) {
             Some(call) => body.push(call),
             None => {

@@ -164,6 +164,15 @@ fn requantization_matches_to_the_byte() {
     }
 }
 
+/// A `qgemm` call on buffers `bufs` (A, B, C, A's and B's zero points, the bias), with sizes
+/// `m, n, k, lda, ldb, ldc` and flags `a_signed, b_signed, a_zeros, b_zeros, bias_mode`.
+fn qgemm_call(bufs: [u32; 6], sizes: [i64; 6], flags: [i64; 5]) -> call::Qgemm {
+    let at = |b: u32| Addr::at(BufId(b), 0);
+    let [m, n, k, lda, ldb, ldc] = sizes.map(i);
+    let [a_signed, b_signed, a_zeros, b_zeros, bias_mode] = flags.map(i);
+    call::Qgemm { a: at(bufs[0]), b: at(bufs[1]), c: at(bufs[2]), za: at(bufs[3]), zb: at(bufs[4]), bias: at(bufs[5]), m, n, k, lda, ldb, ldc, a_signed, b_signed, a_zeros, b_zeros, bias_mode }
+}
+
 /// The integer product's loops against the runtime's routine (through the interpreter), for
 /// every signedness pair and zero-point form, with padded leading dimensions and a depth that
 /// is not a multiple of four.
@@ -180,25 +189,7 @@ fn integer_products_match_to_the_byte() {
             for (name, elem, len) in [("a", ty(a_signed), a.len()), ("b", ty(b_signed), b.len()), ("c", ScalarType::I32, m * ldc), ("za", ty(a_signed), m), ("zb", ty(b_signed), n), ("bias", ScalarType::I32, n)] {
                 p.add_buffer(Buffer { name: name.into(), elem: ElemType::Scalar(elem), len: len as u64, kind: BufferKind::Temp });
             }
-            let c = call::Qgemm {
-                a: Addr::at(BufId(0), 0),
-                b: Addr::at(BufId(1), 0),
-                c: Addr::at(BufId(2), 0),
-                za: Addr::at(BufId(3), 0),
-                zb: Addr::at(BufId(4), 0),
-                bias: Addr::at(BufId(5), 0),
-                m: i(m as i64),
-                n: i(n as i64),
-                k: i(k as i64),
-                lda: i(lda as i64),
-                ldb: i(ldb as i64),
-                ldc: i(ldc as i64),
-                a_signed: i(a_signed),
-                b_signed: i(b_signed),
-                a_zeros: i(a_zeros as i64),
-                b_zeros: i(b_zeros as i64),
-                bias_mode: i(bias_mode),
-            };
+            let c = qgemm_call([0, 1, 2, 3, 4, 5], [m, n, k, lda, ldb, ldc].map(|v| v as i64), [a_signed, b_signed, a_zeros as i64, b_zeros as i64, bias_mode]);
             let mut kern = Kernel::new("k");
             kern.body = vec![Stmt::Call(c.into())];
             p.kernels.push(kern);
@@ -225,25 +216,7 @@ fn integer_product_flags_must_match_the_buffers() {
     for (name, elem) in [("a", ScalarType::U8), ("b", ScalarType::I8), ("c", ScalarType::I32)] {
         p.add_buffer(Buffer { name: name.into(), elem: ElemType::Scalar(elem), len: 4, kind: BufferKind::Temp });
     }
-    let c = call::Qgemm {
-        a: Addr::at(BufId(0), 0),
-        b: Addr::at(BufId(1), 0),
-        c: Addr::at(BufId(2), 0),
-        za: Addr::at(BufId(0), 0),
-        zb: Addr::at(BufId(1), 0),
-        bias: Addr::at(BufId(2), 0),
-        m: i(2),
-        n: i(2),
-        k: i(2),
-        lda: i(2),
-        ldb: i(2),
-        ldc: i(2),
-        a_signed: i(1),
-        b_signed: i(1),
-        a_zeros: i(0),
-        b_zeros: i(0),
-        bias_mode: i(0),
-    };
+    let c = qgemm_call([0, 1, 2, 0, 1, 2], [2; 6], [1, 1, 0, 0, 0]);
     let mut kern = Kernel::new("k");
     kern.body = vec![Stmt::Call(c.into())];
     p.kernels.push(kern);
