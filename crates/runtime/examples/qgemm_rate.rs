@@ -7,7 +7,7 @@ use kiln_runtime::qgemm::{QBias, Qgemm};
 
 fn main() {
     for (m, n, k) in [(128, 256, 256), (128, 1024, 256), (6, 1024, 256), (1024, 1024, 256), (128, 256, 1024), (3136, 64, 32), (784, 128, 512)] {
-        let q = Qgemm { m, n, k, lda: k, ldb: n, ldc: n, a_signed: false, b_signed: true, a_zeros: 1, b_zeros: 0, bias: QBias::None };
+        let q = Qgemm { m, n, k, lda: k, ldb: n, ldc: n, a_signed: false, b_signed: true, a_zeros: 1, b_zeros: 0, bias: QBias::None, b_packed: false };
         let (a, b) = (vec![3u8; m * k], vec![5u8; k * n]);
         let mut c = vec![0i32; m * n];
         let runs = 50;

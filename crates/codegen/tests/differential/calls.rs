@@ -274,6 +274,7 @@ fn qgemm_matches_the_interpreter() {
             a_zeros: i(a_zeros),
             b_zeros: i(b_zeros),
             bias_mode: i(bias_mode),
+            b_packed: i(0),
         };
         kern.body = vec![Stmt::Call(q.into())];
         h.push(kern);

@@ -198,9 +198,13 @@ define_calls! {
     /// is 0 (none), 1 (per tensor) or `m` (per row); `b_zeros` 0, 1 or `n` (per column);
     /// `bias_mode` 0 (none), 1 (`bias[i]` per row) or 2 (`bias[j]` per column). An unused zero
     /// point is passed as its operand's address, an unused bias as `c`'s, and not read.
+    /// `b_packed` non-zero: `B` is an `i8` buffer packed ahead (`kiln_runtime::qgemm::pack_b`,
+    /// when the model was compiled; `ldb` is not read): for each panel of 16 columns, for each
+    /// group of four steps of `k`, each column's four values (`b − 128` for an unsigned `B`), zero
+    /// past the matrix; then each padded column's sum as a little-endian `i32`.
     Qgemm "qgemm" "kiln_rt_qgemm" {
         a: read int8, b: read int8, c: write i32, za: read int8, zb: read int8, bias: read i32,
         m: i64, n: i64, k: i64, lda: i64, ldb: i64, ldc: i64, a_signed: i64, b_signed: i64, a_zeros: i64, b_zeros: i64,
-        bias_mode: i64,
+        bias_mode: i64, b_packed: i64,
     }
 }

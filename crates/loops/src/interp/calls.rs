@@ -277,11 +277,11 @@ impl Machine<'_> {
         let name = "qgemm";
         let sizes = ints!(self, name, c; m, n, k, lda, ldb, ldc, a_zeros, b_zeros);
         let [m, n, k, lda, ldb, ldc, a_zeros, b_zeros] = self.counts(name, sizes)?;
-        let [a_signed, b_signed, bias_mode] = ints!(self, name, c; a_signed, b_signed, bias_mode);
+        let [a_signed, b_signed, bias_mode, b_packed] = ints!(self, name, c; a_signed, b_signed, bias_mode, b_packed);
         let Some(bias) = QBias::from_code(bias_mode) else {
             return self.fault(format!("qgemm with bias mode {bias_mode}"));
         };
-        let q = Qgemm { m, n, k, lda, ldb, ldc, a_signed: a_signed != 0, b_signed: b_signed != 0, a_zeros, b_zeros, bias };
+        let q = Qgemm { m, n, k, lda, ldb, ldc, a_signed: a_signed != 0, b_signed: b_signed != 0, a_zeros, b_zeros, bias, b_packed: b_packed != 0 };
         if !q.is_valid() {
             return self.fault(format!("qgemm with inconsistent sizes {q:?}"));
         }

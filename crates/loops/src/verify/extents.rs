@@ -143,7 +143,10 @@ impl Cx<'_> {
                 // `A` (`m` rows of `lda`, `k` used), `B` (`k` rows of `ldb`, `n` used) and `C`
                 // (`m` rows of `ldc`, `n` written); the zero points by their counts. Nothing is
                 // addressed when `C` is empty or the sizes are ones the runtime refuses.
-                for (what, a, flag) in [("a", &q.a, &q.a_signed), ("za", &q.za, &q.a_signed), ("b", &q.b, &q.b_signed), ("zb", &q.zb, &q.b_signed)] {
+                // A packed `B` holds `i8` whatever the matrix held.
+                let packed = self.constant(&q.b_packed);
+                let b_flag = if packed.is_some_and(|p| p != 0) { Expr::idx(1) } else { q.b_signed.clone() };
+                for (what, a, flag) in [("a", &q.a, &q.a_signed), ("za", &q.za, &q.a_signed), ("b", &q.b, &b_flag), ("zb", &q.zb, &q.b_signed)] {
                     self.signedness("qgemm", what, a, flag);
                 }
                 let sizes = [&q.m, &q.n, &q.k, &q.lda, &q.ldb, &q.ldc, &q.a_zeros, &q.b_zeros].map(|e| self.constant(e).and_then(|v| usize::try_from(v).ok()));
@@ -153,7 +156,8 @@ impl Cx<'_> {
                     self.err(format!("qgemm with bias mode {code}"));
                     return Vec::new();
                 };
-                let g = kiln_runtime::qgemm::Qgemm { m, n, k, lda, ldb, ldc, a_signed: false, b_signed: false, a_zeros, b_zeros, bias };
+                let Some(packed) = packed else { return Vec::new() };
+                let g = kiln_runtime::qgemm::Qgemm { m, n, k, lda, ldb, ldc, a_signed: false, b_signed: false, a_zeros, b_zeros, bias, b_packed: packed != 0 };
                 if !g.is_valid() {
                     self.err(format!("qgemm with inconsistent sizes {g:?}"));
                     return Vec::new();

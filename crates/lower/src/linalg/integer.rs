@@ -1,7 +1,7 @@
 //! Quantized products: MatMulInteger (`i8`/`u8` with zero points → `i32`) and QLinearMatMul
 //! (zero points and scales on both operands and the result).
 
-use kiln_tir::NodeId;
+use kiln_tir::{DType, NodeId, Tensor, TensorData};
 
 use super::matmul::{MatShape, matmul_nest, plain};
 use kiln_loops::builder::broadcast_index;
@@ -72,7 +72,18 @@ fn is_8bit(op: &Operand) -> bool {
 /// (laid out as the product's result), when the zero points take one of its forms: absent, one
 /// per tensor, one per row of `A` (`[M]` or `[M, 1]`) or one per column of `B` (`[N]` or
 /// `[1, N]`), each of its operand's type. `None` otherwise: the caller keeps the loop nest.
-fn qgemm_calls(k: &mut Kernel, s: &MatShape, a: &Operand, b: &Operand, az: Option<&Operand>, bz: Option<&Operand>, c: &mut dyn FnMut() -> BufId) -> Option<Vec<Stmt>> {
+/// A single constant `B` (`b_const`, its tensor) is packed here, once, as the runtime reads it.
+#[allow(clippy::too_many_arguments)]
+fn qgemm_calls(
+    cx: &mut Lowerer<'_>,
+    k: &mut Kernel,
+    s: &MatShape,
+    a: &Operand,
+    b: &Operand,
+    (az, bz): (Option<&Operand>, Option<&Operand>),
+    b_const: Option<&Tensor>,
+    c: &mut dyn FnMut(&mut Lowerer<'_>) -> BufId,
+) -> Option<Vec<Stmt>> {
     let signed = |o: &Operand| match o.elem {
         ElemType::Scalar(ScalarType::I8) => Some(1),
         ElemType::Scalar(ScalarType::U8) => Some(0),
@@ -101,12 +112,24 @@ fn qgemm_calls(k: &mut Kernel, s: &MatShape, a: &Operand, b: &Operand, az: Optio
     if s.trans_b {
         return None;
     }
-    let c = c();
+    let c = c(cx);
+    // The packed copy of a constant B shared by every row of A.
+    let packed = b_const.filter(|_| b_batches == 1).and_then(|t| {
+        let (kk, nn) = (usize::try_from(s.k).ok()?, usize::try_from(s.n).ok()?);
+        let raw = t.raw()?;
+        let len = kiln_runtime::qgemm::packed_b_len(kk, nn)?;
+        (raw.len() >= kk * nn && kk > 0 && nn > 0).then_some(())?;
+        let mut bytes = vec![0u8; len];
+        kiln_runtime::qgemm::pack_b(raw, kk, nn, nn, b_signed != 0, &mut bytes);
+        let tensor = Tensor { dtype: DType::I8, shape: vec![len as u64], data: TensorData::Raw(bytes.into()) };
+        let name = format!("{}.packed", cx.program.buffers[b.buf.0 as usize].name);
+        Some(cx.program.add_buffer(Buffer { name, elem: ElemType::Scalar(ScalarType::I8), len: len as u64, kind: BufferKind::Const(tensor) }))
+    });
     let int = |v: u64| Expr::idx(v as i64);
     let product = |rows: u64, ao: Expr, bo: Expr, co: Expr| -> Stmt {
         let q = call::Qgemm {
             a: call::Addr { buf: a.buf, index: ao },
-            b: call::Addr { buf: b.buf, index: bo },
+            b: call::Addr { buf: packed.unwrap_or(b.buf), index: if packed.is_some() { Expr::idx(0) } else { bo } },
             c: call::Addr { buf: c, index: co },
             za: za.clone(),
             zb: zb.clone(),
@@ -122,6 +145,7 @@ fn qgemm_calls(k: &mut Kernel, s: &MatShape, a: &Operand, b: &Operand, az: Optio
             a_zeros: int(if a_zeros > 1 { rows } else { a_zeros }),
             b_zeros: int(b_zeros),
             bias_mode: Expr::idx(0),
+            b_packed: Expr::idx(i64::from(packed.is_some())),
         };
         Stmt::Call(q.into())
     };
@@ -149,7 +173,8 @@ pub(super) fn matmul_integer(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), Lowe
         return Err(cx.unsupported(n, "operands must be 8-bit integers and the result i32"));
     }
     let mut k = cx.kernel(n);
-    if let Some(calls) = qgemm_calls(&mut k, &s, &a, &b, az.as_ref(), bz.as_ref(), &mut || y.buf) {
+    let b_const = cx.const_input(n, 1);
+    if let Some(calls) = qgemm_calls(cx, &mut k, &s, &a, &b, (az.as_ref(), bz.as_ref()), b_const, &mut |_| y.buf) {
         k.body = calls;
         cx.push(k);
         return Ok(());
@@ -191,7 +216,8 @@ pub(super) fn qlinear_matmul(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), Lowe
     let mut k = cx.kernel(n);
     let name = format!("{}_acc", cx.node(n).name);
     let mut acc = None;
-    let calls = qgemm_calls(&mut k, &s, &a, &b, a_zp.as_ref(), b_zp.as_ref(), &mut || {
+    let b_const = cx.const_input(n, 3);
+    let calls = qgemm_calls(cx, &mut k, &s, &a, &b, (a_zp.as_ref(), b_zp.as_ref()), b_const, &mut |cx| {
         let buf = Buffer { name: name.clone(), elem: ElemType::Scalar(ScalarType::I32), len: s.numel(), kind: BufferKind::Temp };
         *acc.insert(cx.program.add_buffer(buf))
     });

@@ -86,6 +86,10 @@ fn qgemm(kernel: &mut Kernel, c: &kiln_loops::call::Qgemm) -> Result<Vec<Stmt>, 
     let (m, n, k, lda, ldb, ldc) = (m?, n?, k?, lda? as i64, ldb? as i64, ldc? as i64);
     let (a_zeros, b_zeros) = (size(&c.a_zeros, "a_zeros")?, size(&c.b_zeros, "b_zeros")?);
     let bias_mode = int(&c.bias_mode, "bias_mode")?;
+    let packed = int(&c.b_packed, "b_packed")? != 0;
+    // A packed `B` holds `b − 128` for an unsigned matrix: its zero point moves with it.
+    let b_shift = if packed && int(&c.b_signed, "b_signed")? == 0 { 128 } else { 0 };
+    let groups = k.div_ceil(4) as i64;
     if !(0..=2).contains(&bias_mode) {
         return Err(format!("qgemm with bias mode {bias_mode}"));
     }
@@ -95,9 +99,19 @@ fn qgemm(kernel: &mut Kernel, c: &kiln_loops::call::Qgemm) -> Result<Vec<Stmt>, 
         1 => at(z, Expr::idx(0)).cast(i32t),
         _ => at(z, at_).cast(i32t),
     };
+    // Element (l, j) of B: row-major, or in the packed panels (`kiln_runtime::qgemm::pack_b`).
+    let b_index = |l: Expr, j: Expr| {
+        if packed {
+            let panel = j.clone().bin(BinOp::Div, Expr::idx(16));
+            let group = l.clone().bin(BinOp::Div, Expr::idx(4));
+            ((panel * groups + group) * 16 + j.bin(BinOp::Rem, Expr::idx(16))) * 4 + l.bin(BinOp::Rem, Expr::idx(4))
+        } else {
+            l * ldb + j
+        }
+    };
     Ok(kernel.nest(&[m, n], |kernel, ij| {
         let (i, j) = (ij[0].clone(), ij[1].clone());
-        let (za, zb) = (zero(&c.za, a_zeros, i.clone()), zero(&c.zb, b_zeros, j.clone()));
+        let (za, zb) = (zero(&c.za, a_zeros, i.clone()), zero(&c.zb, b_zeros, j.clone()) - Expr::int(i32t, b_shift));
         let bias = match bias_mode {
             1 => at(&c.bias, i.clone()),
             2 => at(&c.bias, j.clone()),
@@ -107,7 +121,7 @@ fn qgemm(kernel: &mut Kernel, c: &kiln_loops::call::Qgemm) -> Result<Vec<Stmt>, 
         let sum = kernel.nest(&[k], |_, l| {
             let l = l[0].clone();
             let a = at(&c.a, i.clone() * lda + l.clone()).cast(i32t) - za.clone();
-            let b = at(&c.b, l * ldb + j.clone()).cast(i32t) - zb.clone();
+            let b = at(&c.b, b_index(l, j.clone())).cast(i32t) - zb.clone();
             vec![Stmt::Assign(acc, Expr::Var(acc) + a * b)]
         });
         let mut stmts = vec![init];

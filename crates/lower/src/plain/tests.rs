@@ -165,17 +165,18 @@ fn requantization_matches_to_the_byte() {
 }
 
 /// A `qgemm` call on buffers `bufs` (A, B, C, A's and B's zero points, the bias), with sizes
-/// `m, n, k, lda, ldb, ldc` and flags `a_signed, b_signed, a_zeros, b_zeros, bias_mode`.
-fn qgemm_call(bufs: [u32; 6], sizes: [i64; 6], flags: [i64; 5]) -> call::Qgemm {
+/// `m, n, k, lda, ldb, ldc` and flags `a_signed, b_signed, a_zeros, b_zeros, bias_mode,
+/// b_packed`.
+fn qgemm_call(bufs: [u32; 6], sizes: [i64; 6], flags: [i64; 6]) -> call::Qgemm {
     let at = |b: u32| Addr::at(BufId(b), 0);
     let [m, n, k, lda, ldb, ldc] = sizes.map(i);
-    let [a_signed, b_signed, a_zeros, b_zeros, bias_mode] = flags.map(i);
-    call::Qgemm { a: at(bufs[0]), b: at(bufs[1]), c: at(bufs[2]), za: at(bufs[3]), zb: at(bufs[4]), bias: at(bufs[5]), m, n, k, lda, ldb, ldc, a_signed, b_signed, a_zeros, b_zeros, bias_mode }
+    let [a_signed, b_signed, a_zeros, b_zeros, bias_mode, b_packed] = flags.map(i);
+    call::Qgemm { a: at(bufs[0]), b: at(bufs[1]), c: at(bufs[2]), za: at(bufs[3]), zb: at(bufs[4]), bias: at(bufs[5]), m, n, k, lda, ldb, ldc, a_signed, b_signed, a_zeros, b_zeros, bias_mode, b_packed }
 }
 
 /// The integer product's loops against the runtime's routine (through the interpreter), for
 /// every signedness pair and zero-point form, with padded leading dimensions and a depth that
-/// is not a multiple of four.
+/// is not a multiple of four, B as it is and packed ahead.
 #[test]
 fn integer_products_match_to_the_byte() {
     let (m, n, k, lda, ldb, ldc) = (5usize, 19usize, 7usize, 9usize, 20usize, 21usize);
@@ -183,13 +184,21 @@ fn integer_products_match_to_the_byte() {
     let mut bytes = |len: usize| -> Vec<u8> { (0..len).map(|_| rng.next_u64() as u8).collect() };
     let (a, b, za, zb, bias) = (bytes(m * lda), bytes(k * ldb), bytes(m), bytes(n), bytes(4 * n));
     for (a_signed, b_signed) in [(0, 1), (0, 0), (1, 1), (1, 0)] {
-        for (a_zeros, b_zeros, bias_mode) in [(0, 0, 0), (1, 1, 1), (m, n, 2)] {
+        for (a_zeros, b_zeros, bias_mode, b_packed) in [(0, 0, 0, 0), (1, 1, 1, 0), (m, n, 2, 0), (1, n, 1, 1), (0, 1, 0, 1)] {
             let ty = |signed: i64| if signed != 0 { ScalarType::I8 } else { ScalarType::U8 };
+            let b = if b_packed == 0 {
+                b.clone()
+            } else {
+                let mut packed = vec![0u8; kiln_runtime::qgemm::packed_b_len(k, n).unwrap()];
+                kiln_runtime::qgemm::pack_b(&b, k, n, ldb, b_signed != 0, &mut packed);
+                packed
+            };
             let mut p = Program::default();
-            for (name, elem, len) in [("a", ty(a_signed), a.len()), ("b", ty(b_signed), b.len()), ("c", ScalarType::I32, m * ldc), ("za", ty(a_signed), m), ("zb", ty(b_signed), n), ("bias", ScalarType::I32, n)] {
+            let b_ty = if b_packed != 0 { ScalarType::I8 } else { ty(b_signed) };
+            for (name, elem, len) in [("a", ty(a_signed), a.len()), ("b", b_ty, b.len()), ("c", ScalarType::I32, m * ldc), ("za", ty(a_signed), m), ("zb", ty(b_signed), n), ("bias", ScalarType::I32, n)] {
                 p.add_buffer(Buffer { name: name.into(), elem: ElemType::Scalar(elem), len: len as u64, kind: BufferKind::Temp });
             }
-            let c = qgemm_call([0, 1, 2, 3, 4, 5], [m, n, k, lda, ldb, ldc].map(|v| v as i64), [a_signed, b_signed, a_zeros as i64, b_zeros as i64, bias_mode]);
+            let c = qgemm_call([0, 1, 2, 3, 4, 5], [m, n, k, lda, ldb, ldc].map(|v| v as i64), [a_signed, b_signed, a_zeros as i64, b_zeros as i64, bias_mode, b_packed]);
             let mut kern = Kernel::new("k");
             kern.body = vec![Stmt::Call(c.into())];
             p.kernels.push(kern);
@@ -202,7 +211,7 @@ fn integer_products_match_to_the_byte() {
             kiln_loops::verify::verify(&plain).unwrap_or_else(|e| panic!("{e:?}"));
             let mut got = memory;
             interp::run(&plain, &mut got).expect("the loops run");
-            let what = format!("signed {a_signed}/{b_signed}, zeros {a_zeros}/{b_zeros}, bias {bias_mode}");
+            let what = format!("signed {a_signed}/{b_signed}, zeros {a_zeros}/{b_zeros}, bias {bias_mode}, packed {b_packed}");
             assert_eq!(want[2], got[2], "{what}");
             assert!(want[2].iter().any(|&v| v != 0), "{what}: all zero");
         }
@@ -216,7 +225,7 @@ fn integer_product_flags_must_match_the_buffers() {
     for (name, elem) in [("a", ScalarType::U8), ("b", ScalarType::I8), ("c", ScalarType::I32)] {
         p.add_buffer(Buffer { name: name.into(), elem: ElemType::Scalar(elem), len: 4, kind: BufferKind::Temp });
     }
-    let c = qgemm_call([0, 1, 2, 0, 1, 2], [2; 6], [1, 1, 0, 0, 0]);
+    let c = qgemm_call([0, 1, 2, 0, 1, 2], [2; 6], [1, 1, 0, 0, 0, 0]);
     let mut kern = Kernel::new("k");
     kern.body = vec![Stmt::Call(c.into())];
     p.kernels.push(kern);

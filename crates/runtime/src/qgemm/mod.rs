@@ -14,9 +14,10 @@
 //! store. Every step is exact in `i32` (wrapping, as an `i32` accumulator of more than 2^15
 //! full-range products would in any implementation).
 //!
-//! `B` is packed on each call into panels of 16 columns, `k` in groups of four bytes per
-//! column (`vnni.rs`), zero past the matrix; the column sums come out of the packing. `A` is
-//! read in place, four bytes at a time, broadcast across the panel.
+//! `B` is packed into panels of 16 columns, `k` in groups of four bytes per column (`vnni.rs`),
+//! zero past the matrix, on each call or once ahead ([`pack_b`], for constant weights, with its
+//! column sums); the column sums come out of the packing. `A` is read in place, four bytes at
+//! a time, broadcast across the panel.
 
 use std::cell::RefCell;
 
@@ -83,6 +84,8 @@ pub struct Qgemm {
     pub b_zeros: usize,
     /// The bias.
     pub bias: QBias,
+    /// `B` is packed ahead by [`pack_b`] (`ldb` is then not read).
+    pub b_packed: bool,
 }
 
 thread_local! {
@@ -118,7 +121,8 @@ impl Qgemm {
     /// Elements `A`, `B` and `C` span from their first (0 when empty).
     pub fn extents(&self) -> (usize, usize, usize) {
         let span = |rows: usize, ld: usize, cols: usize| if rows == 0 || cols == 0 { 0 } else { (rows - 1) * ld + cols };
-        (span(self.m, self.lda, self.k), span(self.k, self.ldb, self.n), span(self.m, self.ldc, self.n))
+        let b = if self.b_packed && self.k > 0 && self.n > 0 { packed_b_len(self.k, self.n).unwrap_or(usize::MAX) } else { span(self.k, self.ldb, self.n) };
+        (span(self.m, self.lda, self.k), b, span(self.m, self.ldc, self.n))
     }
 
     /// Bytes of the packed `B`.
@@ -157,7 +161,7 @@ impl Qgemm {
             let byte = unsafe { p.add(i).read() };
             if signed { i32::from(byte as i8) } else { i32::from(byte) }
         };
-        scratch::with(&PACKED, len, |packed| {
+        scratch::with(&PACKED, if self.b_packed { 0 } else { len }, |packed| {
             // Per column (padded to whole panels): zb', Σ_k b' − K·zb' and −bias. Per row: za',
             // Σ_k a' and −bias. The bias enters as a subtracted term, as the others do.
             scratch::with(&SUMS, 3 * panels * PANEL + 3 * m, |sums| {
@@ -172,8 +176,21 @@ impl Qgemm {
                     };
                     cols[j] = zb_j - b_shift;
                 }
-                // SAFETY: `b` spans `k` rows of `ldb` for `n` columns.
-                unsafe { pack(b, k, n, self.ldb, !self.b_signed, packed, cols) };
+                let packed: &[i8] = if self.b_packed {
+                    // SAFETY: a packed `B` holds the panels, then a little-endian `i32` sum per
+                    // padded column.
+                    let (panels_of, sums) = unsafe { (std::slice::from_raw_parts(b.cast::<i8>(), len), std::slice::from_raw_parts(b.add(len), 4 * panels * PANEL)) };
+                    let k32 = k as i32;
+                    for (j, s) in sums.chunks_exact(4).enumerate() {
+                        let sum = i32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+                        cols[panels * PANEL + j] = sum.wrapping_sub(k32.wrapping_mul(cols[j]));
+                    }
+                    panels_of
+                } else {
+                    // SAFETY: `b` spans `k` rows of `ldb` for `n` columns.
+                    unsafe { pack(b, k, n, self.ldb, !self.b_signed, packed, cols) };
+                    packed
+                };
                 // SAFETY: the bias holds `bias_len()` elements.
                 let bias_at = |i: usize| unsafe { bias.add(i).read_unaligned() };
                 for (j, c) in cols[2 * panels * PANEL..].iter_mut().enumerate() {
@@ -339,6 +356,32 @@ unsafe fn pack(b: *const u8, k: usize, n: usize, ldb: usize, flip: bool, dst: &m
     }
 }
 
+/// Bytes of a `k × n` matrix packed by [`pack_b`]: its panels, then an `i32` per padded column.
+pub fn packed_b_len(k: usize, n: usize) -> Option<usize> {
+    let padded = n.div_ceil(PANEL).checked_mul(PANEL)?;
+    padded.checked_mul(k.div_ceil(4))?.checked_mul(4)?.checked_add(padded.checked_mul(4)?)
+}
+
+/// Packs `B` (`k × n`, row stride `ldb`, `i8` when `signed`, else `u8`) as [`Qgemm`] reads it
+/// with `b_packed`: the panels of `i8` (an unsigned `B` moved down by 128), then `Σ_k` of each
+/// padded column as a little-endian `i32`. The layout is the same on every CPU.
+///
+/// # Panics
+///
+/// If `b` is shorter than the matrix spans or `dst` than [`packed_b_len`].
+pub fn pack_b(b: &[u8], k: usize, n: usize, ldb: usize, signed: bool, dst: &mut [u8]) {
+    let len = packed_b_len(k, n).expect("packed B size");
+    assert!(dst.len() >= len && (k == 0 || n == 0 || b.len() >= (k - 1) * ldb + n) && ldb >= n, "pack_b operands are too short");
+    let padded = n.div_ceil(PANEL) * PANEL;
+    let (panels, sums) = dst[..len].split_at_mut(len - 4 * padded);
+    let mut cols = vec![0i32; 3 * padded];
+    // SAFETY: `i8` and `u8` have one layout; `b` spans the matrix (checked above).
+    unsafe { pack(b.as_ptr(), k, n, ldb, !signed, std::slice::from_raw_parts_mut(panels.as_mut_ptr().cast::<i8>(), panels.len()), &mut cols) };
+    for (s, v) in sums.chunks_exact_mut(4).zip(&cols[padded..2 * padded]) {
+        s.copy_from_slice(&v.to_le_bytes());
+    }
+}
+
 /// Whether this CPU has AVX-512 VNNI (and the AVX-512F it extends).
 fn vnni_available() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -352,8 +395,8 @@ fn vnni_available() -> bool {
 
 /// `C = (A − za)·(B − zb) + bias` in `i32`: [`Qgemm`] for generated code. `A` and `B` (and
 /// their zero points) are `i8` when `a_signed` / `b_signed` is non-zero, else `u8`; `a_zeros` is
-/// 0, 1 or `m`, `b_zeros` 0, 1 or `n`; `bias_mode` 0 (none), 1 (per row) or 2 (per column). An
-/// unused address is not read. Nothing happens when a size is negative or the sizes are
+/// 0, 1 or `m`, `b_zeros` 0, 1 or `n`; `bias_mode` 0 (none), 1 (per row) or 2 (per column);
+/// `b_packed` non-zero when `B` is packed by [`pack_b`]. An unused address is not read. Nothing happens when a size is negative or the sizes are
 /// inconsistent.
 ///
 /// # Safety
@@ -379,11 +422,12 @@ pub unsafe extern "C" fn kiln_rt_qgemm(
     a_zeros: i64,
     b_zeros: i64,
     bias_mode: i64,
+    b_packed: i64,
 ) {
     let size = |v: i64| usize::try_from(v).ok();
     let (Some(m), Some(n), Some(k), Some(lda), Some(ldb), Some(ldc), Some(a_zeros), Some(b_zeros)) = (size(m), size(n), size(k), size(lda), size(ldb), size(ldc), size(a_zeros), size(b_zeros)) else { return };
     let Some(bias_mode) = QBias::from_code(bias_mode) else { return };
-    let q = Qgemm { m, n, k, lda, ldb, ldc, a_signed: a_signed != 0, b_signed: b_signed != 0, a_zeros, b_zeros, bias: bias_mode };
+    let q = Qgemm { m, n, k, lda, ldb, ldc, a_signed: a_signed != 0, b_signed: b_signed != 0, a_zeros, b_zeros, bias: bias_mode, b_packed: b_packed != 0 };
     if !q.is_valid() {
         return;
     }

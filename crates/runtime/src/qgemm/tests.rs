@@ -46,18 +46,24 @@ fn matches_the_definition() {
         for (a_signed, b_signed) in [(false, true), (false, false), (true, true), (true, false)] {
             for (a_zeros, b_zeros, bias) in [(0, 0, QBias::None), (1, 1, QBias::PerRow), (m, n, QBias::PerColumn), (1, n, QBias::None)] {
                 let (lda, ldb, ldc) = (k + 3, n + 1, n + 2);
-                let q = Qgemm { m, n, k, lda, ldb, ldc, a_signed, b_signed, a_zeros, b_zeros, bias };
+                let q = Qgemm { m, n, k, lda, ldb, ldc, a_signed, b_signed, a_zeros, b_zeros, bias, b_packed: false };
                 assert!(q.is_valid());
                 let (ea, eb, ec) = q.extents();
                 let (a, b) = (bytes(&mut rng, ea), bytes(&mut rng, eb));
                 let (za, zb) = (bytes(&mut rng, a_zeros), bytes(&mut rng, b_zeros));
                 let bias: Vec<i32> = (0..q.bias_len()).map(|_| rng.next_u64() as i32 >> 8).collect();
                 let want = reference(&q, &a, &b, &za, &zb, &bias);
-                for &vnni in &paths {
-                    let mut c = vec![i32::MIN; ec];
-                    // SAFETY: the vectors hold the extents; VNNI only where detected.
-                    unsafe { q.run_raw(a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), za.as_ptr(), zb.as_ptr(), bias.as_ptr(), vnni) };
-                    assert_eq!(c, want, "{q:?} vnni {vnni}");
+                // B as it is, and packed ahead.
+                let packed_q = Qgemm { b_packed: true, ..q };
+                let mut packed = vec![0u8; packed_b_len(k, n).unwrap()];
+                pack_b(&b, k, n, ldb, b_signed, &mut packed);
+                for (q, b) in [(&q, &b), (&packed_q, &packed)] {
+                    for &vnni in &paths {
+                        let mut c = vec![i32::MIN; ec];
+                        // SAFETY: the vectors hold the extents; VNNI only where detected.
+                        unsafe { q.run_raw(a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), za.as_ptr(), zb.as_ptr(), bias.as_ptr(), vnni) };
+                        assert_eq!(c, want, "{q:?} vnni {vnni}");
+                    }
                 }
             }
         }
@@ -69,7 +75,7 @@ fn matches_the_definition() {
 fn extreme_values_are_exact() {
     for (a_signed, b_signed, av, bv) in [(false, true, 255u8, 0x80u8), (true, true, 0x80, 0x80), (false, false, 255, 255), (true, false, 0x7f, 0)] {
         let (m, n, k) = (3, 20, 259);
-        let q = Qgemm { m, n, k, lda: k, ldb: n, ldc: n, a_signed, b_signed, a_zeros: 1, b_zeros: 1, bias: QBias::None };
+        let q = Qgemm { m, n, k, lda: k, ldb: n, ldc: n, a_signed, b_signed, a_zeros: 1, b_zeros: 1, bias: QBias::None, b_packed: false };
         let (a, b) = (vec![av; m * k], vec![bv; k * n]);
         let (za, zb) = ([if a_signed { 0x7f } else { 0 }], [if b_signed { 0x7f } else { 255 }]);
         let want = reference(&q, &a, &b, &za, &zb, &[]);
@@ -84,7 +90,7 @@ fn extreme_values_are_exact() {
 fn threads_give_the_same_bytes() {
     let mut rng = Rng::new(11);
     for &(m, n, k) in &[(64, 200, 96), (200, 16, 96)] {
-        let q = Qgemm { m, n, k, lda: k, ldb: n, ldc: n, a_signed: false, b_signed: true, a_zeros: 1, b_zeros: n, bias: QBias::PerRow };
+        let q = Qgemm { m, n, k, lda: k, ldb: n, ldc: n, a_signed: false, b_signed: true, a_zeros: 1, b_zeros: n, bias: QBias::PerRow, b_packed: false };
         let (a, b, za, zb) = (bytes(&mut rng, m * k), bytes(&mut rng, k * n), bytes(&mut rng, 1), bytes(&mut rng, n));
         let bias: Vec<i32> = (0..m as i32).map(|i| i * 1000 - 7).collect();
         let want = reference(&q, &a, &b, &za, &zb, &bias);
@@ -102,7 +108,7 @@ fn the_c_entry_point_refuses_nonsense() {
     for bad in [[-1, 2, 2, 2, 2, 2, 0, 0, 0], [2, 2, 2, 1, 2, 2, 0, 0, 0], [2, 2, 2, 2, 1, 2, 0, 0, 0], [2, 2, 2, 2, 2, 1, 0, 0, 0], [2, 2, 2, 2, 2, 2, 3, 0, 0], [2, 2, 2, 2, 2, 2, 0, 5, 0], [2, i64::MAX, 2, 2, i64::MAX, i64::MAX, 0, 0, 0], [2, 2, 2, 2, 2, 2, 0, 0, 3]] {
         let [m, n, k, lda, ldb, ldc, az, bz, bias] = bad;
         // SAFETY: each case is refused before addressing anything.
-        unsafe { kiln_rt_qgemm(a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), a.as_ptr(), b.as_ptr(), c.as_ptr(), m, n, k, lda, ldb, ldc, 0, 1, az, bz, bias) };
+        unsafe { kiln_rt_qgemm(a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), a.as_ptr(), b.as_ptr(), c.as_ptr(), m, n, k, lda, ldb, ldc, 0, 1, az, bz, bias, 0) };
         assert_eq!(c, [7; 4], "{bad:?}");
     }
 }

@@ -270,6 +270,7 @@ pub(in crate::nn) fn pointwise(
             a_zeros: int(a_zeros),
             b_zeros: int(b_zeros),
             bias_mode: Expr::idx(i64::from(bias.is_some())),
+            b_packed: Expr::idx(0),
         };
         vec![Stmt::Call(q.into())]
     }))
