@@ -289,7 +289,6 @@ impl Machine<'_> {
         if ec == 0 {
             return Ok(());
         }
-        let (ea, eb) = if ea == 0 { (0, 0) } else { (ea, eb) };
         let [a, b, za, zb] = [(&c.a, ea), (&c.b, eb), (&c.za, a_zeros), (&c.zb, b_zeros)].map(|(at, len)| self.byte_span(name, at, len, 8));
         let (a, b, za, zb) = (a?, b?, za?, zb?);
         let bias: Vec<i32> = self.byte_span(name, &c.bias, q.bias_len(), 32)?.chunks_exact(4).map(|v| i32::from_le_bytes([v[0], v[1], v[2], v[3]])).collect();

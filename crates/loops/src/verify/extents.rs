@@ -146,8 +146,13 @@ impl Cx<'_> {
                 // A packed `B` holds `i8` whatever the matrix held.
                 let packed = self.constant(&q.b_packed);
                 let b_flag = if packed.is_some_and(|p| p != 0) { Expr::idx(1) } else { q.b_signed.clone() };
-                for (what, a, flag) in [("a", &q.a, &q.a_signed), ("za", &q.za, &q.a_signed), ("b", &q.b, &b_flag), ("zb", &q.zb, &q.b_signed)] {
-                    self.signedness("qgemm", what, a, flag);
+                // An unused zero point (a count of 0) may be any buffer's address.
+                let used = |count: &Expr| self.constant(count) != Some(0);
+                let (za_used, zb_used) = (used(&q.a_zeros), used(&q.b_zeros));
+                for (what, a, flag, checked) in [("a", &q.a, &q.a_signed, true), ("za", &q.za, &q.a_signed, za_used), ("b", &q.b, &b_flag, true), ("zb", &q.zb, &q.b_signed, zb_used)] {
+                    if checked {
+                        self.signedness("qgemm", what, a, flag);
+                    }
                 }
                 let sizes = [&q.m, &q.n, &q.k, &q.lda, &q.ldb, &q.ldc, &q.a_zeros, &q.b_zeros].map(|e| self.constant(e).and_then(|v| usize::try_from(v).ok()));
                 let [Some(m), Some(n), Some(k), Some(lda), Some(ldb), Some(ldc), Some(a_zeros), Some(b_zeros)] = sizes else { return Vec::new() };
@@ -168,6 +173,8 @@ impl Cx<'_> {
                     out.push(("c", ec as i128 - 1, "qgemm writes C"));
                     if ea > 0 {
                         out.push(("a", ea as i128 - 1, "qgemm reads A"));
+                    }
+                    if eb > 0 {
                         out.push(("b", eb as i128 - 1, "qgemm reads B"));
                     }
                     let counts = [("za", a_zeros, "qgemm reads A's zero points"), ("zb", b_zeros, "qgemm reads B's zero points"), ("bias", g.bias_len(), "qgemm reads the bias")];

@@ -132,7 +132,8 @@ fn qgemm_calls(
             b: call::Addr { buf: packed.unwrap_or(b.buf), index: if packed.is_some() { Expr::idx(0) } else { bo } },
             c: call::Addr { buf: c, index: co },
             za: za.clone(),
-            zb: zb.clone(),
+            // An unused zero point names the packed copy, so the original B has no reader left.
+            zb: if b_zeros == 0 { call::Addr::at(packed.unwrap_or(b.buf), 0) } else { zb.clone() },
             bias: call::Addr { buf: c, index: Expr::idx(0) },
             m: int(rows),
             n: int(s.n),

@@ -121,7 +121,8 @@ impl Qgemm {
     /// Elements `A`, `B` and `C` span from their first (0 when empty).
     pub fn extents(&self) -> (usize, usize, usize) {
         let span = |rows: usize, ld: usize, cols: usize| if rows == 0 || cols == 0 { 0 } else { (rows - 1) * ld + cols };
-        let b = if self.b_packed && self.k > 0 && self.n > 0 { packed_b_len(self.k, self.n).unwrap_or(usize::MAX) } else { span(self.k, self.ldb, self.n) };
+        // A packed B is read whole (its column sums too) even when `k` is 0.
+        let b = if self.b_packed && self.n > 0 { packed_b_len(self.k, self.n).unwrap_or(usize::MAX) } else { span(self.k, self.ldb, self.n) };
         (span(self.m, self.lda, self.k), b, span(self.m, self.ldc, self.n))
     }
 
@@ -371,7 +372,8 @@ pub fn packed_b_len(k: usize, n: usize) -> Option<usize> {
 /// If `b` is shorter than the matrix spans or `dst` than [`packed_b_len`].
 pub fn pack_b(b: &[u8], k: usize, n: usize, ldb: usize, signed: bool, dst: &mut [u8]) {
     let len = packed_b_len(k, n).expect("packed B size");
-    assert!(dst.len() >= len && (k == 0 || n == 0 || b.len() >= (k - 1) * ldb + n) && ldb >= n, "pack_b operands are too short");
+    let span = if k == 0 || n == 0 { Some(0) } else { (k - 1).checked_mul(ldb).and_then(|s| s.checked_add(n)) };
+    assert!(dst.len() >= len && span.is_some_and(|s| b.len() >= s) && ldb >= n, "pack_b operands are too short");
     let padded = n.div_ceil(PANEL) * PANEL;
     let (panels, sums) = dst[..len].split_at_mut(len - 4 * padded);
     let mut cols = vec![0i32; 3 * padded];

@@ -112,3 +112,19 @@ fn the_c_entry_point_refuses_nonsense() {
         assert_eq!(c, [7; 4], "{bad:?}");
     }
 }
+
+/// An empty depth: `C` is the bias and zero-point terms alone (all zero sums), with B packed
+/// (whose column sums are still read) or not.
+#[test]
+fn an_empty_depth_leaves_the_bias() {
+    let (m, n) = (2, 3);
+    let bias = [5, -7];
+    let mut packed = vec![0u8; packed_b_len(0, n).unwrap()];
+    pack_b(&[], 0, n, n, true, &mut packed);
+    for (b_packed, b) in [(false, &[][..]), (true, &packed[..])] {
+        let q = Qgemm { m, n, k: 0, lda: 0, ldb: n, ldc: n, a_signed: false, b_signed: true, a_zeros: 1, b_zeros: 1, bias: QBias::PerRow, b_packed };
+        let mut c = vec![0; m * n];
+        q.run(&[], b, &mut c, &[9], &[3], &bias);
+        assert_eq!(c, [5, 5, 5, -7, -7, -7], "packed {b_packed}");
+    }
+}
