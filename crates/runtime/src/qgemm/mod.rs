@@ -14,10 +14,11 @@
 //! store. Every step is exact in `i32` (wrapping, as an `i32` accumulator of more than 2^15
 //! full-range products would in any implementation).
 //!
-//! `B` is packed into panels of 16 columns, `k` in groups of four bytes per column (`vnni.rs`),
-//! zero past the matrix, on each call or once ahead ([`pack_b`], for constant weights, with its
-//! column sums); the column sums come out of the packing. `A` is read in place, four bytes at
-//! a time, broadcast across the panel.
+//! `B` is packed into panels of 16 columns, `k` in groups of four bytes per column (the layout
+//! `vnni.rs` reads in 64-byte vectors and `avx2.rs` in widened quarters), zero past the matrix,
+//! on each call or once ahead ([`pack_b`], for constant weights, with its column sums); the
+//! column sums come out of the packing. `A` is read in place, four bytes at a time, broadcast
+//! across the panel.
 
 use std::cell::RefCell;
 
@@ -27,6 +28,8 @@ use crate::scratch;
 #[cfg(test)]
 mod tests;
 #[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
 mod vnni;
 
 /// Columns per packed panel: one 512-bit vector of `i32`.
@@ -34,6 +37,49 @@ const PANEL: usize = 16;
 
 /// Rows per micro-tile.
 const MR: usize = 6;
+
+/// The micro-kernel a product runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Isa {
+    /// AVX-512 VNNI (`vpdpbusd`).
+    Vnni,
+    /// AVX2, bytes widened to `i16` (`vpmaddwd`).
+    Avx2,
+    /// Plain Rust.
+    Portable,
+}
+
+impl Isa {
+    /// The best this CPU has.
+    pub(crate) fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            static ISA: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+            *ISA.get_or_init(|| {
+                if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vnni") {
+                    Isa::Vnni
+                } else if std::arch::is_x86_feature_detected!("avx2") {
+                    Isa::Avx2
+                } else {
+                    Isa::Portable
+                }
+            })
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Isa::Portable
+    }
+
+    /// Every kernel this CPU can run, the portable one first.
+    #[cfg(test)]
+    fn available() -> Vec<Isa> {
+        // A CPU with AVX-512 has AVX2.
+        match Isa::detect() {
+            Isa::Vnni => vec![Isa::Portable, Isa::Avx2, Isa::Vnni],
+            Isa::Avx2 => vec![Isa::Portable, Isa::Avx2],
+            Isa::Portable => vec![Isa::Portable],
+        }
+    }
+}
 
 /// Where an `i32` bias runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,7 +187,7 @@ impl Qgemm {
         let (ea, eb, ec) = self.extents();
         assert!(a.len() >= ea && b.len() >= eb && c.len() >= ec && za.len() >= self.a_zeros && zb.len() >= self.b_zeros && bias.len() >= self.bias_len(), "qgemm operands are too short for {self:?}");
         // SAFETY: the slices hold every element addressed; `c` is exclusively borrowed.
-        unsafe { self.run_raw(a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), za.as_ptr(), zb.as_ptr(), bias.as_ptr(), vnni_available()) }
+        unsafe { self.run_raw(a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), za.as_ptr(), zb.as_ptr(), bias.as_ptr(), Isa::detect()) }
     }
 
     /// # Safety
@@ -149,7 +195,7 @@ impl Qgemm {
     /// A valid product; `a`, `b`, `za`, `zb` readable and `c` writable for their extents, `c`
     /// apart from the others. No alignment is required.
     #[allow(clippy::too_many_arguments)]
-    unsafe fn run_raw(&self, a: *const u8, b: *const u8, c: *mut i32, za: *const u8, zb: *const u8, bias: *const i32, vnni: bool) {
+    unsafe fn run_raw(&self, a: *const u8, b: *const u8, c: *mut i32, za: *const u8, zb: *const u8, bias: *const i32, isa: Isa) {
         let (m, n, k) = (self.m, self.n, self.k);
         if m == 0 || n == 0 {
             return;
@@ -230,7 +276,7 @@ impl Qgemm {
                         (pool::part(m, tasks.max(1), MR, t), 0..panels)
                     };
                     // SAFETY: each task writes its own rows or columns of `C`.
-                    unsafe { tile.run(rows, panels_of, vnni) };
+                    unsafe { tile.run(rows, panels_of, isa) };
                 });
             });
         });
@@ -259,14 +305,17 @@ impl Tile<'_> {
     ///
     /// # Safety
     ///
-    /// As [`Qgemm::run_raw`]; the block is inside `C`; `vnni` only if the CPU has it.
-    unsafe fn run(&self, rows: std::ops::Range<usize>, panels: std::ops::Range<usize>, vnni: bool) {
+    /// As [`Qgemm::run_raw`]; the block is inside `C`; `isa` one the CPU has.
+    unsafe fn run(&self, rows: std::ops::Range<usize>, panels: std::ops::Range<usize>, isa: Isa) {
         #[cfg(target_arch = "x86_64")]
-        if vnni {
+        match isa {
             // SAFETY: by the caller's contract.
-            return unsafe { vnni::block(self, rows, panels) };
+            Isa::Vnni => return unsafe { vnni::block(self, rows, panels) },
+            // SAFETY: as above.
+            Isa::Avx2 => return unsafe { avx2::block(self, rows, panels) },
+            Isa::Portable => {}
         }
-        let _ = vnni;
+        let _ = isa;
         let groups = self.k.div_ceil(4);
         let padded = self.cols.len() / 3;
         // A's row as u8, padded with zeros to whole groups.
@@ -319,35 +368,29 @@ unsafe fn pack(b: *const u8, k: usize, n: usize, ldb: usize, flip: bool, dst: &m
     let padded = cols.len() / 3;
     let (zeros, rest) = cols.split_at_mut(padded);
     let sums = &mut rest[..padded];
-    sums.fill(0);
     let flip = if flip { 0x80u8 } else { 0 };
-    let empty: &[u8] = &[];
-    for g in 0..groups {
-        // The group's four rows; a row past `k` is empty and packs as zeros.
-        let mut rows = [empty; 4];
-        for (q, row) in rows.iter_mut().enumerate() {
-            let r = 4 * g + q;
-            if r < k {
-                // SAFETY: row `r` of `B` holds `n` bytes.
-                *row = unsafe { std::slice::from_raw_parts(b.add(r * ldb), n) };
-            }
+    for p in 0..n.div_ceil(PANEL) {
+        let out = &mut dst[p * groups * 4 * PANEL..(p + 1) * groups * 4 * PANEL];
+        let sums = &mut sums[p * PANEL..(p + 1) * PANEL];
+        sums.fill(0);
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if (p + 1) * PANEL <= n && Isa::detect() != Isa::Portable {
+            // SAFETY: the panel's 16 columns are inside `B`; AVX2 is present.
+            done = unsafe { avx2::pack_panel(b.add(p * PANEL), k, ldb, flip, out, sums) };
         }
-        for p in 0..n.div_ceil(PANEL) {
-            let j0 = p * PANEL;
-            let out = &mut dst[(p * groups + g) * 4 * PANEL..][..4 * PANEL];
-            for (c, quad) in out.chunks_exact_mut(4).enumerate() {
-                let j = j0 + c;
+        // The rest (a panel past `n`, a last group past `k`, a CPU without AVX2) byte by byte.
+        for g in done..groups {
+            for (c, quad) in out[g * 4 * PANEL..(g + 1) * 4 * PANEL].chunks_exact_mut(4).enumerate() {
+                let j = p * PANEL + c;
                 let mut sum = 0i32;
                 for (q, v) in quad.iter_mut().enumerate() {
-                    *v = match rows[q].get(j) {
-                        Some(&byte) => (byte ^ flip) as i8,
-                        None => 0,
-                    };
+                    let r = 4 * g + q;
+                    // SAFETY: `(r, j)` is inside `B`.
+                    *v = if r < k && j < n { (unsafe { b.add(r * ldb + j).read() } ^ flip) as i8 } else { 0 };
                     sum += i32::from(*v);
                 }
-                if j < n {
-                    sums[j] = sums[j].wrapping_add(sum);
-                }
+                sums[c] = sums[c].wrapping_add(sum);
             }
         }
     }
@@ -382,17 +425,6 @@ pub fn pack_b(b: &[u8], k: usize, n: usize, ldb: usize, signed: bool, dst: &mut 
     for (s, v) in sums.chunks_exact_mut(4).zip(&cols[padded..2 * padded]) {
         s.copy_from_slice(&v.to_le_bytes());
     }
-}
-
-/// Whether this CPU has AVX-512 VNNI (and the AVX-512F it extends).
-fn vnni_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static VNNI: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *VNNI.get_or_init(|| std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512vnni"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
 }
 
 /// `C = (A − za)·(B − zb) + bias` in `i32`: [`Qgemm`] for generated code. `A` and `B` (and
@@ -434,5 +466,5 @@ pub unsafe extern "C" fn kiln_rt_qgemm(
         return;
     }
     // SAFETY: by the caller's contract.
-    unsafe { q.run_raw(a, b, c, za, zb, bias, vnni_available()) }
+    unsafe { q.run_raw(a, b, c, za, zb, bias, Isa::detect()) }
 }

@@ -36,12 +36,12 @@ fn bytes(rng: &mut Rng, len: usize) -> Vec<u8> {
 }
 
 /// Shapes with row, column and depth tails, padded leading dimensions, every signedness pair
-/// and every zero-point form, on both the VNNI kernel (where the CPU has it) and the portable
+/// and every zero-point form, on every kernel the CPU has (VNNI, AVX2) and the portable
 /// loop; the untouched padding of `C` stays as it was.
 #[test]
 fn matches_the_definition() {
     let mut rng = Rng::new(7);
-    let paths: Vec<bool> = [false, true].into_iter().filter(|&v| !v || vnni_available()).collect();
+    let paths = Isa::available();
     for &(m, n, k) in &[(1, 1, 1), (6, 32, 8), (7, 33, 9), (13, 17, 3), (2, 70, 64), (12, 16, 131), (5, 1, 5)] {
         for (a_signed, b_signed) in [(false, true), (false, false), (true, true), (true, false)] {
             for (a_zeros, b_zeros, bias) in [(0, 0, QBias::None), (1, 1, QBias::PerRow), (m, n, QBias::PerColumn), (1, n, QBias::None)] {
@@ -58,11 +58,11 @@ fn matches_the_definition() {
                 let mut packed = vec![0u8; packed_b_len(k, n).unwrap()];
                 pack_b(&b, k, n, ldb, b_signed, &mut packed);
                 for (q, b) in [(&q, &b), (&packed_q, &packed)] {
-                    for &vnni in &paths {
+                    for &isa in &paths {
                         let mut c = vec![i32::MIN; ec];
                         // SAFETY: the vectors hold the extents; VNNI only where detected.
-                        unsafe { q.run_raw(a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), za.as_ptr(), zb.as_ptr(), bias.as_ptr(), vnni) };
-                        assert_eq!(c, want, "{q:?} vnni {vnni}");
+                        unsafe { q.run_raw(a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), za.as_ptr(), zb.as_ptr(), bias.as_ptr(), isa) };
+                        assert_eq!(c, want, "{q:?} {isa:?}");
                     }
                 }
             }
