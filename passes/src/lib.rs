@@ -39,7 +39,9 @@ pub struct Limits {
     pub nodes: usize,
     /// At most this many rewrite iterations (`KILN_OPT_ITERS`).
     pub iterations: usize,
-    /// Stop after this much time (`KILN_OPT_TIME_MS`).
+    /// Stop after this much time (`KILN_OPT_TIME_MS`). Only a guard against a runaway e-graph:
+    /// the node and iteration limits are what stop a run, so that the program compiled does
+    /// not depend on the machine's speed or load.
     pub time: Duration,
     /// Constants with more elements than this are not computed (`KILN_OPT_FOLD`).
     pub fold_elements: u64,
@@ -50,7 +52,7 @@ impl Default for Limits {
         Limits {
             nodes: 50_000,
             iterations: 12,
-            time: Duration::from_millis(50),
+            time: Duration::from_secs(5),
             fold_elements: 4096,
         }
     }

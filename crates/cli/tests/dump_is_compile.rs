@@ -6,17 +6,12 @@ use std::process::Command;
 
 use kiln::{CompileOptions, Model};
 
-/// The optimizer's time bound for both sides, in ms: far above what any shared model needs,
-/// so that a loaded machine cannot stop one side's saturation earlier than the other's.
-const OPT_TIME_MS: u64 = 600_000;
-
 /// `kiln dump MODEL --stage STAGE` with the test's environment.
 fn dump(model: &std::path::Path, stage: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_kiln"))
         .arg("dump")
         .arg(model)
         .args(["--stage", stage])
-        .env("KILN_OPT_TIME_MS", OPT_TIME_MS.to_string())
         .output()
         .expect("kiln runs");
     assert!(out.status.success(), "kiln dump {} --stage {stage}: {}", model.display(), String::from_utf8_lossy(&out.stderr));
@@ -35,11 +30,7 @@ fn the_dumped_plan_and_program_are_those_a_compiled_model_runs() {
     assert!(models.len() >= 4, "the shared models are beside the repository ({})", dir.display());
     for path in models {
         let model = Model::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let mut options = CompileOptions::from_env();
-        if let Some(limits) = options.optimizer.as_mut() {
-            limits.time = std::time::Duration::from_millis(OPT_TIME_MS);
-        }
-        let compiled = model.compile(&options).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let compiled = model.compile(&CompileOptions::from_env()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let shapes: Vec<Vec<u64>> = model
             .graph()
             .inputs()

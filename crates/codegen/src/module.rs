@@ -30,8 +30,10 @@ pub(crate) fn target_isa(target: &Target, pic: bool) -> Result<OwnedTargetIsa, C
     flags.set("is_pic", if pic { "true" } else { "false" }).map_err(|e| isa_err(&e))?;
     // Runtime symbols can be anywhere in the address space of the process.
     flags.set("use_colocated_libcalls", "false").map_err(|e| isa_err(&e))?;
-    // The IR verifier costs compile time; debug builds (and so the tests) keep it on.
-    flags.set("enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" }).map_err(|e| isa_err(&e))?;
+    // The IR verifier costs compile time: debug builds keep it on, and `KILN_VERIFY=1` turns it
+    // on in release builds (CI's tests).
+    let verify = cfg!(debug_assertions) || std::env::var_os("KILN_VERIFY").is_some_and(|v| v == "1");
+    flags.set("enable_verifier", if verify { "true" } else { "false" }).map_err(|e| isa_err(&e))?;
     let mut builder = cranelift_codegen::isa::lookup(target.triple.clone()).map_err(|e| isa_err(&e))?;
     for feature in target.features.iter() {
         // Features Cranelift has no setting for only steer kiln's own choices (runtime kernels).
