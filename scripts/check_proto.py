@@ -40,7 +40,7 @@ def load_official():
 
 def export_ours(out):
     env = dict(os.environ, KILN_ONNX_FDS_OUT=str(out))
-    cmd = ["cargo", "test", "-q", "-p", "kiln-onnx", "--test", "load", "export_descriptor_set"]
+    cmd = ["cargo", "test", "-q", "--release", "-p", "kiln-onnx", "--test", "load", "export_descriptor_set"]
     subprocess.run(cmd, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
     if not Path(out).exists():
         sys.exit(f"check_proto: `{' '.join(cmd)}` did not write {out}")
