@@ -13,13 +13,22 @@
 
 pub mod conv;
 pub mod dwconv;
+#[cfg(target_arch = "x86_64")]
+mod line;
 pub mod maxpool;
 pub mod winograd;
 
 use crate::epilogue::{Activation, QuantDequant};
+use crate::gemm::Isa;
 
 #[cfg(test)]
 mod tests;
+
+/// The kernel the blocked routines run for `isa`: itself when the CPU has it, else the portable
+/// loops.
+pub(crate) fn usable(isa: Isa) -> Isa {
+    if isa.available() { isa } else { Isa::Portable }
+}
 
 /// Channels per block: the lanes of an AVX-512 vector.
 pub const LANES: usize = 16;
@@ -30,38 +39,8 @@ pub(crate) fn applies(act: Activation) -> bool {
     matches!(act, Activation::None | Activation::Relu | Activation::Clip { .. } | Activation::QuantDequantU8 { .. } | Activation::QuantDequantU16 { .. })
 }
 
-/// `act` (one the blocked routines [apply](applies)) on a vector: the `Simd` kernels' Relu
-/// and Clip, as `gemm`'s tile epilogue computes them, and the epilogue's quantize-dequantize
-/// pair operation for operation (the quotient correctly rounded, rounded half to even; `max`
-/// returns its second operand for a NaN, level 0).
-///
-/// # Safety
-///
-/// The CPU has AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-pub(crate) unsafe fn activate(s: std::arch::x86_64::__m512, act: Activation) -> std::arch::x86_64::__m512 {
-    use crate::gemm::{avx512::Avx512, simd::Simd};
-    // SAFETY: by the caller's contract.
-    unsafe {
-        match act {
-            Activation::Relu => Avx512::relu(s),
-            Activation::Clip { min, max } => Avx512::clip(s, min, max),
-            _ => match QuantDequant::of(act) {
-                Some(q) => {
-                    use std::arch::x86_64::*;
-                    let (zp, scale) = (_mm512_set1_ps(q.zero_point), _mm512_set1_ps(q.scale));
-                    let r = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_div_ps(s, scale));
-                    let v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(r, zp), _mm512_setzero_ps()), _mm512_set1_ps(q.top));
-                    _mm512_mul_ps(_mm512_sub_ps(v, zp), scale)
-                }
-                None => s,
-            },
-        }
-    }
-}
-
-/// [`activate`] on one float, with the same selects.
+/// The activation of the blocked routines on one float, with the same selects as
+/// [`line::Line::activate`].
 pub(crate) fn activate_one(s: f32, act: Activation) -> f32 {
     match act {
         Activation::Relu => if s > 0.0 || s.is_nan() { s } else { 0.0 },

@@ -21,6 +21,8 @@ use super::{LANES, blocked_len};
 use crate::conv::Conv2d;
 use crate::gemm::Isa;
 use crate::pool::{self, SharedPtr};
+#[cfg(target_arch = "x86_64")]
+use super::line::{Line, Pair, Wide};
 
 /// Pixels per tile.
 const NP: usize = 6;
@@ -160,7 +162,7 @@ pub unsafe fn run_with(isa: Isa, c: &Conv2d, x: *const f32, x_blocked: bool, w: 
         return unsafe { super::dwconv::run(isa, c, x, w, packed, bias, z, y) };
     }
     let lanes = if x_blocked { LANES } else { 1 };
-    let wide = isa == Isa::Avx512 && isa.available();
+    let wide = super::usable(isa);
     if !dense(c) {
         return;
     }
@@ -190,13 +192,14 @@ pub unsafe fn run_with(isa: Isa, c: &Conv2d, x: *const f32, x_blocked: bool, w: 
     })
 }
 
-/// [`run`] with packed weights and absent operands null, with AVX-512 when `wide`.
+/// [`run`] with packed weights and absent operands null, with the kernel of `wide` (an
+/// instruction set the CPU has).
 ///
 /// # Safety
 ///
 /// As [`run`].
 #[allow(clippy::too_many_arguments)]
-unsafe fn run_packed(wide: bool, c: &Conv2d, lanes: usize, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
+unsafe fn run_packed(wide: Isa, c: &Conv2d, lanes: usize, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
     let pixels = c.win.h * c.win.w;
     let xl = if lanes == LANES { blocked_len(c.channels, pixels) } else { c.channels * pixels };
     let yl = blocked_len(c.out_channels, c.win.oh * c.win.ow);
@@ -253,7 +256,7 @@ unsafe fn run_packed(wide: bool, c: &Conv2d, lanes: usize, x: *const f32, wp: *c
 ///
 /// As [`run`], with a blocked input; the window reads only pixels inside it.
 #[allow(clippy::too_many_arguments)]
-unsafe fn strided_1x1(wide: bool, c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
+unsafe fn strided_1x1(wide: Isa, c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
     let w = &c.win;
     let blocks = c.channels.div_ceil(LANES);
     let (plane_in, plane) = (w.h * w.w * LANES, w.oh * w.ow * LANES);
@@ -309,12 +312,12 @@ pub(super) unsafe fn pad_block(c: &Conv2d, pad: Padded, lanes: usize, src: *cons
 }
 
 /// One image of `c`, whose input (`lanes` floats per pixel) needs no padding (it has been
-/// copied padded when it did), with AVX-512 when `wide`.
+/// copied padded when it did), with the kernel of `wide` (an instruction set the CPU has).
 ///
 /// # Safety
 ///
 /// As [`run`], for one image; `c.win` has no padding.
-pub(super) unsafe fn one_image(wide: bool, c: &Conv2d, lanes: usize, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
+pub(super) unsafe fn one_image(wide: Isa, c: &Conv2d, lanes: usize, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
     let pixels = c.win.oh * c.win.ow;
     let fmas = [c.channels, c.win.kh * c.win.kw, pixels].into_iter().fold(c.out_channels, usize::saturating_mul);
     let ways = if fmas < SPLIT_MIN_FMAS { 1 } else { pool::threads() };
@@ -328,11 +331,13 @@ pub(super) unsafe fn one_image(wide: bool, c: &Conv2d, lanes: usize, x: *const f
         let (panels, part) = if by_panels { (pool::part(panels, ways, 1, i), 0..pixels) } else { (0..panels, pool::part(pixels, ways, NP, i)) };
         // SAFETY: by the caller's contract; each task writes its own pixels or channels of `y`.
         unsafe {
-            #[cfg(target_arch = "x86_64")]
-            if wide {
-                return avx512(c, lanes, x, wp, bias, z, y, panels, part);
+            match wide {
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => avx512(c, lanes, x, wp, bias, z, y, panels, part),
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => avx2(c, lanes, x, wp, bias, z, y, panels, part),
+                _ => portable(c, lanes, x, wp, bias, z, y, panels, part),
             }
-            portable(c, lanes, x, wp, bias, z, y, panels, part)
         }
     };
     if ways <= 1 {
@@ -395,28 +400,31 @@ fn steps(c: &Conv2d, lanes: usize) -> Vec<u32> {
     (0..c.channels).flat_map(|ch| taps.iter().map(move |&t| (channel_at(c, lanes, ch) + t) as u32)).collect()
 }
 
-/// The sums of one tile: `V` vectors of output channels for each of the `N` pixels whose
-/// tap `(0, 0)`, channel 0 is at `xs`, over the `steps` with the weights at `w`.
+/// The sums of one tile: `V` lines of output channels for each of the `N` pixels whose
+/// tap `(0, 0)`, channel 0 is at `xs`, over the `steps` with the weights at `w` (the tile's
+/// first line of each step's [`PANEL`]).
 ///
 /// # Safety
 ///
 /// `w` holds `steps.len()` steps of [`PANEL`] floats; every step's offset from every `xs` is
-/// readable; the CPU has AVX-512F.
+/// readable; the CPU has `L`'s instruction set.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn sums<const V: usize, const N: usize>(steps: &[u32], w: *const f32, xs: [*const f32; N]) -> [[std::arch::x86_64::__m512; V]; N] {
-    use std::arch::x86_64::*;
+unsafe fn sums<L: Line, const V: usize, const N: usize>(steps: &[u32], w: *const f32, xs: [*const f32; N]) -> [[L; V]; N] {
     // SAFETY: by the caller's contract.
     unsafe {
-        let mut acc = [[_mm512_setzero_ps(); V]; N];
+        let mut acc = [[L::zero(); V]; N];
         let mut ws = w;
         for &o in steps {
             let o = o as usize;
-            let wv: [__m512; V] = std::array::from_fn(|v| _mm512_loadu_ps(ws.add(v * LANES)));
+            let mut wv = [L::zero(); V];
+            for (v, wv) in wv.iter_mut().enumerate() {
+                *wv = L::load(ws.add(v * LANES));
+            }
             for (j, acc) in acc.iter_mut().enumerate() {
-                let b = _mm512_set1_ps(*xs[j].add(o));
+                let b = L::splat(*xs[j].add(o));
                 for v in 0..V {
-                    acc[v] = _mm512_fmadd_ps(wv[v], b, acc[v]);
+                    acc[v] = L::mul_add(wv[v], b, acc[v]);
                 }
             }
             ws = ws.add(PANEL);
@@ -426,32 +434,30 @@ unsafe fn sums<const V: usize, const N: usize>(steps: &[u32], w: *const f32, xs:
 }
 
 /// The sums of a tile of `P` consecutive pixels whose inputs are 16 floats apart from `x`:
-/// [`sums`] with one pointer; with `HALF`, only the low 8 lanes of the last vector.
+/// [`sums`] with one pointer; with `HALF`, only the low 8 lanes of the last line.
 ///
 /// # Safety
 ///
 /// As [`sums`], for the pixels at `x + 16j`.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn run_sums<const V: usize, const P: usize, const HALF: bool>(steps: &[u32], w: *const f32, x: *const f32) -> [[std::arch::x86_64::__m512; V]; P] {
-    use std::arch::x86_64::*;
+unsafe fn run_sums<L: Line, const V: usize, const P: usize, const HALF: bool>(steps: &[u32], w: *const f32, x: *const f32) -> [[L; V]; P] {
     // SAFETY: by the caller's contract.
     unsafe {
-        let mut acc = [[_mm512_setzero_ps(); V]; P];
+        let mut acc = [[L::zero(); V]; P];
         let mut ws = w;
         for &o in steps {
             let xo = x.add(o as usize);
-            let wv: [__m512; V] = std::array::from_fn(|v| if HALF && v == V - 1 { _mm512_castps256_ps512(_mm256_loadu_ps(ws.add(v * LANES))) } else { _mm512_loadu_ps(ws.add(v * LANES)) });
+            let mut wv = [L::zero(); V];
+            for (v, wv) in wv.iter_mut().enumerate() {
+                *wv = if HALF && v == V - 1 { L::load_first(ws.add(v * LANES), LANES / 2) } else { L::load(ws.add(v * LANES)) };
+            }
             for (j, acc) in acc.iter_mut().enumerate() {
-                let b = _mm512_set1_ps(*xo.add(j * LANES));
+                let b = L::splat(*xo.add(j * LANES));
                 for v in 0..V {
-                    acc[v] = if HALF && v == V - 1 {
-                        // The low 8 lanes; the others are past the last channel and masked
-                        // off when stored.
-                        _mm512_castps256_ps512(_mm256_fmadd_ps(_mm512_castps512_ps256(wv[v]), _mm512_castps512_ps256(b), _mm512_castps512_ps256(acc[v])))
-                    } else {
-                        _mm512_fmadd_ps(wv[v], b, acc[v])
-                    };
+                    // The low 8 lanes of a half line; the others are past the last channel and
+                    // masked off when stored.
+                    acc[v] = if HALF && v == V - 1 { L::mul_add_low(wv[v], b, acc[v]) } else { L::mul_add(wv[v], b, acc[v]) };
                 }
             }
             ws = ws.add(PANEL);
@@ -483,42 +489,89 @@ const AHEAD_MIN_BLOCKS: usize = 8;
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn avx512(c: &Conv2d, lanes: usize, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32, panels: Range<usize>, part: Range<usize>) {
+    // SAFETY: by the caller's contract.
+    unsafe {
+        let steps = steps(c, lanes);
+        let k = Kernel { c, x, steps: &steps, lanes, wp, bias, z, y, panel: 0, line0: 0 };
+        blocks(&k, panels, part, &|k, pixels, ahead, run| {
+            // A last vector of at most 8 channels (24 of a panel) is summed in 256-bit halves,
+            // at half the cost of a whole vector on this core's two 256-bit FMA pipes.
+            let rest = c.out_channels - k.panel * PANEL;
+            match (rest.div_ceil(LANES).min(NV), run) {
+                (1, true) => k.tiles::<Wide, 1, 24, true, false>(pixels, ahead),
+                (2, true) if rest <= LANES + LANES / 2 => k.tiles::<Wide, 2, 12, true, true>(pixels, ahead),
+                (2, true) => k.tiles::<Wide, 2, 12, true, false>(pixels, ahead),
+                (3, true) => k.tiles::<Wide, 3, 8, true, false>(pixels, ahead),
+                (1, false) => k.tiles::<Wide, 1, NP, false, false>(pixels, ahead),
+                (2, false) => k.tiles::<Wide, 2, NP, false, false>(pixels, ahead),
+                (3, false) => k.tiles::<Wide, 3, NP, false, false>(pixels, ahead),
+                _ => k.tiles::<Wide, NV, NP, false, false>(pixels, ahead),
+            }
+        })
+    }
+}
+
+/// [`one_image`]'s panels `panels` of pixels `part` with AVX2: 16 registers of half a line
+/// hold tiles of 6 pixels × 1 line (12 accumulators, 2 for the weights, 1 broadcast), each
+/// panel a line at a time.
+///
+/// # Safety
+///
+/// As [`one_image`]; the CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn avx2(c: &Conv2d, lanes: usize, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32, panels: Range<usize>, part: Range<usize>) {
+    // SAFETY: by the caller's contract.
+    unsafe {
+        let steps = steps(c, lanes);
+        let k = Kernel { c, x, steps: &steps, lanes, wp, bias, z, y, panel: 0, line0: 0 };
+        blocks(&k, panels, part, &|k, pixels, ahead, run| {
+            let lines = (c.out_channels - k.panel * PANEL).div_ceil(LANES).min(NV);
+            for line0 in 0..lines {
+                let k = Kernel { line0, ..k };
+                // Only the first pass asks for the next block's pixels.
+                let ahead = if line0 == 0 { ahead.clone() } else { 0..0 };
+                if run {
+                    k.tiles::<Pair, 1, NP, true, false>(pixels.clone(), ahead)
+                } else {
+                    k.tiles::<Pair, 1, NP, false, false>(pixels.clone(), ahead)
+                }
+            }
+        })
+    }
+}
+
+/// The walk the vector kernels share: blocks of pixels that stay in L2, and in each every
+/// panel of `panels`, handed to `panel` as `k` for that panel with its pixels, the pixels its
+/// tiles ask to be prefetched, and whether consecutive pixels read consecutive lines (a 1×1
+/// window of stride 1 on a blocked input: see [`Kernel::tiles`]).
+///
+/// # Safety
+///
+/// As [`one_image`].
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+unsafe fn blocks(k: &Kernel<'_>, panels: Range<usize>, part: Range<usize>, panel: &dyn Fn(Kernel<'_>, Range<usize>, Range<usize>, bool)) {
+    let c = k.c;
     let bp = block_pixels(c);
-    let steps = steps(c, lanes);
-    // Consecutive pixels read consecutive blocked inputs: a 1×1 window of stride 1 on the
-    // whole input (see `Kernel::tiles`).
     let w = &c.win;
-    let run = lanes == LANES && w.kh == 1 && w.kw == 1 && w.sh == 1 && w.sw == 1 && w.ow == w.w;
+    let run = k.lanes == LANES && w.kh == 1 && w.kw == 1 && w.sh == 1 && w.sw == 1 && w.ow == w.w;
     for t0 in part.clone().step_by(bp) {
         let t1 = (t0 + bp).min(part.end);
         let next = t0 + bp..(t0 + 2 * bp).min(part.end);
         for i in panels.clone() {
             // NCHW planes are read in runs the hardware prefetchers follow.
-            let ahead = if i == panels.start && lanes == LANES && c.channels >= AHEAD_MIN_BLOCKS * LANES { next.clone() } else { 0..0 };
-            let k = Kernel { c, x, steps: &steps, lanes, wp, bias, z, y, panel: i };
-            // SAFETY: by the caller's contract.
-            unsafe {
-                // A last vector of at most 8 channels (24 of a panel) is summed in 256-bit
-                // halves, at half the cost of a whole vector on this core's two 256-bit FMA
-                // pipes.
-                let rest = c.out_channels - i * PANEL;
-                match (rest.div_ceil(LANES).min(NV), run) {
-                    (1, true) => k.tiles::<1, 24, false>(t0..t1, ahead),
-                    (2, true) if rest <= LANES + LANES / 2 => k.tiles::<2, 12, true>(t0..t1, ahead),
-                    (2, true) => k.tiles::<2, 12, false>(t0..t1, ahead),
-                    (3, true) => k.tiles::<3, 8, false>(t0..t1, ahead),
-                    (1, false) => k.tiles::<1, NP, false>(t0..t1, ahead),
-                    (2, false) => k.tiles::<2, NP, false>(t0..t1, ahead),
-                    (3, false) => k.tiles::<3, NP, false>(t0..t1, ahead),
-                    _ => k.tiles::<NV, NP, false>(t0..t1, ahead),
-                }
-            }
+            let ahead = if i == panels.start && k.lanes == LANES && c.channels >= AHEAD_MIN_BLOCKS * LANES { next.clone() } else { 0..0 };
+            panel(Kernel { panel: i, ..*k }, t0..t1, ahead, run);
         }
     }
 }
 
 /// One panel's work on one image: its operands.
 #[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
 struct Kernel<'a> {
     c: &'a Conv2d,
     x: *const f32,
@@ -531,36 +584,40 @@ struct Kernel<'a> {
     z: *const f32,
     y: *mut f32,
     panel: usize,
+    /// The panel's first line this pass computes (AVX2 takes a panel's lines one at a time).
+    line0: usize,
 }
 
 #[cfg(target_arch = "x86_64")]
 impl Kernel<'_> {
-    /// The panel's `V` vectors of output channels for the tiles of `pixels`; the tiles ask for
-    /// the input of the pixels `ahead` (as many as there are tiles' pixels) into L2. With
-    /// `P > NP`, pixels whose inputs are consecutive (a 1×1 convolution of stride 1 on blocked
-    /// pixels) go `P` at a time from one pointer (`V·P ≤ 24` sums in registers): a tile of few
-    /// vectors then still has about 24 multiply-adds per step for its broadcasts.
+    /// The panel's `V` lines of output channels from [`Kernel::line0`] for the tiles of `P`
+    /// pixels of `pixels`; the tiles ask for the input of the pixels `ahead` (as many as there
+    /// are tiles' pixels) into L2. With `RUN`, pixels whose inputs are consecutive (a 1×1
+    /// convolution of stride 1 on blocked pixels) are read from one pointer: on AVX-512 a tile
+    /// of few lines then takes more pixels (`V·P ≤ 24` sums in registers), so that it still has
+    /// about 24 multiply-adds per step for its broadcasts.
     ///
     /// # Safety
     ///
-    /// As [`avx512`]; with `P > NP`, pixel `q`'s input is at `q·16`.
+    /// As [`one_image`], the CPU having `L`'s instruction set; with `RUN`, pixel `q`'s input
+    /// is at `q·16`.
     #[inline(always)]
-    unsafe fn tiles<const V: usize, const P: usize, const HALF: bool>(&self, pixels: Range<usize>, ahead: Range<usize>) {
+    unsafe fn tiles<L: Line, const V: usize, const P: usize, const RUN: bool, const HALF: bool>(&self, pixels: Range<usize>, ahead: Range<usize>) {
         use std::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
         let c = self.c;
         let plane_in = c.win.h * c.win.w * LANES;
         let blocks = c.channels.div_ceil(LANES);
         // SAFETY: by the caller's contract; every address below is inside its operand.
         unsafe {
-            let w = self.wp.add(self.panel * PANEL * self.steps.len());
+            let w = self.wp.add(self.panel * PANEL * self.steps.len() + self.line0 * LANES);
             // The pixels walked in order (a division per pixel was a large share of a tile of
             // few steps: MobileNet-V2's 16-channel layers).
             let (mut at, mut next) = (Cursor::at(c, pixels.start), Cursor::at(c, ahead.start));
             let mut ahead_left = ahead.len();
             let mut t = pixels.start;
             while t < pixels.end {
-                let run = P > NP && pixels.end - t >= P;
-                let n = if run { P } else { NP.min(pixels.end - t) };
+                let run = RUN && pixels.end - t >= P;
+                let n = if run { P } else { P.min(NP).min(pixels.end - t) };
                 for _ in 0..n.min(ahead_left) {
                     // One line per pixel and block (the blocked images start at 64 bytes).
                     let px = self.x.wrapping_add(next.input(c, self.lanes));
@@ -571,20 +628,20 @@ impl Kernel<'_> {
                 }
                 ahead_left = ahead_left.saturating_sub(n);
                 if run {
-                    let acc = run_sums::<V, P, HALF>(self.steps, w, self.x.add(t * LANES));
-                    self.finish::<V, P>(&acc, t, P);
+                    let acc = run_sums::<L, V, P, HALF>(self.steps, w, self.x.add(t * LANES));
+                    self.finish::<L, V, P>(&acc, t, P);
                     at = Cursor::at(c, t + P);
                 } else {
                     // A short last tile sums only its pixels: 7 × 7 pixels are 8 tiles of 6 and
                     // one of 1, which took as long as the others when it summed 6 (`conv_one`
                     // on ResNet-50's layers over 7² shows the difference).
                     match n {
-                        1 => self.tile::<V, 1>(&mut at, w, t),
-                        2 => self.tile::<V, 2>(&mut at, w, t),
-                        3 => self.tile::<V, 3>(&mut at, w, t),
-                        4 => self.tile::<V, 4>(&mut at, w, t),
-                        5 => self.tile::<V, 5>(&mut at, w, t),
-                        _ => self.tile::<V, NP>(&mut at, w, t),
+                        1 => self.tile::<L, V, 1>(&mut at, w, t),
+                        2 => self.tile::<L, V, 2>(&mut at, w, t),
+                        3 => self.tile::<L, V, 3>(&mut at, w, t),
+                        4 => self.tile::<L, V, 4>(&mut at, w, t),
+                        5 => self.tile::<L, V, 5>(&mut at, w, t),
+                        _ => self.tile::<L, V, NP>(&mut at, w, t),
                     }
                 }
                 t += n;
@@ -597,9 +654,9 @@ impl Kernel<'_> {
     ///
     /// # Safety
     ///
-    /// As [`avx512`]; pixels `t..t + N` are the panel's.
+    /// As [`Kernel::tiles`]; pixels `t..t + N` are the panel's.
     #[inline(always)]
-    unsafe fn tile<const V: usize, const N: usize>(&self, at: &mut Cursor, w: *const f32, t: usize) {
+    unsafe fn tile<L: Line, const V: usize, const N: usize>(&self, at: &mut Cursor, w: *const f32, t: usize) {
         let xs: [*const f32; N] = std::array::from_fn(|_| {
             let x = self.x.wrapping_add(at.input(self.c, self.lanes));
             at.advance(self.c);
@@ -607,8 +664,8 @@ impl Kernel<'_> {
         });
         // SAFETY: by the caller's contract.
         unsafe {
-            let acc = sums::<V, N>(self.steps, w, xs);
-            self.finish::<V, N>(&acc, t, N);
+            let acc = sums::<L, V, N>(self.steps, w, xs);
+            self.finish::<L, V, N>(&acc, t, N);
         }
     }
 
@@ -617,28 +674,26 @@ impl Kernel<'_> {
     ///
     /// # Safety
     ///
-    /// As [`avx512`].
+    /// As [`Kernel::tiles`].
     #[inline(always)]
-    unsafe fn finish<const V: usize, const P: usize>(&self, acc: &[[std::arch::x86_64::__m512; V]; P], t: usize, n: usize) {
-        use std::arch::x86_64::*;
+    unsafe fn finish<L: Line, const V: usize, const P: usize>(&self, acc: &[[L; V]; P], t: usize, n: usize) {
         let c = self.c;
         let plane_out = c.win.oh * c.win.ow * LANES;
         // SAFETY: by the caller's contract; every address below is inside its operand.
         unsafe {
             for v in 0..V {
-                let co = self.panel * PANEL + v * LANES;
+                let co = self.panel * PANEL + (self.line0 + v) * LANES;
                 let lanes = LANES.min(c.out_channels - co);
-                let mask = ((1u32 << lanes) - 1) as __mmask16;
-                let b = if self.bias.is_null() { _mm512_setzero_ps() } else { _mm512_maskz_loadu_ps(mask, self.bias.add(co)) };
+                let b = if self.bias.is_null() { L::zero() } else { L::load_first(self.bias.add(co), lanes) };
                 let out = co / LANES * plane_out;
                 for (j, acc) in acc.iter().enumerate().take(n) {
                     let at = out + (t + j) * LANES;
-                    let mut s = _mm512_add_ps(acc[v], b);
+                    let mut s = L::add(acc[v], b);
                     if !self.z.is_null() {
-                        s = _mm512_add_ps(s, _mm512_loadu_ps(self.z.add(at)));
+                        s = L::add(s, L::load(self.z.add(at)));
                     }
-                    s = super::activate(s, c.act);
-                    _mm512_mask_storeu_ps(self.y.add(at), mask, s);
+                    s = L::activate(s, c.act);
+                    L::store_first(self.y.add(at), s, lanes);
                 }
             }
         }

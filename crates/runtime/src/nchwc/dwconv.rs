@@ -17,6 +17,8 @@ use std::ops::Range;
 use super::LANES;
 use crate::conv::Conv2d;
 use crate::gemm::Isa;
+#[cfg(target_arch = "x86_64")]
+use super::line::{Line, Pair, Wide};
 use crate::pool::{self, SharedPtr};
 
 /// The `width` argument of `kiln_rt_conv2d_nchwc` for weights packed by [`pack_weights`].
@@ -100,7 +102,7 @@ unsafe fn run_packed(isa: Isa, c: &Conv2d, x: *const f32, wp: *const f32, bias: 
     let rows = c.batch * blocks * c.win.oh;
     let work = rows * c.win.ow * c.win.kh * c.win.kw;
     let ways = if work < 1 << 15 { 1 } else { pool::threads().min(rows) };
-    let wide = isa == Isa::Avx512 && isa.available();
+    let wide = super::usable(isa);
     let bias = if c.bias { bias } else { std::ptr::null() };
     let z = if c.residual { z } else { std::ptr::null() };
     let args = SharedPtr((x, wp, bias, z, y));
@@ -109,11 +111,13 @@ unsafe fn run_packed(isa: Isa, c: &Conv2d, x: *const f32, wp: *const f32, bias: 
         let part = pool::part(rows, ways, 1, i);
         // SAFETY: by the caller's contract; each task writes its own rows.
         unsafe {
-            #[cfg(target_arch = "x86_64")]
-            if wide {
-                return avx512(c, x, wp, bias, z, y, part);
+            match wide {
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => avx512(c, x, wp, bias, z, y, part),
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => avx2(c, x, wp, bias, z, y, part),
+                _ => portable(c, x, wp, bias, z, y, part),
             }
-            portable(c, x, wp, bias, z, y, part)
         }
     };
     if ways <= 1 {
@@ -142,7 +146,32 @@ fn inside(o: usize, s: usize, p: usize, k: usize, d: usize, n: usize) -> (Range<
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn avx512(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32, rows: Range<usize>) {
-    use std::arch::x86_64::*;
+    // SAFETY: by the caller's contract.
+    unsafe { lines::<Wide>(c, x, wp, bias, z, y, rows) }
+}
+
+/// Rows `rows` (over images, blocks and output rows) with AVX2.
+///
+/// # Safety
+///
+/// As [`run_packed`]; the CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32, rows: Range<usize>) {
+    // SAFETY: by the caller's contract.
+    unsafe { lines::<Pair>(c, x, wp, bias, z, y, rows) }
+}
+
+/// Rows `rows` a line (16 channels of a pixel) at a time.
+///
+/// # Safety
+///
+/// As [`run_packed`]; the CPU has `L`'s instruction set.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn lines<L: Line>(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32, rows: Range<usize>) {
+    // No closure here does vector work: a closure is compiled apart from the function with the
+    // instruction set, and its vector operations would be calls.
     let win = &c.win;
     let blocks = c.channels.div_ceil(LANES);
     let taps = win.kh * win.kw;
@@ -158,80 +187,47 @@ unsafe fn avx512(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z:
             let x = x.add(image_block * plane_in);
             let w = wp.add(block * taps * LANES);
             let lanes = LANES.min(c.channels - block * LANES);
-            let mask = ((1u32 << lanes) - 1) as __mmask16;
-            let b = if bias.is_null() { _mm512_setzero_ps() } else { _mm512_maskz_loadu_ps(mask, bias.add(block * LANES)) };
-            let out = image_block * plane_out + oy * win.ow * LANES;
-            let act = c.act;
-            let finish = move |ox: usize, s: __m512| {
-                let at = out + ox * LANES;
-                let mut s = _mm512_add_ps(s, b);
-                if !z.is_null() {
-                    s = _mm512_add_ps(s, _mm512_loadu_ps(z.add(at)));
-                }
-                s = super::activate(s, act);
-                _mm512_storeu_ps(y.add(at), s);
-            };
+            let b = if bias.is_null() { L::zero() } else { L::load_first(bias.add(block * LANES), lanes) };
+            let out = Out { y: y.add(image_block * plane_out + oy * win.ow * LANES), z: if z.is_null() { z } else { z.add(image_block * plane_out + oy * win.ow * LANES) }, b, act: c.act };
             let (ky, iy0) = inside(oy, win.sh, win.ph, win.kh, win.dh, win.h);
-            // Any column, its taps checked.
-            let checked = |ox: usize| {
-                let (kx, ix0) = inside(ox, win.sw, win.pw, win.kw, win.dw, win.w);
-                let mut s = _mm512_setzero_ps();
-                for (i, ty) in ky.clone().enumerate() {
-                    let row = x.add((iy0 + i * win.dh) * win.w * LANES);
-                    for (j, tx) in kx.clone().enumerate() {
-                        let v = _mm512_loadu_ps(row.add((ix0 + j * win.dw) * LANES));
-                        s = _mm512_fmadd_ps(_mm512_loadu_ps(w.add((ty * win.kw + tx) * LANES)), v, s);
-                    }
-                }
-                finish(ox, s);
-            };
+            let row = |i: usize| x.add((iy0 + i * win.dh) * win.w * LANES);
             // A 3×3 window of stride 1 and padding 1 with its three rows inside: the first and
             // last columns have two taps per row inside, summed below from the weights in
             // registers.
             let edges = win.kh == 3 && win.kw == 3 && ky.len() == 3 && win.sw == 1 && win.dw == 1 && win.pw == 1 && lo == 1 && hi + 1 == win.ow && win.ow == win.w;
             if !edges {
                 for ox in (0..lo).chain(hi..win.ow) {
-                    checked(ox);
+                    out.put(ox, checked::<L>(win, x, w, ky.clone(), iy0, ox));
                 }
             }
             if win.kh == 3 && win.kw == 3 {
                 // All nine taps in registers; the rows inside the input (all three, or two at
                 // the top and bottom rows) with their three columns each, unrolled.
-                let wv: [__m512; 9] = std::array::from_fn(|t| _mm512_loadu_ps(w.add(t * LANES)));
-                let row = |i: usize| x.add((iy0 + i * win.dh) * win.w * LANES);
+                let mut wv = [L::zero(); 9];
+                for (t, v) in wv.iter_mut().enumerate() {
+                    *v = L::load(w.add(t * LANES));
+                }
                 let step = win.dw * LANES;
-                let sum3 = move |s: __m512, r: *const f32, ty: usize, ix: usize| {
-                    let s = _mm512_fmadd_ps(wv[ty * 3], _mm512_loadu_ps(r.add(ix)), s);
-                    let s = _mm512_fmadd_ps(wv[ty * 3 + 1], _mm512_loadu_ps(r.add(ix + step)), s);
-                    _mm512_fmadd_ps(wv[ty * 3 + 2], _mm512_loadu_ps(r.add(ix + 2 * step)), s)
-                };
                 match ky.len() {
                     3 => {
                         let rows = [row(0), row(1), row(2)];
                         if edges {
                             // Column 0 reads input columns 0 and 1 with taps 1 and 2; the last
                             // reads the last two with taps 0 and 1.
-                            let sum2 = |ix: usize, kx: usize| {
-                                let mut s = _mm512_setzero_ps();
-                                for (ty, &r) in rows.iter().enumerate() {
-                                    s = _mm512_fmadd_ps(wv[ty * 3 + kx], _mm512_loadu_ps(r.add(ix)), s);
-                                    s = _mm512_fmadd_ps(wv[ty * 3 + kx + 1], _mm512_loadu_ps(r.add(ix + LANES)), s);
-                                }
-                                s
-                            };
-                            finish(0, sum2(0, 1));
-                            finish(win.ow - 1, sum2((win.w - 2) * LANES, 0));
+                            out.put(0, sum2(&wv, rows, 0, 1));
+                            out.put(win.ow - 1, sum2(&wv, rows, (win.w - 2) * LANES, 0));
                         }
                         let mut ox = lo;
                         // Stride 1: eight columns at a time, each row's ten input vectors
                         // loaded once for the taps that read them (30 loads for 72
                         // multiply-adds, not 72; faster in conv_one on 384 × 14²). The
                         // same with four columns of stride 2 (27 loads, not 36) was slower
-                        // (on 96 from 112²).
-                        if win.sw == 1 && win.dw == 1 {
+                        // (on 96 from 112²). Not with AVX2, whose 16 registers hold half as
+                        // many lines.
+                        if win.sw == 1 && win.dw == 1 && L::REGS == 1 {
                             while ox + 8 <= hi {
-                                for (q, &s) in sums3x3::<8, 1>(&wv, rows, (ox - win.pw) * LANES).iter().enumerate() {
-                                    finish(ox + q, s);
+                                for (q, &s) in sums3x3::<L, 8, 1>(&wv, rows, (ox - win.pw) * LANES).iter().enumerate() {
+                                    out.put(ox + q, s);
                                 }
                                 ox += 8;
                             }
@@ -239,45 +235,136 @@ unsafe fn avx512(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z:
                         // Four columns at a time: four independent chains of nine
                         // multiply-adds (one chain waits on each sum's latency).
                         while ox + 4 <= hi {
-                            let ix: [usize; 4] = std::array::from_fn(|q| ((ox + q) * win.sw - win.pw) * LANES);
-                            let mut s = [_mm512_setzero_ps(); 4];
+                            let mut s = [L::zero(); 4];
                             for (ty, &r) in rows.iter().enumerate() {
-                                for q in 0..4 {
-                                    s[q] = sum3(s[q], r, ty, ix[q]);
+                                for (q, s) in s.iter_mut().enumerate() {
+                                    *s = sum3(&wv, *s, r, ty, ((ox + q) * win.sw - win.pw) * LANES, step);
                                 }
                             }
                             for (q, &s) in s.iter().enumerate() {
-                                finish(ox + q, s);
+                                out.put(ox + q, s);
                             }
                             ox += 4;
                         }
                         for ox in ox..hi {
                             let ix = (ox * win.sw - win.pw) * LANES;
-                            let s = sum3(_mm512_setzero_ps(), rows[0], 0, ix);
-                            let s = sum3(s, rows[1], 1, ix);
-                            finish(ox, sum3(s, rows[2], 2, ix));
+                            let s = sum3(&wv, L::zero(), rows[0], 0, ix, step);
+                            let s = sum3(&wv, s, rows[1], 1, ix, step);
+                            out.put(ox, sum3(&wv, s, rows[2], 2, ix, step));
                         }
                     }
                     2 => {
                         let (rows, t0) = ([row(0), row(1)], ky.start);
                         for ox in lo..hi {
                             let ix = (ox * win.sw - win.pw) * LANES;
-                            let s = sum3(_mm512_setzero_ps(), rows[0], t0, ix);
-                            finish(ox, sum3(s, rows[1], t0 + 1, ix));
+                            let s = sum3(&wv, L::zero(), rows[0], t0, ix, step);
+                            out.put(ox, sum3(&wv, s, rows[1], t0 + 1, ix, step));
                         }
                     }
                     _ => {
                         for ox in lo..hi {
-                            checked(ox);
+                            out.put(ox, checked::<L>(win, x, w, ky.clone(), iy0, ox));
                         }
                     }
                 }
             } else {
                 for ox in lo..hi {
-                    checked(ox);
+                    out.put(ox, checked::<L>(win, x, w, ky.clone(), iy0, ox));
                 }
             }
         }
+    }
+}
+
+/// One output row of a block: where its lines go, and what each gets on the way.
+#[cfg(target_arch = "x86_64")]
+struct Out<L> {
+    /// The row's first pixel in the output, and in the addend (null when there is none).
+    y: *mut f32,
+    z: *const f32,
+    /// The block's bias.
+    b: L,
+    act: crate::epilogue::Activation,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<L: Line> Out<L> {
+    /// Column `ox`'s sums plus the bias and the addend, activated, stored.
+    ///
+    /// # Safety
+    ///
+    /// Column `ox` is inside the row; the CPU has `L`'s instruction set.
+    #[inline(always)]
+    unsafe fn put(&self, ox: usize, s: L) {
+        // SAFETY: by the caller's contract.
+        unsafe {
+            let mut s = L::add(s, self.b);
+            if !self.z.is_null() {
+                s = L::add(s, L::load(self.z.add(ox * LANES)));
+            }
+            L::store(self.y.add(ox * LANES), L::activate(s, self.act));
+        }
+    }
+}
+
+/// The sums of output column `ox` (any), its taps checked against the input's borders: the
+/// rows `ky` inside the input, the first at input row `iy0`.
+///
+/// # Safety
+///
+/// `x` is the block's input, `w` its packed weights; the CPU has `L`'s instruction set.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn checked<L: Line>(win: &crate::window::Window, x: *const f32, w: *const f32, ky: Range<usize>, iy0: usize, ox: usize) -> L {
+    let (kx, ix0) = inside(ox, win.sw, win.pw, win.kw, win.dw, win.w);
+    // SAFETY: by the caller's contract, the taps inside the input.
+    unsafe {
+        let mut s = L::zero();
+        for (i, ty) in ky.enumerate() {
+            let row = x.add((iy0 + i * win.dh) * win.w * LANES);
+            for (j, tx) in kx.clone().enumerate() {
+                let v = L::load(row.add((ix0 + j * win.dw) * LANES));
+                s = L::mul_add(L::load(w.add((ty * win.kw + tx) * LANES)), v, s);
+            }
+        }
+        s
+    }
+}
+
+/// `s` plus the three taps of row `ty` of a 3×3 window whose first column reads float `ix` of
+/// input row `r`, the columns `step` floats apart.
+///
+/// # Safety
+///
+/// The three lines are inside the input; the CPU has `L`'s instruction set.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn sum3<L: Line>(wv: &[L; 9], s: L, r: *const f32, ty: usize, ix: usize, step: usize) -> L {
+    // SAFETY: by the caller's contract.
+    unsafe {
+        let s = L::mul_add(wv[ty * 3], L::load(r.add(ix)), s);
+        let s = L::mul_add(wv[ty * 3 + 1], L::load(r.add(ix + step)), s);
+        L::mul_add(wv[ty * 3 + 2], L::load(r.add(ix + 2 * step)), s)
+    }
+}
+
+/// The sums of an edge column of a 3×3 window of stride 1 and padding 1: two taps per row,
+/// `kx` and `kx + 1`, reading the lines at `ix` and `ix + 16` of the three `rows`.
+///
+/// # Safety
+///
+/// As [`sum3`].
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn sum2<L: Line>(wv: &[L; 9], rows: [*const f32; 3], ix: usize, kx: usize) -> L {
+    // SAFETY: by the caller's contract.
+    unsafe {
+        let mut s = L::zero();
+        for (ty, &r) in rows.iter().enumerate() {
+            s = L::mul_add(wv[ty * 3 + kx], L::load(r.add(ix)), s);
+            s = L::mul_add(wv[ty * 3 + kx + 1], L::load(r.add(ix + LANES)), s);
+        }
+        s
     }
 }
 
@@ -288,25 +375,24 @@ unsafe fn avx512(c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z:
 ///
 /// # Safety
 ///
-/// Every vector read is inside the input; the CPU has AVX-512F.
+/// Every vector read is inside the input; the CPU has `L`'s instruction set.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-unsafe fn sums3x3<const Q: usize, const S: usize>(wv: &[std::arch::x86_64::__m512; 9], rows: [*const f32; 3], ix: usize) -> [std::arch::x86_64::__m512; Q] {
-    use std::arch::x86_64::*;
+unsafe fn sums3x3<L: Line, const Q: usize, const S: usize>(wv: &[L; 9], rows: [*const f32; 3], ix: usize) -> [L; Q] {
     const MAX: usize = 18;
     let n = const { (Q - 1) * S + 3 };
     const { assert!((Q - 1) * S + 3 <= MAX) };
     // SAFETY: by the caller's contract.
     unsafe {
-        let mut s = [_mm512_setzero_ps(); Q];
+        let mut s = [L::zero(); Q];
         for (ty, &r) in rows.iter().enumerate() {
-            let mut v = [_mm512_setzero_ps(); MAX];
+            let mut v = [L::zero(); MAX];
             for (j, v) in v.iter_mut().enumerate().take(n) {
-                *v = _mm512_loadu_ps(r.add(ix + j * LANES));
+                *v = L::load(r.add(ix + j * LANES));
             }
             for kx in 0..3 {
                 for (q, s) in s.iter_mut().enumerate() {
-                    *s = _mm512_fmadd_ps(wv[ty * 3 + kx], v[q * S + kx], *s);
+                    *s = L::mul_add(wv[ty * 3 + kx], v[q * S + kx], *s);
                 }
             }
         }

@@ -7,6 +7,8 @@ use std::ops::Range;
 
 use super::LANES;
 use crate::gemm::Isa;
+#[cfg(target_arch = "x86_64")]
+use super::line::{Line, Pair, Wide};
 use crate::pool::{self, SharedPtr};
 use crate::window::Window;
 
@@ -18,17 +20,20 @@ use crate::window::Window;
 /// overlapping `x`; the window is valid (nonzero strides and dilations).
 pub unsafe fn run(isa: Isa, blocks: usize, win: &Window, x: *const f32, y: *mut f32) {
     let ways = if blocks * win.oh * win.ow * win.kh * win.kw >= 1 << 16 { pool::threads().min(blocks) } else { 1 };
-    let wide = isa == Isa::Avx512 && isa.available();
+    let wide = super::usable(isa);
     let ptrs = SharedPtr((x, y));
     pool::for_each(ways, &|i| {
         let (x, y) = ptrs.get();
         // SAFETY: by the caller's contract; each task writes its own blocks.
         unsafe {
-            #[cfg(target_arch = "x86_64")]
-            if wide {
-                return avx512(win, x, y, pool::part(blocks, ways, 1, i));
+            let part = pool::part(blocks, ways, 1, i);
+            match wide {
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => avx512(win, x, y, part),
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => avx2(win, x, y, part),
+                _ => portable(win, x, y, part),
             }
-            portable(win, x, y, pool::part(blocks, ways, 1, i))
         }
     });
 }
@@ -46,7 +51,30 @@ fn inside(o: usize, s: usize, p: usize, k: usize, d: usize, n: usize) -> impl It
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn avx512(win: &Window, x: *const f32, y: *mut f32, blocks: Range<usize>) {
-    use std::arch::x86_64::*;
+    // SAFETY: by the caller's contract.
+    unsafe { lines::<Wide>(win, x, y, blocks) }
+}
+
+/// [`run`] on `blocks` with AVX2.
+///
+/// # Safety
+///
+/// As [`run`]; the CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2(win: &Window, x: *const f32, y: *mut f32, blocks: Range<usize>) {
+    // SAFETY: by the caller's contract.
+    unsafe { lines::<Pair>(win, x, y, blocks) }
+}
+
+/// [`run`] on `blocks`, a line (16 channels of a pixel) at a time.
+///
+/// # Safety
+///
+/// As [`run`]; the CPU has `L`'s instruction set.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn lines<L: Line>(win: &Window, x: *const f32, y: *mut f32, blocks: Range<usize>) {
     let (plane_in, plane_out) = (win.h * win.w * LANES, win.oh * win.ow * LANES);
     // Each output row's and column's taps inside the input: the first one's input coordinate
     // and how many (consecutive taps, `dh` or `dw` apart), found once per call.
@@ -64,7 +92,7 @@ unsafe fn avx512(win: &Window, x: *const f32, y: *mut f32, blocks: Range<usize>)
                 let at = y.wrapping_add(b * plane_out + (oy * win.ow + ox) * LANES);
                 if nr == 0 || nc == 0 {
                     // SAFETY: an output pixel of block `b`, by the caller's contract.
-                    unsafe { _mm512_storeu_ps(at, _mm512_setzero_ps()) };
+                    unsafe { L::store(at, L::zero()) };
                     continue;
                 }
                 // SAFETY: input pixels of block `b` and an output pixel, by the caller's
@@ -72,14 +100,14 @@ unsafe fn avx512(win: &Window, x: *const f32, y: *mut f32, blocks: Range<usize>)
                 // lane by lane, so taking the first tap again changes nothing.
                 unsafe {
                     let first = x.add(b * plane_in + (iy * win.w + ix) * LANES);
-                    let mut m = _mm512_loadu_ps(first);
+                    let mut m = L::load(first);
                     for r in 0..nr {
                         let row = first.add(r * row_step);
                         for c in 0..nc {
-                            m = _mm512_max_ps(_mm512_loadu_ps(row.add(c * col_step)), m);
+                            m = L::max(L::load(row.add(c * col_step)), m);
                         }
                     }
-                    _mm512_storeu_ps(at, m);
+                    L::store(at, m);
                 }
             }
         }
@@ -100,12 +128,12 @@ unsafe fn portable(win: &Window, x: *const f32, y: *mut f32, blocks: Range<usize
                     let mut m: Option<f32> = None;
                     for iy in inside(oy, win.sh, win.ph, win.kh, win.dh, win.h) {
                         for ix in inside(ox, win.sw, win.pw, win.kw, win.dw, win.w) {
-                            // SAFETY: as in `avx512`.
+                            // SAFETY: as in `lines`.
                             let v = unsafe { *x.add(b * plane_in + (iy * win.w + ix) * LANES + l) };
                             m = Some(m.map_or(v, |m| if v > m { v } else { m }));
                         }
                     }
-                    // SAFETY: as in `avx512`.
+                    // SAFETY: as in `lines`.
                     unsafe { *y.add(b * plane_out + (oy * win.ow + ox) * LANES + l) = m.unwrap_or(0.0) };
                 }
             }

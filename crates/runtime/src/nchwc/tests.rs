@@ -114,7 +114,7 @@ fn convolutions_match_the_definition_bit_for_bit() {
             assert_eq!((xb.len(), zb.len()), (x_len(&c, true), y_len(&c)));
             let mut wp = vec![0.0; c.packed_len(PANEL)];
             c.pack_weights(PANEL, &wt.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(), &mut wp);
-            let isas = [Isa::Avx512, Isa::Portable].into_iter().filter(|isa| isa.available());
+            let isas = Isa::runnable().into_iter();
             let runs = isas.flat_map(|isa| [(isa, true, false, true), (isa, true, true, true), (isa, false, false, true), (isa, true, true, false), (isa, true, false, false)]);
             // With a residual, also summed in place: the output over its own addend.
             let runs = runs.flat_map(|r| [false, true].into_iter().filter(|&in_place| !in_place || residual).map(move |in_place| (r, in_place)));
@@ -166,7 +166,7 @@ fn winograd_convolutions_match_the_definition_within_rounding() {
             let (xb, zb) = (blocked(&x, batch, channels, h * w), blocked(&z, batch, out_channels, h * w));
             let mut wp = vec![0.0; super::conv::packed_len(&c)];
             super::conv::pack_weights(&c, &wt.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(), &mut wp);
-            let isas = [Isa::Avx512, Isa::Portable].into_iter().filter(|isa| isa.available());
+            let isas = Isa::runnable().into_iter();
             let runs = isas.flat_map(|isa| [(isa, false, false), (isa, true, false), (isa, false, true)]).filter(|&(_, _, in_place)| !in_place || residual);
             for (isa, threads, in_place) in runs {
                 let mut yb = if in_place { zb.clone() } else { vec![f32::NAN; y_len(&c)] };
@@ -202,7 +202,7 @@ fn max_pools_match_the_planar_routine_bit_for_bit() {
         let mut want = vec![0.0; channels * oh * ow];
         MaxPool2d { planes: channels, win }.run(&x, &mut want);
         let xb = blocked(&x, 1, channels, h * w);
-        for isa in [Isa::Avx512, Isa::Portable].into_iter().filter(|isa| isa.available()) {
+        for isa in Isa::runnable().into_iter() {
             let mut yb = vec![f32::NAN; blocked_len(channels, oh * ow)];
             // SAFETY: the blocked operands hold every block.
             unsafe { super::maxpool::run(isa, channels.div_ceil(LANES), &win, xb.as_ptr(), yb.as_mut_ptr()) };
@@ -282,7 +282,7 @@ fn depthwise_convolutions_match_the_definition_bit_for_bit() {
             let (xb, zb) = (blocked(&x, batch, channels, h * w), blocked(&z, batch, channels, oh * ow));
             let mut wp = vec![0.0; super::conv::packed_len(&c)];
             super::conv::pack_weights(&c, &wt.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(), &mut wp);
-            let isas = [Isa::Avx512, Isa::Portable].into_iter().filter(|isa| isa.available());
+            let isas = Isa::runnable().into_iter();
             let runs = isas.flat_map(|isa| [(isa, true, false, false), (isa, true, true, false), (isa, false, false, false), (isa, true, true, true)]);
             // The last run sums in place (the output over its own addend) when there is one.
             for (isa, packed, threads, in_place) in runs.filter(|r| !r.3 || residual) {

@@ -30,6 +30,9 @@ use std::cell::RefCell;
 use super::LANES;
 use super::conv::PANEL;
 use crate::conv::Conv2d;
+use crate::gemm::Isa;
+#[cfg(target_arch = "x86_64")]
+use super::line::{Line, Pair, Wide};
 use crate::pool::{self, SharedPtr};
 use crate::window::Window;
 
@@ -122,13 +125,13 @@ pub fn pack_weights(c: &Conv2d, w: &[u8], dst: &mut [f32]) {
 }
 
 /// `c` ([`applies`]) on a blocked input `x` with weights packed by [`pack_weights`], over the
-/// current thread pool, with AVX-512 when `wide`.
+/// current thread pool, with the kernels of `wide` (an instruction set the CPU has).
 ///
 /// # Safety
 ///
 /// As [`super::conv::run`] with a blocked input and packed weights.
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn run(wide: bool, c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
+pub(crate) unsafe fn run(wide: Isa, c: &Conv2d, x: *const f32, wp: *const f32, bias: *const f32, z: *const f32, y: *mut f32) {
     let w = &c.win;
     let (h, wd) = (w.h, w.w);
     let (rows, cols) = (h + 2, wd + 2);
@@ -194,37 +197,54 @@ pub(crate) unsafe fn run(wide: bool, c: &Conv2d, x: *const f32, wp: *const f32, 
 /// # Safety
 ///
 /// The padded image covers every tile; `v` is writable for the 16 positions.
-unsafe fn transform_input(wide: bool, padded: *const f32, cols: usize, tiles_y: usize, tiles_x: usize, v: *mut f32, stride: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if wide {
-        // SAFETY: by the caller's contract; `wide` means the CPU has AVX-512F.
-        return unsafe { transform_input_avx512(padded, cols, tiles_y, tiles_x, v, stride) };
+unsafe fn transform_input(wide: Isa, padded: *const f32, cols: usize, tiles_y: usize, tiles_x: usize, v: *mut f32, stride: usize) {
+    // SAFETY: by the caller's contract; `wide` is an instruction set the CPU has.
+    unsafe {
+        match wide {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => transform_input_avx512(padded, cols, tiles_y, tiles_x, v, stride),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => transform_input_avx2(padded, cols, tiles_y, tiles_x, v, stride),
+            _ => transform_input_any(padded, cols, tiles_y, tiles_x, v, stride),
+        }
     }
-    // SAFETY: by the caller's contract.
-    unsafe { transform_input_any(padded, cols, tiles_y, tiles_x, v, stride) }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn transform_input_avx512(padded: *const f32, cols: usize, tiles_y: usize, tiles_x: usize, v: *mut f32, stride: usize) {
-    use std::arch::x86_64::*;
+    // SAFETY: by the caller's contract.
+    unsafe { transform_input_lines::<Wide>(padded, cols, tiles_y, tiles_x, v, stride) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn transform_input_avx2(padded: *const f32, cols: usize, tiles_y: usize, tiles_x: usize, v: *mut f32, stride: usize) {
+    // SAFETY: by the caller's contract.
+    unsafe { transform_input_lines::<Pair>(padded, cols, tiles_y, tiles_x, v, stride) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn transform_input_lines<L: Line>(padded: *const f32, cols: usize, tiles_y: usize, tiles_x: usize, v: *mut f32, stride: usize) {
     // SAFETY: by the caller's contract.
     unsafe {
         for ty in 0..tiles_y {
             for tx in 0..tiles_x {
-                let at = |i: usize, j: usize| _mm512_loadu_ps(padded.add(((2 * ty + i) * cols + 2 * tx + j) * LANES));
+                let first = padded.add((2 * ty * cols + 2 * tx) * LANES);
                 let tile = (ty * tiles_x + tx) * LANES;
                 // Column j of Bᵀ d, then its row ξ times B.
-                let mut cols4 = [[_mm512_setzero_ps(); 4]; 4];
+                let mut cols4 = [[L::zero(); 4]; 4];
                 for (j, c) in cols4.iter_mut().enumerate() {
-                    let (d0, d1, d2, d3) = (at(0, j), at(1, j), at(2, j), at(3, j));
-                    *c = [_mm512_sub_ps(d0, d2), _mm512_add_ps(d1, d2), _mm512_sub_ps(d2, d1), _mm512_sub_ps(d1, d3)];
+                    let at = first.add(j * LANES);
+                    let (d0, d1, d2, d3) = (L::load(at), L::load(at.add(cols * LANES)), L::load(at.add(2 * cols * LANES)), L::load(at.add(3 * cols * LANES)));
+                    *c = [L::sub(d0, d2), L::add(d1, d2), L::sub(d2, d1), L::sub(d1, d3)];
                 }
                 for xi in 0..4 {
                     let (r0, r1, r2, r3) = (cols4[0][xi], cols4[1][xi], cols4[2][xi], cols4[3][xi]);
-                    let out = [_mm512_sub_ps(r0, r2), _mm512_add_ps(r1, r2), _mm512_sub_ps(r2, r1), _mm512_sub_ps(r1, r3)];
+                    let out = [L::sub(r0, r2), L::add(r1, r2), L::sub(r2, r1), L::sub(r1, r3)];
                     for (nu, &o) in out.iter().enumerate() {
-                        _mm512_storeu_ps(v.add((xi * 4 + nu) * stride + tile), o);
+                        L::store(v.add((xi * 4 + nu) * stride + tile), o);
                     }
                 }
             }
@@ -278,45 +298,64 @@ unsafe fn transform_input_any(padded: *const f32, cols: usize, tiles_y: usize, t
 /// `m` holds the block's products at every position, `y` (and `z` unless null) the block's
 /// `2·tiles_y × 2·tiles_x` pixels.
 #[allow(clippy::too_many_arguments)]
-unsafe fn transform_output(wide: bool, c: &Conv2d, m: *const f32, stride: usize, tiles_y: usize, tiles_x: usize, bias: &Vector, z: *const f32, y: *mut f32) {
-    #[cfg(target_arch = "x86_64")]
-    if wide {
-        // SAFETY: by the caller's contract; `wide` means the CPU has AVX-512F.
-        return unsafe { transform_output_avx512(c, m, stride, tiles_y, tiles_x, bias, z, y) };
+unsafe fn transform_output(wide: Isa, c: &Conv2d, m: *const f32, stride: usize, tiles_y: usize, tiles_x: usize, bias: &Vector, z: *const f32, y: *mut f32) {
+    // SAFETY: by the caller's contract; `wide` is an instruction set the CPU has.
+    unsafe {
+        match wide {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => transform_output_avx512(c, m, stride, tiles_y, tiles_x, bias, z, y),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => transform_output_avx2(c, m, stride, tiles_y, tiles_x, bias, z, y),
+            _ => transform_output_any(c, m, stride, tiles_y, tiles_x, bias, z, y),
+        }
     }
-    // SAFETY: by the caller's contract.
-    unsafe { transform_output_any(c, m, stride, tiles_y, tiles_x, bias, z, y) }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn transform_output_avx512(c: &Conv2d, m: *const f32, stride: usize, tiles_y: usize, tiles_x: usize, bias: &Vector, z: *const f32, y: *mut f32) {
-    use std::arch::x86_64::*;
+    // SAFETY: by the caller's contract.
+    unsafe { transform_output_lines::<Wide>(c, m, stride, tiles_y, tiles_x, bias, z, y) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn transform_output_avx2(c: &Conv2d, m: *const f32, stride: usize, tiles_y: usize, tiles_x: usize, bias: &Vector, z: *const f32, y: *mut f32) {
+    // SAFETY: by the caller's contract.
+    unsafe { transform_output_lines::<Pair>(c, m, stride, tiles_y, tiles_x, bias, z, y) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn transform_output_lines<L: Line>(c: &Conv2d, m: *const f32, stride: usize, tiles_y: usize, tiles_x: usize, bias: &Vector, z: *const f32, y: *mut f32) {
     let ow = 2 * tiles_x;
     // SAFETY: by the caller's contract.
     unsafe {
-        let b = _mm512_loadu_ps(bias.as_ptr());
+        let b = L::load(bias.as_ptr());
         for ty in 0..tiles_y {
             for tx in 0..tiles_x {
                 let tile = (ty * tiles_x + tx) * LANES;
-                let p = |xi: usize, nu: usize| _mm512_loadu_ps(m.add((xi * 4 + nu) * stride + tile));
+                let first = m.add(tile);
                 // Column ν of Aᵀ M, then its row i times A.
-                let mut cols2 = [[_mm512_setzero_ps(); 2]; 4];
+                let mut cols2 = [[L::zero(); 2]; 4];
                 for (nu, c) in cols2.iter_mut().enumerate() {
-                    let (m0, m1, m2, m3) = (p(0, nu), p(1, nu), p(2, nu), p(3, nu));
-                    *c = [_mm512_add_ps(_mm512_add_ps(m0, m1), m2), _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3)];
+                    let at = first.add(nu * stride);
+                    let (m0, m1, m2, m3) = (L::load(at), L::load(at.add(4 * stride)), L::load(at.add(8 * stride)), L::load(at.add(12 * stride)));
+                    *c = [L::add(L::add(m0, m1), m2), L::sub(L::sub(m1, m2), m3)];
                 }
                 for i in 0..2 {
                     let (r0, r1, r2, r3) = (cols2[0][i], cols2[1][i], cols2[2][i], cols2[3][i]);
-                    let out = [_mm512_add_ps(_mm512_add_ps(r0, r1), r2), _mm512_sub_ps(_mm512_sub_ps(r1, r2), r3)];
+                    let out = [L::add(L::add(r0, r1), r2), L::sub(L::sub(r1, r2), r3)];
                     for (j, &o) in out.iter().enumerate() {
                         let at = ((2 * ty + i) * ow + 2 * tx + j) * LANES;
-                        let mut s = _mm512_add_ps(o, b);
+                        let mut s = L::add(o, b);
                         if !z.is_null() {
-                            s = _mm512_add_ps(s, _mm512_loadu_ps(z.add(at)));
+                            s = L::add(s, L::load(z.add(at)));
                         }
-                        _mm512_storeu_ps(y.add(at), super::activate(s, c.act));
+                        L::store(y.add(at), L::activate(s, c.act));
                     }
                 }
             }
