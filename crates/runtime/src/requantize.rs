@@ -120,18 +120,25 @@ unsafe fn row(q: &Requantize, x: *const u8, scale: f64, y: *mut u8) {
     let int_x = q.int_x;
     let value = |i: usize| {
         let bytes = [x[4 * i], x[4 * i + 1], x[4 * i + 2], x[4 * i + 3]];
-        let v = if int_x { f64::from(i32::from_le_bytes(bytes)) } else { f64::from(f32::from_le_bytes(bytes)) };
-        (v * scale + zero).round_ties_even()
+        if int_x { f64::from(i32::from_le_bytes(bytes)) } else { f64::from(f32::from_le_bytes(bytes)) }
     };
     if q.signed {
         for (i, out) in y.iter_mut().enumerate() {
-            *out = (value(i) as i8) as u8;
+            *out = level(value(i), scale, zero, true);
         }
     } else {
         for (i, out) in y.iter_mut().enumerate() {
-            *out = value(i) as u8;
+            *out = level(value(i), scale, zero, false);
         }
     }
+}
+
+/// `sat(round(v · scale + zero))` as an `i8` (when `signed`) or `u8` byte: the definition
+/// every requantizing routine computes.
+#[inline(always)]
+pub(crate) fn level(v: f64, scale: f64, zero: f64, signed: bool) -> u8 {
+    let r = (v * scale + zero).round_ties_even();
+    if signed { (r as i8) as u8 } else { r as u8 }
 }
 
 /// `y[r, c] = sat(round(x[r, c] · s[r mod period] + zero))`: [`Requantize`] for generated code,

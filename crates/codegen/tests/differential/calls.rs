@@ -237,46 +237,73 @@ fn conv2d_matches_the_interpreter() {
     }
 }
 
+/// The cases of the integer products: (m, n, k, a_signed, b_signed, a_zeros, b_zeros,
+/// bias_mode).
+const QGEMM_CASES: [(i64, i64, i64, i64, i64, i64, i64, i64); 4] = [(3, 20, 9, 0, 1, 1, 20, 1), (7, 33, 64, 1, 0, 7, 1, 2), (1, 1, 1, 0, 0, 0, 0, 0), (4, 5, 0, 1, 1, 1, 1, 1)];
+
+/// A harness holding one integer product's operands at element offsets into larger buffers,
+/// its result in an output of `out` elements, and the call; an absent zero point is its
+/// operand's own address, as lowering passes it, and an absent bias the one of `bias_or`.
+fn qgemm_case((m, n, k, a_signed, b_signed, a_zeros, b_zeros, bias_mode): (i64, i64, i64, i64, i64, i64, i64, i64), out: ScalarType) -> (Harness, call::Qgemm) {
+    let (lda, ldb, ldc) = (k + 1, n + 2, n + 3);
+    let mut r = Rng::new(5);
+    let mut bytes = |len: i64| -> Vec<u64> { (0..len).map(|_| r.next_u64() & 0xff).collect() };
+    let ty = |signed: i64| if signed != 0 { ScalarType::I8 } else { ScalarType::U8 };
+    let mut h = Harness::new();
+    let a = h.input_of(ty(a_signed), &bytes(m * lda + 3));
+    let b = h.input_of(ty(b_signed), &bytes(k.max(1) * ldb + 2));
+    let za = h.input_of(ty(a_signed), &bytes(m + 1));
+    let zb = h.input_of(ty(b_signed), &bytes(n + 1));
+    let bias_bits: Vec<u64> = bytes(m + n + 2).iter().map(|v| v * 0x0101_0101).collect();
+    let bias = h.input_of(ScalarType::I32, &bias_bits);
+    let c = h.output(ElemType::Scalar(out), (m * ldc + 1) as u64);
+    let i = Expr::idx;
+    let q = call::Qgemm {
+        a: Addr::at(a, 3),
+        b: Addr::at(b, 2),
+        c: Addr::at(c, 1),
+        za: if a_zeros == 0 { Addr::at(a, 3) } else { Addr::at(za, 1) },
+        zb: if b_zeros == 0 { Addr::at(b, 2) } else { Addr::at(zb, 1) },
+        bias: if bias_mode == 0 && out == ScalarType::I32 { Addr::at(c, 1) } else { Addr::at(bias, 2) },
+        m: i(m),
+        n: i(n),
+        k: i(k),
+        lda: i(lda),
+        ldb: i(ldb),
+        ldc: i(ldc),
+        a_signed: i(a_signed),
+        b_signed: i(b_signed),
+        a_zeros: i(a_zeros),
+        b_zeros: i(b_zeros),
+        bias_mode: i(bias_mode),
+        b_packed: i(0),
+    };
+    (h, q)
+}
+
 #[test]
 fn qgemm_matches_the_interpreter() {
-    // (m, n, k, a_signed, b_signed, a_zeros, b_zeros), at element offsets into larger buffers;
-    // an absent zero point is its operand's own address, as lowering passes it.
-    for (m, n, k, a_signed, b_signed, a_zeros, b_zeros, bias_mode) in [(3, 20, 9, 0, 1, 1, 20, 1), (7, 33, 64, 1, 0, 7, 1, 2), (1, 1, 1, 0, 0, 0, 0, 0), (4, 5, 0, 1, 1, 1, 1, 1)] {
-        let (lda, ldb, ldc) = (k + 1, n + 2, n + 3);
-        let mut r = Rng::new(5);
-        let mut bytes = |len: i64| -> Vec<u64> { (0..len).map(|_| r.next_u64() & 0xff).collect() };
-        let ty = |signed: i64| if signed != 0 { ScalarType::I8 } else { ScalarType::U8 };
-        let mut h = Harness::new();
-        let a = h.input_of(ty(a_signed), &bytes(m * lda + 3));
-        let b = h.input_of(ty(b_signed), &bytes(k.max(1) * ldb + 2));
-        let za = h.input_of(ty(a_signed), &bytes(m + 1));
-        let zb = h.input_of(ty(b_signed), &bytes(n + 1));
-        let bias_bits: Vec<u64> = bytes(m + n + 2).iter().map(|v| v * 0x0101_0101).collect();
-        let bias = h.input_of(ScalarType::I32, &bias_bits);
-        let c = h.output(ElemType::Scalar(ScalarType::I32), (m * ldc + 1) as u64);
+    for case in QGEMM_CASES {
+        let (mut h, q) = qgemm_case(case, ScalarType::I32);
         let mut kern = Kernel::new("qgemm");
-        let i = Expr::idx;
-        let q = call::Qgemm {
-            a: Addr::at(a, 3),
-            b: Addr::at(b, 2),
-            c: Addr::at(c, 1),
-            za: if a_zeros == 0 { Addr::at(a, 3) } else { Addr::at(za, 1) },
-            zb: if b_zeros == 0 { Addr::at(b, 2) } else { Addr::at(zb, 1) },
-            bias: if bias_mode == 0 { Addr::at(c, 1) } else { Addr::at(bias, 2) },
-            m: i(m),
-            n: i(n),
-            k: i(k),
-            lda: i(lda),
-            ldb: i(ldb),
-            ldc: i(ldc),
-            a_signed: i(a_signed),
-            b_signed: i(b_signed),
-            a_zeros: i(a_zeros),
-            b_zeros: i(b_zeros),
-            bias_mode: i(bias_mode),
-            b_packed: i(0),
-        };
         kern.body = vec![Stmt::Call(q.into())];
+        h.push(kern);
+        h.run().unwrap();
+    }
+}
+
+#[test]
+fn qgemm_requantize_matches_the_interpreter() {
+    // Each product with scales per tensor, row and column into both output types.
+    for (case, scale_mode, zero, signed) in QGEMM_CASES.iter().zip([(0, 3, 1), (1, 128, 0), (2, -7, 1), (1, 0, 0)]).map(|(c, (s, z, y))| (*c, s, z, y)) {
+        let (m, n) = (case.0, case.1);
+        let (mut h, q) = qgemm_case(case, if signed != 0 { ScalarType::I8 } else { ScalarType::U8 });
+        // Scales that put the results on both sides of the output's range.
+        let scales: Vec<f32> = (0..m.max(n) + 1).map(|i| [1.0 / 256.0, 0.013, 3.0e-4, 1.0e-5][i as usize % 4]).collect();
+        let s = h.input_of(ScalarType::F32, &scales.iter().map(|v| u64::from(v.to_bits())).collect::<Vec<_>>());
+        let mut kern = Kernel::new("qgemm_requantize");
+        let y = q.c.clone();
+        kern.body = vec![Stmt::Call(q.requantized(y, Addr::at(s, 1), Expr::idx(scale_mode), Expr::idx(zero), Expr::idx(signed)).into())];
         h.push(kern);
         h.run().unwrap();
     }

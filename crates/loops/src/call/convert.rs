@@ -66,3 +66,21 @@ impl MaxPool2d {
         MaxPool2dNchwc { x, y, planes, ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw }
     }
 }
+
+impl Qgemm {
+    /// This product with the output stage requantizing into `y` (laid out as `C`):
+    /// `qgemm_requantize`.
+    pub fn requantized(self, y: Addr, scales: Addr, scale_mode: Expr, zero: Expr, y_signed: Expr) -> QgemmRequantize {
+        let Qgemm { a, b, c: _, za, zb, bias, m, n, k, lda, ldb, ldc, a_signed, b_signed, a_zeros, b_zeros, bias_mode, b_packed } = self;
+        QgemmRequantize { a, b, y, za, zb, bias, scales, m, n, k, lda, ldb, ldc, a_signed, b_signed, a_zeros, b_zeros, bias_mode, b_packed, scale_mode, zero, y_signed }
+    }
+}
+
+impl QgemmRequantize {
+    /// The product alone, its result at `y`'s address (which its `i32` elements would overrun:
+    /// for the checks and definitions the two routines share).
+    pub fn product(&self) -> Qgemm {
+        let q = self.clone();
+        Qgemm { a: q.a, b: q.b, c: q.y, za: q.za, zb: q.zb, bias: q.bias, m: q.m, n: q.n, k: q.k, lda: q.lda, ldb: q.ldb, ldc: q.ldc, a_signed: q.a_signed, b_signed: q.b_signed, a_zeros: q.a_zeros, b_zeros: q.b_zeros, bias_mode: q.bias_mode, b_packed: q.b_packed }
+    }
+}

@@ -207,4 +207,15 @@ define_calls! {
         m: i64, n: i64, k: i64, lda: i64, ldb: i64, ldc: i64, a_signed: i64, b_signed: i64, a_zeros: i64, b_zeros: i64,
         bias_mode: i64, b_packed: i64,
     }
+
+    /// [`Qgemm`] with QLinearConv's and QLinearMatMul's output stage fused: `y[i, j] =
+    /// sat(round(C[i, j] · s + zero))` with the product and sum in `f64`, rounded half to even,
+    /// into `i8` (`y_signed` non-zero; `y` must then be an `i8` buffer) or `u8`, laid out as `C`
+    /// would be (row stride `ldc`). `s` is `scales[0]`, `scales[i]` or `scales[j]` for
+    /// `scale_mode` 0, 1 or 2. The `i32` matrix is never stored.
+    QgemmRequantize "qgemm_requantize" "kiln_rt_qgemm_requantize" {
+        a: read int8, b: read int8, y: write int8, za: read int8, zb: read int8, bias: read i32, scales: read,
+        m: i64, n: i64, k: i64, lda: i64, ldb: i64, ldc: i64, a_signed: i64, b_signed: i64, a_zeros: i64, b_zeros: i64,
+        bias_mode: i64, b_packed: i64, scale_mode: i64, zero: i64, y_signed: i64,
+    }
 }

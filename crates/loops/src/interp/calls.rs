@@ -4,7 +4,7 @@
 //! blocked layout's are in `windowed.rs`.
 
 use kiln_runtime::epilogue::{Activation, Bias, Epilogue};
-use kiln_runtime::qgemm::{QBias, Qgemm};
+use kiln_runtime::qgemm::{QBias, QScale, Qgemm, Requant};
 use kiln_runtime::requantize::Requantize;
 use kiln_runtime::gemm::{PackedLayout, Sgemm, SgemmFused, Transpose};
 use kiln_runtime::norm::LayerNorm;
@@ -92,6 +92,7 @@ impl Machine<'_> {
             Call::Copy(c) => self.copy(c),
             Call::Requantize(c) => self.requantize(c),
             Call::Qgemm(c) => self.qgemm(c),
+            Call::QgemmRequantize(c) => self.qgemm_requantize(c),
             Call::LayerNorm(c) => self.layernorm(c),
             Call::Softmax(c) => self.softmax(c),
             Call::ShouldStop(c) => self.should_stop(c),
@@ -274,34 +275,63 @@ impl Machine<'_> {
     }
 
     fn qgemm(&mut self, c: &call::Qgemm) -> Result<(), InterpError> {
-        let name = "qgemm";
+        let Some((q, [a, b, za, zb], bias)) = self.qgemm_operands("qgemm", c)? else { return Ok(()) };
+        // `C`'s span as it is: the routine leaves the elements between rows alone.
+        let (_, _, ec) = q.extents();
+        let mut out: Vec<i32> = self.byte_span("qgemm", &c.c, ec, 32)?.chunks_exact(4).map(|v| i32::from_le_bytes([v[0], v[1], v[2], v[3]])).collect();
+        q.run(&a, &b, &mut out, &za, &zb, &bias);
+        let bytes: Vec<u8> = out.iter().flat_map(|v| v.to_le_bytes()).collect();
+        self.put_bytes(&c.c, &bytes)
+    }
+
+    fn qgemm_requantize(&mut self, c: &call::QgemmRequantize) -> Result<(), InterpError> {
+        let name = "qgemm_requantize";
+        let [scale_mode, zero, y_signed] = ints!(self, name, c; scale_mode, zero, y_signed);
+        let (Some(along), Ok(zero)) = (QScale::from_code(scale_mode), i32::try_from(zero)) else {
+            return self.fault(format!("qgemm_requantize with scale mode {scale_mode} and zero point {zero}"));
+        };
+        let Some((q, [a, b, za, zb], bias)) = self.qgemm_operands(name, &c.product())? else { return Ok(()) };
+        let r = Requant { scales: along, zero, signed: y_signed != 0 };
+        let si = self.index(&c.scales.index)?;
+        let scales = self.f32_span(name, c.scales.buf, si, r.scales_len(q.m, q.n))?;
+        let (_, _, ey) = q.extents();
+        let mut y = self.byte_span(name, &c.y, ey, 8)?;
+        q.run_requantized(&a, &b, &mut y, &za, &zb, &bias, &scales, &r);
+        self.put_bytes(&c.y, &y)
+    }
+
+    /// The sizes of integer product `c` and the bytes of its operands `A`, `B`, `za`, `zb`, and
+    /// its bias; `None` when its result is empty.
+    #[allow(clippy::type_complexity)]
+    fn qgemm_operands(&mut self, name: &str, c: &call::Qgemm) -> Result<Option<(Qgemm, [Vec<u8>; 4], Vec<i32>)>, InterpError> {
         let sizes = ints!(self, name, c; m, n, k, lda, ldb, ldc, a_zeros, b_zeros);
         let [m, n, k, lda, ldb, ldc, a_zeros, b_zeros] = self.counts(name, sizes)?;
         let [a_signed, b_signed, bias_mode, b_packed] = ints!(self, name, c; a_signed, b_signed, bias_mode, b_packed);
         let Some(bias) = QBias::from_code(bias_mode) else {
-            return self.fault(format!("qgemm with bias mode {bias_mode}"));
+            return self.fault(format!("{name} with bias mode {bias_mode}"));
         };
         let q = Qgemm { m, n, k, lda, ldb, ldc, a_signed: a_signed != 0, b_signed: b_signed != 0, a_zeros, b_zeros, bias, b_packed: b_packed != 0 };
         if !q.is_valid() {
-            return self.fault(format!("qgemm with inconsistent sizes {q:?}"));
+            return self.fault(format!("{name} with inconsistent sizes {q:?}"));
         }
         let (ea, eb, ec) = q.extents();
         if ec == 0 {
-            return Ok(());
+            return Ok(None);
         }
         let [a, b, za, zb] = [(&c.a, ea), (&c.b, eb), (&c.za, a_zeros), (&c.zb, b_zeros)].map(|(at, len)| self.byte_span(name, at, len, 8));
-        let (a, b, za, zb) = (a?, b?, za?, zb?);
+        let operands = [a?, b?, za?, zb?];
         let bias: Vec<i32> = self.byte_span(name, &c.bias, q.bias_len(), 32)?.chunks_exact(4).map(|v| i32::from_le_bytes([v[0], v[1], v[2], v[3]])).collect();
-        // `C`'s span as it is: the routine leaves the elements between rows alone.
-        let mut out: Vec<i32> = self.byte_span(name, &c.c, ec, 32)?.chunks_exact(4).map(|v| i32::from_le_bytes([v[0], v[1], v[2], v[3]])).collect();
-        q.run(&a, &b, &mut out, &za, &zb, &bias);
-        let bytes: Vec<u8> = out.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let ci = self.index(&c.c.index)?;
-        let (c0, _, _) = self.slot(c.c.buf, ci)?;
-        let Some(to) = self.memory[c.c.buf.0 as usize].get_mut(c0..c0 + bytes.len()) else {
-            return self.fault(format!("{:?} has less memory than its length", c.c.buf));
+        Ok(Some((q, operands, bias)))
+    }
+
+    /// Writes `bytes` over the elements from address `at` on.
+    fn put_bytes(&mut self, at: &call::Addr, bytes: &[u8]) -> Result<(), InterpError> {
+        let i = self.index(&at.index)?;
+        let (start, _, _) = self.slot(at.buf, i)?;
+        let Some(to) = self.memory[at.buf.0 as usize].get_mut(start..start + bytes.len()) else {
+            return self.fault(format!("{:?} has less memory than its length", at.buf));
         };
-        to.copy_from_slice(&bytes);
+        to.copy_from_slice(bytes);
         Ok(())
     }
 

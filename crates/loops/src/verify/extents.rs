@@ -139,46 +139,25 @@ impl Cx<'_> {
                 let scales = i128::from(period.filter(|&p| p > 0).map_or(rows, |p| p.min(rows)));
                 vec![("x", n - 1, "requantize reads X"), ("s", scales - 1, "requantize reads the scales"), ("y", n - 1, "requantize writes Y")]
             }
-            Call::Qgemm(q) => {
-                // `A` (`m` rows of `lda`, `k` used), `B` (`k` rows of `ldb`, `n` used) and `C`
-                // (`m` rows of `ldc`, `n` written); the zero points by their counts. Nothing is
-                // addressed when `C` is empty or the sizes are ones the runtime refuses.
-                // A packed `B` holds `i8` whatever the matrix held.
-                let packed = self.constant(&q.b_packed);
-                let b_flag = if packed.is_some_and(|p| p != 0) { Expr::idx(1) } else { q.b_signed.clone() };
-                // An unused zero point (a count of 0) may be any buffer's address.
-                let used = |count: &Expr| self.constant(count) != Some(0);
-                let (za_used, zb_used) = (used(&q.a_zeros), used(&q.b_zeros));
-                for (what, a, flag, checked) in [("a", &q.a, &q.a_signed, true), ("za", &q.za, &q.a_signed, za_used), ("b", &q.b, &b_flag, true), ("zb", &q.zb, &q.b_signed, zb_used)] {
-                    if checked {
-                        self.signedness("qgemm", what, a, flag);
+            Call::Qgemm(q) => self.qgemm("qgemm", q),
+            Call::QgemmRequantize(q) => {
+                // The product's extents, its result bytes at `y`, and the scales by their count.
+                self.signedness("qgemm_requantize", "y", &q.y, &q.y_signed);
+                let mut out = self.qgemm("qgemm_requantize", &q.product());
+                for e in &mut out {
+                    if e.0 == "c" {
+                        *e = ("y", e.1, "qgemm_requantize writes Y");
                     }
                 }
-                let sizes = [&q.m, &q.n, &q.k, &q.lda, &q.ldb, &q.ldc, &q.a_zeros, &q.b_zeros].map(|e| self.constant(e).and_then(|v| usize::try_from(v).ok()));
-                let [Some(m), Some(n), Some(k), Some(lda), Some(ldb), Some(ldc), Some(a_zeros), Some(b_zeros)] = sizes else { return Vec::new() };
-                let Some(code) = self.constant(&q.bias_mode) else { return Vec::new() };
-                let Some(bias) = kiln_runtime::qgemm::QBias::from_code(code) else {
-                    self.err(format!("qgemm with bias mode {code}"));
-                    return Vec::new();
+                let Some(code) = self.constant(&q.scale_mode) else { return out };
+                let Some(along) = kiln_runtime::qgemm::QScale::from_code(code) else {
+                    self.err(format!("qgemm_requantize with scale mode {code}"));
+                    return out;
                 };
-                let Some(packed) = packed else { return Vec::new() };
-                let g = kiln_runtime::qgemm::Qgemm { m, n, k, lda, ldb, ldc, a_signed: false, b_signed: false, a_zeros, b_zeros, bias, b_packed: packed != 0 };
-                if !g.is_valid() {
-                    self.err(format!("qgemm with inconsistent sizes {g:?}"));
-                    return Vec::new();
-                }
-                let (ea, eb, ec) = g.extents();
-                let mut out = Vec::new();
-                if ec > 0 {
-                    out.push(("c", ec as i128 - 1, "qgemm writes C"));
-                    if ea > 0 {
-                        out.push(("a", ea as i128 - 1, "qgemm reads A"));
-                    }
-                    if eb > 0 {
-                        out.push(("b", eb as i128 - 1, "qgemm reads B"));
-                    }
-                    let counts = [("za", a_zeros, "qgemm reads A's zero points"), ("zb", b_zeros, "qgemm reads B's zero points"), ("bias", g.bias_len(), "qgemm reads the bias")];
-                    out.extend(counts.into_iter().filter(|e| e.1 > 0).map(|(o, z, w)| (o, z as i128 - 1, w)));
+                let [Some(m), Some(n)] = [&q.m, &q.n].map(|e| self.constant(e).and_then(|v| usize::try_from(v).ok())) else { return out };
+                let r = kiln_runtime::qgemm::Requant { scales: along, zero: 0, signed: false };
+                if !out.is_empty() {
+                    out.push(("scales", r.scales_len(m, n) as i128 - 1, "qgemm_requantize reads the scales"));
                 }
                 out
             }
@@ -227,6 +206,52 @@ impl Cx<'_> {
                 vec![("x", i128::from(rows) * i128::from(cols) - 1, "softmax reads and writes X")]
             }
         }
+    }
+
+    /// The extents of an integer product (routine `name`: `qgemm`, or the product of
+    /// `qgemm_requantize`).
+    fn qgemm(&mut self, name: &str, q: &call::Qgemm) -> Vec<Extent> {
+        // `A` (`m` rows of `lda`, `k` used), `B` (`k` rows of `ldb`, `n` used) and `C`
+        // (`m` rows of `ldc`, `n` written); the zero points by their counts. Nothing is
+        // addressed when `C` is empty or the sizes are ones the runtime refuses.
+        // A packed `B` holds `i8` whatever the matrix held.
+        let packed = self.constant(&q.b_packed);
+        let b_flag = if packed.is_some_and(|p| p != 0) { Expr::idx(1) } else { q.b_signed.clone() };
+        // An unused zero point (a count of 0) may be any buffer's address.
+        let used = |count: &Expr| self.constant(count) != Some(0);
+        let (za_used, zb_used) = (used(&q.a_zeros), used(&q.b_zeros));
+        for (what, a, flag, checked) in [("a", &q.a, &q.a_signed, true), ("za", &q.za, &q.a_signed, za_used), ("b", &q.b, &b_flag, true), ("zb", &q.zb, &q.b_signed, zb_used)] {
+            if checked {
+                self.signedness(name, what, a, flag);
+            }
+        }
+        let sizes = [&q.m, &q.n, &q.k, &q.lda, &q.ldb, &q.ldc, &q.a_zeros, &q.b_zeros].map(|e| self.constant(e).and_then(|v| usize::try_from(v).ok()));
+        let [Some(m), Some(n), Some(k), Some(lda), Some(ldb), Some(ldc), Some(a_zeros), Some(b_zeros)] = sizes else { return Vec::new() };
+        let Some(code) = self.constant(&q.bias_mode) else { return Vec::new() };
+        let Some(bias) = kiln_runtime::qgemm::QBias::from_code(code) else {
+            self.err(format!("{name} with bias mode {code}"));
+            return Vec::new();
+        };
+        let Some(packed) = packed else { return Vec::new() };
+        let g = kiln_runtime::qgemm::Qgemm { m, n, k, lda, ldb, ldc, a_signed: false, b_signed: false, a_zeros, b_zeros, bias, b_packed: packed != 0 };
+        if !g.is_valid() {
+            self.err(format!("{name} with inconsistent sizes {g:?}"));
+            return Vec::new();
+        }
+        let (ea, eb, ec) = g.extents();
+        let mut out = Vec::new();
+        if ec > 0 {
+            out.push(("c", ec as i128 - 1, "qgemm writes C"));
+            if ea > 0 {
+                out.push(("a", ea as i128 - 1, "qgemm reads A"));
+            }
+            if eb > 0 {
+                out.push(("b", eb as i128 - 1, "qgemm reads B"));
+            }
+            let counts = [("za", a_zeros, "qgemm reads A's zero points"), ("zb", b_zeros, "qgemm reads B's zero points"), ("bias", g.bias_len(), "qgemm reads the bias")];
+            out.extend(counts.into_iter().filter(|e| e.1 > 0).map(|(o, z, w)| (o, z as i128 - 1, w)));
+        }
+        out
     }
 
     fn sgemm_fused(&mut self, g: &call::SgemmFused) -> Vec<Extent> {

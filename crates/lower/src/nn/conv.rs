@@ -16,7 +16,7 @@
 
 mod exact;
 
-use kiln_tir::NodeId;
+use kiln_tir::{DType, NodeId, Tensor, TensorData};
 use kiln_tir::op::{AutoPad, FusedConv};
 
 use super::{Window, WindowAttrs, guarded, spatial};
@@ -443,7 +443,7 @@ pub(super) fn conv_integer(
     };
     let i32t = ScalarType::I32;
     let mut k = cx.kernel(n);
-    if let Some(body) = exact::pointwise(&mut k, &s, &x, &w, xz.as_ref(), wz.as_ref(), None, &mut || y.buf) {
+    if let Some(body) = exact::pointwise(&mut k, &s, &x, &w, xz.as_ref(), wz.as_ref(), None, exact::Results::Acc(&mut || y.buf)) {
         k.body = body;
         cx.push(k);
         return Ok(());
@@ -522,21 +522,37 @@ pub(super) fn qlinear_conv(
     let scale = |m: &Expr| (Expr::load(xs, Expr::idx(0)) * ws(m) / Expr::load(ys, Expr::idx(0))).cast(f64t);
     let requantize = |acc: Expr, scale: Expr| (acc.cast(f64t) * scale + yzp(&Expr::idx(0)).cast(f64t)).un(UnOp::Round).cast(yty);
     let mut k = cx.kernel(n);
+    // A pointwise convolution with constant scales: the integer product with the output stage
+    // fused, straight into Y.
+    let stage = exact::stage(cx, n, &s, &y);
+    if let Some(st) = stage.as_ref().filter(|_| exact::is_pointwise(&s)) {
+        let name = format!("{}_zero_bias", cx.node(n).name);
+        let mut zero_bias = || {
+            let t = Tensor { dtype: DType::I32, shape: vec![s.m], data: TensorData::Raw(vec![0u8; 4 * s.m as usize].into()) };
+            cx.program.add_buffer(Buffer { name: name.clone(), elem: ElemType::Scalar(i32t), len: s.m, kind: BufferKind::Const(t) })
+        };
+        let out = exact::Results::Requantized { y: y.buf, stage: st, zero_bias: &mut zero_bias };
+        if let Some(body) = exact::pointwise(&mut k, &s, &x, &w, xz.as_ref(), wz.as_ref(), bias.as_ref(), out) {
+            k.body = body;
+            cx.push(k);
+            return Ok(());
+        }
+    }
     let name = format!("{}_acc", cx.node(n).name);
     let mut acc = None;
-    let pointwise = exact::pointwise(&mut k, &s, &x, &w, xz.as_ref(), wz.as_ref(), bias.as_ref(), &mut || {
+    let pointwise = exact::pointwise(&mut k, &s, &x, &w, xz.as_ref(), wz.as_ref(), bias.as_ref(), exact::Results::Acc(&mut || {
         let len = s.batch * s.m * s.win.out_plane();
         let buf = Buffer { name: name.clone(), elem: ElemType::Scalar(i32t), len, kind: BufferKind::Temp };
         *acc.insert(cx.program.add_buffer(buf))
-    });
+    }));
     // The accumulator from the integer product (pointwise), else the exact float products.
     let accumulated = match (pointwise, acc) {
         (Some(body), Some(acc)) => Some((body, Operand { buf: acc, dims: vec![s.batch, s.m, s.win.out_plane()], elem: ElemType::Scalar(i32t) })),
         _ => exact::accumulate(cx, &mut k, n, &s, &x, &exact::Inputs { x_zero: Some(2), w: 3, w_zero: Some(5), bias: Some(8) }),
     };
     if let Some((mut body, acc)) = accumulated {
-        match exact::requantize(cx, n, &s, &acc, &y) {
-            Some(call) => body.push(call),
+        match &stage {
+            Some(st) => body.push(exact::requantize(st, &s, &acc, &y)),
             None => {
                 let finish = exact::finish(&mut k, &s, &acc, &y, (&scale, f64t), &|_, acc, c| Ok(requantize(acc, c)));
                 body.extend(finish.map_err(|e| cx.unsupported(n, e))?);

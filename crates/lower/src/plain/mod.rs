@@ -54,7 +54,25 @@ fn expand(k: &mut Kernel, call: Call) -> Result<Vec<Stmt>, String> {
         Call::Softmax(c) => rows::softmax(k, &c)?,
         Call::LayerNorm(c) => rows::layernorm(k, &c)?,
         Call::Requantize(c) => requantize(k, &c)?,
-        Call::Qgemm(c) => qgemm(k, &c)?,
+        Call::Qgemm(c) => qgemm(k, &c, &|_, _, v| v)?,
+        Call::QgemmRequantize(c) => {
+            let along = int(&c.scale_mode, "scale_mode")?;
+            if !(0..=2).contains(&along) {
+                return Err(format!("qgemm_requantize with scale mode {along}"));
+            }
+            let zero = Expr::float(ScalarType::F64, int(&c.zero, "zero")? as f64);
+            let ty = if int(&c.y_signed, "y_signed")? != 0 { ScalarType::I8 } else { ScalarType::U8 };
+            let requantize = |i: &Expr, j: &Expr, v: Expr| {
+                let at_ = match along {
+                    0 => Expr::idx(0),
+                    1 => i.clone(),
+                    _ => j.clone(),
+                };
+                let scale = at(&c.scales, at_).cast(ScalarType::F64);
+                (v.cast(ScalarType::F64) * scale + zero.clone()).un(UnOp::Round).cast(ty)
+            };
+            qgemm(k, &c.product(), &requantize)?
+        }
         other @ (Call::SgemmPacked(_) | Call::Conv2dPacked(_) | Call::Conv2dNchwc(_) | Call::MaxPool2dNchwc(_) | Call::ToNchwc(_) | Call::FromNchwc(_)) => {
             return Err(format!("kiln bug: `{}` reads a layout of the runtime's kernels, on a target without them", other.kind().name()));
         }
@@ -79,9 +97,11 @@ fn requantize(k: &mut Kernel, c: &kiln_loops::call::Requantize) -> Result<Vec<St
 }
 
 /// `C = (A − za)·(B − zb) + bias` in `i32`, one element at a time, the sum in `k`'s order
-/// after the bias (wrapping, as the runtime's: the order of wrapping sums does not matter). The zero points' loads take their buffers' types, which the verifier
-/// holds to the signedness flags.
-fn qgemm(kernel: &mut Kernel, c: &kiln_loops::call::Qgemm) -> Result<Vec<Stmt>, String> {
+/// after the bias (wrapping, as the runtime's: the order of wrapping sums does not matter),
+/// stored as `out(i, j, sum)` makes it (the sum itself, or `qgemm_requantize`'s 8-bit level).
+/// The zero points' loads take their buffers' types, which the verifier holds to the
+/// signedness flags.
+fn qgemm(kernel: &mut Kernel, c: &kiln_loops::call::Qgemm, out: &dyn Fn(&Expr, &Expr, Expr) -> Expr) -> Result<Vec<Stmt>, String> {
     let [m, n, k, lda, ldb, ldc] = [(&c.m, "m"), (&c.n, "n"), (&c.k, "k"), (&c.lda, "lda"), (&c.ldb, "ldb"), (&c.ldc, "ldc")].map(|(e, name)| size(e, name));
     let (m, n, k, lda, ldb, ldc) = (m?, n?, k?, lda? as i64, ldb? as i64, ldc? as i64);
     let (a_zeros, b_zeros) = (size(&c.a_zeros, "a_zeros")?, size(&c.b_zeros, "b_zeros")?);
@@ -126,7 +146,7 @@ fn qgemm(kernel: &mut Kernel, c: &kiln_loops::call::Qgemm) -> Result<Vec<Stmt>, 
         });
         let mut stmts = vec![init];
         stmts.extend(sum);
-        stmts.push(put(&c.c, i * ldc + j, Expr::Var(acc)));
+        stmts.push(put(&c.c, i.clone() * ldc + j.clone(), out(&i, &j, Expr::Var(acc))));
         stmts
     }))
 }

@@ -195,15 +195,21 @@ fn integer_products_match_to_the_byte() {
             };
             let mut p = Program::default();
             let b_ty = if b_packed != 0 { ScalarType::I8 } else { ty(b_signed) };
-            for (name, elem, len) in [("a", ty(a_signed), a.len()), ("b", b_ty, b.len()), ("c", ScalarType::I32, m * ldc), ("za", ty(a_signed), m), ("zb", ty(b_signed), n), ("bias", ScalarType::I32, n)] {
+            // The `i32` result, and the requantized one (into `y`, the output's type following
+            // A's signedness, with the scales along rows, columns or neither).
+            let y_ty = ty(a_signed);
+            for (name, elem, len) in [("a", ty(a_signed), a.len()), ("b", b_ty, b.len()), ("c", ScalarType::I32, m * ldc), ("za", ty(a_signed), m), ("zb", ty(b_signed), n), ("bias", ScalarType::I32, n), ("s", ScalarType::F32, m + n), ("y", y_ty, m * ldc)] {
                 p.add_buffer(Buffer { name: name.into(), elem: ElemType::Scalar(elem), len: len as u64, kind: BufferKind::Temp });
             }
             let c = qgemm_call([0, 1, 2, 3, 4, 5], [m, n, k, lda, ldb, ldc].map(|v| v as i64), [a_signed, b_signed, a_zeros as i64, b_zeros as i64, bias_mode, b_packed]);
+            let scale_mode = (a_zeros + b_zeros) as i64 % 3;
+            let requantized = c.clone().requantized(Addr::at(BufId(7), 0), Addr::at(BufId(6), 0), i(scale_mode), i(5 - 40 * a_signed), i(a_signed));
             let mut kern = Kernel::new("k");
-            kern.body = vec![Stmt::Call(c.into())];
+            kern.body = vec![Stmt::Call(c.into()), Stmt::Call(requantized.into())];
             p.kernels.push(kern);
             kiln_loops::verify::verify(&p).unwrap_or_else(|e| panic!("{e:?}"));
-            let memory = vec![a.clone(), b.clone(), vec![0u8; 4 * m * ldc], za.clone(), zb.clone(), bias.clone()];
+            let scales: Vec<u8> = (0..m + n).flat_map(|v| [0.004f32, 0.5, 2.0e-5][v % 3].to_le_bytes()).collect();
+            let memory = vec![a.clone(), b.clone(), vec![0u8; 4 * m * ldc], za.clone(), zb.clone(), bias.clone(), scales, vec![0u8; m * ldc]];
             let mut want = memory.clone();
             interp::run(&p, &mut want).expect("the kernel runs");
             let mut plain = p.clone();
@@ -211,9 +217,11 @@ fn integer_products_match_to_the_byte() {
             kiln_loops::verify::verify(&plain).unwrap_or_else(|e| panic!("{e:?}"));
             let mut got = memory;
             interp::run(&plain, &mut got).expect("the loops run");
-            let what = format!("signed {a_signed}/{b_signed}, zeros {a_zeros}/{b_zeros}, bias {bias_mode}, packed {b_packed}");
+            let what = format!("signed {a_signed}/{b_signed}, zeros {a_zeros}/{b_zeros}, bias {bias_mode}, packed {b_packed}, scales {scale_mode}");
             assert_eq!(want[2], got[2], "{what}");
+            assert_eq!(want[7], got[7], "{what}: requantized");
             assert!(want[2].iter().any(|&v| v != 0), "{what}: all zero");
+            assert!(want[7].iter().any(|&v| v != want[7][0]), "{what}: requantized all one value");
         }
     }
 }

@@ -10,7 +10,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{PANEL, Tile};
+use super::{Out, PANEL, Tile};
 
 /// Rows per tile: 3 rows × 4 quarters of accumulators, 3 broadcasts of `A` and one quarter of
 /// `B` fill the 16 vector registers.
@@ -122,7 +122,14 @@ unsafe fn tile<const R: usize>(t: &Tile<'_>, i0: usize, p: usize) {
                 let ra = _mm256_set1_epi32(t.rows[3 * i + 1]);
                 let rb = _mm256_add_epi32(_mm256_set1_epi32(t.rows[3 * i + 2]), cb);
                 let y = _mm256_sub_epi32(_mm256_sub_epi32(sum, _mm256_mullo_epi32(zb, ra)), _mm256_add_epi32(_mm256_mullo_epi32(za, db), rb));
-                _mm256_maskstore_epi32(t.c.add(i * t.ldc + j0).cast(), mask, y);
+                match t.c {
+                    Out::Acc(c) => _mm256_maskstore_epi32(c.add(i * t.ldc + j0).cast(), mask, y),
+                    bytes => {
+                        let mut v = [0i32; 8];
+                        _mm256_storeu_si256(v.as_mut_ptr().cast(), y);
+                        bytes.store(t.ldc, i, j0, &v[..live as usize]);
+                    }
+                }
             }
         }
     }

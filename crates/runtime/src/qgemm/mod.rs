@@ -19,6 +19,10 @@
 //! on each call or once ahead ([`pack_b`], for constant weights, with its column sums); the
 //! column sums come out of the packing. `A` is read in place, four bytes at a time, broadcast
 //! across the panel.
+//!
+//! The result is either the `i32` matrix or, with a [`Requant`] output stage (QLinearConv's,
+//! QLinearMatMul's), those values requantized to 8 bits as each tile is stored, exactly as
+//! [`crate::requantize`] computes them, so the `i32` matrix is never written.
 
 use std::cell::RefCell;
 
@@ -134,6 +138,105 @@ pub struct Qgemm {
     pub b_packed: bool,
 }
 
+/// Along which axis a requantization's scales run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QScale {
+    /// One scale.
+    PerTensor,
+    /// `scales[i]` for row `i`.
+    PerRow,
+    /// `scales[j]` for column `j`.
+    PerColumn,
+}
+
+impl QScale {
+    /// The scales of call-table code `code` (0, 1, 2).
+    pub fn from_code(code: i64) -> Option<QScale> {
+        match code {
+            0 => Some(QScale::PerTensor),
+            1 => Some(QScale::PerRow),
+            2 => Some(QScale::PerColumn),
+            _ => None,
+        }
+    }
+}
+
+/// A product's output stage: `y = sat(round(c · scale + zero))` into 8-bit integers, as
+/// [`crate::requantize::Requantize`] computes it from the `i32` result `c`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Requant {
+    /// Which scale each element takes.
+    pub scales: QScale,
+    /// The output zero point.
+    pub zero: i32,
+    /// `i8` output; `u8` otherwise.
+    pub signed: bool,
+}
+
+impl Requant {
+    /// Scales read for an `m × n` product.
+    pub fn scales_len(&self, m: usize, n: usize) -> usize {
+        match self.scales {
+            QScale::PerTensor => 1,
+            QScale::PerRow => m,
+            QScale::PerColumn => n,
+        }
+    }
+}
+
+/// Where a product's tiles are stored.
+#[derive(Clone, Copy)]
+enum Out {
+    /// The `i32` results.
+    Acc(*mut i32),
+    /// Requantized: the scales (per row when `per_row`, else per column; a single scale is
+    /// read as every row's).
+    Bytes { y: *mut u8, scales: *const f32, per_row: bool, single: bool, zero: f64, signed: bool },
+}
+
+impl Out {
+    fn new_bytes(y: *mut u8, scales: *const f32, r: &Requant) -> Out {
+        Out::Bytes { y, scales, per_row: r.scales != QScale::PerColumn, single: r.scales == QScale::PerTensor, zero: f64::from(r.zero), signed: r.signed }
+    }
+
+    /// The scale of element `(i, j)` of a requantizing stage.
+    ///
+    /// # Safety
+    ///
+    /// The scales hold the element's.
+    #[inline(always)]
+    unsafe fn scale(scales: *const f32, per_row: bool, single: bool, i: usize, j: usize) -> f64 {
+        let at = if single { 0 } else if per_row { i } else { j };
+        // SAFETY: by the caller's contract.
+        f64::from(unsafe { scales.add(at).read_unaligned() })
+    }
+
+    /// Stores the corrected accumulators `v` of row `i`, columns `j0..j0 + v.len()`.
+    ///
+    /// # Safety
+    ///
+    /// The elements are inside the output, of row stride `ldc`.
+    #[inline(always)]
+    unsafe fn store(self, ldc: usize, i: usize, j0: usize, v: &[i32]) {
+        // SAFETY: by the caller's contract.
+        unsafe {
+            match self {
+                Out::Acc(c) => {
+                    for (d, &x) in v.iter().enumerate() {
+                        c.add(i * ldc + j0 + d).write_unaligned(x);
+                    }
+                }
+                Out::Bytes { y, scales, per_row, single, zero, signed } => {
+                    for (d, &x) in v.iter().enumerate() {
+                        let s = Out::scale(scales, per_row, single, i, j0 + d);
+                        *y.add(i * ldc + j0 + d) = crate::requantize::level(f64::from(x), s, zero, signed);
+                    }
+                }
+            }
+        }
+    }
+}
+
 thread_local! {
     static PACKED: RefCell<Vec<i8>> = const { RefCell::new(Vec::new()) };
     static SUMS: RefCell<Vec<i32>> = const { RefCell::new(Vec::new()) };
@@ -187,15 +290,31 @@ impl Qgemm {
         let (ea, eb, ec) = self.extents();
         assert!(a.len() >= ea && b.len() >= eb && c.len() >= ec && za.len() >= self.a_zeros && zb.len() >= self.b_zeros && bias.len() >= self.bias_len(), "qgemm operands are too short for {self:?}");
         // SAFETY: the slices hold every element addressed; `c` is exclusively borrowed.
-        unsafe { self.run_raw(a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), za.as_ptr(), zb.as_ptr(), bias.as_ptr(), Isa::detect()) }
+        unsafe { self.run_raw(a.as_ptr(), b.as_ptr(), Out::Acc(c.as_mut_ptr()), za.as_ptr(), zb.as_ptr(), bias.as_ptr(), Isa::detect()) }
+    }
+
+    /// Runs it with the output stage `r`: `y` receives the 8-bit results, laid out as `C`.
+    ///
+    /// # Panics
+    ///
+    /// If the sizes are invalid or a slice is shorter than its extent.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_requantized(&self, a: &[u8], b: &[u8], y: &mut [u8], za: &[u8], zb: &[u8], bias: &[i32], scales: &[f32], r: &Requant) {
+        assert!(self.is_valid(), "invalid qgemm {self:?}");
+        let (ea, eb, ec) = self.extents();
+        assert!(a.len() >= ea && b.len() >= eb && y.len() >= ec && za.len() >= self.a_zeros && zb.len() >= self.b_zeros && bias.len() >= self.bias_len() && scales.len() >= r.scales_len(self.m, self.n), "qgemm operands are too short for {self:?}");
+        let out = Out::new_bytes(y.as_mut_ptr(), scales.as_ptr(), r);
+        // SAFETY: the slices hold every element addressed; `y` is exclusively borrowed.
+        unsafe { self.run_raw(a.as_ptr(), b.as_ptr(), out, za.as_ptr(), zb.as_ptr(), bias.as_ptr(), Isa::detect()) }
     }
 
     /// # Safety
     ///
-    /// A valid product; `a`, `b`, `za`, `zb` readable and `c` writable for their extents, `c`
-    /// apart from the others. No alignment is required.
+    /// A valid product; `a`, `b`, `za`, `zb` (and a requantizing output's scales) readable and
+    /// the output writable for their extents, the output apart from the others. No alignment
+    /// is required.
     #[allow(clippy::too_many_arguments)]
-    unsafe fn run_raw(&self, a: *const u8, b: *const u8, c: *mut i32, za: *const u8, zb: *const u8, bias: *const i32, isa: Isa) {
+    unsafe fn run_raw(&self, a: *const u8, b: *const u8, c: Out, za: *const u8, zb: *const u8, bias: *const i32, isa: Isa) {
         let (m, n, k) = (self.m, self.n, self.k);
         if m == 0 || n == 0 {
             return;
@@ -291,7 +410,7 @@ struct Tile<'s> {
     a_flip: u8,
     k: usize,
     n: usize,
-    c: *mut i32,
+    c: Out,
     ldc: usize,
     packed: &'s [i8],
     /// `zb'[j]`, then `Σ_k b'[k, j] − K·zb'[j]`, then `−bias[j]`, per padded column.
@@ -335,14 +454,13 @@ impl Tile<'_> {
                         }
                     }
                 }
-                for (col, &sum) in acc.iter().enumerate() {
-                    let j = p * PANEL + col;
-                    if j < self.n {
-                        let v = self.finish(sum, i, j, padded);
-                        // SAFETY: `(i, j)` is inside `C`.
-                        unsafe { self.c.add(i * self.ldc + j).write_unaligned(v) };
-                    }
+                let j0 = p * PANEL;
+                let live = PANEL.min(self.n - j0);
+                for (col, sum) in acc.iter_mut().enumerate().take(live) {
+                    *sum = self.finish(*sum, i, j0 + col, padded);
                 }
+                // SAFETY: the row's live columns are inside `C`.
+                unsafe { self.c.store(self.ldc, i, j0, &acc[..live]) };
             }
         }
     }
@@ -466,5 +584,51 @@ pub unsafe extern "C" fn kiln_rt_qgemm(
         return;
     }
     // SAFETY: by the caller's contract.
-    unsafe { q.run_raw(a, b, c, za, zb, bias, Isa::detect()) }
+    unsafe { q.run_raw(a, b, Out::Acc(c), za, zb, bias, Isa::detect()) }
+}
+
+/// [`kiln_rt_qgemm`] with the output stage [`Requant`]: `y[i, j] = sat(round(C[i, j] · s + zero))`
+/// into `i8` (`y_signed` non-zero) or `u8`, `s` being `scales[0]`, `scales[i]` or `scales[j]`
+/// for `scale_mode` 0, 1 or 2. Nothing happens when the sizes are inconsistent or the zero
+/// point does not fit `i32`.
+///
+/// # Safety
+///
+/// As [`kiln_rt_qgemm`], `y` in place of `c`; `scales` readable for its count.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn kiln_rt_qgemm_requantize(
+    a: *const u8,
+    b: *const u8,
+    y: *mut u8,
+    za: *const u8,
+    zb: *const u8,
+    bias: *const i32,
+    scales: *const f32,
+    m: i64,
+    n: i64,
+    k: i64,
+    lda: i64,
+    ldb: i64,
+    ldc: i64,
+    a_signed: i64,
+    b_signed: i64,
+    a_zeros: i64,
+    b_zeros: i64,
+    bias_mode: i64,
+    b_packed: i64,
+    scale_mode: i64,
+    zero: i64,
+    y_signed: i64,
+) {
+    let size = |v: i64| usize::try_from(v).ok();
+    let (Some(m), Some(n), Some(k), Some(lda), Some(ldb), Some(ldc), Some(a_zeros), Some(b_zeros)) = (size(m), size(n), size(k), size(lda), size(ldb), size(ldc), size(a_zeros), size(b_zeros)) else { return };
+    let (Some(bias_mode), Some(scales_along), Ok(zero)) = (QBias::from_code(bias_mode), QScale::from_code(scale_mode), i32::try_from(zero)) else { return };
+    let q = Qgemm { m, n, k, lda, ldb, ldc, a_signed: a_signed != 0, b_signed: b_signed != 0, a_zeros, b_zeros, bias: bias_mode, b_packed: b_packed != 0 };
+    if !q.is_valid() {
+        return;
+    }
+    let r = Requant { scales: scales_along, zero, signed: y_signed != 0 };
+    // SAFETY: by the caller's contract.
+    unsafe { q.run_raw(a, b, Out::new_bytes(y, scales, &r), za, zb, bias, Isa::detect()) }
 }

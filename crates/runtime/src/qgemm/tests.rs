@@ -61,7 +61,7 @@ fn matches_the_definition() {
                     for &isa in &paths {
                         let mut c = vec![i32::MIN; ec];
                         // SAFETY: the vectors hold the extents; VNNI only where detected.
-                        unsafe { q.run_raw(a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), za.as_ptr(), zb.as_ptr(), bias.as_ptr(), isa) };
+                        unsafe { q.run_raw(a.as_ptr(), b.as_ptr(), Out::Acc(c.as_mut_ptr()), za.as_ptr(), zb.as_ptr(), bias.as_ptr(), isa) };
                         assert_eq!(c, want, "{q:?} {isa:?}");
                     }
                 }
@@ -126,5 +126,45 @@ fn an_empty_depth_leaves_the_bias() {
         let mut c = vec![0; m * n];
         q.run(&[], b, &mut c, &[9], &[3], &bias);
         assert_eq!(c, [5, 5, 5, -7, -7, -7], "packed {b_packed}");
+    }
+}
+
+/// With the output stage, every element is the requantization of the definition's `i32`
+/// result: scales per tensor, row and column, both output types, on every kernel the CPU has,
+/// with row and column tails and the padding of `Y` untouched.
+#[test]
+fn requantized_output_matches_the_definition() {
+    let mut rng = Rng::new(13);
+    for &(m, n, k) in &[(1, 1, 1), (7, 33, 9), (13, 17, 40), (6, 32, 131)] {
+        let (lda, ldb, ldc) = (k + 1, n + 3, n + 2);
+        let q = Qgemm { m, n, k, lda, ldb, ldc, a_signed: true, b_signed: true, a_zeros: 1, b_zeros: n, bias: QBias::PerRow, b_packed: false };
+        let (ea, eb, ec) = q.extents();
+        let (a, b, za, zb) = (bytes(&mut rng, ea), bytes(&mut rng, eb), bytes(&mut rng, 1), bytes(&mut rng, n));
+        let bias: Vec<i32> = (0..m).map(|_| rng.next_u64() as i32 >> 12).collect();
+        let acc = reference(&q, &a, &b, &za, &zb, &bias);
+        // Scales that put results on both sides of the range and on exact halves.
+        let scales: Vec<f32> = (0..m.max(n)).map(|i| [1.0 / 256.0, 0.5, 3.0e-3, 1.0e-5, 0.25][i % 5]).collect();
+        for along in [QScale::PerTensor, QScale::PerRow, QScale::PerColumn] {
+            for (signed, zero) in [(false, 128), (true, -3), (false, 0), (true, 0)] {
+                let r = Requant { scales: along, zero, signed };
+                let want: Vec<u8> = (0..ec)
+                    .map(|e| {
+                        let (i, j) = (e / ldc, e % ldc);
+                        if j >= n {
+                            return 0xAB;
+                        }
+                        let s = scales[match along { QScale::PerTensor => 0, QScale::PerRow => i, QScale::PerColumn => j }];
+                        crate::requantize::level(f64::from(acc[e]), f64::from(s), f64::from(zero), signed)
+                    })
+                    .collect();
+                for &isa in &Isa::available() {
+                    let mut y = vec![0xABu8; ec];
+                    let out = Out::new_bytes(y.as_mut_ptr(), scales.as_ptr(), &r);
+                    // SAFETY: the vectors hold the extents; VNNI only where detected.
+                    unsafe { q.run_raw(a.as_ptr(), b.as_ptr(), out, za.as_ptr(), zb.as_ptr(), bias.as_ptr(), isa) };
+                    assert_eq!(y, want, "{q:?} {r:?} {isa:?}");
+                }
+            }
+        }
     }
 }

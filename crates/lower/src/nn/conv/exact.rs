@@ -157,11 +157,19 @@ pub(in crate::nn) fn finish(
     result.map(|()| stmts)
 }
 
-/// QLinearConv's output stage as one runtime `requantize` call over the accumulator, when the
-/// scales (inputs 1, 4 and 6: X's, W's per tensor or channel, Y's) are `f32` constants and Y's
-/// zero point (input 7) a constant or absent: the per-channel scale `x_scale · w_scale[m] /
-/// y_scale` computed here in `f32` as the loop would compute it.
-pub(in crate::nn) fn requantize(cx: &mut Lowerer<'_>, n: NodeId, s: &ConvShape, acc: &Operand, y: &Operand) -> Option<Stmt> {
+/// QLinearConv's output stage, when the scales (inputs 1, 4 and 6: X's, W's per tensor or
+/// channel, Y's) are `f32` constants and Y's zero point (input 7) a constant or absent: the
+/// per-channel scale `x_scale · w_scale[m] / y_scale` computed in `f32` as the loop would
+/// compute it, in a constant buffer.
+pub(in crate::nn) struct Stage {
+    scales: BufId,
+    zero: i64,
+    /// 1 for an `i8` output, 0 for `u8`.
+    signed: i64,
+}
+
+/// Node `n`'s output stage into `y`; `None` when a parameter is not constant or has another form.
+pub(in crate::nn) fn stage(cx: &mut Lowerer<'_>, n: NodeId, s: &ConvShape, y: &Operand) -> Option<Stage> {
     let f32s = |i: usize| -> Option<Vec<f32>> {
         let t = cx.const_input(n, i)?;
         (t.dtype == DType::F32).then(|| t.raw().map(|r| r.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()))?
@@ -189,20 +197,42 @@ pub(in crate::nn) fn requantize(cx: &mut Lowerer<'_>, n: NodeId, s: &ConvShape, 
     let bytes: Vec<u8> = scales.iter().flat_map(|v| v.to_le_bytes()).collect();
     let t = Tensor { dtype: DType::F32, shape: vec![s.m], data: TensorData::Raw(Bytes::from(bytes)) };
     let name = format!("{}_requantize_scales", cx.node(n).name);
-    let sbuf = cx.program.add_buffer(Buffer { name, elem: ElemType::Scalar(ScalarType::F32), len: s.m, kind: BufferKind::Const(t) });
+    let scales = cx.program.add_buffer(Buffer { name, elem: ElemType::Scalar(ScalarType::F32), len: s.m, kind: BufferKind::Const(t) });
+    Some(Stage { scales, zero, signed })
+}
+
+/// The output stage as one runtime `requantize` call over the accumulator `acc`.
+pub(in crate::nn) fn requantize(stage: &Stage, s: &ConvShape, acc: &Operand, y: &Operand) -> Stmt {
     let int = |v: u64| Expr::idx(v as i64);
     let call = call::Requantize {
         x: call::Addr::at(acc.buf, 0),
-        s: call::Addr::at(sbuf, 0),
+        s: call::Addr::at(stage.scales, 0),
         y: call::Addr::at(y.buf, 0),
         rows: int(s.batch * s.m),
         cols: int(s.win.out_plane()),
         period: int(s.m),
-        zero: Expr::idx(zero),
-        signed: Expr::idx(signed),
+        zero: Expr::idx(stage.zero),
+        signed: Expr::idx(stage.signed),
         int_x: Expr::idx(i64::from(acc.elem == ElemType::Scalar(ScalarType::I32))),
     };
-    Some(Stmt::Call(call.into()))
+    Stmt::Call(call.into())
+}
+
+/// Where a pointwise product's results go.
+pub(in crate::nn) enum Results<'a> {
+    /// `i32` accumulators, into the buffer the closure makes.
+    Acc(&'a mut dyn FnMut() -> BufId),
+    /// Requantized by the output stage into `y`; `zero_bias` makes an `i32` buffer of the
+    /// output channels' zeros, for a convolution without a bias.
+    Requantized { y: BufId, stage: &'a Stage, zero_bias: &'a mut dyn FnMut() -> BufId },
+}
+
+/// Whether the convolution is pointwise: a 1×1 window with unit strides, no padding and one
+/// group.
+pub(in crate::nn) fn is_pointwise(s: &ConvShape) -> bool {
+    let win = &s.win;
+    let unit = win.kernel.iter().all(|&d| d == 1) && win.strides.iter().all(|&d| d == 1) && win.pad_begin.iter().chain(&win.pad_end).all(|&p| p == 0);
+    s.groups == 1 && unit && win.input == win.output
 }
 
 /// A pointwise integer convolution (a 1×1 window with unit strides, no padding and one group)
@@ -220,11 +250,9 @@ pub(in crate::nn) fn pointwise(
     x_zero: Option<&Operand>,
     w_zero: Option<&Operand>,
     bias: Option<&Operand>,
-    acc: &mut dyn FnMut() -> BufId,
+    out: Results<'_>,
 ) -> Option<Vec<Stmt>> {
-    let win = &s.win;
-    let unit = win.kernel.iter().all(|&d| d == 1) && win.strides.iter().all(|&d| d == 1) && win.pad_begin.iter().chain(&win.pad_end).all(|&p| p == 0);
-    if s.groups != 1 || !unit || win.input != win.output {
+    if !is_pointwise(s) {
         return None;
     }
     let signed = |o: &Operand| match o.elem {
@@ -248,17 +276,25 @@ pub(in crate::nn) fn pointwise(
         Some(b) if b.dims == [s.m] && b.elem == ElemType::Scalar(ScalarType::I32) => Some(b.buf),
         Some(_) => return None,
     };
-    let acc = acc();
-    let p = win.out_plane();
+    // The result's buffer, the bias's (an unused one is the `i32` result's, or zeros) and the
+    // output stage.
+    let (c, bias_buf, out_stage) = match out {
+        Results::Acc(acc) => {
+            let acc = acc();
+            (acc, bias.unwrap_or(acc), None)
+        }
+        Results::Requantized { y, stage, zero_bias } => (y, bias.unwrap_or_else(zero_bias), Some(stage)),
+    };
+    let p = s.win.out_plane();
     let int = |v: u64| Expr::idx(v as i64);
     Some(k.nest(&[s.batch], |_, b| {
         let q = call::Qgemm {
             a: call::Addr::at(w.buf, 0),
             b: call::Addr { buf: x.buf, index: b[0].clone() * (s.c * p) as i64 },
-            c: call::Addr { buf: acc, index: b[0].clone() * (s.m * p) as i64 },
+            c: call::Addr { buf: c, index: b[0].clone() * (s.m * p) as i64 },
             za: za.clone(),
             zb: zb.clone(),
-            bias: call::Addr::at(bias.unwrap_or(acc), 0),
+            bias: call::Addr::at(bias_buf, 0),
             m: int(s.m),
             n: int(p),
             k: int(s.c),
@@ -272,6 +308,11 @@ pub(in crate::nn) fn pointwise(
             bias_mode: Expr::idx(i64::from(bias.is_some())),
             b_packed: Expr::idx(0),
         };
-        vec![Stmt::Call(q.into())]
+        let call = match out_stage {
+            // Per output channel: the rows of `W`.
+            Some(st) => q.clone().requantized(q.c.clone(), call::Addr::at(st.scales, 0), Expr::idx(1), Expr::idx(st.zero), Expr::idx(st.signed)).into(),
+            None => q.into(),
+        };
+        vec![Stmt::Call(call)]
     }))
 }
