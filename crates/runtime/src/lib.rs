@@ -40,6 +40,7 @@ pub mod norm;
 pub mod parallel;
 pub mod pool;
 mod prefetch;
+pub mod qdwconv;
 pub mod qgemm;
 pub mod requantize;
 mod scratch;
@@ -68,6 +69,7 @@ pub fn symbols() -> Vec<(&'static str, *const u8)> {
     table.push(("kiln_rt_requantize", requantize::kiln_rt_requantize as *const u8));
     table.push(("kiln_rt_qgemm", qgemm::kiln_rt_qgemm as *const u8));
     table.push(("kiln_rt_qgemm_requantize", qgemm::kiln_rt_qgemm_requantize as *const u8));
+    table.push(("kiln_rt_dwconv2d_requantize", qdwconv::kiln_rt_dwconv2d_requantize as *const u8));
     table.push(("kiln_rt_conv2d_nchwc", nchwc::conv::kiln_rt_conv2d_nchwc as *const u8));
     table.push(("kiln_rt_maxpool2d_nchwc", nchwc::maxpool::kiln_rt_maxpool2d_nchwc as *const u8));
     table.push(("kiln_rt_to_nchwc", nchwc::kiln_rt_to_nchwc as *const u8));
@@ -96,7 +98,8 @@ mod tests {
         // 17 unary functions and pow and fmod, each in f32 and f64, sgemm, sgemm_packed, sgemm_fused,
         // conv2d, conv2d_packed, dwconv2d, epilogue, im2col, maxpool2d, softmax, layernorm, copy,
         // parallel_for, conv2d_nchwc, maxpool2d_nchwc, to_nchwc, from_nchwc, should_stop,
-        // requantize, qgemm, qgemm_requantize, and five narrow-float encoders.
-        assert_eq!(table.len(), 2 * 19 + 21 + 5);
+        // requantize, qgemm, qgemm_requantize, dwconv2d_requantize, and five narrow-float
+        // encoders.
+        assert_eq!(table.len(), 2 * 19 + 22 + 5);
     }
 }

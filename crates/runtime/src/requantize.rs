@@ -7,8 +7,8 @@
 //! `float32` one is `float64` in numpy): the product of an accumulator below 2^24 and an `f32`
 //! scale is exact, the sum with the zero point rounds as numpy's does, and the last rounding is
 //! half to even. Saturation is Rust's `as` (NaN to 0),
-//! the loop IR's float-to-integer cast. The loops run in functions compiled for AVX-512 and
-//! AVX2 (chosen at run time, as the epilogue's) so the rounding is one instruction.
+//! the loop IR's float-to-integer cast. With AVX-512 the rows are vectors of 16 (two of `f64`);
+//! otherwise the loop runs in a function compiled for AVX2 so the rounding is one instruction.
 
 use crate::gemm::Isa;
 use crate::pool::{self, SharedPtr};
@@ -98,8 +98,60 @@ unsafe fn rows(isa: Isa, q: &Requantize, x: *const u8, scale: f64, y: *mut u8) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn row_avx512(q: &Requantize, x: *const u8, scale: f64, y: *mut u8) {
-    // SAFETY: by the caller's contract.
-    unsafe { row(q, x, scale, y) }
+    use std::arch::x86_64::*;
+    let s = [_mm512_set1_pd(scale); 2];
+    let mut i = 0;
+    while i < q.cols {
+        let live = if q.cols - i >= 16 { u16::MAX } else { (1u16 << (q.cols - i)) - 1 };
+        // SAFETY: by the caller's contract, for the live lanes of these 16 elements.
+        unsafe {
+            let v = if q.int_x { avx512::halves_i32(_mm512_maskz_loadu_epi32(live, x.add(4 * i).cast())) } else { avx512::halves_f32(_mm512_maskz_loadu_ps(live, x.add(4 * i).cast())) };
+            _mm512_mask_cvtepi32_storeu_epi8(y.add(i).cast(), live, avx512::levels(v, s, q.zero.into(), q.signed));
+        }
+        i += 16;
+    }
+}
+
+/// [`level`] on 16 lanes.
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512 {
+    use std::arch::x86_64::*;
+
+    /// Lanes 0–7 and 8–15 of `v` in `f64`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn halves_i32(v: __m512i) -> [__m512d; 2] {
+        [_mm512_cvtepi32_pd(_mm512_castsi512_si256(v)), _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64::<1>(v))]
+    }
+
+    /// Lanes 0–7 and 8–15 of `v` in `f64`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn halves_f32(v: __m512) -> [__m512d; 2] {
+        [_mm512_cvtps_pd(_mm512_castps512_ps256(v)), _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))))]
+    }
+
+    /// `sat(round(v · s + zero))` of the two halves' lanes as `i32` lanes (the bytes are their
+    /// low bytes): the product and sum in `f64`, rounded half to even, clamped to the `i8`
+    /// (`signed`) or `u8` range, NaN to 0, as [`level`](super::level).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn levels(v: [__m512d; 2], s: [__m512d; 2], zero: f64, signed: bool) -> __m512i {
+        let (lo, hi) = if signed { (-128.0, 127.0) } else { (0.0, 255.0) };
+        let (zero, lo, hi) = (_mm512_set1_pd(zero), _mm512_set1_pd(lo), _mm512_set1_pd(hi));
+        let a = half(v[0], s[0], zero, lo, hi);
+        let b = half(v[1], s[1], zero, lo, hi);
+        _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn half(v: __m512d, s: __m512d, zero: __m512d, lo: __m512d, hi: __m512d) -> __m256i {
+        let x = _mm512_add_pd(_mm512_mul_pd(v, s), zero);
+        let r = _mm512_roundscale_pd::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x);
+        let ordered = _mm512_cmp_pd_mask::<_CMP_ORD_Q>(r, r);
+        _mm512_cvtpd_epi32(_mm512_maskz_mov_pd(ordered, _mm512_min_pd(_mm512_max_pd(r, lo), hi)))
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -310,6 +310,55 @@ fn qgemm_requantize_matches_the_interpreter() {
 }
 
 #[test]
+fn dwconv2d_requantize_matches_the_interpreter() {
+    // (planes, channels, h, w, k, stride, pad, x_signed, y_signed, bias_mode), at element
+    // offsets into larger buffers.
+    for (planes, channels, h, w, k, s, p, x_signed, y_signed, bias_mode) in [(4, 2, 9, 11, 3, 1, 1, 0, 1, 1), (3, 3, 12, 12, 3, 2, 1, 1, 0, 0), (2, 2, 40, 37, 5, 1, 2, 0, 0, 1)] {
+        let (oh, ow) = ((h + 2 * p - k) / s + 1, (w + 2 * p - k) / s + 1);
+        let mut r = Rng::new(8);
+        let ty = |signed: i64| if signed != 0 { ScalarType::I8 } else { ScalarType::U8 };
+        let mut h_ = Harness::new();
+        let x = h_.input_of(ty(x_signed), &(0..planes * h * w + 2).map(|_| r.next_u64() & 0xff).collect::<Vec<_>>());
+        let wts: Vec<u64> = (0..channels * k * k + 1).map(|_| u64::from(((r.next_u64() % 255) as f32 - 127.0).to_bits())).collect();
+        let wb = h_.input_of(ScalarType::F32, &wts);
+        let bias = h_.input_of(ScalarType::I32, &(0..channels + 1).map(|_| (r.next_u64() % 4001) as u32 as u64).collect::<Vec<_>>());
+        let scales = h_.input_of(ScalarType::F32, &(0..channels + 1).map(|c| u64::from([0.002f32, 4.0e-4, 0.01][c as usize % 3].to_bits())).collect::<Vec<_>>());
+        let y = h_.output(ElemType::Scalar(ty(y_signed)), (planes * oh * ow + 1) as u64);
+        let i = Expr::idx;
+        let c = call::DwConv2dRequantize {
+            x: Addr::at(x, 2),
+            w: Addr::at(wb, 1),
+            bias: Addr::at(bias, 1),
+            scales: Addr::at(scales, 1),
+            y: Addr::at(y, 1),
+            planes: i(planes),
+            channels: i(channels),
+            ih: i(h),
+            iw: i(w),
+            oh: i(oh),
+            ow: i(ow),
+            kh: i(k),
+            kw: i(k),
+            sh: i(s),
+            sw: i(s),
+            ph: i(p),
+            pw: i(p),
+            dh: i(1),
+            dw: i(1),
+            x_signed: i(x_signed),
+            x_zero: i(if x_signed != 0 { -2 } else { 127 }),
+            bias_mode: i(bias_mode),
+            zero: i(if y_signed != 0 { 1 } else { 128 }),
+            y_signed: i(y_signed),
+        };
+        let mut kern = Kernel::new("dwconv2d_requantize");
+        kern.body = vec![Stmt::Call(c.into())];
+        h_.push(kern);
+        h_.run().unwrap();
+    }
+}
+
+#[test]
 fn layernorm_matches_the_interpreter() {
     // (rows, cols, bias, rms), at element offsets into larger buffers; an absent bias is the
     // scale's own address, as lowering passes it.

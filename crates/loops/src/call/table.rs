@@ -208,6 +208,21 @@ define_calls! {
         bias_mode: i64, b_packed: i64,
     }
 
+    /// Depthwise 2-D convolution of 8-bit planes with QLinearConv's output stage: `y[p, oy,
+    /// ox] = sat(round((Σ_{ky, kx} (x[p, ..] − x_zero) · w[c, ky, kx] + bias[c]) · scales[c] +
+    /// zero))` for `c = p mod channels`, taps outside the input skipped, the sum an integer in
+    /// `i32` (wrapping) and the rest as [`Requantize`]. `x` is `i8` when `x_signed` is non-zero,
+    /// else `u8`; `w` holds the weights minus their zero points as `f32`, and every channel's
+    /// `Σ |w| · max |x − x_zero|` must stay below 2^24 (the sums are `f32` ones); the bias is
+    /// read when `bias_mode` is 1 (an unused one is passed as any `i32` buffer's address);
+    /// `y` is `i8` when `y_signed` is non-zero.
+    DwConv2dRequantize "dwconv2d_requantize" "kiln_rt_dwconv2d_requantize" {
+        x: read int8, w: read, bias: read i32, scales: read, y: write int8,
+        planes: i64, channels: i64,
+        ih: i64, iw: i64, oh: i64, ow: i64, kh: i64, kw: i64, sh: i64, sw: i64, ph: i64, pw: i64, dh: i64, dw: i64,
+        x_signed: i64, x_zero: i64, bias_mode: i64, zero: i64, y_signed: i64,
+    }
+
     /// [`Qgemm`] with QLinearConv's and QLinearMatMul's output stage fused: `y[i, j] =
     /// sat(round(C[i, j] · s + zero))` with the product and sum in `f64`, rounded half to even,
     /// into `i8` (`y_signed` non-zero; `y` must then be an `i8` buffer) or `u8`, laid out as `C`

@@ -4,6 +4,7 @@
 //! blocked layout's are in `windowed.rs`.
 
 use kiln_runtime::epilogue::{Activation, Bias, Epilogue};
+use kiln_runtime::qdwconv::QDwConv2d;
 use kiln_runtime::qgemm::{QBias, QScale, Qgemm, Requant};
 use kiln_runtime::requantize::Requantize;
 use kiln_runtime::gemm::{PackedLayout, Sgemm, SgemmFused, Transpose};
@@ -93,6 +94,7 @@ impl Machine<'_> {
             Call::Requantize(c) => self.requantize(c),
             Call::Qgemm(c) => self.qgemm(c),
             Call::QgemmRequantize(c) => self.qgemm_requantize(c),
+            Call::DwConv2dRequantize(c) => self.dwconv2d_requantize(c),
             Call::LayerNorm(c) => self.layernorm(c),
             Call::Softmax(c) => self.softmax(c),
             Call::ShouldStop(c) => self.should_stop(c),
@@ -297,6 +299,33 @@ impl Machine<'_> {
         let (_, _, ey) = q.extents();
         let mut y = self.byte_span(name, &c.y, ey, 8)?;
         q.run_requantized(&a, &b, &mut y, &za, &zb, &bias, &scales, &r);
+        self.put_bytes(&c.y, &y)
+    }
+
+    fn dwconv2d_requantize(&mut self, c: &call::DwConv2dRequantize) -> Result<(), InterpError> {
+        let name = "dwconv2d_requantize";
+        let counts = ints!(self, name, c; planes, channels);
+        let win = self.window(name, c.window())?;
+        let [x_signed, x_zero, bias_mode, zero, y_signed] = ints!(self, name, c; x_signed, x_zero, bias_mode, zero, y_signed);
+        let [planes, channels] = self.counts(name, counts)?;
+        let (Ok(x_zero), Ok(zero), true) = (i32::try_from(x_zero), i32::try_from(zero), (0..=1).contains(&bias_mode)) else {
+            return self.fault(format!("{name} with zero points {x_zero} and {zero}, bias mode {bias_mode}"));
+        };
+        let q = QDwConv2d { planes, channels, win, x_signed: x_signed != 0, x_zero, bias: bias_mode != 0, zero, y_signed: y_signed != 0 };
+        if !q.is_valid() {
+            return self.fault(format!("{name} with invalid sizes {q:?}"));
+        }
+        let (ex, ew, ec, ey) = q.extents();
+        if ey == 0 {
+            return Ok(());
+        }
+        let x = self.byte_span(name, &c.x, ex, 8)?;
+        let (wi, si) = (self.index(&c.w.index)?, self.index(&c.scales.index)?);
+        let w = self.f32_span(name, c.w.buf, wi, ew)?;
+        let scales = self.f32_span(name, c.scales.buf, si, ec)?;
+        let bias: Vec<i32> = if q.bias { self.byte_span(name, &c.bias, ec, 32)?.chunks_exact(4).map(|v| i32::from_le_bytes([v[0], v[1], v[2], v[3]])).collect() } else { Vec::new() };
+        let mut y = vec![0u8; ey];
+        q.run(&x, &w, &bias, &scales, &mut y);
         self.put_bytes(&c.y, &y)
     }
 

@@ -139,6 +139,28 @@ impl Cx<'_> {
                 let scales = i128::from(period.filter(|&p| p > 0).map_or(rows, |p| p.min(rows)));
                 vec![("x", n - 1, "requantize reads X"), ("s", scales - 1, "requantize reads the scales"), ("y", n - 1, "requantize writes Y")]
             }
+            Call::DwConv2dRequantize(d) => {
+                // Planes of X and Y, the channels' kernels, scales and bias (when read).
+                self.signedness("dwconv2d_requantize", "x", &d.x, &d.x_signed);
+                self.signedness("dwconv2d_requantize", "y", &d.y, &d.y_signed);
+                let ints = [&d.planes, &d.channels].into_iter().chain(d.window()).chain([&d.x_signed, &d.x_zero, &d.bias_mode, &d.zero, &d.y_signed]).map(|e| self.constant(e)).collect::<Option<Vec<i64>>>();
+                let Some(v) = ints else { return Vec::new() };
+                let window: [i64; 12] = std::array::from_fn(|i| v[2 + i]);
+                let Some(q) = kiln_runtime::qdwconv::QDwConv2d::from_args(v[0], v[1], window, [v[14], v[15], v[16], v[17], v[18]]) else {
+                    let what = if (0..=1).contains(&v[16]) { format!("sizes or zero points the runtime refuses (planes {}, channels {}, window {window:?}, zero points {} and {})", v[0], v[1], v[15], v[17]) } else { format!("bias mode {}", v[16]) };
+                    self.err(format!("dwconv2d_requantize with {what}"));
+                    return Vec::new();
+                };
+                let (ex, ew, ec, ey) = q.extents();
+                if ey == 0 {
+                    return Vec::new();
+                }
+                let mut out = vec![("x", ex as i128 - 1, "dwconv2d_requantize reads X"), ("w", ew as i128 - 1, "dwconv2d_requantize reads the kernels"), ("scales", ec as i128 - 1, "dwconv2d_requantize reads the scales"), ("y", ey as i128 - 1, "dwconv2d_requantize writes Y")];
+                if q.bias {
+                    out.push(("bias", ec as i128 - 1, "dwconv2d_requantize reads the bias"));
+                }
+                out
+            }
             Call::Qgemm(q) => self.qgemm("qgemm", q),
             Call::QgemmRequantize(q) => {
                 // The product's extents, its result bytes at `y`, and the scales by their count.

@@ -329,6 +329,29 @@ fn im2col_sgemm(
         let mut stmts = Vec::new();
         let b_matrix = match col {
             None => (x.buf, c0 * s.win.plane() as i64),
+            // Two spatial dims of `f32`: the runtime's im2col.
+            Some(col) if r == 2 && x.elem == ElemType::Scalar(ScalarType::F32) => {
+                let [ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw] = s.win.call_operands();
+                let c = call::Im2col {
+                    x: Addr { buf: x.buf, index: c0.clone() * s.win.plane() as i64 },
+                    col: Addr::at(col, 0),
+                    channels: Expr::idx(s.cg as i64),
+                    ih,
+                    iw,
+                    oh,
+                    ow,
+                    kh,
+                    kw,
+                    sh,
+                    sw,
+                    ph,
+                    pw,
+                    dh,
+                    dw,
+                };
+                stmts.push(Stmt::Call(c.into()));
+                (col, Expr::idx(0))
+            }
             Some(col) => {
                 let mut dims = vec![s.cg];
                 dims.extend(&s.win.kernel);
@@ -538,6 +561,15 @@ pub(super) fn qlinear_conv(
             return Ok(());
         }
     }
+    // A depthwise one: the sums and the output stage in one routine, from X straight into Y.
+    let inputs = exact::Inputs { x_zero: Some(2), w: 3, w_zero: Some(5), bias: Some(8) };
+    if let Some(st) = stage.as_ref()
+        && let Some(call) = exact::depthwise(cx, n, &s, &x, &y, st, &inputs, bias.as_ref())
+    {
+        k.body = vec![call];
+        cx.push(k);
+        return Ok(());
+    }
     let name = format!("{}_acc", cx.node(n).name);
     let mut acc = None;
     let pointwise = exact::pointwise(&mut k, &s, &x, &w, xz.as_ref(), wz.as_ref(), bias.as_ref(), exact::Results::Acc(&mut || {
@@ -548,7 +580,7 @@ pub(super) fn qlinear_conv(
     // The accumulator from the integer product (pointwise), else the exact float products.
     let accumulated = match (pointwise, acc) {
         (Some(body), Some(acc)) => Some((body, Operand { buf: acc, dims: vec![s.batch, s.m, s.win.out_plane()], elem: ElemType::Scalar(i32t) })),
-        _ => exact::accumulate(cx, &mut k, n, &s, &x, &exact::Inputs { x_zero: Some(2), w: 3, w_zero: Some(5), bias: Some(8) }),
+        _ => exact::accumulate(cx, &mut k, n, &s, &x, &inputs),
     };
     if let Some((mut body, acc)) = accumulated {
         match &stage {

@@ -271,7 +271,8 @@ enum IntegerPath {
 }
 
 /// QLinearConv and ConvInteger: pointwise convolutions take the runtime's integer product
-/// (QLinearConv's with the requantization fused), constant weights or not; others with constant weights take the exact `f32` products (an
+/// (QLinearConv's with the requantization fused), constant weights or not; QLinearConv's
+/// depthwise ones the quantized depthwise routine; others with constant weights take the exact `f32` products (an
 /// `sgemm` or `conv2d` call) while `Σ|w − w_zero|·max|x − x_zero| + |B|` stays below 2^24, and
 /// the direct integer nest past it. Each gives, byte for byte, what the direct nest gives with
 /// the weights as a graph input (the form the ONNX node tests check), or for a pointwise
@@ -318,14 +319,18 @@ fn integer_convolutions_are_exact_through_the_float_products() {
         let from_input = |src: &str| src.replacen("%3, %4, %5", "%10, %4, %5", 1).replacen("conv_integer(%0, %1,", "conv_integer(%0, %10,", 1);
         for src in [qlinear, integer] {
             let taken = calls(&src);
+            let qlinear = src.contains("qlinear_conv");
+            // QLinearConv's depthwise convolutions take the quantized depthwise routine, whose
+            // sums are the float ones.
+            let depthwise = qlinear && path == IntegerPath::Float && group > 1;
+            assert_eq!(taken.contains(&RuntimeFn::DwConv2dRequantize), depthwise, "case {i}: the quantized depthwise routine\n{src}");
             let float = taken.iter().any(|c| matches!(c, RuntimeFn::Sgemm | RuntimeFn::Conv2d));
-            assert_eq!(float, path == IntegerPath::Float, "case {i}: the float products taken: {float}\n{src}");
+            assert_eq!(float, path == IntegerPath::Float && !depthwise, "case {i}: the float products taken: {float}\n{src}");
             // QLinearConv's pointwise product requantizes as it stores; its float products
             // requantize after.
-            let qlinear = src.contains("qlinear_conv");
             let product = if qlinear { RuntimeFn::QgemmRequantize } else { RuntimeFn::Qgemm };
             assert_eq!(taken.contains(&product), path == IntegerPath::Qgemm, "case {i}: the integer product\n{src}");
-            if qlinear && path == IntegerPath::Float {
+            if qlinear && path == IntegerPath::Float && !depthwise {
                 assert!(taken.contains(&RuntimeFn::Requantize), "case {i}: the constant scales take the runtime's requantization\n{src}");
             }
             let inputs = [input.clone(), w_input.clone()];

@@ -49,6 +49,7 @@ fn expand(k: &mut Kernel, call: Call) -> Result<Vec<Stmt>, String> {
         Call::Epilogue(c) => gemm::epilogue(k, &c)?,
         Call::Conv2d(c) => window::conv2d(k, &c)?,
         Call::DwConv2d(c) => window::dwconv2d(k, &c)?,
+        Call::DwConv2dRequantize(c) => window::dwconv2d_requantize(k, &c)?,
         Call::Im2col(c) => window::im2col(k, &c)?,
         Call::MaxPool2d(c) => window::maxpool2d(k, &c)?,
         Call::Softmax(c) => rows::softmax(k, &c)?,

@@ -240,3 +240,43 @@ fn integer_product_flags_must_match_the_buffers() {
     let errors = format!("{:?}", kiln_loops::verify::verify(&p).expect_err("a u8 buffer flagged signed"));
     assert!(errors.contains("qgemm operand `a` is @0 of u8 elements, but the flag says i8"), "{errors}");
 }
+
+/// The quantized depthwise convolution's loops against the runtime's routine, byte for byte:
+/// padded, strided and dilated windows, both input and output types, with and without a bias.
+#[test]
+fn quantized_depthwise_convolutions_match_to_the_byte() {
+    let mut rng = kiln_testkit::Rng::new(9);
+    // (h, w, k, stride, pad, dilation)
+    for (h, w, k, s, p, d) in [(7, 9, 3, 1, 1, 1), (8, 8, 3, 2, 1, 1), (9, 7, 5, 1, 2, 1), (9, 9, 3, 1, 2, 2)] {
+        let (oh, ow) = ((h + 2 * p - d * (k - 1) - 1) / s + 1, (w + 2 * p - d * (k - 1) - 1) / s + 1);
+        let (planes, channels) = (6usize, 3usize);
+        for (x_signed, y_signed, bias_mode) in [(0, 0, 1), (1, 1, 0), (1, 0, 1)] {
+            let ty = |signed: i64| if signed != 0 { ScalarType::I8 } else { ScalarType::U8 };
+            let mut p_ = Program::default();
+            for (name, elem, len) in [("x", ty(x_signed), planes * h * w), ("w", ScalarType::F32, channels * k * k), ("bias", ScalarType::I32, channels), ("s", ScalarType::F32, channels), ("y", ty(y_signed), planes * oh * ow)] {
+                p_.add_buffer(Buffer { name: name.into(), elem: ElemType::Scalar(elem), len: len as u64, kind: BufferKind::Temp });
+            }
+            let at = |b: u32| Addr::at(BufId(b), 0);
+            let c = call::DwConv2dRequantize { x: at(0), w: at(1), bias: at(2), scales: at(3), y: at(4), planes: i(planes as i64), channels: i(channels as i64), ih: i(h as i64), iw: i(w as i64), oh: i(oh as i64), ow: i(ow as i64), kh: i(k as i64), kw: i(k as i64), sh: i(s as i64), sw: i(s as i64), ph: i(p as i64), pw: i(p as i64), dh: i(d as i64), dw: i(d as i64), x_signed: i(x_signed), x_zero: i(if x_signed != 0 { -5 } else { 130 }), bias_mode: i(bias_mode), zero: i(if y_signed != 0 { 3 } else { 128 }), y_signed: i(y_signed) };
+            let mut kern = Kernel::new("k");
+            kern.body = vec![Stmt::Call(c.into())];
+            p_.kernels.push(kern);
+            kiln_loops::verify::verify(&p_).unwrap_or_else(|e| panic!("{e:?}"));
+            let x: Vec<u8> = (0..planes * h * w).map(|_| rng.next_u64() as u8).collect();
+            let wts: Vec<u8> = (0..channels * k * k).flat_map(|_| ((rng.next_u64() % 255) as f32 - 127.0).to_le_bytes()).collect();
+            let bias: Vec<u8> = (0..channels).flat_map(|_| ((rng.next_u64() % 4001) as i32 - 2000).to_le_bytes()).collect();
+            let scales: Vec<u8> = (0..channels).flat_map(|c| [0.002f32, 4.0e-4, 0.01][c].to_le_bytes()).collect();
+            let memory = vec![x, wts, bias, scales, vec![0u8; planes * oh * ow]];
+            let mut want = memory.clone();
+            interp::run(&p_, &mut want).expect("the kernel runs");
+            let mut plain = p_.clone();
+            expand_calls(&mut plain).expect("the call expands");
+            kiln_loops::verify::verify(&plain).unwrap_or_else(|e| panic!("{e:?}"));
+            let mut got = memory;
+            interp::run(&plain, &mut got).expect("the loops run");
+            let what = format!("{h}x{w} k{k} s{s} p{p} d{d}, signed {x_signed}/{y_signed}, bias {bias_mode}");
+            assert_eq!(want[4], got[4], "{what}");
+            assert!(want[4].iter().any(|&v| v != want[4][0]), "{what}: one value");
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! Sliding-window routines as loops: convolutions, im2col, max pooling. A tap outside the
 //! input is skipped by an `If` around its load (never a select, which would load it).
 
-use kiln_loops::call::{Conv2d, DwConv2d, Im2col, MaxPool2d};
+use kiln_loops::call::{Conv2d, DwConv2d, DwConv2dRequantize, Im2col, MaxPool2d};
 use kiln_loops::ir::*;
 
 use super::{activation, at, bind, int, local, put, size};
@@ -143,6 +143,40 @@ pub(super) fn dwconv2d(k: &mut Kernel, c: &DwConv2d) -> Result<Vec<Stmt>, String
         stmts.extend(taps);
         let sum = if accumulate { at(&c.y, y_off.clone()) + Expr::Var(acc) } else { Expr::Var(acc) };
         stmts.push(put(&c.y, y_off, sum));
+        stmts
+    }))
+}
+
+/// The sums as `f32` ones, as the routine computes them (exact under its contract), then in
+/// `i32` with the bias, requantized in `f64` as `requantize`.
+pub(super) fn dwconv2d_requantize(k: &mut Kernel, c: &DwConv2dRequantize) -> Result<Vec<Stmt>, String> {
+    let w = Window::new(&c.ih, &c.iw, &c.oh, &c.ow, &c.kh, &c.kw, &c.sh, &c.sw, &c.ph, &c.pw, &c.dh, &c.dw)?;
+    let (planes, channels) = (size(&c.planes, "planes")?, size(&c.channels, "channels")?.max(1));
+    let (x_zero, bias_mode) = (int(&c.x_zero, "x_zero")?, int(&c.bias_mode, "bias_mode")?);
+    let zero = Expr::float(ScalarType::F64, int(&c.zero, "zero")? as f64);
+    let y_ty = if int(&c.y_signed, "y_signed")? != 0 { ScalarType::I8 } else { ScalarType::U8 };
+    if !(0..=1).contains(&bias_mode) {
+        return Err(format!("dwconv2d_requantize with bias mode {bias_mode}"));
+    }
+    Ok(k.nest(&[planes, w.oh, w.ow], |k, i| {
+        let (p, oy, ox) = (&i[0], &i[1], &i[2]);
+        let y_off = (p.clone() * w.oh as i64 + oy.clone()) * w.ow as i64 + ox.clone();
+        let ch = p.clone() % channels as i64;
+        let (init, acc) = local(k, ScalarType::F32, Expr::f32(0.0));
+        let taps = k.nest(&[w.kh, w.kw], |k, t| {
+            let (ky, kx) = (&t[0], &t[1]);
+            let off = k.var(ScalarType::I64);
+            let x = at(&c.x, p.clone() * w.plane() + Expr::Var(off)).cast(ScalarType::F32) - Expr::f32(x_zero as f32);
+            let wt = at(&c.w, (ch.clone() * w.kh as i64 + ky.clone()) * w.kw as i64 + kx.clone());
+            w.tap(k, [oy, ox], [ky, kx], vec![Stmt::Assign(acc, Expr::Var(acc) + x * wt)], vec![], off)
+        });
+        let mut stmts = vec![init];
+        stmts.extend(taps);
+        let bias = if bias_mode != 0 { at(&c.bias, ch.clone()) } else { Expr::int(ScalarType::I32, 0) };
+        let sum = Expr::Var(acc).cast(ScalarType::I32) + bias;
+        let scale = at(&c.scales, ch).cast(ScalarType::F64);
+        let level = (sum.cast(ScalarType::F64) * scale + zero.clone()).un(UnOp::Round).cast(y_ty);
+        stmts.push(put(&c.y, y_off, level));
         stmts
     }))
 }

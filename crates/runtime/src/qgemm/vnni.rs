@@ -117,7 +117,7 @@ unsafe fn tile<const R: usize, const P: usize>(t: &Tile<'_>, i0: usize, p0: usiz
                             let s = _mm512_maskz_loadu_ps(mask, scales.add(j0));
                             [_mm512_cvtps_pd(_mm512_castps512_ps256(s)), _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(s))))]
                         };
-                        let bytes = requantize(y, s, zero, signed);
+                        let bytes = crate::requantize::avx512::levels(crate::requantize::avx512::halves_i32(y), s, zero, signed);
                         _mm512_mask_cvtepi32_storeu_epi8(out.add(i * t.ldc + j0).cast(), mask, bytes);
                     }
                 }
@@ -126,24 +126,3 @@ unsafe fn tile<const R: usize, const P: usize>(t: &Tile<'_>, i0: usize, p0: usiz
     }
 }
 
-/// `sat(round(y · s + zero))` of each lane as in [`crate::requantize::level`], in `f64` (each
-/// `i32` and its product with an `f32` scale are exact there): lanes 0–7 scaled by `s[0]`, 8–15
-/// by `s[1]`, rounded half to even, clamped to the output type's range, as `i32` lanes.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn requantize(y: __m512i, s: [__m512d; 2], zero: f64, signed: bool) -> __m512i {
-    let (lo, hi) = if signed { (-128.0, 127.0) } else { (0.0, 255.0) };
-    let (zero, lo, hi) = (_mm512_set1_pd(zero), _mm512_set1_pd(lo), _mm512_set1_pd(hi));
-    let a = levels(_mm512_castsi512_si256(y), s[0], zero, lo, hi);
-    let b = levels(_mm512_extracti64x4_epi64::<1>(y), s[1], zero, lo, hi);
-    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b)
-}
-
-/// Eight lanes of [`requantize`], clamped to `lo..=hi`.
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn levels(v: __m256i, s: __m512d, zero: __m512d, lo: __m512d, hi: __m512d) -> __m256i {
-    let x = _mm512_add_pd(_mm512_mul_pd(_mm512_cvtepi32_pd(v), s), zero);
-    let r = _mm512_roundscale_pd::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x);
-    _mm512_cvtpd_epi32(_mm512_min_pd(_mm512_max_pd(r, lo), hi))
-}

@@ -37,17 +37,17 @@ pub(in crate::nn) struct Inputs {
     pub bias: Option<usize>,
 }
 
-/// The statements computing the accumulator `Σ (x − x_zero)(w − w_zero) + B` of node `n` as
-/// integer-valued `f32` into a new scratch tensor `[N, M, out...]`, and that tensor; `None`
-/// when exactness is not assured (see the module comment).
-pub(in crate::nn) fn accumulate(
-    cx: &mut Lowerer<'_>,
-    k: &mut Kernel,
-    n: NodeId,
-    s: &ConvShape,
-    x: &Operand,
-    inputs: &Inputs,
-) -> Option<(Vec<Stmt>, Operand)> {
+/// Node `n`'s constant weights minus their zero points, as `f32` (`[M, Cg·taps]`), with X's
+/// zero point and the constant bias (empty when there is none), when every channel's
+/// `Σ |w − w_zero| · max |x − x_zero| + |B|` is below 2^24; `None` otherwise or when a
+/// parameter is not constant.
+struct Shifted {
+    w: Vec<f32>,
+    x_zero: i64,
+    bias: Vec<i64>,
+}
+
+fn shifted(cx: &Lowerer<'_>, n: NodeId, s: &ConvShape, x: &Operand, inputs: &Inputs) -> Option<Shifted> {
     // An input's constant integers; none for an input left out.
     let ints = |i: Option<usize>| -> Option<Vec<i64>> {
         match i {
@@ -87,6 +87,22 @@ pub(in crate::nn) fn accumulate(
         }
         shifted.extend(row.iter().map(|&v| (v - wz) as f32));
     }
+    Some(Shifted { w: shifted, x_zero: xz, bias })
+}
+
+/// The statements computing the accumulator `Σ (x − x_zero)(w − w_zero) + B` of node `n` as
+/// integer-valued `f32` into a new scratch tensor `[N, M, out...]`, and that tensor; `None`
+/// when exactness is not assured (see the module comment).
+pub(in crate::nn) fn accumulate(
+    cx: &mut Lowerer<'_>,
+    k: &mut Kernel,
+    n: NodeId,
+    s: &ConvShape,
+    x: &Operand,
+    inputs: &Inputs,
+) -> Option<(Vec<Stmt>, Operand)> {
+    let Shifted { w: shifted, x_zero: xz, bias } = shifted(cx, n, s, x, inputs)?;
+    let w = &shifted;
     let name = &cx.node(n).name;
     let f32s = |values: &[f32], dims: &[u64]| Tensor {
         dtype: DType::F32,
@@ -315,4 +331,63 @@ pub(in crate::nn) fn pointwise(
         };
         vec![Stmt::Call(call)]
     }))
+}
+
+/// A 2-D depthwise convolution (one input and one output channel per group) with the output
+/// stage `stage`, as one `dwconv2d_requantize` call from X into Y, its constant weights
+/// shifted by their zero points; `None` when the convolution has another form, a parameter is
+/// not constant, or the `f32` sums would not be exact.
+pub(in crate::nn) fn depthwise(cx: &mut Lowerer<'_>, n: NodeId, s: &ConvShape, x: &Operand, y: &Operand, stage: &Stage, inputs: &Inputs, bias: Option<&Operand>) -> Option<Stmt> {
+    if !(s.cg == 1 && s.mg == 1 && s.win.rank() == 2) {
+        return None;
+    }
+    let x_signed = match x.elem {
+        ElemType::Scalar(ScalarType::I8) => 1,
+        ElemType::Scalar(ScalarType::U8) => 0,
+        _ => return None,
+    };
+    let bias = match bias {
+        None => None,
+        Some(b) if b.dims == [s.m] && b.elem == ElemType::Scalar(ScalarType::I32) => Some(b.buf),
+        Some(_) => return None,
+    };
+    let shifted = shifted(cx, n, s, x, inputs)?;
+    let name = cx.node(n).name.clone();
+    let bytes: Vec<u8> = shifted.w.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let t = Tensor { dtype: DType::F32, shape: vec![s.m, s.win.taps()], data: TensorData::Raw(Bytes::from(bytes)) };
+    let w = cx.program.add_buffer(Buffer { name: format!("{name}_w_shifted"), elem: ElemType::Scalar(ScalarType::F32), len: shifted.w.len() as u64, kind: BufferKind::Const(t) });
+    // An unused bias operand still names an `i32` buffer.
+    let bias_buf = bias.unwrap_or_else(|| {
+        let t = Tensor { dtype: DType::I32, shape: vec![1], data: TensorData::Raw(Bytes::from(vec![0u8; 4])) };
+        cx.program.add_buffer(Buffer { name: format!("{name}_no_bias"), elem: ElemType::Scalar(ScalarType::I32), len: 1, kind: BufferKind::Const(t) })
+    });
+    let [ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw] = s.win.call_operands();
+    let int = |v: u64| Expr::idx(v as i64);
+    let call = call::DwConv2dRequantize {
+        x: call::Addr::at(x.buf, 0),
+        w: call::Addr::at(w, 0),
+        bias: call::Addr::at(bias_buf, 0),
+        scales: call::Addr::at(stage.scales, 0),
+        y: call::Addr::at(y.buf, 0),
+        planes: int(s.batch * s.m),
+        channels: int(s.m),
+        ih,
+        iw,
+        oh,
+        ow,
+        kh,
+        kw,
+        sh,
+        sw,
+        ph,
+        pw,
+        dh,
+        dw,
+        x_signed: Expr::idx(x_signed),
+        x_zero: Expr::idx(shifted.x_zero),
+        bias_mode: Expr::idx(i64::from(bias.is_some())),
+        zero: Expr::idx(stage.zero),
+        y_signed: Expr::idx(stage.signed),
+    };
+    Some(Stmt::Call(call.into()))
 }
