@@ -215,9 +215,19 @@ pub(super) fn qlinear_matmul(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), Lowe
         return Err(cx.unsupported(n, "scales must be floats"));
     }
     let mut k = cx.kernel(n);
+    let b_const = cx.const_input(n, 3);
+    // Constant scales and output zero point: the product with the output stage fused, straight
+    // into Y.
+    if let Some(stage) = output_stage(cx, n, &s, &y)
+        && let Some(calls) = qgemm_calls(cx, &mut k, &s, &a, &b, (a_zp.as_ref(), b_zp.as_ref()), b_const, &mut |_| y.buf)
+    {
+        k.body = requantized(calls, &stage);
+        cx.push(k);
+        return Ok(());
+    }
+    let b_const = cx.const_input(n, 3);
     let name = format!("{}_acc", cx.node(n).name);
     let mut acc = None;
-    let b_const = cx.const_input(n, 3);
     let calls = qgemm_calls(cx, &mut k, &s, &a, &b, (a_zp.as_ref(), b_zp.as_ref()), b_const, &mut |cx| {
         let buf = Buffer { name: name.clone(), elem: ElemType::Scalar(ScalarType::I32), len: s.numel(), kind: BufferKind::Temp };
         *acc.insert(cx.program.add_buffer(buf))
@@ -266,4 +276,67 @@ pub(super) fn qlinear_matmul(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), Lowe
     }
     cx.push(k);
     Ok(())
+}
+
+/// QLinearMatMul's output stage as `qgemm_requantize` takes it.
+struct Stage {
+    /// `a_scale · b_scale / y_scale` in `f32`, one or one per column.
+    scales: BufId,
+    scale_mode: i64,
+    zero: i64,
+    signed: i64,
+    /// An `i32` buffer for the bias operand no QLinearMatMul uses.
+    no_bias: BufId,
+}
+
+/// The output stage of QLinearMatMul `n` when A's and Y's scales are constant scalars, B's a
+/// constant scalar or one per column, and Y's zero point a constant scalar or absent; the
+/// scales multiplied as the element loop would (`a · b / y` in `f32`).
+fn output_stage(cx: &mut Lowerer<'_>, n: NodeId, s: &MatShape, y: &Operand) -> Option<Stage> {
+    let f32s = |i: usize| -> Option<Vec<f32>> {
+        let t = cx.const_input(n, i)?;
+        (t.dtype == DType::F32).then(|| t.raw().map(|r| r.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()))?
+    };
+    let (sa, sb, sy) = (f32s(1)?, f32s(4)?, f32s(6)?);
+    let ([sa], [sy]) = (sa.as_slice(), sy.as_slice()) else { return None };
+    let (scales, scale_mode): (Vec<f32>, i64) = match sb.len() {
+        1 => (vec![sa * sb[0] / sy], 0),
+        l if l as u64 == s.n && s.n > 1 => (sb.iter().map(|b| sa * b / sy).collect(), 2),
+        _ => return None,
+    };
+    let zero = match cx.node(n).inputs.get(7).copied().flatten() {
+        None => 0,
+        Some(_) => match cx.const_input(n, 7)?.to_i64s()?.as_slice() {
+            [z] => *z,
+            _ => return None,
+        },
+    };
+    let signed = match y.elem {
+        ElemType::Scalar(ScalarType::I8) => 1,
+        ElemType::Scalar(ScalarType::U8) => 0,
+        _ => return None,
+    };
+    let name = cx.node(n).name.clone();
+    let bytes: Vec<u8> = scales.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let t = Tensor { dtype: DType::F32, shape: vec![scales.len() as u64], data: TensorData::Raw(bytes.into()) };
+    let scales = cx.program.add_buffer(Buffer { name: format!("{name}_requantize_scales"), elem: ElemType::Scalar(ScalarType::F32), len: t.shape[0], kind: BufferKind::Const(t) });
+    let t = Tensor { dtype: DType::I32, shape: vec![1], data: TensorData::Raw(vec![0u8; 4].into()) };
+    let no_bias = cx.program.add_buffer(Buffer { name: format!("{name}_no_bias"), elem: ElemType::Scalar(ScalarType::I32), len: 1, kind: BufferKind::Const(t) });
+    Some(Stage { scales, scale_mode, zero, signed, no_bias })
+}
+
+/// `stmts` with each `qgemm` call given the output stage (its result's address now Y's).
+fn requantized(stmts: Vec<Stmt>, stage: &Stage) -> Vec<Stmt> {
+    stmts
+        .into_iter()
+        .map(|st| match st {
+            Stmt::For { var, extent, body } => Stmt::For { var, extent, body: requantized(body, stage) },
+            Stmt::Call(kiln_loops::Call::Qgemm(q)) => {
+                let q = call::Qgemm { bias: call::Addr::at(stage.no_bias, 0), ..*q };
+                let y = q.c.clone();
+                Stmt::Call(q.requantized(y, call::Addr::at(stage.scales, 0), Expr::idx(stage.scale_mode), Expr::idx(stage.zero), Expr::idx(stage.signed)).into())
+            }
+            other => other,
+        })
+        .collect()
 }

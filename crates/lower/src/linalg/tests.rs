@@ -391,3 +391,48 @@ fn the_runtime_epilogue_is_the_loop_ir_expressions() {
         }
     }
 }
+
+/// QLinearMatMul with constant scales takes the integer product with the output stage fused
+/// (`qgemm_requantize`), per tensor and per column of B, batched: byte for byte the definition
+/// (the `i32` sum, then `round(acc · (a_scale · b_scale / y_scale) + y_zero)` in `f64`, the
+/// scale's product in `f32`, saturated).
+#[test]
+fn qlinear_matmul_requantizes_in_the_product() {
+    let (batch, m, k, n) = (2usize, 5usize, 7usize, 19usize);
+    let seq = |len: usize, seed: u64| -> Vec<i64> { (0..len as u64).map(|i| ((i * 37 + seed * 11) % 256) as i64 - 128).collect() };
+    let list = |v: &[i64]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ");
+    let (a, b) = (seq(batch * m * k, 1), seq(k * n, 2));
+    for per_column in [false, true] {
+        let b_scales: Vec<f32> = if per_column { (0..n).map(|j| 0.01 + 0.003 * j as f32).collect() } else { vec![0.02] };
+        let (a_scale, y_scale, a_zero, b_zero, y_zero) = (0.05f32, 0.3f32, 3i64, -2i64, -7i64);
+        let sb = b_scales.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(", ");
+        let sb_ty = if per_column { format!("f32[{n}]") } else { "f32[]".into() };
+        let src = format!(
+            "graph @main() -> (i8[{batch}, {m}, {n}] \"y\") {{\n  %0 = const dense<i8[{batch}, {m}, {k}]: [{}]>\n  %1 = const dense<f32[]: [{a_scale:?}]>\n  %2 = const dense<i8[]: [{a_zero}]>\n  %3 = const dense<i8[{k}, {n}]: [{}]>\n  %4 = const dense<{sb_ty}: [{sb}]>\n  %5 = const dense<i8[]: [{b_zero}]>\n  %6 = const dense<f32[]: [{y_scale:?}]>\n  %7 = const dense<i8[]: [{y_zero}]>\n  %8 = tensor.qlinear_matmul(%0, %1, %2, %3, %4, %5, %6, %7) : i8[{batch}, {m}, {n}]\n  return %8\n}}\n",
+            list(&a), list(&b)
+        );
+        let g = parse(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+        let program = lower(&g).expect("the test graph lowers");
+        kiln_loops::verify::verify(&program).expect("the lowered program verifies");
+        let taken: Vec<RuntimeFn> = program.kernels.iter().flat_map(|k| k.body.iter()).filter_map(|s| if let Stmt::Call(c) = s { Some(c.kind()) } else { None }).collect();
+        assert!(taken.contains(&RuntimeFn::QgemmRequantize) && !taken.contains(&RuntimeFn::Qgemm), "per column {per_column}: {taken:?}");
+        let mut memory: Vec<Vec<u8>> = program.buffers.iter().map(|b| match &b.kind {
+            BufferKind::Const(t) => t.raw().expect("constant bytes").to_vec(),
+            _ => vec![0u8; b.bytes() as usize],
+        }).collect();
+        interp::run(&program, &mut memory).expect("the program runs");
+        let out = program.buffers.iter().position(|b| b.kind == BufferKind::Output(0)).expect("output buffer");
+        let mut want = Vec::new();
+        for bi in 0..batch {
+            for i in 0..m {
+                for j in 0..n {
+                    let acc: i64 = (0..k).map(|l| (a[(bi * m + i) * k + l] - a_zero) * (b[l * n + j] - b_zero)).sum();
+                    let s = a_scale * b_scales[if per_column { j } else { 0 }] / y_scale;
+                    let v = (acc as f64 * f64::from(s) + y_zero as f64).round_ties_even();
+                    want.push((v as i8) as u8);
+                }
+            }
+        }
+        assert_eq!(memory[out], want, "per column {per_column}");
+    }
+}
