@@ -19,6 +19,7 @@ pub mod analysis;
 pub mod convert;
 pub mod cost;
 pub mod lang;
+pub mod qdq;
 mod extract;
 mod group;
 mod report;

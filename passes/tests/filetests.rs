@@ -3,7 +3,9 @@
 //! comments (`--explain`) after the separator. `KILN_BLESS=1 cargo test -p kiln-passes --test
 //! filetests` rewrites expected sections that differ.
 //!
-//! A second test checks that every rule of the rule tables fires in at least one file.
+//! A second test checks that every rule of the rule tables fires in at least one file. Files
+//! with `// test qdq` check the QDQ rewrite ([`kiln_passes::qdq::integer_operators`]) instead:
+//! the graph after it, then how many operators it rewrote.
 
 use std::path::{Path, PathBuf};
 
@@ -11,7 +13,7 @@ use kiln_passes::{explain_text, optimize, rules, Limits};
 use kiln_testkit::filetest::{run_dir, Command, SEPARATOR};
 use kiln_tir::text::parse;
 
-const COMMANDS: &[(&str, Command)] = &[("opt", opt)];
+const COMMANDS: &[(&str, Command)] = &[("opt", opt), ("qdq", qdq)];
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/filetests/opt")
@@ -28,6 +30,17 @@ fn opt(input: &str) -> Result<String, String> {
         return Err("--explain output does not read back as the optimized graph".into());
     }
     Ok(text)
+}
+
+fn qdq(input: &str) -> Result<String, String> {
+    let mut g = parse(input).map_err(|e| format!("input does not parse: {e}"))?;
+    kiln_tir::verify::verify(&g).map_err(|errs| format!("input does not verify: {errs:?}"))?;
+    let n = kiln_passes::qdq::integer_operators(&mut g);
+    // The nodes that left the region stay in the graph's arena; its text is the graph.
+    let text = kiln_tir::text::print(&g);
+    let again = parse(&text).map_err(|e| format!("the rewritten graph does not parse: {e}\n{text}"))?;
+    kiln_tir::verify::verify(&again).map_err(|errs| format!("the rewritten graph does not verify: {errs:?}\n{text}"))?;
+    Ok(format!("{text}// {n} rewritten\n"))
 }
 
 #[test]

@@ -273,7 +273,10 @@ fn bind_inner(graph: &Graph, bindings: &Bindings) -> std::result::Result<Graph, 
         kiln_eval::fold::fold_graph(&mut g);
         kiln_tir::infer::infer_graph(&mut g)?;
     }
-    // Rearranged and dequantized weights become plain weights, computed once.
+    // Products between DequantizeLinear and QuantizeLinear become integer operators while their
+    // weights are still integers; then rearranged and dequantized weights become plain
+    // weights, computed once.
+    kiln_passes::qdq::integer_operators(&mut g);
     kiln_eval::fold_weights(&mut g);
     // An If still choosing between ranks depends on data kiln does not specialize on.
     let open: Vec<GraphInferError> = g

@@ -132,8 +132,9 @@ pub(crate) mod avx512 {
     }
 
     /// `sat(round(v · s + zero))` of the two halves' lanes as `i32` lanes (the bytes are their
-    /// low bytes): the product and sum in `f64`, rounded half to even, clamped to the `i8`
-    /// (`signed`) or `u8` range, NaN to 0, as [`level`](super::level).
+    /// low bytes): the product and sum in `f64`, clamped to the `i8` (`signed`) or `u8` range
+    /// (integers, so clamping before rounding half to even is clamping after), NaN to 0, as
+    /// [`level`](super::level).
     #[inline]
     #[target_feature(enable = "avx512f")]
     pub(crate) fn levels(v: [__m512d; 2], s: [__m512d; 2], zero: f64, signed: bool) -> __m512i {
@@ -148,9 +149,10 @@ pub(crate) mod avx512 {
     #[target_feature(enable = "avx512f")]
     fn half(v: __m512d, s: __m512d, zero: __m512d, lo: __m512d, hi: __m512d) -> __m256i {
         let x = _mm512_add_pd(_mm512_mul_pd(v, s), zero);
-        let r = _mm512_roundscale_pd::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x);
-        let ordered = _mm512_cmp_pd_mask::<_CMP_ORD_Q>(r, r);
-        _mm512_cvtpd_epi32(_mm512_maskz_mov_pd(ordered, _mm512_min_pd(_mm512_max_pd(r, lo), hi)))
+        // `max` turns a NaN into `lo`; the ordered mask sends it to 0 instead.
+        let clamped = _mm512_min_pd(_mm512_max_pd(x, lo), hi);
+        let ordered = _mm512_cmp_pd_mask::<_CMP_ORD_Q>(x, x);
+        _mm512_maskz_cvt_roundpd_epi32::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(ordered, clamped)
     }
 }
 
