@@ -218,14 +218,13 @@ pub(super) fn qlinear_matmul(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), Lowe
     let b_const = cx.const_input(n, 3);
     // Constant scales and output zero point: the product with the output stage fused, straight
     // into Y.
-    if let Some(stage) = output_stage(cx, n, &s, &y)
+    if let Some(stage) = qgemm_stage(cx, n, &s, &y)
         && let Some(calls) = qgemm_calls(cx, &mut k, &s, &a, &b, (a_zp.as_ref(), b_zp.as_ref()), b_const, &mut |_| y.buf)
     {
         k.body = requantized(calls, &stage);
         cx.push(k);
         return Ok(());
     }
-    let b_const = cx.const_input(n, 3);
     let name = format!("{}_acc", cx.node(n).name);
     let mut acc = None;
     let calls = qgemm_calls(cx, &mut k, &s, &a, &b, (a_zp.as_ref(), b_zp.as_ref()), b_const, &mut |cx| {
@@ -289,21 +288,26 @@ struct Stage {
     no_bias: BufId,
 }
 
-/// The output stage of QLinearMatMul `n` when A's and Y's scales are constant scalars, B's a
-/// constant scalar or one per column, and Y's zero point a constant scalar or absent; the
-/// scales multiplied as the element loop would (`a · b / y` in `f32`).
-fn output_stage(cx: &mut Lowerer<'_>, n: NodeId, s: &MatShape, y: &Operand) -> Option<Stage> {
+/// A QLinear op's output stage from its constant inputs 1, 4, 6 and 7 (the two operands'
+/// scales, Y's scale and zero point, as QLinearConv and QLinearMatMul both number them): the
+/// scales `s1 · s4 / s6` in `f32`, as the element loop computes them (one, or one per element
+/// of input 4), Y's zero point (0 when absent) and 1 for an `i8` Y, 0 for `u8`. `None` when a
+/// parameter is not constant, input 1's or 6's scale or the zero point is not a scalar, or Y
+/// is not 8-bit.
+pub(crate) struct OutputStage {
+    pub scales: Vec<f32>,
+    pub zero: i64,
+    pub signed: i64,
+}
+
+pub(crate) fn output_stage(cx: &Lowerer<'_>, n: NodeId, y: &Operand) -> Option<OutputStage> {
     let f32s = |i: usize| -> Option<Vec<f32>> {
         let t = cx.const_input(n, i)?;
         (t.dtype == DType::F32).then(|| t.raw().map(|r| r.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()))?
     };
-    let (sa, sb, sy) = (f32s(1)?, f32s(4)?, f32s(6)?);
-    let ([sa], [sy]) = (sa.as_slice(), sy.as_slice()) else { return None };
-    let (scales, scale_mode): (Vec<f32>, i64) = match sb.len() {
-        1 => (vec![sa * sb[0] / sy], 0),
-        l if l as u64 == s.n && s.n > 1 => (sb.iter().map(|b| sa * b / sy).collect(), 2),
-        _ => return None,
-    };
+    let (s1, s4, s6) = (f32s(1)?, f32s(4)?, f32s(6)?);
+    let ([s1], [s6]) = (s1.as_slice(), s6.as_slice()) else { return None };
+    let scales = s4.iter().map(|s| s1 * s / s6).collect();
     let zero = match cx.node(n).inputs.get(7).copied().flatten() {
         None => 0,
         Some(_) => match cx.const_input(n, 7)?.to_i64s()?.as_slice() {
@@ -316,12 +320,35 @@ fn output_stage(cx: &mut Lowerer<'_>, n: NodeId, s: &MatShape, y: &Operand) -> O
         ElemType::Scalar(ScalarType::U8) => 0,
         _ => return None,
     };
+    Some(OutputStage { scales, zero, signed })
+}
+
+/// A new constant buffer `name` holding `values`.
+pub(crate) fn f32_constant(cx: &mut Lowerer<'_>, name: String, values: &[f32]) -> BufId {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let t = Tensor { dtype: DType::F32, shape: vec![values.len() as u64], data: TensorData::Raw(bytes.into()) };
+    cx.program.add_buffer(Buffer { name, elem: ElemType::Scalar(ScalarType::F32), len: values.len() as u64, kind: BufferKind::Const(t) })
+}
+
+/// A new constant buffer `name` of `len` `i32` zeros: the bias operand of an integer routine
+/// without a bias (which does not read it) or with a zero one.
+pub(crate) fn i32_zeros(cx: &mut Lowerer<'_>, name: String, len: u64) -> BufId {
+    let t = Tensor { dtype: DType::I32, shape: vec![len], data: TensorData::Raw(vec![0u8; 4 * len as usize].into()) };
+    cx.program.add_buffer(Buffer { name, elem: ElemType::Scalar(ScalarType::I32), len, kind: BufferKind::Const(t) })
+}
+
+/// QLinearMatMul's output stage as `qgemm_requantize` takes it: A's scale per tensor, B's per
+/// tensor or per column.
+fn qgemm_stage(cx: &mut Lowerer<'_>, n: NodeId, s: &MatShape, y: &Operand) -> Option<Stage> {
+    let OutputStage { scales, zero, signed } = output_stage(cx, n, y)?;
+    let scale_mode = match scales.len() {
+        1 => 0,
+        l if l as u64 == s.n && s.n > 1 => 2,
+        _ => return None,
+    };
     let name = cx.node(n).name.clone();
-    let bytes: Vec<u8> = scales.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let t = Tensor { dtype: DType::F32, shape: vec![scales.len() as u64], data: TensorData::Raw(bytes.into()) };
-    let scales = cx.program.add_buffer(Buffer { name: format!("{name}_requantize_scales"), elem: ElemType::Scalar(ScalarType::F32), len: t.shape[0], kind: BufferKind::Const(t) });
-    let t = Tensor { dtype: DType::I32, shape: vec![1], data: TensorData::Raw(vec![0u8; 4].into()) };
-    let no_bias = cx.program.add_buffer(Buffer { name: format!("{name}_no_bias"), elem: ElemType::Scalar(ScalarType::I32), len: 1, kind: BufferKind::Const(t) });
+    let scales = f32_constant(cx, format!("{name}_requantize_scales"), &scales);
+    let no_bias = i32_zeros(cx, format!("{name}_no_bias"), 1);
     Some(Stage { scales, scale_mode, zero, signed, no_bias })
 }
 

@@ -14,6 +14,7 @@ mod matmul;
 pub(crate) mod tests;
 
 pub(crate) use epilogue::{BiasIndex, Epilogue};
+pub(crate) use integer::{OutputStage, f32_constant, i32_zeros, output_stage};
 
 use kiln_tir::{NodeId, Op};
 

@@ -16,7 +16,7 @@
 
 mod exact;
 
-use kiln_tir::{DType, NodeId, Tensor, TensorData};
+use kiln_tir::NodeId;
 use kiln_tir::op::{AutoPad, FusedConv};
 
 use super::{Window, WindowAttrs, guarded, spatial};
@@ -24,7 +24,7 @@ use kiln_loops::builder::{linear, strides};
 use kiln_loops::call;
 use kiln_loops::ir::*;
 use crate::elementwise::{ElemResult, Scope};
-use crate::linalg::{BiasIndex, Epilogue, Sgemm, is_f32, zero};
+use crate::linalg::{BiasIndex, Epilogue, Sgemm, i32_zeros, is_f32, zero};
 use crate::{LowerError, Lowerer, Operand};
 
 /// The attributes the three convolutions share.
@@ -550,10 +550,7 @@ pub(super) fn qlinear_conv(
     let stage = exact::stage(cx, n, &s, &y);
     if let Some(st) = stage.as_ref().filter(|_| exact::is_pointwise(&s)) {
         let name = format!("{}_zero_bias", cx.node(n).name);
-        let mut zero_bias = || {
-            let t = Tensor { dtype: DType::I32, shape: vec![s.m], data: TensorData::Raw(vec![0u8; 4 * s.m as usize].into()) };
-            cx.program.add_buffer(Buffer { name: name.clone(), elem: ElemType::Scalar(i32t), len: s.m, kind: BufferKind::Const(t) })
-        };
+        let mut zero_bias = || i32_zeros(cx, name.clone(), s.m);
         let out = exact::Results::Requantized { y: y.buf, stage: st, zero_bias: &mut zero_bias };
         if let Some(body) = exact::pointwise(&mut k, &s, &x, &w, xz.as_ref(), wz.as_ref(), bias.as_ref(), out) {
             k.body = body;

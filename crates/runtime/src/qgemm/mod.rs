@@ -258,6 +258,15 @@ impl Qgemm {
             && self.packed_len().is_some()
     }
 
+    /// The product of the C entry points' operands: sizes `m, n, k, lda, ldb, ldc, a_zeros,
+    /// b_zeros` and flags `a_signed, b_signed, bias_mode, b_packed`; `None` for a negative size,
+    /// an unknown bias mode or inconsistent sizes.
+    fn from_args(sizes: [i64; 8], [a_signed, b_signed, bias_mode, b_packed]: [i64; 4]) -> Option<Qgemm> {
+        let [m, n, k, lda, ldb, ldc, a_zeros, b_zeros] = sizes.map(|v| usize::try_from(v).ok());
+        let q = Qgemm { m: m?, n: n?, k: k?, lda: lda?, ldb: ldb?, ldc: ldc?, a_signed: a_signed != 0, b_signed: b_signed != 0, a_zeros: a_zeros?, b_zeros: b_zeros?, bias: QBias::from_code(bias_mode)?, b_packed: b_packed != 0 };
+        q.is_valid().then_some(q)
+    }
+
     /// Elements of the bias read.
     pub fn bias_len(&self) -> usize {
         match self.bias {
@@ -576,13 +585,7 @@ pub unsafe extern "C" fn kiln_rt_qgemm(
     bias_mode: i64,
     b_packed: i64,
 ) {
-    let size = |v: i64| usize::try_from(v).ok();
-    let (Some(m), Some(n), Some(k), Some(lda), Some(ldb), Some(ldc), Some(a_zeros), Some(b_zeros)) = (size(m), size(n), size(k), size(lda), size(ldb), size(ldc), size(a_zeros), size(b_zeros)) else { return };
-    let Some(bias_mode) = QBias::from_code(bias_mode) else { return };
-    let q = Qgemm { m, n, k, lda, ldb, ldc, a_signed: a_signed != 0, b_signed: b_signed != 0, a_zeros, b_zeros, bias: bias_mode, b_packed: b_packed != 0 };
-    if !q.is_valid() {
-        return;
-    }
+    let Some(q) = Qgemm::from_args([m, n, k, lda, ldb, ldc, a_zeros, b_zeros], [a_signed, b_signed, bias_mode, b_packed]) else { return };
     // SAFETY: by the caller's contract.
     unsafe { q.run_raw(a, b, Out::Acc(c), za, zb, bias, Isa::detect()) }
 }
@@ -621,13 +624,8 @@ pub unsafe extern "C" fn kiln_rt_qgemm_requantize(
     zero: i64,
     y_signed: i64,
 ) {
-    let size = |v: i64| usize::try_from(v).ok();
-    let (Some(m), Some(n), Some(k), Some(lda), Some(ldb), Some(ldc), Some(a_zeros), Some(b_zeros)) = (size(m), size(n), size(k), size(lda), size(ldb), size(ldc), size(a_zeros), size(b_zeros)) else { return };
-    let (Some(bias_mode), Some(scales_along), Ok(zero)) = (QBias::from_code(bias_mode), QScale::from_code(scale_mode), i32::try_from(zero)) else { return };
-    let q = Qgemm { m, n, k, lda, ldb, ldc, a_signed: a_signed != 0, b_signed: b_signed != 0, a_zeros, b_zeros, bias: bias_mode, b_packed: b_packed != 0 };
-    if !q.is_valid() {
-        return;
-    }
+    let Some(q) = Qgemm::from_args([m, n, k, lda, ldb, ldc, a_zeros, b_zeros], [a_signed, b_signed, bias_mode, b_packed]) else { return };
+    let (Some(scales_along), Ok(zero)) = (QScale::from_code(scale_mode), i32::try_from(zero)) else { return };
     let r = Requant { scales: scales_along, zero, signed: y_signed != 0 };
     // SAFETY: by the caller's contract.
     unsafe { q.run_raw(a, b, Out::new_bytes(y, scales, &r), za, zb, bias, Isa::detect()) }

@@ -22,7 +22,7 @@ use super::{ConvShape, conv2d, im2col_sgemm};
 use kiln_loops::call;
 use kiln_loops::ir::*;
 use crate::elementwise::{ElemResult, Scope};
-use crate::linalg::{BiasIndex, Epilogue};
+use crate::linalg::{BiasIndex, Epilogue, OutputStage, f32_constant, i32_zeros, output_stage};
 use crate::{Lowerer, Operand};
 
 /// Integers of magnitude below this are exact in `f32`.
@@ -186,34 +186,14 @@ pub(in crate::nn) struct Stage {
 
 /// Node `n`'s output stage into `y`; `None` when a parameter is not constant or has another form.
 pub(in crate::nn) fn stage(cx: &mut Lowerer<'_>, n: NodeId, s: &ConvShape, y: &Operand) -> Option<Stage> {
-    let f32s = |i: usize| -> Option<Vec<f32>> {
-        let t = cx.const_input(n, i)?;
-        (t.dtype == DType::F32).then(|| t.raw().map(|r| r.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()))?
-    };
-    let (xs, ws, ys) = (f32s(1)?, f32s(4)?, f32s(6)?);
-    let ([xs], [ys]) = (xs.as_slice(), ys.as_slice()) else { return None };
+    let OutputStage { scales, zero, signed } = output_stage(cx, n, y)?;
     let m = usize::try_from(s.m).ok()?;
-    let scales: Vec<f32> = match ws.len() {
-        1 => vec![xs * ws[0] / ys; m],
-        l if l == m => ws.iter().map(|w| xs * w / ys).collect(),
+    let scales = match scales.len() {
+        1 => vec![scales[0]; m],
+        l if l == m => scales,
         _ => return None,
     };
-    let zero = match cx.node(n).inputs.get(7).copied().flatten() {
-        None => 0,
-        Some(_) => match cx.const_input(n, 7)?.to_i64s()?.as_slice() {
-            [z] => *z,
-            _ => return None,
-        },
-    };
-    let signed = match y.elem {
-        ElemType::Scalar(ScalarType::I8) => 1,
-        ElemType::Scalar(ScalarType::U8) => 0,
-        _ => return None,
-    };
-    let bytes: Vec<u8> = scales.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let t = Tensor { dtype: DType::F32, shape: vec![s.m], data: TensorData::Raw(Bytes::from(bytes)) };
-    let name = format!("{}_requantize_scales", cx.node(n).name);
-    let scales = cx.program.add_buffer(Buffer { name, elem: ElemType::Scalar(ScalarType::F32), len: s.m, kind: BufferKind::Const(t) });
+    let scales = f32_constant(cx, format!("{}_requantize_scales", cx.node(n).name), &scales);
     Some(Stage { scales, zero, signed })
 }
 
@@ -357,10 +337,7 @@ pub(in crate::nn) fn depthwise(cx: &mut Lowerer<'_>, n: NodeId, s: &ConvShape, x
     let t = Tensor { dtype: DType::F32, shape: vec![s.m, s.win.taps()], data: TensorData::Raw(Bytes::from(bytes)) };
     let w = cx.program.add_buffer(Buffer { name: format!("{name}_w_shifted"), elem: ElemType::Scalar(ScalarType::F32), len: shifted.w.len() as u64, kind: BufferKind::Const(t) });
     // An unused bias operand still names an `i32` buffer.
-    let bias_buf = bias.unwrap_or_else(|| {
-        let t = Tensor { dtype: DType::I32, shape: vec![1], data: TensorData::Raw(Bytes::from(vec![0u8; 4])) };
-        cx.program.add_buffer(Buffer { name: format!("{name}_no_bias"), elem: ElemType::Scalar(ScalarType::I32), len: 1, kind: BufferKind::Const(t) })
-    });
+    let bias_buf = bias.unwrap_or_else(|| i32_zeros(cx, format!("{name}_no_bias"), 1));
     let [ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw] = s.win.call_operands();
     let int = |v: u64| Expr::idx(v as i64);
     let call = call::DwConv2dRequantize {
