@@ -29,7 +29,8 @@
 //!
 //! Without AVX-512, outputs of at most 32 × 32 are computed a vector of planes at a time, one
 //! plane per lane (`dwconv/lanes.rs`): faster on MobileNet-V2's layers of that size with
-//! AVX2, where this path's per-plane work dominates.
+//! AVX2, where this path's per-plane work dominates. With AVX-512 the same holds for outputs
+//! of at most 16 × 16 whose window `direct.rs` does not take (5×5 and 7×7 ones).
 //!
 //! An earlier version split each output row into border columns (a bounds-checked scalar sum)
 //! and an interior read from the input in place; its per-row work dominated the 14×14 and 7×7

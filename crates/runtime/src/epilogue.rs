@@ -661,7 +661,7 @@ impl Act for Tanh {
 }
 
 /// 1/6 rounded to `f32`.
-const SIXTH: f32 = (1.0f64 / 6.0) as f32;
+pub(crate) const SIXTH: f32 = (1.0f64 / 6.0) as f32;
 /// GeluTanh's cubic coefficient, rounded to `f32`.
 const GELU_CUBIC: f32 = 0.044715f64 as f32;
 /// √(2/π) rounded to `f32` (the test `constants_are_the_loop_irs` checks the digits).

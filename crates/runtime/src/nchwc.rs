@@ -33,10 +33,10 @@ pub(crate) fn usable(isa: Isa) -> Isa {
 /// Channels per block: the lanes of an AVX-512 vector.
 pub const LANES: usize = 16;
 
-/// Whether the blocked routines apply `act` (in registers): none, Relu, Clip or a
+/// Whether the blocked routines apply `act` (in registers): none, Relu, Clip, HardSwish or a
 /// quantize-dequantize pair.
 pub(crate) fn applies(act: Activation) -> bool {
-    matches!(act, Activation::None | Activation::Relu | Activation::Clip { .. } | Activation::QuantDequantU8 { .. } | Activation::QuantDequantU16 { .. })
+    matches!(act, Activation::None | Activation::Relu | Activation::Clip { .. } | Activation::HardSwish | Activation::QuantDequantU8 { .. } | Activation::QuantDequantU16 { .. })
 }
 
 /// The activation of the blocked routines on one float, with the same selects as
@@ -48,6 +48,7 @@ pub(crate) fn activate_one(s: f32, act: Activation) -> f32 {
             let u = if s > min || s.is_nan() { s } else { min };
             if u < max || u.is_nan() { u } else { max }
         }
+        Activation::HardSwish => act.apply(s),
         _ => if QuantDequant::of(act).is_some() { act.apply(s) } else { s },
     }
 }

@@ -214,7 +214,7 @@ unsafe fn requantize(isa: Isa, acc: *const f32, n: usize, bias: i32, s: f64, q: 
 #[target_feature(enable = "avx512f")]
 unsafe fn requantize_avx512(acc: *const f32, n: usize, bias: i32, s: f64, q: &QDwConv2d, y: *mut u8) {
     use std::arch::x86_64::*;
-    use crate::requantize::avx512::{halves_i32, levels};
+    use crate::requantize::avx512::{halves_i32, levels, store};
     let (b, s) = (_mm512_set1_epi32(bias), [_mm512_set1_pd(s); 2]);
     let mut i = 0;
     while i < n {
@@ -223,7 +223,7 @@ unsafe fn requantize_avx512(acc: *const f32, n: usize, bias: i32, s: f64, q: &QD
         unsafe {
             // The sums are integers below 2^24: the conversion is exact.
             let v = _mm512_add_epi32(_mm512_cvttps_epi32(_mm512_maskz_loadu_ps(live, acc.add(i))), b);
-            _mm512_mask_cvtepi32_storeu_epi8(y.add(i).cast(), live, levels(halves_i32(v), s, f64::from(q.zero), q.y_signed));
+            store(y.add(i), live, levels(halves_i32(v), s, f64::from(q.zero), q.y_signed));
         }
         i += 16;
     }

@@ -106,7 +106,7 @@ unsafe fn row_avx512(q: &Requantize, x: *const u8, scale: f64, y: *mut u8) {
         // SAFETY: by the caller's contract, for the live lanes of these 16 elements.
         unsafe {
             let v = if q.int_x { avx512::halves_i32(_mm512_maskz_loadu_epi32(live, x.add(4 * i).cast())) } else { avx512::halves_f32(_mm512_maskz_loadu_ps(live, x.add(4 * i).cast())) };
-            _mm512_mask_cvtepi32_storeu_epi8(y.add(i).cast(), live, avx512::levels(v, s, q.zero.into(), q.signed));
+            avx512::store(y.add(i), live, avx512::levels(v, s, q.zero.into(), q.signed));
         }
         i += 16;
     }
@@ -143,6 +143,29 @@ pub(crate) mod avx512 {
         let a = half(v[0], s[0], zero, lo, hi);
         let b = half(v[1], s[1], zero, lo, hi);
         _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b)
+    }
+
+    /// The low bytes of `v`'s live lanes stored to `y`: narrowed in a register and stored in
+    /// one 16-byte write when every lane is live (a masked narrowing store is several times
+    /// slower on AMD's cores), byte by byte otherwise.
+    ///
+    /// # Safety
+    ///
+    /// `y` writable for the live lanes, which are the low bits of `live`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) unsafe fn store(y: *mut u8, live: u16, v: __m512i) {
+        let bytes = _mm512_cvtepi32_epi8(v);
+        // SAFETY: by the caller's contract.
+        unsafe {
+            if live == u16::MAX {
+                _mm_storeu_si128(y.cast(), bytes);
+            } else {
+                let mut staged = [0u8; 16];
+                _mm_storeu_si128(staged.as_mut_ptr().cast(), bytes);
+                std::ptr::copy_nonoverlapping(staged.as_ptr(), y, (live.trailing_ones() as usize).min(16));
+            }
+        }
     }
 
     #[inline]

@@ -8,7 +8,7 @@
 //! convolution to the next: reordering a tensor costs a pass over it.
 //!
 //! The pass finds the kernels that are one call of a routine with a blocked form (`conv2d` of
-//! one group or depthwise, with no activation, Relu or Clip; `maxpool2d`) and joins them into chains
+//! one group or depthwise, with no activation, Relu, Clip or HardSwish; `maxpool2d`) and joins them into chains
 //! through the intermediates that only such calls touch, each written by one of them before
 //! the others read it. A chain's intermediates take the blocked layout (and its length, the
 //! channels padded to 16); its calls become `conv2d_nchwc` and `maxpool2d_nchwc`; a tensor it

@@ -58,7 +58,7 @@ impl Lanes {
     }
 }
 
-/// [`planes`] with `isa`'s vector operations ([`applies`] never takes AVX-512).
+/// [`planes`] with `isa`'s vector operations.
 ///
 /// # Safety
 ///
@@ -70,6 +70,8 @@ pub(super) unsafe fn run(isa: Isa, g: &Plan, shape: Lanes, x: *const f32, w: *co
         match isa {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 => planes_avx2(g, shape, x, w, y, scratch),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => planes_avx512(g, shape, x, w, y, scratch),
             _ => planes::<Portable>(g, shape, x, w, y, scratch),
         }
     }
@@ -85,6 +87,18 @@ pub(super) unsafe fn run(isa: Isa, g: &Plan, shape: Lanes, x: *const f32, w: *co
 unsafe fn planes_avx2(g: &Plan, shape: Lanes, x: *const f32, w: *const f32, y: *mut f32, scratch: *mut f32) {
     // SAFETY: by the caller's contract.
     unsafe { planes::<crate::gemm::avx2::Avx2>(g, shape, x, w, y, scratch) }
+}
+
+/// [`planes`] with the AVX-512 vector operations.
+///
+/// # Safety
+///
+/// As [`planes`]; the CPU has AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn planes_avx512(g: &Plan, shape: Lanes, x: *const f32, w: *const f32, y: *mut f32, scratch: *mut f32) {
+    // SAFETY: by the caller's contract.
+    unsafe { planes::<crate::gemm::avx512::Avx512>(g, shape, x, w, y, scratch) }
 }
 
 /// Every plane of `g.from..g.to`, `S::LANES` at a time.
@@ -243,9 +257,20 @@ unsafe fn sums<S: Simd>(g: &Plan, row: isize, wv: *const f32, inp: *const f32, o
 /// Output planes of at most this many elements take this path (32 × 32).
 const MAX_PLANE: isize = 1024;
 
-/// Whether `g`'s planes take this path with `isa`: small output planes, without AVX-512 (whose
-/// masked loads read small planes in place, `direct.rs`). On larger ones the padded path's
-/// rows of whole vectors were faster than interleaving (see the module doc).
+/// With AVX-512, output planes of at most this many elements (16 × 16) whose window
+/// `direct.rs` does not read in place: in `conv_one`, a 5×5 window on 960 planes of 7 × 7 took
+/// 84 µs here against 126 on the padded planes, 672 planes of 14 × 14 at stride 2 95 against
+/// 125, a 7×7 window on 14 × 14 planes 88 against 118; at 20 × 20 and 28 × 28 outputs the two
+/// were even, and from 56 × 56 at stride 2 the padded planes were faster.
+const MAX_PLANE_AVX512: isize = 256;
+
+/// Whether `g`'s planes take this path with `isa`: small output planes whose window, with
+/// AVX-512, `direct.rs` does not read in place with masked loads. On larger ones the padded
+/// path's rows of whole vectors were faster than interleaving (see the module doc).
 pub(super) fn applies(g: &Plan, isa: Isa) -> bool {
-    isa != Isa::Avx512 && g.oh * g.ow <= MAX_PLANE
+    if isa == Isa::Avx512 {
+        #[cfg(target_arch = "x86_64")]
+        return g.oh * g.ow <= MAX_PLANE_AVX512 && super::direct::choose(g).is_none();
+    }
+    g.oh * g.ow <= MAX_PLANE
 }

@@ -332,8 +332,15 @@ fn planes_in_vector_lanes_round_as_the_padded_planes() {
         conv(9, 9, (11, 6), (5, 3), (1, 2), (2, 1), [2, 0, 3, 1], false),
         conv(33, 11, (28, 28), (3, 3), (2, 2), (1, 1), [1; 4], true),
     ];
-    for isa in Isa::runnable().into_iter().filter(|&isa| isa != Isa::Avx512) {
-        for d in &shapes {
+    // With AVX-512 the path takes small outputs of windows `direct.rs` does not read in place.
+    let avx512 = [
+        conv(19, 5, (7, 7), (5, 5), (1, 1), (1, 1), [2; 4], false),
+        conv(40, 20, (14, 13), (5, 5), (2, 2), (1, 1), [2, 2, 1, 2], true),
+        conv(9, 9, (11, 6), (5, 3), (1, 2), (2, 1), [2, 0, 3, 1], false),
+        conv(33, 11, (14, 14), (7, 7), (1, 1), (1, 1), [3; 4], true),
+    ];
+    for isa in Isa::runnable() {
+        for d in if isa == Isa::Avx512 { &avx512 } else { &shapes } {
             let (x, mut w, y0) = (rng.rounding_data(d.x_len()), rng.rounding_data(d.w_len()), rng.rounding_data(d.y_len()));
             w[4] = f32::INFINITY;
             let g = Plan::new(d);
@@ -348,6 +355,8 @@ fn planes_in_vector_lanes_round_as_the_padded_planes() {
                     match isa {
                         #[cfg(target_arch = "x86_64")]
                         Isa::Avx2 => planes::<crate::gemm::avx2::Avx2>(&g, x.as_ptr(), w.as_ptr(), padded.as_mut_ptr(), s.as_mut_ptr(), None),
+                        #[cfg(target_arch = "x86_64")]
+                        Isa::Avx512 => planes::<crate::gemm::avx512::Avx512>(&g, x.as_ptr(), w.as_ptr(), padded.as_mut_ptr(), s.as_mut_ptr(), None),
                         _ => planes::<crate::gemm::simd::Portable>(&g, x.as_ptr(), w.as_ptr(), padded.as_mut_ptr(), s.as_mut_ptr(), None),
                     }
                 }

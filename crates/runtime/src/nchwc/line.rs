@@ -6,7 +6,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::epilogue::{Activation, QuantDequant};
+use crate::epilogue::{Activation, QuantDequant, SIXTH};
 use crate::gemm::avx2::Avx2;
 use crate::gemm::avx512::Avx512;
 use crate::gemm::simd::Simd;
@@ -114,6 +114,8 @@ impl Line for __m512 {
             match act {
                 Activation::Relu => Avx512::relu(v),
                 Activation::Clip { min, max } => Avx512::clip(v, min, max),
+                // The epilogue's `x · clip(x·(1/6) + ½, 0, 1)`, the product and sum rounded apart.
+                Activation::HardSwish => _mm512_mul_ps(v, Avx512::clip(_mm512_add_ps(_mm512_mul_ps(v, _mm512_set1_ps(SIXTH)), _mm512_set1_ps(0.5)), 0.0, 1.0)),
                 _ => match QuantDequant::of(act) {
                     Some(q) => {
                         let (zp, scale) = (_mm512_set1_ps(q.zero_point), _mm512_set1_ps(q.scale));
@@ -219,6 +221,7 @@ impl Line for Pair {
             match act {
                 Activation::Relu => Pair(Avx2::relu(v.0), Avx2::relu(v.1)),
                 Activation::Clip { min, max } => Pair(Avx2::clip(v.0, min, max), Avx2::clip(v.1, min, max)),
+                Activation::HardSwish => Pair(hard_swish(v.0), hard_swish(v.1)),
                 _ => match QuantDequant::of(act) {
                     Some(q) => Pair(quant_dequant(v.0, q), quant_dequant(v.1, q)),
                     None => v,
@@ -226,6 +229,17 @@ impl Line for Pair {
             }
         }
     }
+}
+
+/// HardSwish on 8 lanes, as the Avx512 line computes it.
+///
+/// # Safety
+///
+/// The CPU has AVX.
+#[inline(always)]
+unsafe fn hard_swish(v: __m256) -> __m256 {
+    // SAFETY: by the caller's contract.
+    unsafe { _mm256_mul_ps(v, Avx2::clip(_mm256_add_ps(_mm256_mul_ps(v, _mm256_set1_ps(SIXTH)), _mm256_set1_ps(0.5)), 0.0, 1.0)) }
 }
 
 /// The quantize-dequantize pair of [`Line::activate`] on 8 lanes.

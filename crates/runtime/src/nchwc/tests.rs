@@ -102,7 +102,7 @@ fn convolutions_match_the_definition_bit_for_bit() {
     for (i, &(batch, channels, out_channels, h, w, k, stride, pad, dil)) in shapes.iter().enumerate() {
         let (oh, ow) = ((h + 2 * pad - dil * (k - 1) - 1) / stride + 1, (w + 2 * pad - dil * (k - 1) - 1) / stride + 1);
         let win = Window { h, w, oh, ow, kh: k, kw: k, sh: stride, sw: stride, ph: pad, pw: pad, dh: dil, dw: dil };
-        for (bias, residual, act) in [(false, false, Activation::None), (true, true, Activation::Relu), (true, false, Activation::Clip { min: -0.1, max: 0.3 }), (false, true, Activation::QuantDequantU8 { scale: 0.02, zero_point: 120.0 })] {
+        for (bias, residual, act) in [(false, false, Activation::None), (true, true, Activation::Relu), (true, false, Activation::Clip { min: -0.1, max: 0.3 }), (false, true, Activation::QuantDequantU8 { scale: 0.02, zero_point: 120.0 }), (true, true, Activation::HardSwish)] {
             let c = Conv2d { batch, channels, out_channels, groups: 1, win, bias, residual, act };
             assert!(supports(&c));
             let x = test_data(c.x_len(), 3 + i as u64);
@@ -152,7 +152,7 @@ fn winograd_convolutions_match_the_definition_within_rounding() {
     let pool = crate::pool::Pool::new(2).unwrap();
     for (i, &(batch, channels, out_channels, h, w)) in [(1, 128, 144, 6, 8), (2, 64, 64, 2, 2), (1, 256, 80, 4, 6)].iter().enumerate() {
         let win = Window { h, w, oh: h, ow: w, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1 };
-        for (bias, residual, act) in [(false, false, Activation::None), (true, true, Activation::Relu), (true, false, Activation::Clip { min: -0.1, max: 0.3 })] {
+        for (bias, residual, act) in [(false, false, Activation::None), (true, true, Activation::Relu), (true, false, Activation::Clip { min: -0.1, max: 0.3 }), (true, false, Activation::HardSwish)] {
             let c = Conv2d { batch, channels, out_channels, groups: 1, win, bias, residual, act };
             assert!(supports(&c) && super::winograd::applies(&c));
             let x = test_data(c.x_len(), 13 + i as u64);
@@ -267,11 +267,18 @@ fn depthwise_convolutions_match_the_definition_bit_for_bit() {
         (1, 16, 5, 12, 3, 1, 0, 1),
         (1, 3, 4, 3, 3, 2, 0, 1),
         (1, 32, 2, 2, 3, 1, 1, 1),
+        // Other windows: border columns in groups, inside columns in runs of eight and fewer,
+        // whole rows of at most eight.
+        (1, 24, 12, 28, 5, 1, 2, 1),
+        (1, 20, 15, 30, 5, 2, 2, 1),
+        (1, 16, 10, 21, 7, 1, 3, 2),
+        (2, 33, 7, 7, 5, 1, 2, 1),
+        (1, 16, 9, 40, 3, 1, 2, 3),
     ];
     for (i, &(batch, channels, h, w, k, stride, pad, dil)) in shapes.iter().enumerate() {
         let (oh, ow) = ((h + 2 * pad - dil * (k - 1) - 1) / stride + 1, (w + 2 * pad - dil * (k - 1) - 1) / stride + 1);
         let win = Window { h, w, oh, ow, kh: k, kw: k, sh: stride, sw: stride, ph: pad, pw: pad, dh: dil, dw: dil };
-        for (bias, residual, act) in [(false, false, Activation::None), (true, true, Activation::Relu), (true, false, Activation::Clip { min: 0.0, max: 0.4 }), (true, true, Activation::QuantDequantU8 { scale: 0.01, zero_point: 7.0 })] {
+        for (bias, residual, act) in [(false, false, Activation::None), (true, true, Activation::Relu), (true, false, Activation::Clip { min: 0.0, max: 0.4 }), (true, true, Activation::QuantDequantU8 { scale: 0.01, zero_point: 7.0 }), (false, true, Activation::HardSwish)] {
             let c = Conv2d { batch, channels, out_channels: channels, groups: channels, win, bias, residual, act };
             assert!(supports(&c) && super::dwconv::supports(&c));
             let x = test_data(c.x_len(), 3 + i as u64);

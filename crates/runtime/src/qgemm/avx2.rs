@@ -16,6 +16,28 @@ use super::{Out, PANEL, Tile};
 /// `B` fill the 16 vector registers.
 const ROWS: usize = 3;
 
+/// [`super::row_sum`]: 32 bytes per step, summed in 64-bit lanes by `vpsadbw` against zero.
+///
+/// # Safety
+///
+/// The CPU has AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn row_sum(row: &[u8], flip: u8) -> i32 {
+    let (flip8, zero) = (_mm256_set1_epi8(flip as i8), _mm256_setzero_si256());
+    let mut acc = _mm256_setzero_si256();
+    let mut chunks = row.chunks_exact(32);
+    for chunk in &mut chunks {
+        // SAFETY: the chunk holds 32 bytes.
+        let v = unsafe { _mm256_loadu_si256(chunk.as_ptr().cast()) };
+        acc = _mm256_add_epi64(acc, _mm256_sad_epu8(_mm256_xor_si256(v, flip8), zero));
+    }
+    let mut lanes = [0i64; 4];
+    // SAFETY: four 64-bit lanes fit the array.
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), acc) };
+    let tail: i64 = chunks.remainder().iter().map(|&v| i64::from(v ^ flip)).sum();
+    (lanes.iter().sum::<i64>() + tail) as i32
+}
+
 /// Rows `rows` × panels `panels` of `C`.
 ///
 /// # Safety

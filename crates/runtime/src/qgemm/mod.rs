@@ -380,7 +380,7 @@ impl Qgemm {
                     };
                     // SAFETY: row `i` of `A` holds `k` bytes.
                     let row = unsafe { std::slice::from_raw_parts(a.add(i * self.lda), k) };
-                    let sum: i32 = row.iter().map(|&v| i32::from(v ^ a_flip)).fold(0i32, i32::wrapping_add);
+                    let sum = row_sum(row, a_flip, isa);
                     rows[3 * i] = za_i + a_shift;
                     rows[3 * i + 1] = sum;
                     rows[3 * i + 2] = if self.bias == QBias::PerRow { bias_at(i).wrapping_neg() } else { 0 };
@@ -409,6 +409,18 @@ impl Qgemm {
             });
         });
     }
+}
+
+/// `Σ (v ^ flip)` over a row of `A`'s bytes, exact in `i32` for any `k` a valid product has
+/// (`255·k` with `k` far below 2^23).
+fn row_sum(row: &[u8], flip: u8, isa: Isa) -> i32 {
+    #[cfg(target_arch = "x86_64")]
+    if isa != Isa::Portable {
+        // SAFETY: both vector kernels imply AVX2.
+        return unsafe { avx2::row_sum(row, flip) };
+    }
+    let _ = isa;
+    row.iter().map(|&v| i32::from(v ^ flip)).fold(0i32, i32::wrapping_add)
 }
 
 /// Everything a task reads, and where it writes.

@@ -118,7 +118,7 @@ unsafe fn tile<const R: usize, const P: usize>(t: &Tile<'_>, i0: usize, p0: usiz
                             [_mm512_cvtps_pd(_mm512_castps512_ps256(s)), _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(s))))]
                         };
                         let bytes = crate::requantize::avx512::levels(crate::requantize::avx512::halves_i32(y), s, zero, signed);
-                        _mm512_mask_cvtepi32_storeu_epi8(out.add(i * t.ldc + j0).cast(), mask, bytes);
+                        crate::requantize::avx512::store(out.add(i * t.ldc + j0), mask, bytes);
                     }
                 }
             }
