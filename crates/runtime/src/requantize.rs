@@ -145,6 +145,36 @@ pub(crate) mod avx512 {
         _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b)
     }
 
+    /// Distance from a half-integer below which [`levels_f32`] declines a vector: above
+    /// the `f32` computation's error bound (see there), far below the gaps between halves.
+    const TIE: f32 = 1.0 / 2048.0;
+
+    /// [`levels`] of the `i32` accumulators `v` computed in `f32`, or `None` when some lane
+    /// may round otherwise (the caller then takes `levels`). `s` are the scales, finite (a NaN
+    /// or infinite scale must take `levels`), `zero` the zero point, inside the output's range
+    /// ([`super::zero_in_range`]).
+    ///
+    /// The value `x = fl(fl(fl(v)·s) + zero)` is within `3·2^-24·1024 < 2^-12.4` of the exact
+    /// `t = v·s + zero` when `|v·s| ≤ 1024` (three roundings, each relative `2^-24`), and
+    /// `levels` rounds `t` itself but for `2^-44`. So if `x`, clamped to the range, is more
+    /// than [`TIE`] (`2^-11`) from every half-integer, `x` and `t` lie between the same two
+    /// halves and round to the same integer. When `|v·s| > 1024`, `|t| > 769` and `x` has the
+    /// same sign and lies past the same end of the range: both saturate alike.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn levels_f32(v: __m512i, s: __m512, zero: f32, signed: bool) -> Option<__m512i> {
+        let (lo, hi) = if signed { (-128.0, 127.0) } else { (0.0, 255.0) };
+        let x = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), s), _mm512_set1_ps(zero));
+        let clamped = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(lo)), _mm512_set1_ps(hi));
+        let r = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(clamped);
+        // |clamped − r| ≤ ½; a lane within TIE of ½ may round otherwise in `f64`.
+        let off = _mm512_abs_ps(_mm512_sub_ps(clamped, r));
+        if _mm512_cmp_ps_mask::<_CMP_GT_OQ>(off, _mm512_set1_ps(0.5 - TIE)) != 0 {
+            return None;
+        }
+        Some(_mm512_cvttps_epi32(r))
+    }
+
     /// The low bytes of `v`'s live lanes stored to `y`: narrowed in a register and stored in
     /// one 16-byte write when every lane is live (a masked narrowing store is several times
     /// slower on AMD's cores), byte by byte otherwise.
@@ -210,6 +240,12 @@ unsafe fn row(q: &Requantize, x: *const u8, scale: f64, y: *mut u8) {
     }
 }
 
+/// Whether the zero point lies in the output's range: with finite scales, the condition of
+/// the `f32` requantization (`avx512::levels_f32`).
+pub(crate) fn zero_in_range(zero: i32, signed: bool) -> bool {
+    if signed { (-128..=127).contains(&zero) } else { (0..=255).contains(&zero) }
+}
+
 /// `sat(round(v · scale + zero))` as an `i8` (when `signed`) or `u8` byte: the definition
 /// every requantizing routine computes.
 #[inline(always)]
@@ -262,6 +298,52 @@ mod tests {
             }
         }
         }
+    }
+
+    /// The `f32` requantization against the definition wherever it answers, on accumulators
+    /// around every rounding boundary (exact halves included: scales that are powers of two or
+    /// thirds put accumulators on them), across the range and at the `i32` extremes; it must
+    /// answer on most vectors.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn levels_in_f32_match_the_definition_where_they_answer() {
+        use std::arch::x86_64::*;
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            return;
+        }
+        let scales = [0.5f32, 0.25, 1.0 / 3.0, 0.013, 2.7e-4, 1.9e-6, 3.0, 117.0, 0.0, -0.02];
+        let (mut answered, mut vectors) = (0, 0);
+        for &scale in &scales {
+            for (zero, signed) in [(0, false), (128, false), (255, false), (0, true), (-128, true), (127, true), (5, true)] {
+                let mut v: Vec<i32> = vec![i32::MIN, i32::MAX, i32::MIN + 1, -(1 << 24) - 1, (1 << 24) + 1, 0, 1, -1];
+                // Around each boundary h: the accumulators nearest (h − zero)/scale.
+                for h2 in -260..=520 {
+                    let at = (f64::from(h2) / 2.0 - f64::from(zero)) / f64::from(scale);
+                    if at.is_finite() && at.abs() < 2e9 {
+                        v.extend((-3..=3).map(|d| at.round() as i32 + d));
+                    }
+                }
+                v.extend((-5000..5000).map(|i| i * 37));
+                while v.len() % 16 != 0 {
+                    v.push(7);
+                }
+                for chunk in v.chunks_exact(16) {
+                    // SAFETY: AVX-512F is present; the chunk holds 16 lanes.
+                    let got = unsafe { avx512::levels_f32(_mm512_loadu_si512(chunk.as_ptr().cast()), _mm512_set1_ps(scale), zero as f32, signed) };
+                    vectors += 1;
+                    let Some(got) = got else { continue };
+                    answered += 1;
+                    let mut lanes = [0i32; 16];
+                    // SAFETY: 16 lanes fit the array.
+                    unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), got) };
+                    for (&acc, &lane) in chunk.iter().zip(&lanes) {
+                        let want = level(f64::from(acc), f64::from(scale), f64::from(zero), signed);
+                        assert_eq!(lane as u8, want, "acc {acc}, scale {scale}, zero {zero}, signed {signed}");
+                    }
+                }
+            }
+        }
+        assert!(answered * 2 > vectors, "only {answered} of {vectors} vectors in f32");
     }
 
     #[test]

@@ -190,13 +190,23 @@ enum Out {
     /// The `i32` results.
     Acc(*mut i32),
     /// Requantized: the scales (per row when `per_row`, else per column; a single scale is
-    /// read as every row's).
-    Bytes { y: *mut u8, scales: *const f32, per_row: bool, single: bool, zero: f64, signed: bool },
+    /// read as every row's); `f32` when they are finite and the zero point is inside the
+    /// output's range, which lets the tile requantize in `f32` where that is exact
+    /// (`requantize::avx512::levels_f32`).
+    Bytes { y: *mut u8, scales: *const f32, per_row: bool, single: bool, zero: f64, signed: bool, f32: bool },
 }
 
 impl Out {
-    fn new_bytes(y: *mut u8, scales: *const f32, r: &Requant) -> Out {
-        Out::Bytes { y, scales, per_row: r.scales != QScale::PerColumn, single: r.scales == QScale::PerTensor, zero: f64::from(r.zero), signed: r.signed }
+    /// The stage `r` of an `m × n` product writing `y`.
+    ///
+    /// # Safety
+    ///
+    /// `scales` readable for `r.scales_len(m, n)` floats.
+    unsafe fn new_bytes(y: *mut u8, scales: *const f32, r: &Requant, m: usize, n: usize) -> Out {
+        // SAFETY: by the caller's contract.
+        let finite = (0..r.scales_len(m, n)).all(|i| unsafe { scales.add(i).read_unaligned() }.is_finite());
+        let f32 = finite && crate::requantize::zero_in_range(r.zero, r.signed);
+        Out::Bytes { y, scales, per_row: r.scales != QScale::PerColumn, single: r.scales == QScale::PerTensor, zero: f64::from(r.zero), signed: r.signed, f32 }
     }
 
     /// The scale of element `(i, j)` of a requantizing stage.
@@ -226,7 +236,7 @@ impl Out {
                         c.add(i * ldc + j0 + d).write_unaligned(x);
                     }
                 }
-                Out::Bytes { y, scales, per_row, single, zero, signed } => {
+                Out::Bytes { y, scales, per_row, single, zero, signed, .. } => {
                     for (d, &x) in v.iter().enumerate() {
                         let s = Out::scale(scales, per_row, single, i, j0 + d);
                         *y.add(i * ldc + j0 + d) = crate::requantize::level(f64::from(x), s, zero, signed);
@@ -312,7 +322,8 @@ impl Qgemm {
         assert!(self.is_valid(), "invalid qgemm {self:?}");
         let (ea, eb, ec) = self.extents();
         assert!(a.len() >= ea && b.len() >= eb && y.len() >= ec && za.len() >= self.a_zeros && zb.len() >= self.b_zeros && bias.len() >= self.bias_len() && scales.len() >= r.scales_len(self.m, self.n), "qgemm operands are too short for {self:?}");
-        let out = Out::new_bytes(y.as_mut_ptr(), scales.as_ptr(), r);
+        // SAFETY: the scales were checked to hold `scales_len` elements.
+        let out = unsafe { Out::new_bytes(y.as_mut_ptr(), scales.as_ptr(), r, self.m, self.n) };
         // SAFETY: the slices hold every element addressed; `y` is exclusively borrowed.
         unsafe { self.run_raw(a.as_ptr(), b.as_ptr(), out, za.as_ptr(), zb.as_ptr(), bias.as_ptr(), Isa::detect()) }
     }
@@ -640,5 +651,5 @@ pub unsafe extern "C" fn kiln_rt_qgemm_requantize(
     let (Some(scales_along), Ok(zero)) = (QScale::from_code(scale_mode), i32::try_from(zero)) else { return };
     let r = Requant { scales: scales_along, zero, signed: y_signed != 0 };
     // SAFETY: by the caller's contract.
-    unsafe { q.run_raw(a, b, Out::new_bytes(y, scales, &r), za, zb, bias, Isa::detect()) }
+    unsafe { q.run_raw(a, b, Out::new_bytes(y, scales, &r, q.m, q.n), za, zb, bias, Isa::detect()) }
 }

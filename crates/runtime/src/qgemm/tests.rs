@@ -142,10 +142,12 @@ fn requantized_output_matches_the_definition() {
         let (a, b, za, zb) = (bytes(&mut rng, ea), bytes(&mut rng, eb), bytes(&mut rng, 1), bytes(&mut rng, n));
         let bias: Vec<i32> = (0..m).map(|_| rng.next_u64() as i32 >> 12).collect();
         let acc = reference(&q, &a, &b, &za, &zb, &bias);
-        // Scales that put results on both sides of the range and on exact halves.
-        let scales: Vec<f32> = (0..m.max(n)).map(|i| [1.0 / 256.0, 0.5, 3.0e-3, 1.0e-5, 0.25][i % 5]).collect();
+        // Scales that put results on both sides of the range and on exact halves; then with an
+        // infinite one, and zero points outside the range: those take the `f64` stage.
+        for odd in [false, true] {
+        let scales: Vec<f32> = (0..m.max(n)).map(|i| if odd && i == 1 { f32::INFINITY } else { [1.0 / 256.0, 0.5, 3.0e-3, 1.0e-5, 0.25][i % 5] }).collect();
         for along in [QScale::PerTensor, QScale::PerRow, QScale::PerColumn] {
-            for (signed, zero) in [(false, 128), (true, -3), (false, 0), (true, 0)] {
+            for (signed, zero) in [(false, 128), (true, -3), (false, 0), (true, 0), (false, 300), (true, -1000)] {
                 let r = Requant { scales: along, zero, signed };
                 let want: Vec<u8> = (0..ec)
                     .map(|e| {
@@ -159,12 +161,15 @@ fn requantized_output_matches_the_definition() {
                     .collect();
                 for &isa in &Isa::available() {
                     let mut y = vec![0xABu8; ec];
-                    let out = Out::new_bytes(y.as_mut_ptr(), scales.as_ptr(), &r);
                     // SAFETY: the vectors hold the extents; VNNI only where detected.
-                    unsafe { q.run_raw(a.as_ptr(), b.as_ptr(), out, za.as_ptr(), zb.as_ptr(), bias.as_ptr(), isa) };
+                    unsafe {
+                        let out = Out::new_bytes(y.as_mut_ptr(), scales.as_ptr(), &r, m, n);
+                        q.run_raw(a.as_ptr(), b.as_ptr(), out, za.as_ptr(), zb.as_ptr(), bias.as_ptr(), isa);
+                    }
                     assert_eq!(y, want, "{q:?} {r:?} {isa:?}");
                 }
             }
+        }
         }
     }
 }

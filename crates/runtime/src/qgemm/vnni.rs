@@ -109,15 +109,14 @@ unsafe fn tile<const R: usize, const P: usize>(t: &Tile<'_>, i0: usize, p0: usiz
                 let y = _mm512_sub_epi32(_mm512_sub_epi32(acc[r][v], _mm512_mullo_epi32(zb, ra)), _mm512_add_epi32(_mm512_mullo_epi32(za, db), rb));
                 match t.c {
                     Out::Acc(c) => _mm512_mask_storeu_epi32(c.add(i * t.ldc + j0).cast(), mask, y),
-                    Out::Bytes { y: out, scales, per_row, single, zero, signed } => {
-                        let s = if per_row {
-                            let s = _mm512_set1_pd(Out::scale(scales, true, single, i, j0));
-                            [s, s]
-                        } else {
-                            let s = _mm512_maskz_loadu_ps(mask, scales.add(j0));
-                            [_mm512_cvtps_pd(_mm512_castps512_ps256(s)), _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(s))))]
+                    Out::Bytes { y: out, scales, per_row, single, zero, signed, f32 } => {
+                        use crate::requantize::avx512::{halves_f32, halves_i32, levels, levels_f32};
+                        let s = if per_row { _mm512_set1_ps(Out::scale(scales, true, single, i, j0) as f32) } else { _mm512_maskz_loadu_ps(mask, scales.add(j0)) };
+                        let fast = if f32 { levels_f32(y, s, zero as f32, signed) } else { None };
+                        let bytes = match fast {
+                            Some(bytes) => bytes,
+                            None => levels(halves_i32(y), halves_f32(s), zero, signed),
                         };
-                        let bytes = crate::requantize::avx512::levels(crate::requantize::avx512::halves_i32(y), s, zero, signed);
                         crate::requantize::avx512::store(out.add(i * t.ldc + j0), mask, bytes);
                     }
                 }
