@@ -100,13 +100,24 @@ unsafe fn rows(isa: Isa, q: &Requantize, x: *const u8, scale: f64, y: *mut u8) {
 unsafe fn row_avx512(q: &Requantize, x: *const u8, scale: f64, y: *mut u8) {
     use std::arch::x86_64::*;
     let s = [_mm512_set1_pd(scale); 2];
+    let fast = scale.is_finite() && zero_in_range(q.zero, q.signed);
+    let (sf, zf) = (_mm512_set1_ps(scale as f32), q.zero as f32);
     let mut i = 0;
     while i < q.cols {
         let live = if q.cols - i >= 16 { u16::MAX } else { (1u16 << (q.cols - i)) - 1 };
         // SAFETY: by the caller's contract, for the live lanes of these 16 elements.
         unsafe {
-            let v = if q.int_x { avx512::halves_i32(_mm512_maskz_loadu_epi32(live, x.add(4 * i).cast())) } else { avx512::halves_f32(_mm512_maskz_loadu_ps(live, x.add(4 * i).cast())) };
-            avx512::store(y.add(i), live, avx512::levels(v, s, q.zero.into(), q.signed));
+            let at = x.add(4 * i);
+            let bytes = if q.int_x {
+                let v = _mm512_maskz_loadu_epi32(live, at.cast());
+                let quick = if fast { avx512::levels_f32(v, sf, zf, q.signed) } else { None };
+                quick.unwrap_or_else(|| avx512::levels(avx512::halves_i32(v), s, q.zero.into(), q.signed))
+            } else {
+                let v = _mm512_maskz_loadu_ps(live, at.cast());
+                let quick = if fast { avx512::levels_f32_of_f32(v, sf, zf, q.signed) } else { None };
+                quick.unwrap_or_else(|| avx512::levels(avx512::halves_f32(v), s, q.zero.into(), q.signed))
+            };
+            avx512::store(y.add(i), live, bytes);
         }
         i += 16;
     }
@@ -163,8 +174,28 @@ pub(crate) mod avx512 {
     #[inline]
     #[target_feature(enable = "avx512f")]
     pub(crate) fn levels_f32(v: __m512i, s: __m512, zero: f32, signed: bool) -> Option<__m512i> {
+        rounded(_mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), s), _mm512_set1_ps(zero)), signed)
+    }
+
+    /// [`levels_f32`] of `f32` accumulators: `fl(fl(v·s) + zero)`, two roundings where the
+    /// integer ones have three, so the same bound holds; `None` also when a lane is NaN
+    /// (which `levels` sends to 0, not to the range's end as the clamp here would).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn levels_f32_of_f32(v: __m512, s: __m512, zero: f32, signed: bool) -> Option<__m512i> {
+        let x = _mm512_add_ps(_mm512_mul_ps(v, s), _mm512_set1_ps(zero));
+        if _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x) != 0 {
+            return None;
+        }
+        rounded(x, signed)
+    }
+
+    /// `x` clamped to the range and rounded, or `None` when a lane is within [`TIE`] of a
+    /// half-integer.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn rounded(x: __m512, signed: bool) -> Option<__m512i> {
         let (lo, hi) = if signed { (-128.0, 127.0) } else { (0.0, 255.0) };
-        let x = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), s), _mm512_set1_ps(zero));
         let clamped = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(lo)), _mm512_set1_ps(hi));
         let r = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(clamped);
         // |clamped − r| ≤ ½; a lane within TIE of ½ may round otherwise in `f64`.
@@ -339,6 +370,21 @@ mod tests {
                     for (&acc, &lane) in chunk.iter().zip(&lanes) {
                         let want = level(f64::from(acc), f64::from(scale), f64::from(zero), signed);
                         assert_eq!(lane as u8, want, "acc {acc}, scale {scale}, zero {zero}, signed {signed}");
+                    }
+                }
+                // The same as `f32` accumulators, with fractions, infinities and a NaN among them.
+                let mut xs: Vec<f32> = v.iter().map(|&a| a as f32).collect();
+                xs.extend([f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.5, -0.5, 1.0e30, -3.75, 1.0e-30, 0.0, -0.0, 2.5, 127.5, 255.5, -128.5, 7.0, 8.0]);
+                for chunk in xs.chunks_exact(16) {
+                    // SAFETY: AVX-512F is present; the chunk holds 16 lanes.
+                    let got = unsafe { avx512::levels_f32_of_f32(_mm512_loadu_ps(chunk.as_ptr()), _mm512_set1_ps(scale), zero as f32, signed) };
+                    let Some(got) = got else { continue };
+                    let mut lanes = [0i32; 16];
+                    // SAFETY: 16 lanes fit the array.
+                    unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), got) };
+                    for (&x, &lane) in chunk.iter().zip(&lanes) {
+                        let want = level(f64::from(x), f64::from(scale), f64::from(zero), signed);
+                        assert_eq!(lane as u8, want, "f32 acc {x}, scale {scale}, zero {zero}, signed {signed}");
                     }
                 }
             }
