@@ -8,11 +8,13 @@
 //! computes in order, so results are bit-identical whatever the thread count.
 //!
 //! The test is syntactic and conservative. The body may use only variables it defines (and the
-//! loop's own), calls no runtime routine but `copy` (the others split their own work), and
+//! loop's own), calls no runtime routine but `copy`, `sgemm` and `softmax` (the others split
+//! their own work; these two, called from a part, run on its thread alone), and
 //! writes no packed (sub-byte) buffer. Every access to a buffer the body writes must have an
 //! index affine in the loop variable `v` and the inner loops' variables, `c·v + r` with one
 //! stride `c > 0` for all of them, and the residuals `r` (over the inner loops' ranges, a
-//! `copy` of `n` elements adding `n − 1`) must span fewer than `c` elements: iteration `v` then
+//! `copy` of `n` elements adding `n − 1`, an `sgemm` or `softmax` of constant sizes the span
+//! of each matrix) must span fewer than `c` elements: iteration `v` then
 //! touches only `[c·v + lo, c·v + hi]` with `hi − lo < c`, apart from every other iteration.
 //! Buffers the body only reads are not constrained.
 //!
@@ -216,10 +218,50 @@ impl Walk {
                     self.accesses.push((c.src.buf, s, n, false));
                     work = work.saturating_add(n.saturating_mul(2));
                 }
+                Stmt::Call(Call::Sgemm(g)) => {
+                    let ints = [&g.m, &g.n, &g.k, &g.lda, &g.ldb, &g.ldc, &g.trans_a, &g.trans_b];
+                    ints.iter().for_each(|e| self.expr(e));
+                    [&g.a.index, &g.b.index, &g.c.index].into_iter().for_each(|e| self.expr(e));
+                    let Some([m, n, k, lda, ldb, ldc, ta, tb]) = self.constants(ints) else {
+                        self.fail("calls `sgemm` with sizes that are not constants".into());
+                        continue;
+                    };
+                    if m == 0 || n == 0 || k == 0 {
+                        continue;
+                    }
+                    let span = |rows: u64, cols: u64, ld: u64, t: u64| if t != 0 { (cols - 1) * ld + rows } else { (rows - 1) * ld + cols };
+                    let (ga, gb, gc) = (self.affine(&g.a.index), self.affine(&g.b.index), self.affine(&g.c.index));
+                    self.accesses.push((g.a.buf, ga, span(m, k, lda, ta), false));
+                    self.accesses.push((g.b.buf, gb, span(k, n, ldb, tb), false));
+                    self.accesses.push((g.c.buf, gc, span(m, n, ldc, 0), true));
+                    work = work.saturating_add(m.saturating_mul(n).saturating_mul(k));
+                }
+                Stmt::Call(Call::Softmax(c)) => {
+                    [&c.x.index, &c.rows, &c.cols].into_iter().for_each(|e| self.expr(e));
+                    let Some([rows, cols]) = self.constants([&c.rows, &c.cols]) else {
+                        self.fail("calls `softmax` with sizes that are not constants".into());
+                        continue;
+                    };
+                    let n = rows.saturating_mul(cols);
+                    let x = self.affine(&c.x.index);
+                    self.accesses.push((c.x.buf, x, n, true));
+                    work = work.saturating_add(n.saturating_mul(2));
+                }
                 Stmt::Call(call) => self.fail(format!("calls the runtime's `{}`", call.kind().name())),
             }
         }
         work
+    }
+
+    /// The values of `es` when all are non-negative constants (a call's sizes; extents are
+    /// then checked against `u64` overflow by the saturating products' users).
+    fn constants<const N: usize>(&self, es: [&Expr; N]) -> Option<[u64; N]> {
+        let mut out = [0u64; N];
+        for (o, e) in out.iter_mut().zip(es) {
+            let a = self.affine(e).filter(|a| a.coeffs.is_empty())?;
+            *o = u64::try_from(a.constant).ok().filter(|&v| v < 1 << 40)?;
+        }
+        Some(out)
     }
 
     /// Records the loads of `e` and checks its variables are in scope.

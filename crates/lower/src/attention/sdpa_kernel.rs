@@ -49,8 +49,14 @@ pub(super) fn emit(cx: &mut Lowerer<'_>, n: NodeId, p: &Plan) {
     let f32e = ElemType::Scalar(ScalarType::F32);
     let gemm = p.t == f32e && p.v.elem == f32e && num.ty == ScalarType::F32 && d.q_len > 0 && d.head > 0 && d.v_head > 0;
     let q_rows = if gemm { d.q_len } else { 1 };
-    let qs = temp("scaled_q", p.t, q_rows * d.head);
-    let row = temp("scores", ElemType::Scalar(num.ty), q_rows * total);
+    // With sgemm, each query head gets its own scores (and scaled queries) when all heads'
+    // fit in PER_HEAD_MAX elements: the heads are then independent iterations, which the
+    // code generator splits over threads (`kiln_loops::parallel`).
+    let heads = d.batch * d.q_heads;
+    let per_head = gemm && heads > 1 && heads.checked_mul(q_rows * total.max(d.head)).is_some_and(|n| n <= PER_HEAD_MAX);
+    let copies = if per_head { heads } else { 1 };
+    let qs = temp("scaled_q", p.t, copies * q_rows * d.head);
+    let row = temp("scores", ElemType::Scalar(num.ty), copies * q_rows * total);
     // With a cache, attention reads the concatenated values: the present_value output, or a
     // scratch copy when that output is unused.
     let v_src = match (&p.past, &p.present_value) {
@@ -84,27 +90,34 @@ pub(super) fn emit(cx: &mut Lowerer<'_>, n: NodeId, p: &Plan) {
     // applies (pass 1 would only copy the scores), else row by row after pass 1.
     let runtime_softmax = gemm && num.ty == ScalarType::F32 && p.score == f32e && p.soft == f32e && p.softcap.is_none() && p.qk.is_none();
     let unbiased = p.mask.is_none() && !p.causal && p.window.0 < 0 && p.window.1 < 0 && p.nonpad.is_none();
-    let rows = Rows { p, num: &num, ks, qs, row, v: v_src.unwrap_or(p.v), gemm, runtime_softmax };
+    let rows = Rows { p, num: &num, ks, qs, row, v: v_src.unwrap_or(p.v), gemm, runtime_softmax, per_head };
     let heads = k.nest(&[d.batch, d.kv_heads, d.group()], |k, ix| {
         let (b, g) = (&ix[0], &ix[1]);
         let h = g.clone() * d.group() as i64 + ix[2].clone();
         let mut s = Vec::new();
         let zero = Expr::idx(0);
+        // The head's scores and scaled queries.
+        let (row_at, qs_at) = if per_head {
+            let head = b.clone() * d.q_heads as i64 + h.clone();
+            (head.clone() * (q_rows * total) as i64, head * (q_rows * d.head) as i64)
+        } else {
+            (zero.clone(), zero.clone())
+        };
         if in_place {
             let alpha = (p.scale * p.scale) as f32;
-            s.push(Sgemm { a: (p.q.buf, p.q.at(b, &h, &zero, &zero)), b: (p.k.buf, p.k.at(b, g, &zero, &zero)), c: (row, zero.clone()), m: d.q_len, n: total, k: d.head, lda: p.q.row_stride(), ldb: p.k.row_stride(), ldc: total, trans_a: false, trans_b: true, alpha, beta: 0.0 }.call());
+            s.push(Sgemm { a: (p.q.buf, p.q.at(b, &h, &zero, &zero)), b: (p.k.buf, p.k.at(b, g, &zero, &zero)), c: (row, row_at.clone()), m: d.q_len, n: total, k: d.head, lda: p.q.row_stride(), ldb: p.k.row_stride(), ldc: total, trans_a: false, trans_b: true, alpha, beta: 0.0 }.call());
         } else if gemm {
-            s.extend(k.nest(&[d.q_len, d.head], |_, f| vec![Stmt::Store { buf: qs, index: f[0].clone() * d.head as i64 + f[1].clone(), value: Expr::load(p.q.buf, p.q.at(b, &h, &f[0], &f[1])) * scale.clone() }]));
-            s.push(Sgemm { a: (qs, zero.clone()), b: (ks.buf, ks.at(b, g, &zero, &zero)), c: (row, zero.clone()), m: d.q_len, n: total, k: d.head, lda: d.head, ldb: d.head, ldc: total, trans_a: false, trans_b: true, alpha: 1.0, beta: 0.0 }.call());
+            s.extend(k.nest(&[d.q_len, d.head], |_, f| vec![Stmt::Store { buf: qs, index: qs_at.clone() + f[0].clone() * d.head as i64 + f[1].clone(), value: Expr::load(p.q.buf, p.q.at(b, &h, &f[0], &f[1])) * scale.clone() }]));
+            s.push(Sgemm { a: (qs, qs_at.clone()), b: (ks.buf, ks.at(b, g, &zero, &zero)), c: (row, row_at.clone()), m: d.q_len, n: total, k: d.head, lda: d.head, ldb: d.head, ldc: total, trans_a: false, trans_b: true, alpha: 1.0, beta: 0.0 }.call());
         }
         if runtime_softmax && unbiased {
-            s.push(softmax_call(row, Expr::idx(0), d.q_len, total));
+            s.push(softmax_call(row, row_at.clone(), d.q_len, total));
         } else {
             s.extend(k.nest(&[d.q_len], |k, i| rows.emit(k, b, g, &h, &i[0])));
         }
         if gemm {
             let (v, y) = (&rows.v, &p.y);
-            s.push(Sgemm { a: (row, zero.clone()), b: (v.buf, v.at(b, g, &zero, &zero)), c: (y.buf, y.at(b, &h, &zero, &zero)), m: d.q_len, n: d.v_head, k: total, lda: total, ldb: v.row_stride(), ldc: y.row_stride(), trans_a: false, trans_b: false, alpha: 1.0, beta: 0.0 }.call());
+            s.push(Sgemm { a: (row, row_at.clone()), b: (v.buf, v.at(b, g, &zero, &zero)), c: (y.buf, y.at(b, &h, &zero, &zero)), m: d.q_len, n: d.v_head, k: total, lda: total, ldb: v.row_stride(), ldc: y.row_stride(), trans_a: false, trans_b: false, alpha: 1.0, beta: 0.0 }.call());
         }
         s
     });
@@ -112,6 +125,10 @@ pub(super) fn emit(cx: &mut Lowerer<'_>, n: NodeId, p: &Plan) {
     k.body = body;
     cx.push(k);
 }
+
+/// The most elements of per-head scores (and of per-head scaled queries) a kernel takes: 4 Mi,
+/// 16 MiB of `f32`. Larger ones share one head's buffer and run the heads in turn.
+const PER_HEAD_MAX: u64 = 1 << 22;
 
 /// The passes over the keys for one query row.
 struct Rows<'a> {
@@ -129,6 +146,8 @@ struct Rows<'a> {
     gemm: bool,
     /// Whether passes 2 and 3 are the runtime's softmax.
     runtime_softmax: bool,
+    /// Whether each query head has its own scores (with sgemm).
+    per_head: bool,
 }
 
 /// The runtime's softmax over `rows × cols` `f32` scores at `buf[at]`.
@@ -143,7 +162,8 @@ impl Rows<'_> {
         let total = d.total();
         let (qs, row, ks, v_src) = (self.qs, self.row, self.ks, self.v);
         let cty = ElemType::Scalar(num.ty);
-        let at = |j: &Expr| if self.gemm { i.clone() * total as i64 + j.clone() } else { j.clone() };
+        let base = if self.per_head { (b.clone() * d.q_heads as i64 + h.clone()) * (d.q_len * total) as i64 } else { Expr::idx(0) };
+        let at = |j: &Expr| if self.gemm { base.clone() + i.clone() * total as i64 + j.clone() } else { j.clone() };
         let mut s = Vec::new();
         if !self.gemm {
             s.extend(k.nest(&[d.head], |_, f| vec![num.store(qs, p.t, f[0].clone(), num.load(p.q.buf, p.q.elem, p.q.at(b, h, i, &f[0])) * num.c(p.scale))]));
