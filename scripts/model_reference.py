@@ -1,6 +1,6 @@
 """Writes reference outputs for the shared benchmark models with onnxruntime.
 
-For each model in MODELS_DIR (mlp, resnet50, mobilenet_v2, bert_mini) this makes fixed random
+For each model in MODELS (all nine in MODELS_DIR) this makes fixed random
 inputs (numpy seed 0; int64 token ids uniform in 0..8192) and runs onnxruntime on one thread,
 writing OUTDIR/NAME/input_K.pb and OUTDIR/NAME/output_K.pb as ONNX TensorProtos.
 
@@ -14,7 +14,17 @@ import onnx
 import onnxruntime as ort
 from onnx import numpy_helper
 
-MODELS = ["mlp", "resnet50", "mobilenet_v2", "bert_mini"]
+MODELS = [
+    "mlp",
+    "resnet50",
+    "mobilenet_v2",
+    "bert_mini",
+    "mobilenet_v3_large",
+    "gru_tagger",
+    "llama_tiny",
+    "audio_encoder",
+    "mobilenet_v2_qdq",
+]
 NP_TYPES = {
     onnx.TensorProto.FLOAT: np.float32,
     onnx.TensorProto.INT64: np.int64,

@@ -1,4 +1,4 @@
-//! The four shared models run through JIT-compiled code and agree with onnxruntime (rtol 1e-3,
+//! The nine shared models run through JIT-compiled code and agree with onnxruntime (rtol 1e-3,
 //! atol 1e-4) on the fixed inputs of `scripts/model-reference.sh`, and give bit-identical outputs
 //! on 1, 2 and 3 intra-op threads.
 
@@ -38,4 +38,29 @@ fn mobilenet_v2() {
 #[test]
 fn bert_mini() {
     check("bert_mini");
+}
+
+#[test]
+fn mobilenet_v3_large() {
+    check("mobilenet_v3_large");
+}
+
+#[test]
+fn gru_tagger() {
+    check("gru_tagger");
+}
+
+#[test]
+fn llama_tiny() {
+    check("llama_tiny");
+}
+
+#[test]
+fn audio_encoder() {
+    check("audio_encoder");
+}
+
+#[test]
+fn mobilenet_v2_qdq() {
+    check("mobilenet_v2_qdq");
 }

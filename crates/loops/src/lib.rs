@@ -7,6 +7,7 @@
 //! form, verifier, interpreter and the parallel-loop analysis.
 #![deny(missing_docs)]
 
+pub mod affine;
 pub mod builder;
 pub mod call;
 pub mod interp;

@@ -23,6 +23,7 @@
 
 use std::collections::HashMap;
 
+use crate::affine::Affine;
 use crate::ir::*;
 
 /// A loop whose iterations may run in parallel.
@@ -107,44 +108,6 @@ fn loads(e: &Expr) -> u64 {
     let mut n = u64::from(matches!(e, Expr::Load { .. }));
     e.for_each_operand(|a| n += loads(a));
     n
-}
-
-/// `Σ coeffs[v]·v + constant` over loop variables.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Affine {
-    coeffs: Vec<(Var, i128)>,
-    constant: i128,
-}
-
-impl Affine {
-    fn constant(c: i128) -> Affine {
-        Affine { coeffs: Vec::new(), constant: c }
-    }
-
-    fn var(v: Var) -> Affine {
-        Affine { coeffs: vec![(v, 1)], constant: 0 }
-    }
-
-    fn scaled(&self, k: i128) -> Affine {
-        let coeffs = self.coeffs.iter().map(|&(v, c)| (v, c * k)).filter(|&(_, c)| c != 0).collect();
-        Affine { coeffs, constant: self.constant * k }
-    }
-
-    fn plus(&self, other: &Affine) -> Affine {
-        let mut coeffs = self.coeffs.clone();
-        for &(v, c) in &other.coeffs {
-            match coeffs.iter_mut().find(|(w, _)| *w == v) {
-                Some((_, d)) => *d += c,
-                None => coeffs.push((v, c)),
-            }
-        }
-        coeffs.retain(|&(_, c)| c != 0);
-        Affine { coeffs, constant: self.constant + other.constant }
-    }
-
-    fn coeff(&self, v: Var) -> i128 {
-        self.coeffs.iter().find(|(w, _)| *w == v).map_or(0, |&(_, c)| c)
-    }
 }
 
 /// The loop body's variables and accesses, gathered in program order.
@@ -284,21 +247,7 @@ impl Walk {
 
     /// `e` as an affine form over loop variables, if it is one.
     fn affine(&self, e: &Expr) -> Option<Affine> {
-        match e {
-            Expr::Const(Scalar::Int(t, v)) if t.is_signed_int() => Some(Affine::constant(i128::from(*v))),
-            Expr::Var(v) => self.env.get(v).cloned().flatten(),
-            Expr::Binary(BinOp::Add, a, b) => Some(self.affine(a)?.plus(&self.affine(b)?)),
-            Expr::Binary(BinOp::Sub, a, b) => Some(self.affine(a)?.plus(&self.affine(b)?.scaled(-1))),
-            Expr::Binary(BinOp::Mul, a, b) => {
-                let (x, y) = (self.affine(a)?, self.affine(b)?);
-                match (x.coeffs.is_empty(), y.coeffs.is_empty()) {
-                    (true, _) => Some(y.scaled(x.constant)),
-                    (_, true) => Some(x.scaled(y.constant)),
-                    _ => None,
-                }
-            }
-            _ => None,
-        }
+        Affine::of(e, &|v| self.env.get(&v).cloned().flatten())
     }
 
     /// Checks that the iterations' footprints in every written buffer are apart.

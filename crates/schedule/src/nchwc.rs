@@ -20,6 +20,12 @@
 //! at least two convolutions per boundary tensor: ResNet-50 and MobileNet-V2 each become one
 //! chain from the stem to the last convolution, whose output alone is reordered.
 //!
+//! Kernels of generated loops join chains too (`loops`): an elementwise kernel over tensors of
+//! one shape runs on the blocked tensors whole, like a routine; one that indexes its tensors
+//! through a channel loop (a mean over the pixels, a per-channel gate, a product broadcasting
+//! it) takes blocked indices for the chain's intermediates and keeps the others'. With them a
+//! squeeze-excitation block stays in the layout, and the mean before a classifier reads it.
+//!
 //! The blocked routine is written for AVX-512 (its portable loop computes the same values
 //! slowly): the caller runs the pass only for code that runs on such a CPU, before `prepack`
 //! (which packs the blocked convolutions' weights in their panels).
@@ -32,6 +38,8 @@ use kiln_runtime::nchwc;
 use kiln_loops::call::{self, Operand, OperandMut};
 use kiln_loops::ir::*;
 
+mod loops;
+
 /// The blocked layout of an operand: images, channels, pixels per channel.
 type Layout = (usize, usize, usize);
 
@@ -42,7 +50,7 @@ fn same_bytes(l: Layout) -> Layout {
 }
 
 /// Floats of a blocked tensor.
-fn blocked_len(l: Layout) -> usize {
+pub(super) fn blocked_len(l: Layout) -> usize {
     nchwc::blocked_len(l.1, l.2).saturating_mul(l.0)
 }
 
@@ -58,6 +66,9 @@ struct Candidate {
     /// Whether the call may read its input as NCHW planes: a convolution of one group over
     /// fewer than 16 channels (a network's first, on its image).
     x_plain: bool,
+    /// For a kernel of loops, its channel loop (its tensor operands are the buffers indexed
+    /// through it; `loops`).
+    looped: Option<loops::Looped>,
 }
 
 /// The call of kernel `k` when it has a blocked form and its tensor operands start at
@@ -91,17 +102,73 @@ fn candidate(k: usize, kernel: &Kernel) -> Option<Candidate> {
             }
             let unused = [("b", c.bias), ("z", c.residual)].into_iter().filter(|&(_, used)| !used).map(|(name, _)| name).collect();
             let x_plain = c.groups == 1 && c.channels < nchwc::LANES;
-            Some(Candidate { kernel: k, conv: true, operands, unused, x_plain })
+            Some(Candidate { kernel: k, conv: true, operands, unused, x_plain, looped: None })
         }
         Call::MaxPool2d(pool) => {
             let ints: Vec<usize> = std::iter::once(&pool.planes).chain(pool.window()).map(|e| int(e).and_then(|v| usize::try_from(v).ok())).collect::<Option<_>>()?;
             let &[planes, h, w, oh, ow, ..] = &ints[..] else { return None };
             (oh * ow > 0 && ints[6..].iter().all(|&s| s > 0)).then_some(())?;
             let (x, y) = (at_zero(&pool.x)?, at_zero(&pool.y)?);
-            Some(Candidate { kernel: k, conv: false, operands: vec![("x", x, false, (1, planes, h * w)), ("y", y, true, (1, planes, oh * ow))], unused: Vec::new(), x_plain: false })
+            Some(Candidate { kernel: k, conv: false, operands: vec![("x", x, false, (1, planes, h * w)), ("y", y, true, (1, planes, oh * ow))], unused: Vec::new(), x_plain: false, looped: None })
         }
         _ => None,
     }
+}
+
+/// The loop kernels a chain could hold, each seen through the channel loop that indexes the
+/// most buffers whose layout the calls (or loop kernels found before) give, and none in another
+/// layout; with each one's accesses to the buffers not indexed through it.
+fn looped_candidates(p: &Program, calls: &[Candidate]) -> Vec<(Candidate, Vec<(BufId, bool)>)> {
+    let mut known: HashMap<BufId, Layout> = HashMap::new();
+    for c in calls {
+        for o in &c.operands {
+            known.entry(o.1).or_insert(o.3);
+        }
+    }
+    let taken: HashSet<usize> = calls.iter().map(|c| c.kernel).collect();
+    let mut pending: Vec<(usize, loops::Accesses)> = p.kernels.iter().enumerate().filter(|(k, _)| !taken.contains(k)).filter_map(|(k, kernel)| Some((k, loops::accesses(kernel)?))).collect();
+    let mut found = Vec::new();
+    // Layouts flow along the kernels' order, mostly: a few passes reach what one would not.
+    for _ in 0..4 {
+        let before = found.len();
+        pending.retain(|(k, a)| {
+            if let Some((i, buffers)) = loops::elementwise(&p.kernels[*k], a, p) {
+                let layouts: Vec<Layout> = buffers.iter().filter_map(|b| known.get(&b.0).copied()).collect();
+                let Some(&layout) = layouts.first() else { return true };
+                if layouts.iter().any(|&l| same_bytes(l) != same_bytes(layout)) {
+                    return false;
+                }
+                let looped = loops::Looped::elementwise(i, &buffers, layout);
+                let operands: Vec<_> = buffers.iter().map(|&(b, writes)| ("", b, writes, layout)).collect();
+                for o in &operands {
+                    known.entry(o.1).or_insert(o.3);
+                }
+                found.push((Candidate { kernel: *k, conv: false, operands, unused: Vec::new(), x_plain: false, looped: Some(looped) }, Vec::new()));
+                return false;
+            }
+            let mut best: Option<(usize, loops::Looped, Vec<(BufId, bool)>)> = None;
+            for c in loops::channel_loops(a) {
+                let Some((looped, others)) = loops::through(a, c, p) else { continue };
+                let tensors: Vec<(BufId, bool, Layout)> = looped.tensors(a).collect();
+                let agree = tensors.iter().filter(|t| known.get(&t.0).is_some_and(|&l| same_bytes(l) == same_bytes(t.2))).count();
+                let clash = tensors.iter().any(|t| known.get(&t.0).is_some_and(|&l| same_bytes(l) != same_bytes(t.2)));
+                if agree > 0 && !clash && best.as_ref().is_none_or(|b| b.0 < agree) {
+                    best = Some((agree, looped, others));
+                }
+            }
+            let Some((_, looped, others)) = best else { return true };
+            let operands = looped.tensors(a).map(|(b, writes, l)| ("", b, writes, l)).collect::<Vec<_>>();
+            for o in &operands {
+                known.entry(o.1).or_insert(o.3);
+            }
+            found.push((Candidate { kernel: *k, conv: false, operands, unused: Vec::new(), x_plain: false, looped: Some(looped) }, others));
+            false
+        });
+        if found.len() == before {
+            break;
+        }
+    }
+    found
 }
 
 /// Every buffer a statement tree touches, with whether the touch may write it.
@@ -155,10 +222,17 @@ pub fn pays_on(target: &kiln_target::Target) -> bool {
 
 /// Rewrites the chains of `p` worth it into the blocked layout; returns how many calls.
 pub fn blocked(p: &mut Program) -> usize {
-    let cands: Vec<Candidate> = p.kernels.iter().enumerate().filter_map(|(k, kernel)| candidate(k, kernel)).collect();
+    let mut cands: Vec<Candidate> = p.kernels.iter().enumerate().filter_map(|(k, kernel)| candidate(k, kernel)).collect();
     if cands.iter().filter(|c| c.conv).count() < 2 {
         return 0;
     }
+    // Loop kernels' other accesses (buffers not indexed through their channel loop).
+    let mut loop_others: Vec<(usize, Vec<(BufId, bool)>)> = Vec::new();
+    for (c, others) in looped_candidates(p, &cands) {
+        loop_others.push((c.kernel, others));
+        cands.push(c);
+    }
+    cands.sort_by_key(|c| c.kernel);
     let by_kernel: HashMap<usize, usize> = cands.iter().enumerate().map(|(i, c)| (c.kernel, i)).collect();
     // Each buffer's accesses: (kernel, writes) by anything but a candidate's tensor operands,
     // and (candidate, operand) by those.
@@ -167,6 +241,14 @@ pub fn blocked(p: &mut Program) -> usize {
     for (k, kernel) in p.kernels.iter().enumerate() {
         let mut all = Vec::new();
         match (by_kernel.get(&k), &kernel.body[..]) {
+            (Some(&i), _) if cands[i].looped.is_some() => {
+                for (j, o) in cands[i].operands.iter().enumerate() {
+                    tensor.entry(o.1).or_default().push((i, j));
+                }
+                if let Some((_, others)) = loop_others.iter().find(|o| o.0 == k) {
+                    all.extend_from_slice(others);
+                }
+            }
             (Some(&i), [Stmt::Call(call)]) => {
                 let c = &cands[i];
                 for (j, o) in c.operands.iter().enumerate() {
@@ -196,6 +278,13 @@ pub fn blocked(p: &mut Program) -> usize {
         uses.iter().all(|u| layout(u) == layout(&uses[0])) && writes.len() == 1 && first_read.is_none_or(|r| writes[0] < r)
     };
     let in_place: HashSet<BufId> = tensor.keys().copied().filter(|&b| in_place(b)).collect();
+    // A loop kernel keeps the layout of the buffers that do not take it in place: to the
+    // chain, its accesses to them are others'.
+    for c in cands.iter().filter(|c| c.looped.as_ref().is_some_and(|l| !l.elementwise)) {
+        for &(_, b, writes, _) in c.operands.iter().filter(|o| !in_place.contains(&o.1)) {
+            other.entry(b).or_default().push((c.kernel, writes));
+        }
+    }
     // Chains: candidates joined through such intermediates (union-find).
     let mut parent: Vec<usize> = (0..cands.len()).collect();
     fn root(parent: &mut [usize], mut i: usize) -> usize {
@@ -233,7 +322,7 @@ fn rewrite_chain(p: &mut Program, cands: &[Candidate], chain: &[usize], in_place
     // Boundary tensors: (buffer, layout) → the chain's reading kernels, writing kernels, and
     // whether every use is the input of a call that reads NCHW planes as well.
     let mut boundary: Vec<(BufId, Layout, Vec<usize>, Vec<usize>, bool)> = Vec::new();
-    for &i in chain {
+    for &i in chain.iter().filter(|&&i| cands[i].looped.as_ref().is_none_or(|l| l.elementwise)) {
         for &(name, b, writes, layout) in &cands[i].operands {
             if in_place.contains(&b) {
                 continue;
@@ -296,9 +385,18 @@ fn rewrite_chain(p: &mut Program, cands: &[Candidate], chain: &[usize], in_place
             p.kernels[w].body.push(Stmt::Call(from.into()));
         }
     }
-    // The calls.
+    // The calls and the loop kernels.
     for &i in chain {
         let k = cands[i].kernel;
+        if let Some(looped) = cands[i].looped.as_ref().filter(|l| l.elementwise) {
+            loops::rewrite_elementwise(&mut p.kernels[k], looped, &copies);
+            continue;
+        }
+        if let Some(looped) = &cands[i].looped {
+            let blocked = cands[i].operands.iter().filter(|o| in_place.contains(&o.1)).map(|o| (o.1, o.3)).collect();
+            loops::rewrite(&mut p.kernels[k], looped, &blocked);
+            continue;
+        }
         let Some(Stmt::Call(call)) = p.kernels[k].body.iter_mut().find(|s| matches!(s, Stmt::Call(Call::Conv2d(_) | Call::MaxPool2d(_)))) else { continue };
         for &(name, b, _, _) in &cands[i].operands {
             if let (Some(&copy), Some(OperandMut::Addr(a))) = (copies.get(&b), call.operand_mut(name)) {
