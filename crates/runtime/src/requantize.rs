@@ -156,6 +156,15 @@ pub(crate) mod avx512 {
         _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b)
     }
 
+    /// [`levels`] of `i32` lanes, out of line: the path a fast stage's declined vectors take,
+    /// kept out of the loops that call it so that it does not take their registers.
+    #[cold]
+    #[inline(never)]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn levels_declined(v: __m512i, s: &[__m512d; 2], zero: f64, signed: bool) -> __m512i {
+        levels(halves_i32(v), *s, zero, signed)
+    }
+
     /// Distance from a half-integer below which [`levels_f32`] declines a vector: above
     /// the `f32` computation's error bound (see there), far below the gaps between halves.
     const TIE: f32 = 1.0 / 2048.0;
@@ -177,6 +186,14 @@ pub(crate) mod avx512 {
         rounded(_mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), s), _mm512_set1_ps(zero)), signed)
     }
 
+    /// [`levels_f32`] as the levels and the mask of the lanes that decline (when it is not
+    /// zero, the levels are to be discarded).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn levels_f32_or_mask(v: __m512i, s: __m512, zero: f32, signed: bool) -> (__m512i, __mmask16) {
+        rounded_or_mask(_mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), s), _mm512_set1_ps(zero)), signed)
+    }
+
     /// [`levels_f32`] of `f32` accumulators: `fl(fl(v·s) + zero)`, two roundings where the
     /// integer ones have three, so the same bound holds; `None` also when a lane is NaN
     /// (which `levels` sends to 0, not to the range's end as the clamp here would).
@@ -195,15 +212,20 @@ pub(crate) mod avx512 {
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn rounded(x: __m512, signed: bool) -> Option<__m512i> {
+        let (levels, near) = rounded_or_mask(x, signed);
+        (near == 0).then_some(levels)
+    }
+
+    /// [`rounded`] as the levels and the mask of the lanes within [`TIE`] of a half-integer.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn rounded_or_mask(x: __m512, signed: bool) -> (__m512i, __mmask16) {
         let (lo, hi) = if signed { (-128.0, 127.0) } else { (0.0, 255.0) };
         let clamped = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(lo)), _mm512_set1_ps(hi));
         let r = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(clamped);
         // |clamped − r| ≤ ½; a lane within TIE of ½ may round otherwise in `f64`.
         let off = _mm512_abs_ps(_mm512_sub_ps(clamped, r));
-        if _mm512_cmp_ps_mask::<_CMP_GT_OQ>(off, _mm512_set1_ps(0.5 - TIE)) != 0 {
-            return None;
-        }
-        Some(_mm512_cvttps_epi32(r))
+        (_mm512_cvttps_epi32(r), _mm512_cmp_ps_mask::<_CMP_GT_OQ>(off, _mm512_set1_ps(0.5 - TIE)))
     }
 
     /// The low bytes of `v`'s live lanes stored to `y`: narrowed in a register and stored in

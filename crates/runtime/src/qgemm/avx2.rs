@@ -61,11 +61,11 @@ pub(super) unsafe fn block(t: &Tile<'_>, rows: std::ops::Range<usize>, panels: s
     }
 }
 
-/// Four of `A`'s bytes (flipped to `u8`), widened to `i16` and repeated across 16 lanes.
+/// Four of `A`'s bytes (`u8`), widened to `i16` and repeated across 16 lanes.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn broadcast(quad: i32, flip: __m128i) -> __m256i {
-    _mm256_cvtepu8_epi16(_mm_xor_si128(_mm_set1_epi32(quad), flip))
+fn broadcast(quad: i32) -> __m256i {
+    _mm256_cvtepu8_epi16(_mm_set1_epi32(quad))
 }
 
 /// Adds group `g` of the panel at `panel` times the rows' broadcasts `a` into `acc`.
@@ -95,7 +95,6 @@ unsafe fn tile<const R: usize>(t: &Tile<'_>, i0: usize, p: usize) {
     let groups = t.k.div_ceil(4);
     let full = t.k / 4;
     let padded = t.cols.len() / 3;
-    let flip = _mm_set1_epi8(t.a_flip as i8);
     // SAFETY: the packed panel holds `groups` groups of 64 bytes; rows `i0..i0 + R` of `A` hold
     // `k` bytes, read four at a time up to `4·full` and byte by byte after; the tile is inside
     // `C` and its columns inside the padded column terms.
@@ -109,7 +108,7 @@ unsafe fn tile<const R: usize>(t: &Tile<'_>, i0: usize, p: usize) {
         let mut a = [_mm256_setzero_si256(); R];
         for g in 0..full {
             for r in 0..R {
-                a[r] = broadcast(row[r].add(4 * g).cast::<i32>().read_unaligned(), flip);
+                a[r] = broadcast(row[r].add(4 * g).cast::<i32>().read_unaligned());
             }
             step(&mut acc, panel, g, &a);
         }
@@ -120,7 +119,7 @@ unsafe fn tile<const R: usize>(t: &Tile<'_>, i0: usize, p: usize) {
                 for (q, byte) in quad.iter_mut().enumerate().take(t.k - 4 * full) {
                     *byte = row[r].add(4 * full + q).read();
                 }
-                a[r] = broadcast(i32::from_le_bytes(quad), flip);
+                a[r] = broadcast(i32::from_le_bytes(quad));
             }
             step(&mut acc, panel, full, &a);
         }

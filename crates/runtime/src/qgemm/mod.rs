@@ -250,6 +250,7 @@ impl Out {
 thread_local! {
     static PACKED: RefCell<Vec<i8>> = const { RefCell::new(Vec::new()) };
     static SUMS: RefCell<Vec<i32>> = const { RefCell::new(Vec::new()) };
+    static FLIPPED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 impl Qgemm {
@@ -350,8 +351,10 @@ impl Qgemm {
         scratch::with(&PACKED, if self.b_packed { 0 } else { len }, |packed| {
             // Per column (padded to whole panels): zb', Σ_k b' − K·zb' and −bias. Per row: za',
             // Σ_k a' and −bias. The bias enters as a subtracted term, as the others do.
-            scratch::with(&SUMS, 3 * panels * PANEL + 3 * m, |sums| {
-                let (cols, rows) = sums.split_at_mut(3 * panels * PANEL);
+            scratch::with(&SUMS, 4 * panels * PANEL + 4 * m, |sums| {
+                let (cols, rest) = sums.split_at_mut(3 * panels * PANEL);
+                let (rows, rest) = rest.split_at_mut(3 * m);
+                let (col_terms, row_terms) = rest.split_at_mut(panels * PANEL);
                 let b_shift = if self.b_signed { 0 } else { 128 };
                 for j in 0..panels * PANEL {
                     let zb_j = match self.b_zeros {
@@ -396,26 +399,54 @@ impl Qgemm {
                     rows[3 * i + 1] = sum;
                     rows[3 * i + 2] = if self.bias == QBias::PerRow { bias_at(i).wrapping_neg() } else { 0 };
                 }
+                // With one zero point for all of `A`'s rows and one for `B`'s columns, the terms
+                // become one per row and one per column: `zb'·Σa' + bias` and `za'·(Σb' − K·zb')`.
+                let uniform = self.b_zeros <= 1 && (0..m).all(|i| rows[3 * i] == rows[0]);
+                if uniform {
+                    let padded = panels * PANEL;
+                    for (j, t) in col_terms.iter_mut().enumerate() {
+                        *t = rows[0].wrapping_mul(cols[padded + j]).wrapping_add(cols[2 * padded + j]);
+                    }
+                    for (i, t) in row_terms.iter_mut().enumerate() {
+                        *t = cols[0].wrapping_mul(rows[3 * i + 1]).wrapping_add(rows[3 * i + 2]);
+                    }
+                }
+                let terms = uniform.then_some((&*row_terms, &*col_terms));
                 let (cols, rows, packed) = (&*cols, &*rows, &*packed);
-                let tile = Tile { a, lda: self.lda, a_flip, k, n, c, ldc: self.ldc, packed, cols, rows };
-                // Tasks are column blocks of two panels when there are enough of them, else row
-                // blocks; each computes its part of `C` in the same order whatever the count.
-                let work = m.saturating_mul(n).saturating_mul(k);
-                let parts = if work >= 1 << 18 { pool::threads() } else { 1 };
-                let col_blocks = panels.div_ceil(2);
-                let by_cols = col_blocks >= parts || m <= MR;
-                let tasks = if by_cols { parts.min(col_blocks) } else { parts.min(m.div_ceil(MR)) };
-                let shared = SharedPtr(&tile);
-                pool::for_each(tasks.max(1), &|t| {
-                    let tile = shared.get();
-                    let (rows, panels_of) = if by_cols {
-                        let r = pool::part(col_blocks, tasks.max(1), 1, t);
-                        (0..m, 2 * r.start..(2 * r.end).min(panels))
+                // A signed `A` is flipped once, into a copy, rather than at each broadcast.
+                scratch::with(&FLIPPED, if a_flip != 0 { m * k } else { 0 }, |flipped| {
+                    let (a, lda) = if a_flip != 0 {
+                        for (i, dst) in flipped.chunks_exact_mut(k.max(1)).enumerate().take(m) {
+                            // SAFETY: row `i` of `A` holds `k` bytes.
+                            let row = unsafe { std::slice::from_raw_parts(a.add(i * self.lda), k) };
+                            for (d, &b) in dst.iter_mut().zip(row) {
+                                *d = b ^ a_flip;
+                            }
+                        }
+                        (flipped.as_ptr(), k)
                     } else {
-                        (pool::part(m, tasks.max(1), MR, t), 0..panels)
+                        (a, self.lda)
                     };
-                    // SAFETY: each task writes its own rows or columns of `C`.
-                    unsafe { tile.run(rows, panels_of, isa) };
+                    let tile = Tile { a, lda, k, n, c, ldc: self.ldc, packed, cols, rows, terms };
+                    // Tasks are column blocks of two panels when there are enough of them, else row
+                    // blocks; each computes its part of `C` in the same order whatever the count.
+                    let work = m.saturating_mul(n).saturating_mul(k);
+                    let parts = if work >= 1 << 18 { pool::threads() } else { 1 };
+                    let col_blocks = panels.div_ceil(2);
+                    let by_cols = col_blocks >= parts || m <= MR;
+                    let tasks = if by_cols { parts.min(col_blocks) } else { parts.min(m.div_ceil(MR)) };
+                    let shared = SharedPtr(&tile);
+                    pool::for_each(tasks.max(1), &|t| {
+                        let tile = shared.get();
+                        let (rows, panels_of) = if by_cols {
+                            let r = pool::part(col_blocks, tasks.max(1), 1, t);
+                            (0..m, 2 * r.start..(2 * r.end).min(panels))
+                        } else {
+                            (pool::part(m, tasks.max(1), MR, t), 0..panels)
+                        };
+                        // SAFETY: each task writes its own rows or columns of `C`.
+                        unsafe { tile.run(rows, panels_of, isa) };
+                    });
                 });
             });
         });
@@ -438,8 +469,6 @@ fn row_sum(row: &[u8], flip: u8, isa: Isa) -> i32 {
 struct Tile<'s> {
     a: *const u8,
     lda: usize,
-    /// XORed into `A`'s bytes: 0x80 for `i8`, moving them to `u8`.
-    a_flip: u8,
     k: usize,
     n: usize,
     c: Out,
@@ -449,6 +478,10 @@ struct Tile<'s> {
     cols: &'s [i32],
     /// `za'[i]`, `Σ_k a'[i, k]` and `−bias[i]`, interleaved per row.
     rows: &'s [i32],
+    /// When the zero points are one per operand, the terms folded: `zb'·Σ_k a'[i, k] − bias[i]`
+    /// per row and `za'·(Σ_k b'[k, j] − K·zb') − bias[j]` per padded column, so that
+    /// `C[i, j] = Σ_k a'·b' − row[i] − column[j]`.
+    terms: Option<(&'s [i32], &'s [i32])>,
 }
 
 impl Tile<'_> {
@@ -474,7 +507,7 @@ impl Tile<'_> {
         for i in rows {
             for (q, v) in quad.iter_mut().zip(0..self.k) {
                 // SAFETY: row `i` holds `k` bytes.
-                *q = unsafe { self.a.add(i * self.lda + v).read() } ^ self.a_flip;
+                *q = unsafe { self.a.add(i * self.lda + v).read() };
             }
             for p in panels.clone() {
                 let panel = &self.packed[p * groups * 4 * PANEL..(p + 1) * groups * 4 * PANEL];

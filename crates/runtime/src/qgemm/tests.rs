@@ -44,13 +44,18 @@ fn matches_the_definition() {
     let paths = Isa::available();
     for &(m, n, k) in &[(1, 1, 1), (6, 32, 8), (7, 33, 9), (13, 17, 3), (2, 70, 64), (12, 16, 131), (5, 1, 5)] {
         for (a_signed, b_signed) in [(false, true), (false, false), (true, true), (true, false)] {
-            for (a_zeros, b_zeros, bias) in [(0, 0, QBias::None), (1, 1, QBias::PerRow), (m, n, QBias::PerColumn), (1, n, QBias::None)] {
+            // (m, 1): one zero point repeated per row, which folds the terms as (1, 1) does.
+            for (a_zeros, b_zeros, bias) in [(0, 0, QBias::None), (1, 1, QBias::PerRow), (m, n, QBias::PerColumn), (1, n, QBias::None), (m, 1, QBias::PerColumn)] {
                 let (lda, ldb, ldc) = (k + 3, n + 1, n + 2);
                 let q = Qgemm { m, n, k, lda, ldb, ldc, a_signed, b_signed, a_zeros, b_zeros, bias, b_packed: false };
                 assert!(q.is_valid());
                 let (ea, eb, ec) = q.extents();
                 let (a, b) = (bytes(&mut rng, ea), bytes(&mut rng, eb));
-                let (za, zb) = (bytes(&mut rng, a_zeros), bytes(&mut rng, b_zeros));
+                let (mut za, zb) = (bytes(&mut rng, a_zeros), bytes(&mut rng, b_zeros));
+                if b_zeros == 1 && a_zeros == m {
+                    let z = za[0];
+                    za.fill(z);
+                }
                 let bias: Vec<i32> = (0..q.bias_len()).map(|_| rng.next_u64() as i32 >> 8).collect();
                 let want = reference(&q, &a, &b, &za, &zb, &bias);
                 // B as it is, and packed ahead.
@@ -135,11 +140,12 @@ fn an_empty_depth_leaves_the_bias() {
 #[test]
 fn requantized_output_matches_the_definition() {
     let mut rng = Rng::new(13);
-    for &(m, n, k) in &[(1, 1, 1), (7, 33, 9), (13, 17, 40), (6, 32, 131)] {
+    // A zero point per column of `B`, and one for all (the terms folded).
+    for &(m, n, k, b_zeros) in &[(1, 1, 1, 1), (7, 33, 9, 33), (7, 33, 9, 1), (13, 17, 40, 17), (6, 32, 131, 32), (6, 32, 131, 1)] {
         let (lda, ldb, ldc) = (k + 1, n + 3, n + 2);
-        let q = Qgemm { m, n, k, lda, ldb, ldc, a_signed: true, b_signed: true, a_zeros: 1, b_zeros: n, bias: QBias::PerRow, b_packed: false };
+        let q = Qgemm { m, n, k, lda, ldb, ldc, a_signed: true, b_signed: true, a_zeros: 1, b_zeros, bias: QBias::PerRow, b_packed: false };
         let (ea, eb, ec) = q.extents();
-        let (a, b, za, zb) = (bytes(&mut rng, ea), bytes(&mut rng, eb), bytes(&mut rng, 1), bytes(&mut rng, n));
+        let (a, b, za, zb) = (bytes(&mut rng, ea), bytes(&mut rng, eb), bytes(&mut rng, 1), bytes(&mut rng, b_zeros));
         let bias: Vec<i32> = (0..m).map(|_| rng.next_u64() as i32 >> 12).collect();
         let acc = reference(&q, &a, &b, &za, &zb, &bias);
         // Scales that put results on both sides of the range and on exact halves; then with an

@@ -12,6 +12,18 @@ use super::{MR, Out, PANEL, Tile};
 ///
 /// As [`Tile::run`]; the CPU has AVX-512F and AVX-512 VNNI.
 pub(super) unsafe fn block(t: &Tile<'_>, rows: std::ops::Range<usize>, panels: std::ops::Range<usize>) {
+    // SAFETY: as this function's.
+    unsafe {
+        if t.terms.is_some() { block_of::<true>(t, rows, panels) } else { block_of::<false>(t, rows, panels) }
+    }
+}
+
+/// [`block`] with the row and column terms folded (`FOLDED`, when the tile has them) or not.
+///
+/// # Safety
+///
+/// As [`block`].
+unsafe fn block_of<const FOLDED: bool>(t: &Tile<'_>, rows: std::ops::Range<usize>, panels: std::ops::Range<usize>) {
     let mut i = rows.start;
     while i < rows.end {
         let r = MR.min(rows.end - i);
@@ -21,18 +33,18 @@ pub(super) unsafe fn block(t: &Tile<'_>, rows: std::ops::Range<usize>, panels: s
             // SAFETY: by the caller's contract, for rows `i..i + r` and panels `p..p + np`.
             unsafe {
                 match (r, np) {
-                    (6, 2) => tile::<6, 2>(t, i, p),
-                    (5, 2) => tile::<5, 2>(t, i, p),
-                    (4, 2) => tile::<4, 2>(t, i, p),
-                    (3, 2) => tile::<3, 2>(t, i, p),
-                    (2, 2) => tile::<2, 2>(t, i, p),
-                    (1, 2) => tile::<1, 2>(t, i, p),
-                    (6, _) => tile::<6, 1>(t, i, p),
-                    (5, _) => tile::<5, 1>(t, i, p),
-                    (4, _) => tile::<4, 1>(t, i, p),
-                    (3, _) => tile::<3, 1>(t, i, p),
-                    (2, _) => tile::<2, 1>(t, i, p),
-                    _ => tile::<1, 1>(t, i, p),
+                    (6, 2) => tile::<6, 2, FOLDED>(t, i, p),
+                    (5, 2) => tile::<5, 2, FOLDED>(t, i, p),
+                    (4, 2) => tile::<4, 2, FOLDED>(t, i, p),
+                    (3, 2) => tile::<3, 2, FOLDED>(t, i, p),
+                    (2, 2) => tile::<2, 2, FOLDED>(t, i, p),
+                    (1, 2) => tile::<1, 2, FOLDED>(t, i, p),
+                    (6, _) => tile::<6, 1, FOLDED>(t, i, p),
+                    (5, _) => tile::<5, 1, FOLDED>(t, i, p),
+                    (4, _) => tile::<4, 1, FOLDED>(t, i, p),
+                    (3, _) => tile::<3, 1, FOLDED>(t, i, p),
+                    (2, _) => tile::<2, 1, FOLDED>(t, i, p),
+                    _ => tile::<1, 1, FOLDED>(t, i, p),
                 }
             }
             p += np;
@@ -47,11 +59,10 @@ pub(super) unsafe fn block(t: &Tile<'_>, rows: std::ops::Range<usize>, panels: s
 ///
 /// As [`block`], for a tile inside `C`.
 #[target_feature(enable = "avx512f,avx512vnni")]
-unsafe fn tile<const R: usize, const P: usize>(t: &Tile<'_>, i0: usize, p0: usize) {
+unsafe fn tile<const R: usize, const P: usize, const FOLDED: bool>(t: &Tile<'_>, i0: usize, p0: usize) {
     let groups = t.k.div_ceil(4);
     let full = t.k / 4;
     let padded = t.cols.len() / 3;
-    let flip = _mm512_set1_epi8(t.a_flip as i8);
     // SAFETY: the packed panels hold `groups` groups of 64 bytes each; rows `i0..i0 + R` of `A`
     // hold `k` bytes, read four at a time up to `4·full` and byte by byte after; the tile is
     // inside `C` and its columns inside the padded column terms.
@@ -73,7 +84,7 @@ unsafe fn tile<const R: usize, const P: usize>(t: &Tile<'_>, i0: usize, p0: usiz
                 b[v] = _mm512_loadu_si512(panel[v].add(g * 4 * PANEL).cast());
             }
             for r in 0..R {
-                let a = _mm512_xor_si512(_mm512_set1_epi32(row[r].add(4 * g).cast::<i32>().read_unaligned()), flip);
+                let a = _mm512_set1_epi32(row[r].add(4 * g).cast::<i32>().read_unaligned());
                 for v in 0..P {
                     acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], a, b[v]);
                 }
@@ -89,35 +100,84 @@ unsafe fn tile<const R: usize, const P: usize>(t: &Tile<'_>, i0: usize, p0: usiz
                 for (q, byte) in quad.iter_mut().enumerate().take(t.k - 4 * full) {
                     *byte = row[r].add(4 * full + q).read();
                 }
-                let a = _mm512_xor_si512(_mm512_set1_epi32(i32::from_le_bytes(quad)), flip);
+                let a = _mm512_set1_epi32(i32::from_le_bytes(quad));
                 for v in 0..P {
                     acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], a, b[v]);
                 }
             }
         }
+        // The values: the raw sums less the row and column terms. (Loops of constant counts
+        // with no early exit: unrolled, they keep the accumulators in registers.)
+        let mut masks = [u16::MAX; P];
         for v in 0..P {
             let j0 = (p0 + v) * PANEL;
-            let mask = if t.n - j0 >= PANEL { u16::MAX } else { (1u16 << (t.n - j0)) - 1 };
-            let zb = _mm512_loadu_si512(t.cols.as_ptr().add(j0).cast());
-            let db = _mm512_loadu_si512(t.cols.as_ptr().add(padded + j0).cast());
-            let cb = _mm512_loadu_si512(t.cols.as_ptr().add(2 * padded + j0).cast());
-            for r in 0..R {
-                let i = i0 + r;
-                let za = _mm512_set1_epi32(t.rows[3 * i]);
-                let ra = _mm512_set1_epi32(t.rows[3 * i + 1]);
-                let rb = _mm512_add_epi32(_mm512_set1_epi32(t.rows[3 * i + 2]), cb);
-                let y = _mm512_sub_epi32(_mm512_sub_epi32(acc[r][v], _mm512_mullo_epi32(zb, ra)), _mm512_add_epi32(_mm512_mullo_epi32(za, db), rb));
-                match t.c {
-                    Out::Acc(c) => _mm512_mask_storeu_epi32(c.add(i * t.ldc + j0).cast(), mask, y),
-                    Out::Bytes { y: out, scales, per_row, single, zero, signed, f32 } => {
-                        use crate::requantize::avx512::{halves_f32, halves_i32, levels, levels_f32};
-                        let s = if per_row { _mm512_set1_ps(Out::scale(scales, true, single, i, j0) as f32) } else { _mm512_maskz_loadu_ps(mask, scales.add(j0)) };
-                        let fast = if f32 { levels_f32(y, s, zero as f32, signed) } else { None };
-                        let bytes = match fast {
-                            Some(bytes) => bytes,
-                            None => levels(halves_i32(y), halves_f32(s), zero, signed),
-                        };
-                        crate::requantize::avx512::store(out.add(i * t.ldc + j0), mask, bytes);
+            masks[v] = if t.n - j0 >= PANEL { u16::MAX } else { (1u16 << (t.n - j0)) - 1 };
+        }
+        match t.terms {
+            Some((row_terms, col_terms)) if FOLDED => {
+                for v in 0..P {
+                    let column = _mm512_loadu_si512(col_terms.as_ptr().add((p0 + v) * PANEL).cast());
+                    for r in 0..R {
+                        let row = _mm512_set1_epi32(row_terms.as_ptr().add(i0 + r).read());
+                        acc[r][v] = _mm512_sub_epi32(_mm512_sub_epi32(acc[r][v], row), column);
+                    }
+                }
+            }
+            _ => {
+                for v in 0..P {
+                    let j0 = (p0 + v) * PANEL;
+                    let zb = _mm512_loadu_si512(t.cols.as_ptr().add(j0).cast());
+                    let db = _mm512_loadu_si512(t.cols.as_ptr().add(padded + j0).cast());
+                    let cb = _mm512_loadu_si512(t.cols.as_ptr().add(2 * padded + j0).cast());
+                    for r in 0..R {
+                        let i = i0 + r;
+                        let za = _mm512_set1_epi32(t.rows[3 * i]);
+                        let ra = _mm512_set1_epi32(t.rows[3 * i + 1]);
+                        let rb = _mm512_add_epi32(_mm512_set1_epi32(t.rows[3 * i + 2]), cb);
+                        acc[r][v] = _mm512_sub_epi32(_mm512_sub_epi32(acc[r][v], _mm512_mullo_epi32(zb, ra)), _mm512_add_epi32(_mm512_mullo_epi32(za, db), rb));
+                    }
+                }
+            }
+        }
+        match t.c {
+            Out::Acc(c) => {
+                for r in 0..R {
+                    for v in 0..P {
+                        _mm512_mask_storeu_epi32(c.add((i0 + r) * t.ldc + (p0 + v) * PANEL).cast(), masks[v], acc[r][v]);
+                    }
+                }
+            }
+            Out::Bytes { y, scales, per_row, single, zero, signed, f32 } => {
+                use crate::requantize::avx512::{halves_f32, levels_declined, levels_f32_or_mask, store};
+                let scale = |r: usize, v: usize| {
+                    let j0 = (p0 + v) * PANEL;
+                    if per_row { _mm512_set1_ps(Out::scale(scales, true, single, i0 + r, j0) as f32) } else { _mm512_maskz_loadu_ps(masks[v], scales.add(j0)) }
+                };
+                // The `f32` stage for the whole tile unless a lane of it declines, then the
+                // `f64` definition for the whole tile: one test per tile, not per vector.
+                let mut bytes = acc;
+                let mut declined = !f32;
+                if f32 {
+                    let mut near = 0u16;
+                    for r in 0..R {
+                        for v in 0..P {
+                            let (b, m) = levels_f32_or_mask(acc[r][v], scale(r, v), zero as f32, signed);
+                            bytes[r][v] = b;
+                            near |= m;
+                        }
+                    }
+                    declined = near != 0;
+                }
+                if declined {
+                    for r in 0..R {
+                        for v in 0..P {
+                            bytes[r][v] = levels_declined(acc[r][v], &halves_f32(scale(r, v)), zero, signed);
+                        }
+                    }
+                }
+                for r in 0..R {
+                    for v in 0..P {
+                        store(y.add((i0 + r) * t.ldc + (p0 + v) * PANEL), masks[v], bytes[r][v]);
                     }
                 }
             }
