@@ -84,6 +84,15 @@ impl Cx<'_, '_> {
         let e = self.mul_add(p, r2, r);
         let one = self.fconst(ty, 1.0);
         let e = self.b.ins().fadd(e, one);
+        // At or below −104 the result rounds to 0: selected, with n = 0 so that no product
+        // underflows (an underflowing product can take a slow path).
+        let under = self.b.ins().fcmp(cranelift_codegen::ir::condcodes::FloatCC::LessThanOrEqual, x, lo);
+        let ni = if ty == types::F32 {
+            let zero = self.b.ins().iconst(types::I32, 0);
+            self.b.ins().select(under, zero, ni)
+        } else {
+            self.b.ins().band_not(ni, under)
+        };
         let one_bit = self.b.ins().iconst(types::I32, 1);
         let n1 = self.b.ins().sshr(ni, one_bit);
         let n2 = self.b.ins().isub(ni, n1);
@@ -96,7 +105,14 @@ impl Cx<'_, '_> {
             let pow2 = self.floats_of(bits, ty);
             y = self.b.ins().fmul(y, pow2);
         }
-        y
+        if ty == types::F32 {
+            let zero = self.fconst(ty, 0.0);
+            self.b.ins().select(under, zero, y)
+        } else {
+            let yb = self.bits_of(y, ty);
+            let kept = self.b.ins().band_not(yb, under);
+            self.floats_of(kept, ty)
+        }
     }
 
     /// The inline form of `f32` math function `f` (exp, tanh or erf) of `x` of type `ty`.

@@ -52,11 +52,17 @@ pub(crate) fn exp_sum(hi: f32, lo: f32) -> f32 {
     let p = p.mul_add(r, 1.666_666_5e-1);
     let p = p.mul_add(r, 0.5);
     let e = p.mul_add(r * r, r) + 1.0;
+    // At or below −104 the result rounds to 0; it is selected rather than computed, because
+    // an underflowing product can take a slow path on some cores (the softmax of a causal row,
+    // half −∞, ran twice as long on Zen 5).
+    let under = w <= -104.0;
+    let ni = if under { 0 } else { ni };
     // 2ⁿ for n in [−150, 128] as two normal powers of two.
     let n1 = ni >> 1;
     let n2 = ni - n1;
     let pow2 = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
-    e * pow2(n1) * pow2(n2)
+    let y = e * pow2(n1) * pow2(n2);
+    if under { 0.0 } else { y }
 }
 
 /// `e^x`: the loop IR's `f32` exp (the interpreter calls this; generated code emits it).

@@ -536,6 +536,10 @@ fn sweep(t: ScalarType) -> Vec<u64> {
         let x = f64::from(i) / 100.0 + 0.003;
         v.push(if t == ScalarType::F32 { u64::from((x as f32).to_bits()) } else { x.to_bits() });
     }
+    // Around the exponential's subnormal results and the bound below which it is 0.
+    for x in [-87.5f64, -95.0, -103.99, -104.0, -104.01, -110.0, -1.0e30] {
+        v.push(if t == ScalarType::F32 { u64::from((x as f32).to_bits()) } else { x.to_bits() });
+    }
     v
 }
 

@@ -90,7 +90,10 @@ pub(super) fn emit(cx: &mut Lowerer<'_>, n: NodeId, p: &Plan) {
     // applies (pass 1 would only copy the scores), else row by row after pass 1.
     let runtime_softmax = gemm && num.ty == ScalarType::F32 && p.score == f32e && p.soft == f32e && p.softcap.is_none() && p.qk.is_none();
     let unbiased = p.mask.is_none() && !p.causal && p.window.0 < 0 && p.window.1 < 0 && p.nonpad.is_none();
-    let rows = Rows { p, num: &num, ks, qs, row, v: v_src.unwrap_or(p.v), gemm, runtime_softmax, per_head };
+    // With a bias, pass 1 runs over all of a head's rows first, recording each row's largest
+    // bias (−∞: fully masked) here; then one softmax call takes the head's rows.
+    let bias_max = (gemm && runtime_softmax && !unbiased).then(|| cx.program.add_buffer(Buffer { name: format!("{}_bias_max", k.name), elem: f32e, len: copies * q_rows, kind: BufferKind::Temp }));
+    let rows = Rows { p, num: &num, ks, qs, row, v: v_src.unwrap_or(p.v), gemm, runtime_softmax, per_head, bias_max };
     let heads = k.nest(&[d.batch, d.kv_heads, d.group()], |k, ix| {
         let (b, g) = (&ix[0], &ix[1]);
         let h = g.clone() * d.group() as i64 + ix[2].clone();
@@ -114,6 +117,17 @@ pub(super) fn emit(cx: &mut Lowerer<'_>, n: NodeId, p: &Plan) {
             s.push(softmax_call(row, row_at.clone(), d.q_len, total));
         } else {
             s.extend(k.nest(&[d.q_len], |k, i| rows.emit(k, b, g, &h, &i[0])));
+            if let Some(flags) = bias_max {
+                // Passes 2 and 3 for the head's rows at once; a fully masked row is then zeroed.
+                s.push(softmax_call(row, row_at.clone(), d.q_len, total));
+                let flags_at = rows.head_base(b, &h, d.q_len);
+                s.extend(k.nest(&[d.q_len], |k, i| {
+                    let masked = Expr::load(flags, flags_at.clone() + i[0].clone()).cmp(CmpOp::Eq, Expr::f32(f32::NEG_INFINITY));
+                    let at = row_at.clone() + i[0].clone() * total as i64;
+                    let zero = k.nest(&[total], |_, jj| vec![Stmt::Store { buf: row, index: at.clone() + jj[0].clone(), value: Expr::f32(0.0) }]);
+                    vec![Stmt::If { cond: masked, then: zero, otherwise: Vec::new() }]
+                }));
+            }
         }
         if gemm {
             let (v, y) = (&rows.v, &p.y);
@@ -148,6 +162,9 @@ struct Rows<'a> {
     runtime_softmax: bool,
     /// Whether each query head has its own scores (with sgemm).
     per_head: bool,
+    /// Each row's largest bias, when the runtime's softmax runs after pass 1 over a head's
+    /// rows (per head, as the scores).
+    bias_max: Option<BufId>,
 }
 
 /// The runtime's softmax over `rows × cols` `f32` scores at `buf[at]`.
@@ -156,6 +173,12 @@ fn softmax_call(buf: BufId, at: Expr, rows: u64, cols: u64) -> Stmt {
 }
 
 impl Rows<'_> {
+    /// Where head `h` of batch `b` starts in a per-head buffer of `len` elements per head (0
+    /// when the heads share one).
+    fn head_base(&self, b: &Expr, h: &Expr, len: u64) -> Expr {
+        if self.per_head { (b.clone() * self.p.dims.q_heads as i64 + h.clone()) * len as i64 } else { Expr::idx(0) }
+    }
+
     /// The statements for query row `i` of head `h` (key/value head `g`) of batch `b`.
     fn emit(&self, k: &mut Kernel, b: &Expr, g: &Expr, h: &Expr, i: &Expr) -> Vec<Stmt> {
         let (p, num, d) = (self.p, self.num, self.p.dims);
@@ -221,6 +244,11 @@ impl Rows<'_> {
             s
         }));
 
+        if let Some(flags) = self.bias_max {
+            // Passes 2 and 3 follow for all of the head's rows.
+            s.push(Stmt::Store { buf: flags, index: self.head_base(b, h, d.q_len) + i.clone(), value: Expr::Var(bias_max) });
+            return s;
+        }
         if self.runtime_softmax {
             // Passes 2 and 3 in the runtime; a fully masked row is then zeroed.
             s.push(softmax_call(row, at(&Expr::idx(0)), 1, total));
