@@ -90,10 +90,11 @@ pub(super) fn emit(cx: &mut Lowerer<'_>, n: NodeId, p: &Plan) {
     // applies (pass 1 would only copy the scores), else row by row after pass 1.
     let runtime_softmax = gemm && num.ty == ScalarType::F32 && p.score == f32e && p.soft == f32e && p.softcap.is_none() && p.qk.is_none();
     let unbiased = p.mask.is_none() && !p.causal && p.window.0 < 0 && p.window.1 < 0 && p.nonpad.is_none();
-    // With a bias, pass 1 runs over all of a head's rows first, recording each row's largest
-    // bias (−∞: fully masked) here; then one softmax call takes the head's rows.
-    let bias_max = (gemm && runtime_softmax && !unbiased).then(|| cx.program.add_buffer(Buffer { name: format!("{}_bias_max", k.name), elem: f32e, len: copies * q_rows, kind: BufferKind::Temp }));
-    let rows = Rows { p, num: &num, ks, qs, row, v: v_src.unwrap_or(p.v), gemm, runtime_softmax, per_head, bias_max };
+    // With a bias, pass 1 runs over all of a head's rows first, recording whether each row has
+    // a bias above −∞ (0: fully masked) here; then one softmax call takes the head's rows.
+    let i32e = ElemType::Scalar(ScalarType::I32);
+    let unmasked = (gemm && runtime_softmax && !unbiased).then(|| cx.program.add_buffer(Buffer { name: format!("{}_unmasked", k.name), elem: i32e, len: copies * q_rows, kind: BufferKind::Temp }));
+    let rows = Rows { p, num: &num, ks, qs, row, v: v_src.unwrap_or(p.v), gemm, runtime_softmax, per_head, unmasked };
     let heads = k.nest(&[d.batch, d.kv_heads, d.group()], |k, ix| {
         let (b, g) = (&ix[0], &ix[1]);
         let h = g.clone() * d.group() as i64 + ix[2].clone();
@@ -117,12 +118,12 @@ pub(super) fn emit(cx: &mut Lowerer<'_>, n: NodeId, p: &Plan) {
             s.push(softmax_call(row, row_at.clone(), d.q_len, total));
         } else {
             s.extend(k.nest(&[d.q_len], |k, i| rows.emit(k, b, g, &h, &i[0])));
-            if let Some(flags) = bias_max {
+            if let Some(flags) = unmasked {
                 // Passes 2 and 3 for the head's rows at once; a fully masked row is then zeroed.
                 s.push(softmax_call(row, row_at.clone(), d.q_len, total));
                 let flags_at = rows.head_base(b, &h, d.q_len);
                 s.extend(k.nest(&[d.q_len], |k, i| {
-                    let masked = Expr::load(flags, flags_at.clone() + i[0].clone()).cmp(CmpOp::Eq, Expr::f32(f32::NEG_INFINITY));
+                    let masked = Expr::load(flags, flags_at.clone() + i[0].clone()).cmp(CmpOp::Eq, Expr::int(ScalarType::I32, 0));
                     let at = row_at.clone() + i[0].clone() * total as i64;
                     let zero = k.nest(&[total], |_, jj| vec![Stmt::Store { buf: row, index: at.clone() + jj[0].clone(), value: Expr::f32(0.0) }]);
                     vec![Stmt::If { cond: masked, then: zero, otherwise: Vec::new() }]
@@ -162,9 +163,9 @@ struct Rows<'a> {
     runtime_softmax: bool,
     /// Whether each query head has its own scores (with sgemm).
     per_head: bool,
-    /// Each row's largest bias, when the runtime's softmax runs after pass 1 over a head's
-    /// rows (per head, as the scores).
-    bias_max: Option<BufId>,
+    /// Whether each row has a bias above −∞ (`i32` 1 or 0), when the runtime's softmax runs
+    /// after pass 1 over a head's rows (per head, as the scores).
+    unmasked: Option<BufId>,
 }
 
 /// The runtime's softmax over `rows × cols` `f32` scores at `buf[at]`.
@@ -207,6 +208,8 @@ impl Rows<'_> {
         let (max, bias_max) = (k.var(num.ty), k.var(num.ty));
         s.push(Stmt::Local(max, num.neg_inf()));
         s.push(Stmt::Local(bias_max, num.neg_inf()));
+        let live = k.var(ScalarType::I32);
+        s.push(Stmt::Local(live, Expr::int(ScalarType::I32, 0)));
 
         // Pass 1: scores.
         s.extend(k.nest(&[total], |k, jj| {
@@ -234,19 +237,26 @@ impl Rows<'_> {
             };
             qk_store(&mut s, QkOutput::Capped, j, &capped);
             let bias = bias(k, &mut s, num, p, [b, h, i, j], &Expr::Var(pos));
-            s.push(Stmt::Assign(bias_max, Expr::Var(bias_max).max(bias.clone())));
+            match self.unmasked {
+                // An integer maximum: one vector instruction, where a float one takes several.
+                Some(_) => s.push(Stmt::Assign(live, Expr::Var(live).max(bias.clone().cmp(CmpOp::Ne, num.neg_inf()).select(Expr::int(ScalarType::I32, 1), Expr::int(ScalarType::I32, 0))))),
+                None => s.push(Stmt::Assign(bias_max, Expr::Var(bias_max).max(bias.clone()))),
+            }
             let biased = num.round(k, &mut s, p.score, capped + bias);
             qk_store(&mut s, QkOutput::Biased, j, &biased);
             // Rounding again to the same type would change nothing.
             let x = if p.soft == p.score { biased } else { num.round(k, &mut s, p.soft, biased) };
             s.push(num.store(row, cty, at(j), x.clone()));
-            s.push(Stmt::Assign(max, Expr::Var(max).max(x)));
+            // The runtime's softmax over the head's rows finds the maximum itself.
+            if self.unmasked.is_none() {
+                s.push(Stmt::Assign(max, Expr::Var(max).max(x)));
+            }
             s
         }));
 
-        if let Some(flags) = self.bias_max {
+        if let Some(flags) = self.unmasked {
             // Passes 2 and 3 follow for all of the head's rows.
-            s.push(Stmt::Store { buf: flags, index: self.head_base(b, h, d.q_len) + i.clone(), value: Expr::Var(bias_max) });
+            s.push(Stmt::Store { buf: flags, index: self.head_base(b, h, d.q_len) + i.clone(), value: Expr::Var(live) });
             return s;
         }
         if self.runtime_softmax {
