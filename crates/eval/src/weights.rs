@@ -109,7 +109,9 @@ fn fold(g: &mut Graph, n: kiln_tir::NodeId, budget: &mut u64) -> bool {
     if out_bytes > *budget {
         return false;
     }
-    let results = match dequantize_fast(&node.op, &inputs) {
+    let first_out = node.outputs.first().copied().flatten().map(|v| g.ty(v).clone());
+    let fast = dequantize_fast(&node.op, &inputs).or_else(|| movement_fast(&node.op, &inputs, first_out.as_ref()?));
+    let results = match fast {
         Some(t) => vec![t],
         None => match crate::eval_op(&node.op, &inputs, node.outputs.len()) {
             Ok(r) => r,
@@ -176,6 +178,94 @@ fn dequantize_fast(op: &Op, inputs: &[Option<&Tensor>]) -> Option<Tensor> {
     Some(Tensor { dtype: DType::F32, shape: x.shape.clone(), data: TensorData::Raw(out.into()) })
 }
 
+/// Reshapes, Concat and Slice on the raw bytes of types with whole bytes per element: the
+/// evaluator's `f64` detour converts every element twice (PyTorch's GRU export slices and
+/// concatenates each weight matrix a dozen times). `out` is the node's inferred first output,
+/// whose dims a reshape takes; the caller checks every result's type against inference.
+fn movement_fast(op: &Op, inputs: &[Option<&Tensor>], out: &kiln_tir::TensorType) -> Option<Tensor> {
+    let x = inputs.first().copied().flatten()?;
+    let size = x.dtype.storage_bytes(1)?;
+    (size > 0 && x.dtype.storage_bytes(2)? == 2 * size).then_some(())?;
+    let size = usize::try_from(size).ok()?;
+    let dims: Vec<usize> = x.shape.iter().map(|&d| usize::try_from(d).ok()).collect::<Option<_>>()?;
+    let (shape, data): (Vec<u64>, TensorData) = match op {
+        // The same bytes, shared.
+        Op::Identity(_) | Op::Reshape(_) | Op::Flatten(_) | Op::Squeeze(_) | Op::Unsqueeze(_) => (out.known_dims()?, x.data.clone()),
+        Op::Concat(c) => {
+            let parts: Vec<&Tensor> = inputs.iter().map(|t| t.filter(|t| t.dtype == x.dtype && t.shape.len() == x.shape.len())).collect::<Option<_>>()?;
+            let rank = i64::try_from(dims.len()).ok()?;
+            let axis = usize::try_from(if c.axis < 0 { c.axis + rank } else { c.axis }).ok().filter(|&a| a < dims.len())?;
+            let outer: usize = dims[..axis].iter().product();
+            let mut shape = x.shape.clone();
+            shape[axis] = parts.iter().map(|t| t.shape[axis]).sum();
+            let mut runs = Vec::with_capacity(parts.len());
+            for t in &parts {
+                (t.shape[..axis] == x.shape[..axis] && t.shape[axis + 1..] == x.shape[axis + 1..]).then_some(())?;
+                let inner: usize = t.shape[axis..].iter().map(|&d| usize::try_from(d).ok()).product::<Option<usize>>()?;
+                runs.push((t.raw()?, inner.checked_mul(size)?));
+            }
+            let mut bytes = Vec::with_capacity(runs.iter().map(|r| r.0.len()).sum());
+            for o in 0..outer {
+                for &(raw, run) in &runs {
+                    bytes.extend_from_slice(raw.get(o * run..(o + 1) * run)?);
+                }
+            }
+            (shape, TensorData::Raw(bytes.into()))
+        }
+        Op::Slice(_) => {
+            let arg = |i: usize| inputs.get(i).copied().flatten().map(|t| t.to_i64s());
+            let (starts, ends) = (arg(1)??, arg(2)??);
+            let rank = dims.len();
+            let axes: Vec<usize> = match arg(3) {
+                Some(axes) => axes?.iter().map(|&a| usize::try_from(if a < 0 { a + rank as i64 } else { a }).ok().filter(|&a| a < rank)).collect::<Option<_>>()?,
+                None => (0..starts.len()).collect(),
+            };
+            let steps = match arg(4) {
+                Some(steps) => steps?,
+                None => vec![1; starts.len()],
+            };
+            (ends.len() == starts.len() && axes.len() == starts.len() && steps.len() == starts.len()).then_some(())?;
+            let st = crate::array::strides(&dims);
+            let (mut shape, mut step_of, mut base) = (dims.clone(), vec![1isize; rank], 0isize);
+            for (j, &ax) in axes.iter().enumerate() {
+                // As the evaluator's Slice: negative indices from the end, clamped per direction.
+                let (dim, step) = (dims[ax] as i128, i128::from(steps[j]));
+                (step != 0).then_some(())?;
+                let adjust = |v: i64| if v < 0 { i128::from(v) + dim } else { i128::from(v) };
+                let (mut s, mut e) = (adjust(starts[j]), adjust(ends[j]));
+                let len = if dim == 0 {
+                    s = 0;
+                    0
+                } else if step > 0 {
+                    s = s.clamp(0, dim);
+                    e = e.clamp(0, dim);
+                    if e > s { (e - s + step - 1) / step } else { 0 }
+                } else {
+                    s = s.clamp(0, dim - 1);
+                    e = e.clamp(-1, dim - 1);
+                    if s > e { (s - e - step - 1) / -step } else { 0 }
+                };
+                shape[ax] = len as usize;
+                step_of[ax] = if len > 1 { isize::try_from(step).ok()? } else { 1 };
+                base = base.checked_add(isize::try_from(s as usize * st[ax]).ok()?)?;
+            }
+            let walk_steps: Vec<isize> = (0..rank).map(|d| step_of[d].checked_mul(st[d] as isize)).collect::<Option<_>>()?;
+            let idx = if shape.contains(&0) { Vec::new() } else { crate::array::walk(&shape, &walk_steps, base) };
+            let raw = x.raw()?;
+            let mut bytes = Vec::with_capacity(idx.len() * size);
+            for i in idx {
+                bytes.extend_from_slice(raw.get(i * size..(i + 1) * size)?);
+            }
+            (shape.iter().map(|&d| d as u64).collect(), TensorData::Raw(bytes.into()))
+        }
+        _ => return None,
+    };
+    let numel = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
+    let TensorData::Raw(bytes) = &data else { return None };
+    (x.dtype.storage_bytes(numel)? == bytes.len() as u64).then_some(())?;
+    Some(Tensor { dtype: x.dtype, shape, data })
+}
+
 #[cfg(test)]
 mod tests {
     use kiln_tir::text::parse;
@@ -217,6 +307,49 @@ mod tests {
     }
 
     #[test]
+    fn fast_movement_is_the_evaluators() {
+        let f32s: Vec<f32> = (0..60).map(|i| i as f32 * 0.5 - 7.0).collect();
+        let x = Tensor::from_f32s(&[3, 4, 5], &f32s);
+        let bytes = Tensor { dtype: DType::I8, shape: vec![3, 4, 5], data: TensorData::Raw((0..60u8).map(|v| v.wrapping_mul(37)).collect::<Vec<u8>>().into()) };
+        let i64s = |v: &[i64]| Tensor::from_i64s(&[v.len() as u64], v);
+        let slice = Op::Slice(kiln_tir::op::Slice {});
+        for x in [&x, &bytes] {
+            // Slices: plain, negative indices, clamped ends, negative and large steps, no axes,
+            // empty.
+            let cases: [(&[i64], &[i64], Option<&[i64]>, Option<&[i64]>); 7] = [
+                (&[1, 0], &[3, 5], Some(&[0, 2]), None),
+                (&[-2], &[100], Some(&[-1]), None),
+                (&[3, -1], &[0, -100], Some(&[1, 2]), Some(&[-1, -2])),
+                (&[0, 1, 0], &[3, 4, 5], None, Some(&[2, 2, 3])),
+                (&[2], &[1], Some(&[0]), None),
+                (&[-100], &[i64::MAX], Some(&[2]), Some(&[7])),
+                (&[5], &[-100], Some(&[2]), Some(&[i64::MIN])),
+            ];
+            for (starts, ends, axes, steps) in cases {
+                let (starts, ends, axes, steps) = (i64s(starts), i64s(ends), axes.map(i64s), steps.map(i64s));
+                let inputs = [Some(x), Some(&starts), Some(&ends), axes.as_ref(), steps.as_ref()];
+                let slow = crate::eval_op(&slice, &inputs, 1).expect("evaluates").remove(0);
+                let fast = movement_fast(&slice, &inputs, &slow.ty()).expect("takes the fast path");
+                assert_eq!((fast.shape.clone(), fast.raw()), (slow.shape.clone(), slow.raw()), "{starts:?} {ends:?} {axes:?} {steps:?}");
+            }
+            // Concat along each axis, and reshapes.
+            let y = Tensor { dtype: x.dtype, shape: x.shape.clone(), data: TensorData::Raw(x.raw().unwrap().iter().rev().copied().collect::<Vec<u8>>().into()) };
+            for axis in [-3, 0, 1, 2] {
+                let op = Op::Concat(kiln_tir::op::Concat { axis });
+                let inputs = [Some(x), Some(&y), Some(x)];
+                let slow = crate::eval_op(&op, &inputs, 1).expect("evaluates").remove(0);
+                let fast = movement_fast(&op, &inputs, &slow.ty()).expect("takes the fast path");
+                assert_eq!((fast.shape.clone(), fast.raw()), (slow.shape.clone(), slow.raw()), "axis {axis}");
+            }
+            let shape = i64s(&[5, 12]);
+            let op = Op::Reshape(kiln_tir::op::Reshape { allowzero: 0 });
+            let slow = crate::eval_op(&op, &[Some(x), Some(&shape)], 1).expect("evaluates").remove(0);
+            let fast = movement_fast(&op, &[Some(x), Some(&shape)], &slow.ty()).expect("takes the fast path");
+            assert_eq!((fast.shape.clone(), fast.raw()), (slow.shape.clone(), slow.raw()));
+        }
+    }
+
+    #[test]
     fn growing_ops_and_heavy_ops_stay_nodes() {
         let mut g = parse(
             "graph @main() -> (f32[8192], f32[2, 2]) {
@@ -233,3 +366,4 @@ mod tests {
         assert_eq!(g.body.nodes.len(), 2);
     }
 }
+
