@@ -154,17 +154,25 @@ fn slice(a: &Args) -> Result<Vec<Arr>> {
     if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
         return Err(invalid(a.op, "starts, ends, axes and steps differ in length"));
     }
-    let st = strides(&x.shape);
-    let mut shape = x.shape.clone();
+    let (shape, idx) = slice_elements(a.op, &x.shape, &starts, &ends, &axes, &steps)?;
+    Ok(vec![x.take(a.op, &idx, shape)?])
+}
+
+/// Slice's output shape over an input of `dims`, and the input element each output element
+/// reads, in order: negative indices count from the end, starts and ends clamp per direction.
+pub(crate) fn slice_elements(op: &'static str, dims: &[usize], starts: &[i64], ends: &[i64], axes: &[usize], steps: &[i64]) -> Result<(Vec<usize>, Vec<usize>)> {
+    let rank = dims.len();
+    let st = strides(dims);
+    let mut shape = dims.to_vec();
     let mut step_of = vec![1i128; rank];
     let mut base = 0isize;
     for (j, &ax) in axes.iter().enumerate() {
         if ax >= rank {
-            return Err(invalid(a.op, format!("axis {ax} out of range")));
+            return Err(invalid(op, format!("axis {ax} out of range")));
         }
-        let (dim, step) = (x.shape[ax] as i128, i128::from(steps[j]));
+        let (dim, step) = (dims[ax] as i128, i128::from(steps[j]));
         if step == 0 {
-            return Err(invalid(a.op, "step is zero"));
+            return Err(invalid(op, "step is zero"));
         }
         let adjust = |v: i64| if v < 0 { i128::from(v) + dim } else { i128::from(v) };
         let (mut s, mut e) = (adjust(starts[j]), adjust(ends[j]));
@@ -185,10 +193,10 @@ fn slice(a: &Args) -> Result<Vec<Arr>> {
         step_of[ax] = if len > 1 { step } else { 1 };
         base += (s as usize * st[ax]) as isize;
     }
-    numel(a.op, &shape)?;
+    numel(op, &shape)?;
     let walk_steps: Vec<isize> = (0..rank).map(|d| step_of[d] as isize * st[d] as isize).collect();
     let idx = if shape.contains(&0) { Vec::new() } else { walk(&shape, &walk_steps, base) };
-    Ok(vec![x.take(a.op, &idx, shape)?])
+    Ok((shape, idx))
 }
 
 /// Offsets into `x` for an output of `shape` where output coordinate `c` along axis `d` reads

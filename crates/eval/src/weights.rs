@@ -225,32 +225,7 @@ fn movement_fast(op: &Op, inputs: &[Option<&Tensor>], out: &kiln_tir::TensorType
                 None => vec![1; starts.len()],
             };
             (ends.len() == starts.len() && axes.len() == starts.len() && steps.len() == starts.len()).then_some(())?;
-            let st = crate::array::strides(&dims);
-            let (mut shape, mut step_of, mut base) = (dims.clone(), vec![1isize; rank], 0isize);
-            for (j, &ax) in axes.iter().enumerate() {
-                // As the evaluator's Slice: negative indices from the end, clamped per direction.
-                let (dim, step) = (dims[ax] as i128, i128::from(steps[j]));
-                (step != 0).then_some(())?;
-                let adjust = |v: i64| if v < 0 { i128::from(v) + dim } else { i128::from(v) };
-                let (mut s, mut e) = (adjust(starts[j]), adjust(ends[j]));
-                let len = if dim == 0 {
-                    s = 0;
-                    0
-                } else if step > 0 {
-                    s = s.clamp(0, dim);
-                    e = e.clamp(0, dim);
-                    if e > s { (e - s + step - 1) / step } else { 0 }
-                } else {
-                    s = s.clamp(0, dim - 1);
-                    e = e.clamp(-1, dim - 1);
-                    if s > e { (s - e - step - 1) / -step } else { 0 }
-                };
-                shape[ax] = len as usize;
-                step_of[ax] = if len > 1 { isize::try_from(step).ok()? } else { 1 };
-                base = base.checked_add(isize::try_from(s as usize * st[ax]).ok()?)?;
-            }
-            let walk_steps: Vec<isize> = (0..rank).map(|d| step_of[d].checked_mul(st[d] as isize)).collect::<Option<_>>()?;
-            let idx = if shape.contains(&0) { Vec::new() } else { crate::array::walk(&shape, &walk_steps, base) };
+            let (shape, idx) = crate::layout::slice_elements("Slice", &dims, &starts, &ends, &axes, &steps).ok()?;
             let raw = x.raw()?;
             let mut bytes = Vec::with_capacity(idx.len() * size);
             for i in idx {

@@ -133,13 +133,19 @@ fn a_chain_on_a_wide_input_reorders_it() {
     assert_eq!(got.iter().filter(|&&f| f == RuntimeFn::ToNchwc).count(), 1, "the input, read by the first and the last convolution, reordered once");
     assert_eq!(got.iter().filter(|&&f| f == RuntimeFn::FromNchwc).count(), 1);
     let x: Vec<f32> = (0..20 * 36).map(|i| ((i * 3) % 19) as f32 / 8.0 - 1.0).collect();
-    let want = run(&plain, &x);
+    same_values_blocked_and_packed(&plain, &blocked, &x, "");
+}
+
+/// `blocked`, and `blocked` once `prepack` packed its weights, verify and compute what `plain`
+/// does on input `x`.
+fn same_values_blocked_and_packed(plain: &Program, blocked: &Program, x: &[f32], what: &str) {
+    let want = run(plain, x);
     let mut packed = blocked.clone();
     prepack(&mut packed, Layouts::for_isa(Isa::detected()));
     kiln_loops::verify::verify(&packed).unwrap_or_else(|e| panic!("{e:?}"));
-    for p in [&blocked, &packed] {
-        for (i, (g, w)) in run(p, &x).iter().zip(&want).enumerate() {
-            assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "output {i}: {g} against {w}");
+    for p in [blocked, &packed] {
+        for (i, (g, w)) in run(p, x).iter().zip(&want).enumerate() {
+            assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "{what} output {i}: {g} against {w}");
         }
     }
 }
@@ -224,14 +230,6 @@ fn a_squeeze_excitation_block_stays_blocked_through_its_loop_kernels() {
         assert_eq!(plain.kernels.iter().map(|k| locals(&k.body)).sum::<usize>(), 1, "{images}×{c}");
         assert_eq!(blocked.kernels.iter().map(|k| locals(&k.body)).sum::<usize>(), 0, "{images}×{c}");
         let x: Vec<f32> = (0..images as usize * 24 * 36).map(|i| ((i * 5) % 23) as f32 / 8.0 - 1.4).collect();
-        let want = run(&plain, &x);
-        let mut packed = blocked.clone();
-        prepack(&mut packed, Layouts::for_isa(Isa::detected()));
-        kiln_loops::verify::verify(&packed).unwrap_or_else(|e| panic!("{e:?}"));
-        for p in [&blocked, &packed] {
-            for (i, (g, w)) in run(p, &x).iter().zip(&want).enumerate() {
-                assert!((g - w).abs() <= 1e-5 * w.abs().max(1.0), "{images}×{c}, output {i}: {g} against {w}");
-            }
-        }
+        same_values_blocked_and_packed(&plain, &blocked, &x, &format!("{images}×{c}"));
     }
 }
