@@ -50,8 +50,7 @@ pub(super) fn accesses(kernel: &Kernel) -> Option<Accesses> {
         for s in stmts {
             match s {
                 Stmt::For { var, extent, body } => {
-                    // A loop of one iteration is the constant 0 to the layout.
-                    env.insert(*var, Some(if *extent == 1 { Affine::constant(0) } else { Affine::var(*var) }));
+                    env.insert(*var, loop_form(*var, *extent));
                     out.loops.push((*var, *extent));
                     walk(body, env, out)?;
                 }
@@ -250,6 +249,11 @@ pub(super) fn rewrite(kernel: &mut Kernel, looped: &Looped, blocked: &HashMap<Bu
     kernel.body = body;
 }
 
+/// A loop variable's affine form: a loop of one iteration is the constant 0 to the layout.
+fn loop_form(var: Var, extent: u64) -> Option<Affine> {
+    Some(if extent == 1 { Affine::constant(0) } else { Affine::var(var) })
+}
+
 fn mul(e: Expr, k: i64) -> Expr {
     e.bin(BinOp::Mul, Expr::idx(k))
 }
@@ -280,7 +284,7 @@ impl Rewrite<'_> {
                     out.extend(self.channel_loop(var, extent, body));
                 }
                 Stmt::For { var, extent, body } => {
-                    self.env.insert(var, Some(if extent == 1 { Affine::constant(0) } else { Affine::var(var) }));
+                    self.env.insert(var, loop_form(var, extent));
                     let body = self.stmts(body);
                     out.push(Stmt::For { var, extent, body });
                 }
@@ -304,23 +308,23 @@ impl Rewrite<'_> {
     fn channel_loop(&mut self, c: Var, channels: u64, body: Vec<Stmt>) -> Vec<Stmt> {
         let lanes = LANES as u64;
         let (full, tail) = (channels / lanes, channels % lanes);
-        let mut out = Vec::new();
-        if tail > 0 {
+        // The partial block first: its copy of the body is renamed before the original is
+        // moved into the full blocks.
+        let last = if tail > 0 {
             let mut names = HashMap::from([(c, self.kernel.var(ScalarType::I64))]);
             let copy = rename_stmts(&body, self.kernel, &mut names);
             self.env.insert(names[&c], Some(Affine::var(names[&c])));
-            let last = self.block(names[&c], Expr::idx(full as i64), tail, copy);
-            if full > 0 {
-                let block = self.kernel.var(ScalarType::I64);
-                let nest = self.block(c, Expr::Var(block), lanes, body);
-                out.push(Stmt::For { var: block, extent: full, body: nest });
-            }
-            out.extend(last);
-        } else if full > 0 {
+            self.block(names[&c], Expr::idx(full as i64), tail, copy)
+        } else {
+            Vec::new()
+        };
+        let mut out = Vec::new();
+        if full > 0 {
             let block = self.kernel.var(ScalarType::I64);
             let nest = self.block(c, Expr::Var(block), lanes, body);
             out.push(Stmt::For { var: block, extent: full, body: nest });
         }
+        out.extend(last);
         out
     }
 
@@ -355,7 +359,7 @@ impl Rewrite<'_> {
         let c_of = Stmt::Let(c, sum([mul(block.clone(), LANES as i64), Expr::Var(lane)]));
         self.env.insert(c, Some(Affine::var(c)));
         for &(v, extent) in nest {
-            self.env.insert(v, Some(if extent == 1 { Affine::constant(0) } else { Affine::var(v) }));
+            self.env.insert(v, loop_form(v, extent));
         }
         let mut cx = Block { rw: self, c, block: block.clone(), lane };
         let mut stmts = vec![c_of];
@@ -462,7 +466,7 @@ impl Block<'_, '_> {
     fn stmt(&mut self, s: Stmt) -> Stmt {
         match s {
             Stmt::For { var, extent, body } => {
-                self.rw.env.insert(var, Some(if extent == 1 { Affine::constant(0) } else { Affine::var(var) }));
+                self.rw.env.insert(var, loop_form(var, extent));
                 Stmt::For { var, extent, body: self.stmts(body) }
             }
             Stmt::Let(v, e) => {
