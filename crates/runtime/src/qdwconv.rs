@@ -12,6 +12,7 @@
 //! (wrapping), and the requantization is [`crate::requantize`]'s.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::dwconv::DwConv2d;
 use crate::gemm::Isa;
@@ -22,8 +23,12 @@ use crate::window::{Window, elements};
 /// `f32` elements of shifted input and accumulators a run of planes may hold (256 KiB).
 const RUN_ELEMENTS: usize = 1 << 16;
 
+#[cfg(target_arch = "x86_64")]
+mod direct;
+
 thread_local! {
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PADDED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 /// One quantized depthwise convolution.
@@ -75,11 +80,24 @@ impl QDwConv2d {
     ///
     /// If the sizes are invalid or a slice is shorter than its extent.
     pub fn run(&self, x: &[u8], w: &[f32], bias: &[i32], scales: &[f32], y: &mut [u8]) {
+        self.run_with(Isa::detected(), x, w, bias, scales, y)
+    }
+
+    /// [`Self::run`] on the kernels of `isa` (benchmarks compare them): with AVX-512 the
+    /// bytes' own path where it applies, else the `f32` planes.
+    ///
+    /// # Panics
+    ///
+    /// If the sizes are invalid, a slice is shorter than its extent, or the CPU cannot run
+    /// `isa`.
+    pub fn run_with(&self, isa: Isa, x: &[u8], w: &[f32], bias: &[i32], scales: &[f32], y: &mut [u8]) {
+        assert!(isa.available(), "this CPU cannot run {isa:?}");
         assert!(self.is_valid(), "invalid quantized depthwise convolution {self:?}");
         let (ex, ew, ec, ey) = self.extents();
         assert!(x.len() >= ex && w.len() >= ew && scales.len() >= ec && (!self.bias || bias.len() >= ec) && y.len() >= ey, "dwconv2d_requantize operands are too short for {self:?}");
-        // SAFETY: the slices hold every element addressed; `y` is exclusively borrowed.
-        unsafe { self.run_raw(Isa::detected(), x.as_ptr(), w.as_ptr(), bias.as_ptr(), scales.as_ptr(), y.as_mut_ptr()) }
+        // SAFETY: the slices hold every element addressed; `y` is exclusively borrowed; the
+        // CPU runs `isa`.
+        unsafe { self.run_raw(isa, x.as_ptr(), w.as_ptr(), bias.as_ptr(), scales.as_ptr(), y.as_mut_ptr()) }
     }
 
     /// # Safety
@@ -91,6 +109,45 @@ impl QDwConv2d {
         if ey == 0 {
             return;
         }
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Avx512 && direct::applies(self) {
+            let (plane_in, plane_out, taps) = (self.win.h * self.win.w, self.win.oh * self.win.ow, self.win.kh * self.win.kw);
+            let parts = if ey.saturating_mul(taps) >= 1 << 17 { pool::threads().min(self.planes) } else { 1 };
+            let declined = AtomicBool::new(false);
+            let ptrs = SharedPtr((x, w, bias, scales, y));
+            let Some(g) = direct::Padded::new(self) else { return };
+            pool::for_each(parts, &|t| {
+                let (x, w, bias, scales, y) = ptrs.get();
+                scratch::with(&PADDED, g.len(), |pad| {
+                    direct::fill(self, pad);
+                    for p in pool::part(self.planes, parts, 1, t) {
+                        let c = p % self.channels;
+                        // SAFETY: plane `p` is inside `x` and `y`, channel `c` inside `w`, the
+                        // bias and the scales; `applies` holds.
+                        unsafe {
+                            let b = if self.bias { bias.add(c).read_unaligned() } else { 0 };
+                            if !direct::plane(self, g, pad, x.add(p * plane_in), w.add(c * taps), b, scales.add(c).read_unaligned(), y.add(p * plane_out)) {
+                                declined.store(true, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                });
+            });
+            if !declined.load(Ordering::Relaxed) {
+                return;
+            }
+        }
+        // SAFETY: by the caller's contract.
+        unsafe { self.run_f32(isa, x, w, bias, scales, y) }
+    }
+
+    /// The planes through the `f32` routine: shifted into scratch, convolved, requantized.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::run_raw`], with a non-empty output.
+    unsafe fn run_f32(&self, isa: Isa, x: *const u8, w: *const f32, bias: *const i32, scales: *const f32, y: *mut u8) {
+        let (_, _, _, ey) = self.extents();
         let (plane_in, plane_out) = (self.win.h * self.win.w, self.win.oh * self.win.ow);
         let taps = self.win.kh * self.win.kw;
         // Runs of planes within one image: as many as fit the scratch, at least one.
@@ -333,6 +390,12 @@ mod tests {
             (3, 3, 10, 10, 5, 1, 2, 1),
             (4, 2, 9, 9, 3, 1, 2, 2),
             (5, 5, 200, 200, 3, 2, 1, 1),
+            // Rows of several vectors and a partial one, in place and strided.
+            (3, 3, 5, 37, 3, 1, 1, 1),
+            (4, 2, 7, 45, 3, 2, 1, 1),
+            (2, 2, 9, 70, 5, 2, 2, 1),
+            (2, 2, 6, 50, 3, 1, 0, 3),
+            (3, 3, 11, 33, 3, 3, 1, 1),
         ];
         for (planes, channels, h, w, k, stride, pad, dil) in cases {
             let oh = (h + 2 * pad - dil * (k - 1) - 1) / stride + 1;
@@ -346,14 +409,48 @@ mod tests {
                 let scales: Vec<f32> = (0..channels).map(|c| [1.0 / 512.0, 3.0e-4, 0.01][c % 3]).collect();
                 let want = reference(&q, &x, &wts, &bias, &scales);
                 for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512].into_iter().filter(|i| i.available()) {
-                    let mut y = vec![0xABu8; planes * oh * ow + 3];
-                    // SAFETY: the vectors hold the extents; `isa` is available.
-                    unsafe { q.run_raw(isa, x.as_ptr(), wts.as_ptr(), bias.as_ptr(), scales.as_ptr(), y.as_mut_ptr()) };
-                    assert_eq!(&y[..want.len()], &want[..], "{q:?} {isa:?}");
-                    assert_eq!(&y[want.len()..], &[0xAB; 3], "{q:?} {isa:?}: past the output");
+                    // Each path: the bytes' own where it applies, and the `f32` planes'.
+                    for f32_path in [false, true] {
+                        let mut y = vec![0xABu8; planes * oh * ow + 3];
+                        // SAFETY: the vectors hold the extents; `isa` is available.
+                        unsafe {
+                            if f32_path {
+                                q.run_f32(isa, x.as_ptr(), wts.as_ptr(), bias.as_ptr(), scales.as_ptr(), y.as_mut_ptr())
+                            } else {
+                                q.run_raw(isa, x.as_ptr(), wts.as_ptr(), bias.as_ptr(), scales.as_ptr(), y.as_mut_ptr())
+                            }
+                        };
+                        assert_eq!(&y[..want.len()], &want[..], "{q:?} {isa:?} f32 path {f32_path}");
+                        assert_eq!(&y[want.len()..], &[0xAB; 3], "{q:?} {isa:?} f32 path {f32_path}: past the output");
+                    }
                 }
             }
         }
+    }
+
+    /// The bytes' path runs wherever its instructions are (so the test above checks it), and
+    /// a weight it cannot hold sends the call to the `f32` path, whose result it then is.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_bytes_path_takes_strides_1_and_2_and_declines_odd_weights() {
+        let win = Window { h: 6, w: 40, oh: 6, ow: 40, kh: 3, kw: 3, sh: 1, sw: 1, ph: 1, pw: 1, dh: 1, dw: 1 };
+        let q = QDwConv2d { planes: 2, channels: 2, win, x_signed: false, x_zero: 7, bias: false, zero: 3, y_signed: false };
+        if !Isa::Avx512.available() || !std::arch::is_x86_feature_detected!("avx512bw") {
+            return;
+        }
+        assert!(direct::applies(&q) && direct::applies(&QDwConv2d { win: Window { sw: 2, ow: 20, ..win }, ..q }));
+        assert!(!direct::applies(&QDwConv2d { win: Window { sw: 3, ow: 14, ..win }, ..q }) && !direct::applies(&QDwConv2d { x_zero: 300, ..q }));
+        assert!(!direct::applies(&QDwConv2d { win: Window { w: 15, ow: 15, ..win }, ..q }), "rows narrower than a vector take the f32 planes");
+        let x: Vec<u8> = (0..2 * 240).map(|i| (i * 29 % 256) as u8).collect();
+        let mut wts = vec![3.0f32; 18];
+        wts[13] = 2.5;
+        let (mut a, mut b) = (vec![0u8; 480], vec![0u8; 480]);
+        // SAFETY: the vectors hold the extents; AVX-512 is available.
+        unsafe {
+            q.run_raw(Isa::Avx512, x.as_ptr(), wts.as_ptr(), [0].as_ptr(), [0.01f32, 0.02].as_ptr(), a.as_mut_ptr());
+            q.run_f32(Isa::Avx512, x.as_ptr(), wts.as_ptr(), [0].as_ptr(), [0.01f32, 0.02].as_ptr(), b.as_mut_ptr());
+        }
+        assert_eq!(a, b);
     }
 
     #[test]

@@ -174,8 +174,9 @@ pub(crate) mod avx512 {
     /// or infinite scale must take `levels`), `zero` the zero point, inside the output's range
     /// ([`super::zero_in_range`]).
     ///
-    /// The value `x = fl(fl(fl(v)·s) + zero)` is within `3·2^-24·1024 < 2^-12.4` of the exact
-    /// `t = v·s + zero` when `|v·s| ≤ 1024` (three roundings, each relative `2^-24`), and
+    /// The value `x = fl(fl(v)·s + zero)` (one fused multiply-add) is within
+    /// `2·2^-24·1024 < 2^-12.4` of the exact `t = v·s + zero` when `|v·s| ≤ 1024` (two
+    /// roundings, each relative `2^-24`), and
     /// `levels` rounds `t` itself but for `2^-44`. So if `x`, clamped to the range, is more
     /// than [`TIE`] (`2^-11`) from every half-integer, `x` and `t` lie between the same two
     /// halves and round to the same integer. When `|v·s| > 1024`, `|t| > 769` and `x` has the
@@ -183,7 +184,7 @@ pub(crate) mod avx512 {
     #[inline]
     #[target_feature(enable = "avx512f")]
     pub(crate) fn levels_f32(v: __m512i, s: __m512, zero: f32, signed: bool) -> Option<__m512i> {
-        rounded(_mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), s), _mm512_set1_ps(zero)), signed)
+        rounded(_mm512_fmadd_ps(_mm512_cvtepi32_ps(v), s, _mm512_set1_ps(zero)), signed)
     }
 
     /// [`levels_f32`] as the levels and the mask of the lanes that decline (when it is not
@@ -191,16 +192,16 @@ pub(crate) mod avx512 {
     #[inline]
     #[target_feature(enable = "avx512f")]
     pub(crate) fn levels_f32_or_mask(v: __m512i, s: __m512, zero: f32, signed: bool) -> (__m512i, __mmask16) {
-        rounded_or_mask(_mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(v), s), _mm512_set1_ps(zero)), signed)
+        rounded_or_mask(_mm512_fmadd_ps(_mm512_cvtepi32_ps(v), s, _mm512_set1_ps(zero)), signed)
     }
 
-    /// [`levels_f32`] of `f32` accumulators: `fl(fl(v·s) + zero)`, two roundings where the
-    /// integer ones have three, so the same bound holds; `None` also when a lane is NaN
+    /// [`levels_f32`] of `f32` accumulators: `fl(v·s + zero)`, one rounding where the integer
+    /// ones have two, so the same bound holds; `None` also when a lane is NaN
     /// (which `levels` sends to 0, not to the range's end as the clamp here would).
     #[inline]
     #[target_feature(enable = "avx512f")]
     pub(crate) fn levels_f32_of_f32(v: __m512, s: __m512, zero: f32, signed: bool) -> Option<__m512i> {
-        let x = _mm512_add_ps(_mm512_mul_ps(v, s), _mm512_set1_ps(zero));
+        let x = _mm512_fmadd_ps(v, s, _mm512_set1_ps(zero));
         if _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x) != 0 {
             return None;
         }
