@@ -238,6 +238,18 @@ fn rewrite(g: &mut Graph, q: NodeId, uses: &[u32]) -> Option<Vec<NodeId>> {
             }
             (Op::QLinearMatMul(QLinearMatMul {}), vec![Some(a.ints), Some(a.scale), a.zero, Some(b.ints), Some(b.scale), b.zero, None, None])
         }
+        // A Gemm without a bias is the product `A·B`, or `A·Bᵀ` of a constant `B` (a
+        // classifier's weights, one scale per output row), whose integers are transposed here.
+        Op::Gemm(gm) if gm.alpha == 1.0 && gm.transA == 0 && node.inputs.get(2).copied().flatten().is_none() => {
+            let a = dequantized(g, node.inputs.first().copied().flatten()?, None)?;
+            let b = dequantized(g, node.inputs.get(1).copied().flatten()?, None)?;
+            let per_column = if gm.transB != 0 { 0 } else { 1 };
+            if a.scales.len() != 1 || !(b.scales.len() == 1 || b.axis == per_column) || g.ty(b.ints).shape.len() != 2 {
+                return None;
+            }
+            let b_ints = if gm.transB != 0 { transposed_constant(g, b.ints)? } else { b.ints };
+            (Op::QLinearMatMul(QLinearMatMul {}), vec![Some(a.ints), Some(a.scale), a.zero, Some(b_ints), Some(b.scale), b.zero, None, None])
+        }
         _ => return None,
     };
     removed.push(p);
@@ -260,6 +272,27 @@ fn rewrite(g: &mut Graph, q: NodeId, uses: &[u32]) -> Option<Vec<NodeId>> {
     node.inputs = inputs;
     node.name = name;
     Some(removed)
+}
+
+/// A new constant holding the transpose of the 2-D 8-bit constant `v`.
+fn transposed_constant(g: &mut Graph, v: ValueId) -> Option<ValueId> {
+    let t = g.const_value(v)?;
+    let (&[rows, cols], Some(raw)) = (&t.shape[..], t.raw()) else { return None };
+    let (rows, cols) = (usize::try_from(rows).ok()?, usize::try_from(cols).ok()?);
+    if !is_8bit(t.dtype) || raw.len() != rows.checked_mul(cols)? {
+        return None;
+    }
+    let mut bytes = vec![0u8; raw.len()];
+    for (r, row) in raw.chunks_exact(cols.max(1)).enumerate().take(rows) {
+        for (c, &b) in row.iter().enumerate() {
+            bytes[c * rows + r] = b;
+        }
+    }
+    let t = Tensor { dtype: t.dtype, shape: vec![cols as u64, rows as u64], data: TensorData::Raw(bytes.into()) };
+    let name = format!("{}.transposed", g.value(v).name);
+    let id = g.add_value(t.ty(), name, ValueDef::Const(t));
+    g.body.consts.push(id);
+    Some(id)
 }
 
 /// The quantizer's scale and zero point inputs, the zero point made explicit (QLinear ops
