@@ -43,6 +43,21 @@ fn vector_type(t: ScalarType) -> Type {
     if t == ScalarType::F32 { types::F32X4 } else { types::I32X4 }
 }
 
+/// Whether every value in `range` truncates to a value of integer type `to` of at most 32 bits
+/// (in its normal form, so that no renormalization follows).
+fn fits(to: ScalarType, (lo, hi): (f64, f64)) -> bool {
+    let (min, max) = match to {
+        ScalarType::I8 => (f64::from(i8::MIN), f64::from(i8::MAX)),
+        ScalarType::U8 => (0.0, f64::from(u8::MAX)),
+        ScalarType::I16 => (f64::from(i16::MIN), f64::from(i16::MAX)),
+        ScalarType::U16 => (0.0, f64::from(u16::MAX)),
+        ScalarType::I32 => (f64::from(i32::MIN), f64::from(i32::MAX)),
+        _ => return false,
+    };
+    // Truncation moves a value toward zero by less than one.
+    min - 1.0 < lo && hi < max + 1.0
+}
+
 fn is_index(t: ScalarType) -> bool {
     matches!(t, ScalarType::I64 | ScalarType::U64)
 }
@@ -58,6 +73,38 @@ pub(crate) struct Plan {
     /// or `min`: four partial results, combined after the vector iterations (the order of a
     /// max or min does not change its result, NaN and signed zeros included).
     reductions: Vec<(Var, BinOp, ScalarType)>,
+    /// The body's `f32` lets known to be clamped to constants, never NaN ([`clamped`]): their
+    /// conversions to integers wide enough need no saturation.
+    clamped: HashMap<Var, (f64, f64)>,
+}
+
+/// The bounds of an `f32` expression that clamps a value to constants with selects, as lowering
+/// writes a clamp (`select(lt(lo, x), x, lo)`, then `select(lt(x, hi), x, hi)`, or with
+/// `ge`/`gt` conditions), when no NaN gets through: `[lo, hi]`, either end possibly infinite,
+/// given the clamped lets before.
+fn clamped(e: &Expr, known: &HashMap<Var, (f64, f64)>) -> Option<(f64, f64)> {
+    let constant = |e: &Expr| match e {
+        Expr::Const(Scalar::F32(c)) if c.is_finite() => Some(f64::from(*c)),
+        _ => None,
+    };
+    // The bounds of `e`, or `None` for "any value, NaN too".
+    let bounds = |e: &Expr| match e {
+        Expr::Var(v) => known.get(v).copied(),
+        other => clamped(other, known),
+    };
+    let Expr::Select(c, a, b) = e else { return None };
+    let Expr::Cmp(op, l, r) = &**c else { return None };
+    match (op, constant(l), constant(r)) {
+        // `lo < x ? x : lo`: NaN and anything below give `lo`.
+        (CmpOp::Lt, Some(lo), None) if l == b && r == a => Some((lo, bounds(a).map_or(f64::INFINITY, |(_, hi)| hi.max(lo)))),
+        // `x ≥ lo ? x : lo`: the same.
+        (CmpOp::Ge, None, Some(lo)) if l == a && r == b => Some((lo, bounds(a).map_or(f64::INFINITY, |(_, hi)| hi.max(lo)))),
+        // `x < hi ? x : hi` (NaN gives `hi`) and `x > hi ? hi : x` (NaN gives NaN): bounded
+        // below only as `x` is.
+        (CmpOp::Lt, None, Some(hi)) if l == a && r == b => bounds(a).map(|(lo, _)| (lo.min(hi), hi)),
+        (CmpOp::Gt, None, Some(hi)) if l == b && r == a => bounds(b).map(|(lo, _)| (lo.min(hi), hi)),
+        _ => None,
+    }
 }
 
 impl Plan {
@@ -123,7 +170,7 @@ impl Cx<'_, '_> {
 
     /// The plan to run the loop over `var` with `body` four iterations at a time, if it can.
     pub(crate) fn vector_plan(&self, var: Var, body: &[Stmt]) -> Option<Plan> {
-        let mut plan = Plan { var, strides: HashMap::new(), vectors: HashSet::new(), reductions: Vec::new() };
+        let mut plan = Plan { var, strides: HashMap::new(), vectors: HashSet::new(), reductions: Vec::new(), clamped: HashMap::new() };
         let mut stored: HashMap<BufId, &Expr> = HashMap::new();
         let mut loads = Vec::new();
         for s in body {
@@ -138,6 +185,9 @@ impl Cx<'_, '_> {
                             return None;
                         }
                         plan.vectors.insert(*v);
+                        if let Some(range) = clamped(e, &plan.clamped).filter(|_| t == ScalarType::F32) {
+                            plan.clamped.insert(*v, range);
+                        }
                     }
                 }
                 Stmt::Store { buf, index, value } => {
@@ -382,7 +432,14 @@ impl Cx<'_, '_> {
             }
             Expr::Cast(to, _, a) => {
                 let (x, from) = self.vexpr(a, plan, values)?;
-                (self.vcast(*to, from, x), *to)
+                let range = match &**a {
+                    Expr::Var(v) => plan.clamped.get(v).copied(),
+                    other => clamped(other, &plan.clamped),
+                };
+                match range {
+                    Some(range) if from == ScalarType::F32 && fits(*to, range) => (self.truncate_in_range(x), *to),
+                    _ => (self.vcast(*to, from, x), *to),
+                }
             }
             Expr::Math(f @ (MathFn::Exp | MathFn::Tanh | MathFn::Erf), args) if args.len() == 1 => {
                 let (x, _) = self.vexpr(&args[0], plan, values)?;
@@ -582,6 +639,16 @@ impl Cx<'_, '_> {
     }
 
     /// The conversions of [`crate::expr`], lane by lane.
+    /// `f32` lanes known to lie in an integer type's range (no NaN) truncated to `i32`: one
+    /// `cvttps2dq` on x86-64, where `fcvt_to_sint_sat` adds the NaN and overflow fix-ups.
+    fn truncate_in_range(&mut self, x: Value) -> Value {
+        if self.module.isa().triple().architecture == target_lexicon::Architecture::X86_64 {
+            self.b.ins().x86_cvtt2dq(types::I32X4, x)
+        } else {
+            self.b.ins().fcvt_to_sint_sat(types::I32X4, x)
+        }
+    }
+
     fn vcast(&mut self, to: ScalarType, from: ScalarType, x: Value) -> Value {
         if to == from {
             return x;

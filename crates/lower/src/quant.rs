@@ -222,12 +222,15 @@ fn int_range(to: ElemType) -> Option<(f64, f64)> {
     Some(if signed { (-(2f64.powi(bits as i32 - 1)), 2f64.powi(bits as i32 - 1) - 1.0) } else { (0.0, 2f64.powi(bits as i32) - 1.0) })
 }
 
-/// `v` clamped to `[lo, hi]`; NaN becomes `lo`, as in the reference evaluator.
+/// `v` clamped to `[lo, hi]`; NaN becomes `lo`, as in the reference evaluator. Written as
+/// `lo < v ? v : lo`, then `v < hi ? v : hi`: the forms of x86-64's `maxps` and `minps`, which
+/// Cranelift emits for them, and that vector code knows to be in range (`−0` may come out as
+/// `+0`: every caller converts the result to an integer).
 fn clamp(s: &mut Scope<'_>, v: Expr, ty: ScalarType, lo: f64, hi: f64) -> Expr {
     let v = s.bind(v);
     let (lo, hi) = (Expr::float(ty, lo), Expr::float(ty, hi));
-    let above = s.bind(v.clone().cmp(CmpOp::Ge, lo.clone()).select(v, lo));
-    above.clone().cmp(CmpOp::Gt, hi.clone()).select(hi, above)
+    let above = s.bind(lo.clone().cmp(CmpOp::Lt, v.clone()).select(v, lo));
+    above.clone().cmp(CmpOp::Lt, hi.clone()).select(above, hi)
 }
 
 fn quantize(cx: &mut Lowerer<'_>, n: NodeId, a: QuantAttrs) -> Result<bool, LowerError> {

@@ -48,6 +48,63 @@ fn quantize_and_dequantize_at_every_length() {
     }
 }
 
+/// Conversions of clamped values, which vector code truncates without saturating when the
+/// clamp keeps NaN out and the bounds inside the target's range: the two forms of each side
+/// (`lo < v ? v : lo` and `v ≥ lo ? v : lo`; `v < hi ? v : hi` and `v > hi ? hi : v`), through
+/// lets and inline, to `u8` from a lower bound of 0 (where `−0` and `+0` differ as floats) and
+/// to `i8`/`i16`; and clamps that do not qualify: bounds past the target's range, a one-sided
+/// clamp that lets NaN through, bounds at fractions.
+#[test]
+fn clamped_conversions_match_the_interpreter() {
+    let n = samples(ScalarType::F32).len() as u64 + 3;
+    let mut h = Harness::new();
+    let x = h.input_of(ScalarType::F32, &cycle(ScalarType::F32, n));
+    let cases: [(ScalarType, f32, f32, bool); 7] = [
+        (ScalarType::U8, 0.0, 255.0, true),
+        (ScalarType::I8, -128.0, 127.0, false),
+        (ScalarType::I16, -32768.0, 32767.0, true),
+        (ScalarType::I8, -200.0, 200.0, true),
+        (ScalarType::U8, -0.75, 255.75, false),
+        (ScalarType::I32, -3.0e9, 3.0e9, true),
+        (ScalarType::U16, 0.5, 65535.0, false),
+    ];
+    for (c, &(to, lo, hi, lt)) in cases.iter().enumerate() {
+        for through_lets in [false, true] {
+            let out = h.output(ElemType::Scalar(to), n);
+            h.push(map_kernel(&format!("clamp{c}_{through_lets}"), n, |k, i| {
+                let mut stmts = Vec::new();
+                let mut bind = |k: &mut Kernel, e: Expr| {
+                    if !through_lets {
+                        return e;
+                    }
+                    let v = k.var(ScalarType::F32);
+                    stmts.push(Stmt::Let(v, e));
+                    Expr::Var(v)
+                };
+                let v = bind(k, Expr::load(x, i.clone()).bin(BinOp::Mul, Expr::f32(1.5)));
+                let (lo, hi) = (Expr::f32(lo), Expr::f32(hi));
+                let above = if lt { lo.clone().cmp(CmpOp::Lt, v.clone()).select(v, lo) } else { v.clone().cmp(CmpOp::Ge, lo.clone()).select(v, lo) };
+                let above = bind(k, above);
+                let both = if lt { above.clone().cmp(CmpOp::Lt, hi.clone()).select(above, hi) } else { above.clone().cmp(CmpOp::Gt, hi.clone()).select(hi, above) };
+                stmts.push(Stmt::Store { buf: out, index: i, value: both.cast(to) });
+                stmts
+            }));
+        }
+        // Only the upper side: NaN passes through the `gt` form and must still convert to 0.
+        let out = h.output(ElemType::Scalar(to), n);
+        h.push(map_kernel(&format!("upper{c}"), n, |_, i| {
+            let v = Expr::load(x, i.clone());
+            vec![Stmt::Store { buf: out, index: i, value: v.clone().cmp(CmpOp::Gt, Expr::f32(hi)).select(Expr::f32(hi), v).cast(to) }]
+        }));
+    }
+    assert!(vectorized(&h.p));
+    if cfg!(target_arch = "x86_64") {
+        let text = clif_text(&h.p, &Target::host(), &CodegenOptions::default()).expect("compiles");
+        assert!(text.contains("x86_cvtt2dq"), "no clamped conversion took the plain truncation");
+    }
+    h.run().unwrap();
+}
+
 /// Every cast between the types with vector lanes, and back, at a length with a tail.
 #[test]
 fn casts_between_lane_types() {
