@@ -172,6 +172,20 @@ impl<'a, 'f> Cx<'a, 'f> {
     }
 }
 
+/// Which of `program`'s buffers some kernel mentions, by buffer index: constants left out are
+/// weights no code reads (packed into new buffers, say).
+pub fn used_buffers(program: &Program) -> Vec<bool> {
+    let mut used = vec![false; program.buffers.len()];
+    for stmt in program.kernels.iter().flat_map(|k| &k.body) {
+        visit_bufs(stmt, &mut |b| {
+            if let Some(u) = used.get_mut(b.0 as usize) {
+                *u = true;
+            }
+        });
+    }
+    used
+}
+
 /// Calls `f` on every buffer a statement mentions.
 pub(crate) fn visit_bufs(s: &Stmt, f: &mut dyn FnMut(BufId)) {
     match s {

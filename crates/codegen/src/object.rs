@@ -114,14 +114,7 @@ pub fn compile_object(program: &Program, arena: ArenaPlan<'_>, target: &Target, 
     })?;
 
     // Constants no kernel reads (weights that were packed into new buffers) are left out.
-    let mut used = vec![false; program.buffers.len()];
-    for stmt in program.kernels.iter().flat_map(|k| &k.body) {
-        crate::kernel::visit_bufs(stmt, &mut |b| {
-            if let Some(u) = used.get_mut(b.0 as usize) {
-                *u = true;
-            }
-        });
-    }
+    let used = crate::kernel::used_buffers(program);
     let (consts, file) = match weights {
         Weights::Embedded => (define_constants(&mut module, program, &used, name)?, None),
         Weights::External => {

@@ -496,12 +496,18 @@ impl Specialization {
             .iter()
             .map(|&v| (g.ty(v).dtype, g.ty(v).known_dims().unwrap_or_default()))
             .collect();
-        // Weights inside a mapped protobuf start at any byte; kernels read whole elements.
-        for b in &mut program.buffers {
-            if let BufferKind::Const(t) = &mut b.kind {
-                if let Some(raw) = t.raw().filter(|r| !is_aligned(r)) {
-                    t.data = TensorData::Raw(aligned_copy(raw));
-                }
+        // Weights inside a mapped protobuf start at any byte; kernels read whole elements. Those
+        // no kernel reads (packed into new buffers) are not copied: their pages stay as the
+        // packing left them.
+        let used = kiln_codegen::used_buffers(&program);
+        for (b, used) in program.buffers.iter_mut().zip(used) {
+            if let BufferKind::Const(t) = &mut b.kind
+                && used
+                && let Some(raw) = t.raw().filter(|r| !is_aligned(r))
+            {
+                let copy = aligned_copy(raw);
+                kiln_tir::mapped::release(raw);
+                t.data = TensorData::Raw(copy);
             }
         }
         let const_addrs = program

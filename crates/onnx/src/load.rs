@@ -18,8 +18,10 @@ use std::fmt;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
+use kiln_tir::mapped::Region;
 use prost::Message;
 
 use crate::proto::{ModelProto, TensorProto};
@@ -217,7 +219,34 @@ fn map_file(path: &Path) -> io::Result<Bytes> {
     // mmap-based loader we require that the file is not modified or truncated
     // while mapped (documented on the module).
     let mmap = unsafe { memmap2::Mmap::map(&file)? };
-    Ok(Bytes::from_owner(mmap))
+    let region: Arc<dyn Region> = Arc::new(MappedFile(mmap));
+    kiln_tir::mapped::register(&region);
+    Ok(Bytes::from_owner(Mapped(region)))
+}
+
+/// A mapped model file, whose pages stages give back once they have read weights into copies
+/// of their own (`kiln_tir::mapped`).
+struct MappedFile(memmap2::Mmap);
+
+impl Region for MappedFile {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    fn release(&self, offset: usize, len: usize) {
+        // SAFETY: the mapping is private and read-only: dropping its pages loses nothing, a
+        // later read faults them in again from the file. An error leaves them resident.
+        let _ = unsafe { self.0.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len) };
+    }
+}
+
+/// The owner of a mapped file's [`Bytes`].
+struct Mapped(Arc<dyn Region>);
+
+impl AsRef<[u8]> for Mapped {
+    fn as_ref(&self) -> &[u8] {
+        self.0.bytes()
+    }
 }
 
 /// prost's message, `failed to decode Protobuf message: Inner.f: ...: Outer.g: what`, as
@@ -243,5 +272,30 @@ fn tensor_name(t: &TensorProto) -> String {
     match t.name.as_deref() {
         Some(n) if !n.is_empty() => n.to_string(),
         _ => "<unnamed>".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Released pages of a mapped file read back as the file's bytes; releasing heap bytes
+    /// (outside every mapping) leaves them as they were.
+    #[test]
+    fn released_pages_read_back_unchanged() {
+        let path = std::env::temp_dir().join(format!("kiln-mapped-{}.bin", std::process::id()));
+        let content: Vec<u8> = (0..5 * 4096 + 123).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &content).unwrap();
+        let mapped = map_file(&path).unwrap();
+        assert_eq!(&mapped[..], &content[..]);
+        for range in [100..3 * 4096 + 5, 0..mapped.len(), 4096..8192] {
+            kiln_tir::mapped::release(&mapped[range]);
+            assert_eq!(&mapped[..], &content[..]);
+        }
+        let heap = Bytes::from(content.clone());
+        kiln_tir::mapped::release(&heap);
+        assert_eq!(&heap[..], &content[..]);
+        drop(mapped);
+        std::fs::remove_file(&path).unwrap();
     }
 }

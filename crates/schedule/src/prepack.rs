@@ -383,6 +383,8 @@ impl Found {
             for (i, (_, job, _)) in self.order.iter().enumerate().skip(part).step_by(parts) {
                 let mut dst = slots[i].lock().unwrap_or_else(|e| e.into_inner());
                 job.pack(&sources[i], &mut dst);
+                // The source's pages, when they are a mapped file's, are not read again here.
+                kiln_tir::mapped::release(&sources[i]);
             }
         });
         drop(slots);

@@ -12,6 +12,7 @@ pub mod dtype;
 pub mod echo;
 pub mod graph;
 pub mod infer;
+pub mod mapped;
 pub mod op;
 pub mod tensor;
 pub mod text;
