@@ -409,7 +409,7 @@ impl Sgemm {
         if m == 1 {
             let g = gemv::PackedGemv { x: a.ptr, x_stride: a.step_stride, b, y: c, up };
             let panels = g.panels();
-            let parts = if n * k >= SPLIT_MIN_FMAS { pool::threads().min(panels) } else { 1 };
+            let parts = if n * k >= SPLIT_MIN_GEMV_FMAS { pool::threads().min(panels) } else { 1 };
             let shared = SharedPtr((g, fin as *const F));
             let part = |i: usize| {
                 let (g, fin) = shared.get();
@@ -541,6 +541,12 @@ unsafe fn run_direct<F: Finish>(isa: Isa, bl: Blocking, d: &Direct, rows: std::o
 /// Products with fewer multiply-adds than this run on one thread: splitting costs a few
 /// microseconds, about what 2^18 multiply-adds take.
 pub(crate) const SPLIT_MIN_FMAS: usize = 1 << 18;
+
+/// [`SPLIT_MIN_FMAS`] for a product of one row: it loads a weight per multiply-add (from L2 at
+/// best, where a blocked product reuses each load from registers), so the same time is a
+/// quarter of the multiply-adds; and each part then keeps its share of the weights in its own
+/// core's cache from one call to the next (a recurrent layer's steps).
+const SPLIT_MIN_GEMV_FMAS: usize = SPLIT_MIN_FMAS / 4;
 
 /// Column parts of at most this many tiles, when `B` is small and row parts would have at
 /// least [`ROWS_MIN_ROW_TILES`], make a split by rows instead.
