@@ -1,9 +1,10 @@
 //! Conv, kiln's FusedConv, ConvInteger and QLinearConv.
 //!
-//! A 2-D `f32` Conv or FusedConv is one call of the runtime's fused `conv2d`: im2col panels
-//! packed on the fly and `sgemm`'s kernels, or for a depthwise convolution (one output channel
-//! per input channel: `group == C == M`) the `dwconv2d` routine, with the bias, residual
-//! addend and activation applied to each finished block or plane. Over other than two spatial
+//! A 1-D or 2-D `f32` Conv or FusedConv is one call of the runtime's fused `conv2d` (1-D planes
+//! are planes of one row): im2col panels packed on the fly and `sgemm`'s kernels, or for a
+//! depthwise convolution (one output channel per input channel: `group == C == M`) the
+//! `dwconv2d` routine, with the bias, residual addend and activation applied to each finished
+//! block or plane. Over three or more spatial
 //! dims, `f32` Conv that is not depthwise is an im2col loop nest into a scratch buffer plus one
 //! `sgemm` per image and group (a 1×1 unstrided, unpadded convolution multiplies the input
 //! directly), writing the bare convolution (`beta = 0`); one call of the runtime's `epilogue`
@@ -231,7 +232,7 @@ fn conv_kernel(
     // One input and one output channel per group: over other than two spatial dims, the
     // direct nest even in f32.
     let depthwise = s.cg == 1 && s.mg == 1;
-    if is_f32(&x) && s.win.rank() == 2 {
+    if is_f32(&x) && matches!(s.win.rank(), 1 | 2) {
         k.body = vec![conv2d(&s, &x, &w, bias.as_ref(), &epilogue, &y)];
     } else if is_f32(&x) && !depthwise {
         k.body = im2col_sgemm(cx, &mut k, &s, &x, &w, &y);
@@ -329,8 +330,8 @@ fn im2col_sgemm(
         let mut stmts = Vec::new();
         let b_matrix = match col {
             None => (x.buf, c0 * s.win.plane() as i64),
-            // Two spatial dims of `f32`: the runtime's im2col.
-            Some(col) if r == 2 && x.elem == ElemType::Scalar(ScalarType::F32) => {
+            // One or two spatial dims of `f32`: the runtime's im2col.
+            Some(col) if matches!(r, 1 | 2) && x.elem == ElemType::Scalar(ScalarType::F32) => {
                 let [ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw] = s.win.call_operands();
                 let c = call::Im2col {
                     x: Addr { buf: x.buf, index: c0.clone() * s.win.plane() as i64 },

@@ -158,12 +158,17 @@ impl Window {
         self.input.len()
     }
 
-    /// A 2-D window as the runtime's windowed routines take it: `ih, iw, oh, ow, kh, kw, sh,
-    /// sw, ph, pw, dh, dw` (`kiln_loops::call::Conv2d::window`'s order).
+    /// A 2-D window (or a 1-D one, as planes of one row) as the runtime's windowed routines
+    /// take it: `ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw` (`kiln_loops::call::Conv2d::
+    /// window`'s order).
     pub fn call_operands(&self) -> [Expr; 12] {
         let size = |v: u64| Expr::idx(v as i64);
-        let [ih, iw, oh, ow, kh, kw] = [self.input[0], self.input[1], self.output[0], self.output[1], self.kernel[0], self.kernel[1]].map(size);
-        let [sh, sw, ph, pw, dh, dw] = [self.strides[0], self.strides[1], self.pad_begin[0], self.pad_begin[1], self.dilations[0], self.dilations[1]].map(Expr::idx);
+        // One spatial dim is planes of one row: a unit row extent, kernel, stride and dilation.
+        let (row, col) = if self.rank() == 1 { (None, 0) } else { (Some(0), 1) };
+        let u = |v: &[u64]| row.map_or(1, |r| v[r]);
+        let i = |v: &[i64], unit: i64| row.map_or(unit, |r| v[r]);
+        let [ih, iw, oh, ow, kh, kw] = [u(&self.input), self.input[col], u(&self.output), self.output[col], u(&self.kernel), self.kernel[col]].map(size);
+        let [sh, sw, ph, pw, dh, dw] = [i(&self.strides, 1), self.strides[col], i(&self.pad_begin, 0), self.pad_begin[col], i(&self.dilations, 1), self.dilations[col]].map(Expr::idx);
         [ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw]
     }
 

@@ -40,7 +40,7 @@ impl ConvCase {
     }
 }
 
-const CONV_CASES: [ConvCase; 7] = [
+const CONV_CASES: [ConvCase; 8] = [
     // Two groups, strided, asymmetric padding: im2col into a scratch matrix.
     ConvCase {
         x: &[2, 4, 5, 5],
@@ -77,7 +77,7 @@ const CONV_CASES: [ConvCase; 7] = [
         dilations: &[2, 2],
         pads: &[0, 2, 1, 0],
     },
-    // Depthwise over one spatial dim: the direct nest in f32 too.
+    // Depthwise over one spatial dim: planes of one row, dwconv2d in f32.
     ConvCase {
         x: &[2, 3, 9],
         w: &[3, 1, 3],
@@ -95,7 +95,7 @@ const CONV_CASES: [ConvCase; 7] = [
         dilations: &[1, 1],
         pads: &[1, 1, 1, 1],
     },
-    // One spatial dim, dilated.
+    // One spatial dim, dilated, asymmetric padding.
     ConvCase {
         x: &[1, 2, 7],
         w: &[3, 2, 3],
@@ -103,6 +103,15 @@ const CONV_CASES: [ConvCase; 7] = [
         strides: &[1],
         dilations: &[2],
         pads: &[2, 1],
+    },
+    // Three spatial dims: im2col into a scratch matrix.
+    ConvCase {
+        x: &[1, 2, 3, 4, 5],
+        w: &[3, 2, 2, 2, 3],
+        group: 1,
+        strides: &[1, 1, 2],
+        dilations: &[1, 1, 1],
+        pads: &[0, 1, 0, 1, 0, 1],
     },
 ];
 
@@ -140,14 +149,15 @@ fn f32_convolutions_call_the_runtime_with_their_epilogue() {
         (&CONV_CASES[3], "f32", true, false, 0, vec![Conv2d]),
         (&CONV_CASES[3], "f32", false, false, 0, vec![Conv2d]),
         (&CONV_CASES[3], "f64", true, true, 1, vec![]),
-        (&CONV_CASES[4], "f32", true, true, 1, vec![]),
-        // Over two spatial dims, one fused call whatever the groups (depthwise too), padding and
-        // epilogue; over one, an im2col nest and sgemm per image and group, then one epilogue
-        // over the output, or for a depthwise one the direct nest.
+        // Over one or two spatial dims, one fused call whatever the groups (depthwise too),
+        // padding and epilogue; over three, an im2col nest and sgemm per image and group, then
+        // one epilogue over the output.
+        (&CONV_CASES[4], "f32", true, true, 1, vec![Conv2d]),
         (&CONV_CASES[5], "f32", false, true, 0, vec![Conv2d]),
         (&CONV_CASES[0], "f32", false, false, 7, vec![Conv2d]),
         (&CONV_CASES[1], "f32", false, false, 0, vec![Conv2d]),
-        (&CONV_CASES[6], "f32", true, false, 0, vec![Sgemm, Epilogue]),
+        (&CONV_CASES[6], "f32", true, false, 0, vec![Conv2d]),
+        (&CONV_CASES[7], "f32", true, false, 0, vec![Sgemm, Epilogue]),
     ];
     for (c, dt, with_bias, z, act, want) in cases {
         let bias = [c.w[0]];
