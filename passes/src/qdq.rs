@@ -238,17 +238,25 @@ fn rewrite(g: &mut Graph, q: NodeId, uses: &[u32]) -> Option<Vec<NodeId>> {
             }
             (Op::QLinearMatMul(QLinearMatMul {}), vec![Some(a.ints), Some(a.scale), a.zero, Some(b.ints), Some(b.scale), b.zero, None, None])
         }
-        // A Gemm without a bias is the product `A·B`, or `A·Bᵀ` of a constant `B` (a
-        // classifier's weights, one scale per output row), whose integers are transposed here.
-        Op::Gemm(gm) if gm.alpha == 1.0 && gm.transA == 0 && node.inputs.get(2).copied().flatten().is_none() => {
+        // A Gemm is the product `A·B`, or `A·Bᵀ` of a constant `B` (a classifier's weights, one
+        // scale per output row), whose integers are transposed here; its bias, when it has one,
+        // the `i32` integers of scale `a_scale·b_scale` (kiln's ninth QLinearMatMul input).
+        Op::Gemm(gm) if gm.alpha == 1.0 && gm.transA == 0 => {
             let a = dequantized(g, node.inputs.first().copied().flatten()?, None)?;
             let b = dequantized(g, node.inputs.get(1).copied().flatten()?, None)?;
             let per_column = if gm.transB != 0 { 0 } else { 1 };
-            if a.scales.len() != 1 || !(b.scales.len() == 1 || b.axis == per_column) || g.ty(b.ints).shape.len() != 2 {
+            let b_shape = &g.ty(b.ints).shape;
+            if a.scales.len() != 1 || !(b.scales.len() == 1 || b.axis == per_column) || b_shape.len() != 2 {
                 return None;
             }
+            let n = b_shape[per_column].known()?;
+            let bias = match node.inputs.get(2).copied().flatten() {
+                None => None,
+                Some(c) if gm.beta == 1.0 => Some(integer_bias(g, c, a.scales[0], &b.scales, n)?),
+                Some(_) => return None,
+            };
             let b_ints = if gm.transB != 0 { transposed_constant(g, b.ints)? } else { b.ints };
-            (Op::QLinearMatMul(QLinearMatMul {}), vec![Some(a.ints), Some(a.scale), a.zero, Some(b_ints), Some(b.scale), b.zero, None, None])
+            (Op::QLinearMatMul(QLinearMatMul {}), vec![Some(a.ints), Some(a.scale), a.zero, Some(b_ints), Some(b.scale), b.zero, None, None, bias])
         }
         _ => return None,
     };
@@ -266,6 +274,10 @@ fn rewrite(g: &mut Graph, q: NodeId, uses: &[u32]) -> Option<Vec<NodeId>> {
     }
     inputs[6] = y_scale;
     inputs[7] = y_zero;
+    // An absent bias (QLinearMatMul's optional ninth input) is left out, not spelled empty.
+    if inputs.len() == 9 && inputs[8].is_none() {
+        inputs.truncate(8);
+    }
     let name = g.node(p).name.clone();
     let node = &mut g.nodes[q.index()];
     node.op = op;

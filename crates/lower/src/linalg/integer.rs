@@ -203,10 +203,14 @@ pub(super) fn qlinear_matmul(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), Lowe
     let (a, a_scale, a_zp) = (cx.required(n, 0)?, cx.required(n, 1)?, cx.input(n, 2)?);
     let (b, b_scale, b_zp) = (cx.required(n, 3)?, cx.required(n, 4)?, cx.input(n, 5)?);
     let (y_scale, y_zp) = (cx.required(n, 6)?, cx.input(n, 7)?);
+    let bias = cx.input(n, 8)?;
     let y = cx.required_output(n, 0)?;
     let s = MatShape::new(&a.dims, &b.dims).map_err(|e| cx.unsupported(n, e))?;
     if !is_8bit(&a) || !is_8bit(&b) || !is_8bit(&y) || s.numel() != y.numel() {
         return Err(cx.unsupported(n, "operands and result must be 8-bit integers"));
+    }
+    if bias.as_ref().is_some_and(|b| b.dims != [s.n] || b.elem != ElemType::Scalar(ScalarType::I32)) {
+        return Err(cx.unsupported(n, "the bias must be an i32 vector over B's columns"));
     }
     if [&a_scale, &b_scale, &y_scale]
         .iter()
@@ -218,7 +222,7 @@ pub(super) fn qlinear_matmul(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), Lowe
     let b_const = cx.const_input(n, 3);
     // Constant scales and output zero point: the product with the output stage fused, straight
     // into Y.
-    if let Some(stage) = qgemm_stage(cx, n, &s, &y)
+    if let Some(stage) = qgemm_stage(cx, n, &s, &y, bias.as_ref().map(|b| b.buf))
         && let Some(calls) = qgemm_calls(cx, &mut k, &s, &a, &b, (a_zp.as_ref(), b_zp.as_ref()), b_const, &mut |_| y.buf)
     {
         k.body = requantized(calls, &stage);
@@ -240,6 +244,7 @@ pub(super) fn qlinear_matmul(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), Lowe
     let sb = param(Some(b_scale), Side::Cols, &s, Expr::f32(1.0)).map_err(bad)?;
     let sy = param(Some(y_scale), Side::Cols, &s, Expr::f32(1.0)).map_err(bad)?;
     let (ab, bb, yty) = (a.buf, b.buf, y.ty());
+    let bias_buf = bias.as_ref().map(|b| b.buf);
     let load_a = move |i: Expr, idx: &[Expr]| {
         Expr::load(ab, i).cast(ScalarType::I32) - azp(idx).cast(ScalarType::I32)
     };
@@ -248,6 +253,11 @@ pub(super) fn qlinear_matmul(cx: &mut Lowerer<'_>, n: NodeId) -> Result<(), Lowe
     };
     let finish = move |_: &mut Scope<'_>, acc: Expr, idx: &[Expr], _: &Expr| {
         let f64_of = |e: Expr| e.cast(ScalarType::F64);
+        // The bias joins the `i32` accumulator, wrapping as the routine's does.
+        let acc = match (bias_buf, idx.last()) {
+            (Some(bb), Some(col)) => acc.bin(BinOp::Add, Expr::load(bb, col.clone())),
+            _ => acc,
+        };
         let scale = f64_of(sa(idx) * sb(idx) / sy(idx));
         let d = f64_of(acc) * scale + f64_of(yzp(idx));
         Ok(d.math(MathFn::Rint).cast(yty))
@@ -284,8 +294,10 @@ struct Stage {
     scale_mode: i64,
     zero: i64,
     signed: i64,
-    /// An `i32` buffer for the bias operand no QLinearMatMul uses.
-    no_bias: BufId,
+    /// The `i32` bias per column (kiln's ninth input), else a buffer for the bias operand the
+    /// routine does not read.
+    bias: BufId,
+    bias_mode: i64,
 }
 
 /// A QLinear op's output stage from its constant inputs 1, 4, 6 and 7 (the two operands'
@@ -339,7 +351,7 @@ pub(crate) fn i32_zeros(cx: &mut Lowerer<'_>, name: String, len: u64) -> BufId {
 
 /// QLinearMatMul's output stage as `qgemm_requantize` takes it: A's scale per tensor, B's per
 /// tensor or per column.
-fn qgemm_stage(cx: &mut Lowerer<'_>, n: NodeId, s: &MatShape, y: &Operand) -> Option<Stage> {
+fn qgemm_stage(cx: &mut Lowerer<'_>, n: NodeId, s: &MatShape, y: &Operand, bias: Option<BufId>) -> Option<Stage> {
     let OutputStage { scales, zero, signed } = output_stage(cx, n, y)?;
     let scale_mode = match scales.len() {
         1 => 0,
@@ -348,8 +360,12 @@ fn qgemm_stage(cx: &mut Lowerer<'_>, n: NodeId, s: &MatShape, y: &Operand) -> Op
     };
     let name = cx.node(n).name.clone();
     let scales = f32_constant(cx, format!("{name}_requantize_scales"), &scales);
-    let no_bias = i32_zeros(cx, format!("{name}_no_bias"), 1);
-    Some(Stage { scales, scale_mode, zero, signed, no_bias })
+    let (bias, bias_mode) = match bias {
+        // Per column: `QBias::PerColumn`.
+        Some(b) => (b, 2),
+        None => (i32_zeros(cx, format!("{name}_no_bias"), 1), 0),
+    };
+    Some(Stage { scales, scale_mode, zero, signed, bias, bias_mode })
 }
 
 /// `stmts` with each `qgemm` call given the output stage (its result's address now Y's).
@@ -359,7 +375,7 @@ fn requantized(stmts: Vec<Stmt>, stage: &Stage) -> Vec<Stmt> {
         .map(|st| match st {
             Stmt::For { var, extent, body } => Stmt::For { var, extent, body: requantized(body, stage) },
             Stmt::Call(kiln_loops::Call::Qgemm(q)) => {
-                let q = call::Qgemm { bias: call::Addr::at(stage.no_bias, 0), ..*q };
+                let q = call::Qgemm { bias: call::Addr::at(stage.bias, 0), bias_mode: Expr::idx(stage.bias_mode), ..*q };
                 let y = q.c.clone();
                 Stmt::Call(q.requantized(y, call::Addr::at(stage.scales, 0), Expr::idx(stage.scale_mode), Expr::idx(stage.zero), Expr::idx(stage.signed)).into())
             }

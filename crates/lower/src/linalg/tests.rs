@@ -393,29 +393,31 @@ fn the_runtime_epilogue_is_the_loop_ir_expressions() {
 }
 
 /// QLinearMatMul with constant scales takes the integer product with the output stage fused
-/// (`qgemm_requantize`), per tensor and per column of B, batched: byte for byte the definition
-/// (the `i32` sum, then `round(acc · (a_scale · b_scale / y_scale) + y_zero)` in `f64`, the
-/// scale's product in `f32`, saturated).
+/// (`qgemm_requantize`), per tensor and per column of B, batched, with kiln's `i32` bias per
+/// column or without: byte for byte the definition (the `i32` sum plus the bias, then
+/// `round(acc · (a_scale · b_scale / y_scale) + y_zero)` in `f64`, the scale's product in
+/// `f32`, saturated).
 #[test]
 fn qlinear_matmul_requantizes_in_the_product() {
     let (batch, m, k, n) = (2usize, 5usize, 7usize, 19usize);
     let seq = |len: usize, seed: u64| -> Vec<i64> { (0..len as u64).map(|i| ((i * 37 + seed * 11) % 256) as i64 - 128).collect() };
     let list = |v: &[i64]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ");
     let (a, b) = (seq(batch * m * k, 1), seq(k * n, 2));
-    for per_column in [false, true] {
+    let bias: Vec<i64> = (0..n as i64).map(|j| j * 97 - 900).collect();
+    for (per_column, with_bias) in [(false, false), (true, false), (true, true), (false, true)] {
         let b_scales: Vec<f32> = if per_column { (0..n).map(|j| 0.01 + 0.003 * j as f32).collect() } else { vec![0.02] };
         let (a_scale, y_scale, a_zero, b_zero, y_zero) = (0.05f32, 0.3f32, 3i64, -2i64, -7i64);
         let sb = b_scales.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(", ");
         let sb_ty = if per_column { format!("f32[{n}]") } else { "f32[]".into() };
         let src = format!(
-            "graph @main() -> (i8[{batch}, {m}, {n}] \"y\") {{\n  %0 = const dense<i8[{batch}, {m}, {k}]: [{}]>\n  %1 = const dense<f32[]: [{a_scale:?}]>\n  %2 = const dense<i8[]: [{a_zero}]>\n  %3 = const dense<i8[{k}, {n}]: [{}]>\n  %4 = const dense<{sb_ty}: [{sb}]>\n  %5 = const dense<i8[]: [{b_zero}]>\n  %6 = const dense<f32[]: [{y_scale:?}]>\n  %7 = const dense<i8[]: [{y_zero}]>\n  %8 = tensor.qlinear_matmul(%0, %1, %2, %3, %4, %5, %6, %7) : i8[{batch}, {m}, {n}]\n  return %8\n}}\n",
-            list(&a), list(&b)
+            "graph @main() -> (i8[{batch}, {m}, {n}] \"y\") {{\n  %0 = const dense<i8[{batch}, {m}, {k}]: [{}]>\n  %1 = const dense<f32[]: [{a_scale:?}]>\n  %2 = const dense<i8[]: [{a_zero}]>\n  %3 = const dense<i8[{k}, {n}]: [{}]>\n  %4 = const dense<{sb_ty}: [{sb}]>\n  %5 = const dense<i8[]: [{b_zero}]>\n  %6 = const dense<f32[]: [{y_scale:?}]>\n  %7 = const dense<i8[]: [{y_zero}]>\n  %9 = const dense<i32[{n}]: [{}]>\n  %8 = tensor.qlinear_matmul(%0, %1, %2, %3, %4, %5, %6, %7{}) : i8[{batch}, {m}, {n}]\n  return %8\n}}\n",
+            list(&a), list(&b), list(&bias), if with_bias { ", %9" } else { "" }
         );
         let g = parse(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
         let program = lower(&g).expect("the test graph lowers");
         kiln_loops::verify::verify(&program).expect("the lowered program verifies");
         let taken: Vec<RuntimeFn> = program.kernels.iter().flat_map(|k| k.body.iter()).filter_map(|s| if let Stmt::Call(c) = s { Some(c.kind()) } else { None }).collect();
-        assert!(taken.contains(&RuntimeFn::QgemmRequantize) && !taken.contains(&RuntimeFn::Qgemm), "per column {per_column}: {taken:?}");
+        assert!(taken.contains(&RuntimeFn::QgemmRequantize) && !taken.contains(&RuntimeFn::Qgemm), "per column {per_column}, bias {with_bias}: {taken:?}");
         let mut memory: Vec<Vec<u8>> = program.buffers.iter().map(|b| match &b.kind {
             BufferKind::Const(t) => t.raw().expect("constant bytes").to_vec(),
             _ => vec![0u8; b.bytes() as usize],
@@ -426,13 +428,48 @@ fn qlinear_matmul_requantizes_in_the_product() {
         for bi in 0..batch {
             for i in 0..m {
                 for j in 0..n {
-                    let acc: i64 = (0..k).map(|l| (a[(bi * m + i) * k + l] - a_zero) * (b[l * n + j] - b_zero)).sum();
+                    let acc: i64 = (0..k).map(|l| (a[(bi * m + i) * k + l] - a_zero) * (b[l * n + j] - b_zero)).sum::<i64>() + if with_bias { bias[j] } else { 0 };
                     let s = a_scale * b_scales[if per_column { j } else { 0 }] / y_scale;
                     let v = (acc as f64 * f64::from(s) + y_zero as f64).round_ties_even();
                     want.push((v as i8) as u8);
                 }
             }
         }
-        assert_eq!(memory[out], want, "per column {per_column}");
+        assert_eq!(memory[out], want, "per column {per_column}, bias {with_bias}");
     }
+}
+
+/// QLinearMatMul whose output scale is not a constant takes the product, then the output stage
+/// element by element: kiln's `i32` bias per column joins the accumulator there too.
+#[test]
+fn qlinear_matmul_adds_its_bias_without_the_fused_stage() {
+    let (m, k, n) = (3usize, 5usize, 4usize);
+    let a: Vec<i64> = (0..(m * k) as i64).map(|i| (i * 29 % 200) - 100).collect();
+    let b: Vec<i64> = (0..(k * n) as i64).map(|i| (i * 17 % 180) - 90).collect();
+    let bias = [700i64, -1500, 30, 2900];
+    let list = |v: &[i64]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ");
+    let src = format!(
+        "graph @main(%9: f32[] \"y_scale\") -> (i8[{m}, {n}] \"y\") {{\n  %0 = const dense<i8[{m}, {k}]: [{}]>\n  %1 = const dense<f32[]: [0.05]>\n  %2 = const dense<i8[]: [1]>\n  %3 = const dense<i8[{k}, {n}]: [{}]>\n  %4 = const dense<f32[]: [0.02]>\n  %5 = const dense<i8[]: [-1]>\n  %7 = const dense<i8[]: [4]>\n  %10 = const dense<i32[{n}]: [{}]>\n  %8 = tensor.qlinear_matmul(%0, %1, %2, %3, %4, %5, %9, %7, %10) : i8[{m}, {n}]\n  return %8\n}}\n",
+        list(&a), list(&b), list(&bias)
+    );
+    let g = parse(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let program = lower(&g).expect("the test graph lowers");
+    kiln_loops::verify::verify(&program).expect("the lowered program verifies");
+    let y_scale = 0.3f32;
+    let mut memory: Vec<Vec<u8>> = program.buffers.iter().map(|buf| match &buf.kind {
+        BufferKind::Const(t) => t.raw().expect("constant bytes").to_vec(),
+        BufferKind::Input(0) => y_scale.to_le_bytes().to_vec(),
+        _ => vec![0u8; buf.bytes() as usize],
+    }).collect();
+    interp::run(&program, &mut memory).expect("the program runs");
+    let out = program.buffers.iter().position(|buf| buf.kind == BufferKind::Output(0)).expect("output buffer");
+    let mut want = Vec::new();
+    for i in 0..m {
+        for j in 0..n {
+            let acc: i64 = (0..k).map(|l| (a[i * k + l] - 1) * (b[l * n + j] + 1)).sum::<i64>() + bias[j];
+            let s = f64::from(0.05f32 * 0.02f32 / y_scale);
+            want.push(((acc as f64 * s + 4.0).round_ties_even() as i8) as u8);
+        }
+    }
+    assert_eq!(memory[out], want);
 }

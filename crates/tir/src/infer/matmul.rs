@@ -104,9 +104,12 @@ pub(super) fn matmul_integer(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
 }
 
 /// QLinearMatMul: a, its scale and zero point, b, its scale and zero point, y's scale and zero
-/// point; the output has the type of y's zero point.
+/// point, and (kiln's, for a QDQ Gemm) an optional `i32` bias added to each column's
+/// accumulator; the output has the type of y's zero point.
 pub(super) fn qlinear_matmul(cx: &mut Cx<'_, '_>) -> Res<Vec<TensorType>> {
-    cx.arity(8, 8)?;
+    cx.arity(8, 9)?;
+    cx.check_opt(8, set::I32)?;
+    cx.rank_is(8, 1, "bias")?;
     cx.check(0, set::QUANT8)?;
     cx.check(3, set::QUANT8)?;
     let d = cx.check(7, set::QUANT8)?;

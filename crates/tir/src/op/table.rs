@@ -250,7 +250,8 @@ define_ops! {
     Pow "pow" {}
     /// ONNX `QLinearConv` (opset 10).
     QLinearConv "qlinear_conv" { auto_pad: AutoPad = AutoPad::Notset, dilations: Vec<i64> = Vec::new(), group: i64 = 1, kernel_shape: Vec<i64> = Vec::new(), pads: Vec<i64> = Vec::new(), strides: Vec<i64> = Vec::new() }
-    /// ONNX `QLinearMatMul` (opset 21).
+    /// ONNX `QLinearMatMul` (opset 21), and kiln's optional ninth input: an `i32` bias per
+    /// column added to the accumulator (a QDQ Gemm's).
     QLinearMatMul "qlinear_matmul" {}
     /// ONNX `QuantizeLinear` (opset 28).
     QuantizeLinear "quantize_linear" { axis: i64 = 1, block_size: i64 = 0, output_dtype: Option<DType> = None, precision: i64 = 0, saturate: i64 = 1 }
