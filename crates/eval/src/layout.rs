@@ -161,6 +161,14 @@ fn slice(a: &Args) -> Result<Vec<Arr>> {
 /// Slice's output shape over an input of `dims`, and the input element each output element
 /// reads, in order: negative indices count from the end, starts and ends clamp per direction.
 pub(crate) fn slice_elements(op: &'static str, dims: &[usize], starts: &[i64], ends: &[i64], axes: &[usize], steps: &[i64]) -> Result<(Vec<usize>, Vec<usize>)> {
+    let (shape, walk_steps, base) = slice_walk(op, dims, starts, ends, axes, steps)?;
+    let idx = if shape.contains(&0) { Vec::new() } else { walk(&shape, &walk_steps, base) };
+    Ok((shape, idx))
+}
+
+/// A Slice's output dims, the input offset each output axis steps by, and the offset of its
+/// first element.
+pub(crate) fn slice_walk(op: &'static str, dims: &[usize], starts: &[i64], ends: &[i64], axes: &[usize], steps: &[i64]) -> Result<(Vec<usize>, Vec<isize>, isize)> {
     let rank = dims.len();
     let st = strides(dims);
     let mut shape = dims.to_vec();
@@ -195,8 +203,7 @@ pub(crate) fn slice_elements(op: &'static str, dims: &[usize], starts: &[i64], e
     }
     numel(op, &shape)?;
     let walk_steps: Vec<isize> = (0..rank).map(|d| step_of[d] as isize * st[d] as isize).collect();
-    let idx = if shape.contains(&0) { Vec::new() } else { walk(&shape, &walk_steps, base) };
-    Ok((shape, idx))
+    Ok((shape, walk_steps, base))
 }
 
 /// Offsets into `x` for an output of `shape` where output coordinate `c` along axis `d` reads

@@ -225,13 +225,9 @@ fn movement_fast(op: &Op, inputs: &[Option<&Tensor>], out: &kiln_tir::TensorType
                 None => vec![1; starts.len()],
             };
             (ends.len() == starts.len() && axes.len() == starts.len() && steps.len() == starts.len()).then_some(())?;
-            let (shape, idx) = crate::layout::slice_elements("Slice", &dims, &starts, &ends, &axes, &steps).ok()?;
-            let raw = x.raw()?;
-            let mut bytes = Vec::with_capacity(idx.len() * size);
-            for i in idx {
-                bytes.extend_from_slice(raw.get(i * size..(i + 1) * size)?);
-            }
-            (shape.iter().map(|&d| d as u64).collect(), TensorData::Raw(bytes.into()))
+            let (shape, walk_steps, base) = crate::layout::slice_walk("Slice", &dims, &starts, &ends, &axes, &steps).ok()?;
+            let TensorData::Raw(raw) = &x.data else { return None };
+            (shape.iter().map(|&d| d as u64).collect(), TensorData::Raw(slice_runs(raw, size, &shape, &walk_steps, base)?))
         }
         _ => return None,
     };
@@ -239,6 +235,51 @@ fn movement_fast(op: &Op, inputs: &[Option<&Tensor>], out: &kiln_tir::TensorType
     let TensorData::Raw(bytes) = &data else { return None };
     (x.dtype.storage_bytes(numel)? == bytes.len() as u64).then_some(())?;
     Some(Tensor { dtype: x.dtype, shape, data })
+}
+
+/// The elements of `raw` (`size` bytes each) that an output of `shape` reads, output axis `d`
+/// stepping `steps[d]` elements from element `base`, copied a contiguous run at a time: the
+/// trailing axes whose step is the extent of the axes after them read whole rows. A result
+/// that is one run shares `raw`'s bytes.
+fn slice_runs(raw: &bytes::Bytes, size: usize, shape: &[usize], steps: &[isize], base: isize) -> Option<bytes::Bytes> {
+    let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))?;
+    if n == 0 {
+        return Some(bytes::Bytes::new());
+    }
+    // Axes `inner..` are contiguous, reading `run` elements from each start.
+    let (mut inner, mut run) = (shape.len(), 1usize);
+    while inner > 0 && (shape[inner - 1] == 1 || steps[inner - 1] == run as isize) {
+        inner -= 1;
+        run *= shape[inner];
+    }
+    let bytes_at = |start: isize| -> Option<&[u8]> {
+        let start = usize::try_from(start).ok()?.checked_mul(size)?;
+        raw.get(start..start.checked_add(run * size)?)
+    };
+    if run == n {
+        bytes_at(base)?;
+        let start = base as usize * size;
+        return Some(raw.slice(start..start + run * size));
+    }
+    let mut out = Vec::with_capacity(n.checked_mul(size)?);
+    let mut counter = vec![0usize; inner];
+    let mut offset = base;
+    for _ in 0..n / run {
+        out.extend_from_slice(bytes_at(offset)?);
+        // Odometer over the outer axes, the last fastest.
+        let mut d = inner;
+        while d > 0 {
+            d -= 1;
+            counter[d] += 1;
+            offset += steps[d];
+            if counter[d] < shape[d] {
+                break;
+            }
+            offset -= steps[d] * shape[d] as isize;
+            counter[d] = 0;
+        }
+    }
+    Some(out.into())
 }
 
 #[cfg(test)]
@@ -290,8 +331,8 @@ mod tests {
         let slice = Op::Slice(kiln_tir::op::Slice {});
         for x in [&x, &bytes] {
             // Slices: plain, negative indices, clamped ends, negative and large steps, no axes,
-            // empty.
-            let cases: [(&[i64], &[i64], Option<&[i64]>, Option<&[i64]>); 7] = [
+            // empty, whole rows (one run, and a run per outer index).
+            let cases: [(&[i64], &[i64], Option<&[i64]>, Option<&[i64]>); 10] = [
                 (&[1, 0], &[3, 5], Some(&[0, 2]), None),
                 (&[-2], &[100], Some(&[-1]), None),
                 (&[3, -1], &[0, -100], Some(&[1, 2]), Some(&[-1, -2])),
@@ -299,6 +340,9 @@ mod tests {
                 (&[2], &[1], Some(&[0]), None),
                 (&[-100], &[i64::MAX], Some(&[2]), Some(&[7])),
                 (&[5], &[-100], Some(&[2]), Some(&[i64::MIN])),
+                (&[1], &[3], Some(&[0]), None),
+                (&[1], &[3], Some(&[1]), None),
+                (&[1, 0], &[2, 3], Some(&[0, 1]), None),
             ];
             for (starts, ends, axes, steps) in cases {
                 let (starts, ends, axes, steps) = (i64s(starts), i64s(ends), axes.map(i64s), steps.map(i64s));
@@ -307,6 +351,11 @@ mod tests {
                 let fast = movement_fast(&slice, &inputs, &slow.ty()).expect("takes the fast path");
                 assert_eq!((fast.shape.clone(), fast.raw()), (slow.shape.clone(), slow.raw()), "{starts:?} {ends:?} {axes:?} {steps:?}");
             }
+            // Rows 1 and 2 of the outermost axis are one run of the input's bytes: shared.
+            let (starts, ends, axes) = (i64s(&[1]), i64s(&[3]), i64s(&[0]));
+            let rows = movement_fast(&slice, &[Some(x), Some(&starts), Some(&ends), Some(&axes)], &kiln_tir::TensorType::known(x.dtype, &[2, 4, 5])).expect("takes the fast path");
+            let (whole, part) = (x.raw().unwrap(), rows.raw().unwrap());
+            assert_eq!(part.as_ptr(), whole[20 * x.dtype.storage_bytes(1).unwrap() as usize..].as_ptr());
             // Concat along each axis, and reshapes.
             let y = Tensor { dtype: x.dtype, shape: x.shape.clone(), data: TensorData::Raw(x.raw().unwrap().iter().rev().copied().collect::<Vec<u8>>().into()) };
             for axis in [-3, 0, 1, 2] {
