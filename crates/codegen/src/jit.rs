@@ -5,9 +5,10 @@ use std::time::{Duration, Instant};
 
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::default_libcall_names;
-use kiln_loops::Program;
+use kiln_loops::{BufId, Program};
 
 use crate::module::{target_isa, translate, Exports};
+use crate::shared::with_local_table;
 use kiln_target::{Runtime, Target};
 use crate::{CodegenError, CodegenOptions};
 
@@ -25,6 +26,8 @@ pub struct KernelStats {
     pub clif_insts: usize,
     /// Translation plus Cranelift compilation.
     pub compile_time: Duration,
+    /// The earlier kernel whose function this one runs (the same loops over other buffers).
+    pub shares: Option<usize>,
 }
 
 /// A program compiled into this process. The code is immutable once compiled; any number of
@@ -32,8 +35,9 @@ pub struct KernelStats {
 pub struct JitProgram {
     /// Owns the executable memory. Only touched again by `Drop`.
     module: ManuallyDrop<JITModule>,
-    entry: KernelFn,
     kernels: Vec<KernelFn>,
+    /// Each kernel's slots: the buffers its table holds (`crate::shared`).
+    slots: Vec<Vec<BufId>>,
     buffers: usize,
     stats: Vec<KernelStats>,
     total: Duration,
@@ -71,8 +75,9 @@ pub fn compile_jit(program: &Program) -> Result<JitProgram, CodegenError> {
 pub fn compile_jit_with(program: &Program, target: &Target, options: &CodegenOptions) -> Result<JitProgram, CodegenError> {
     let start = Instant::now();
     let mut module = new_module(target)?;
-    let translated = translate(&mut module, program, options, &Exports::jit(target), &mut |module, id, _, ctx| {
-        module.define_function(id, ctx).map_err(|e| CodegenError::Cranelift { kernel: String::new(), message: format!("{e:?}") })
+    let translated = translate(&mut module, program, options, &Exports::jit(target), &mut |module, id, _, ctx| match ctx {
+        Some(ctx) => module.define_function(id, ctx).map_err(|e| CodegenError::Cranelift { kernel: String::new(), message: format!("{e:?}") }),
+        None => Ok(()),
     });
     let translated = match translated {
         Ok(t) => t,
@@ -92,9 +97,8 @@ pub fn compile_jit_with(program: &Program, target: &Target, options: &CodegenOpt
         // (`kernel_signature`: one pointer parameter, an i32 result, the platform C convention).
         unsafe { std::mem::transmute::<*const u8, KernelFn>(module.get_finalized_function(id)) }
     };
-    let entry = pointer(translated.entry);
     let kernels = translated.kernels.iter().map(|&id| pointer(id)).collect();
-    Ok(JitProgram { module: ManuallyDrop::new(module), entry, kernels, buffers: program.buffers.len(), stats: translated.stats, total: start.elapsed() })
+    Ok(JitProgram { module: ManuallyDrop::new(module), kernels, slots: translated.slots, buffers: program.buffers.len(), stats: translated.stats, total: start.elapsed() })
 }
 
 impl JitProgram {
@@ -113,8 +117,11 @@ impl JitProgram {
     /// other indices, and no other thread may access written buffers during the call.
     pub unsafe fn run(&self, table: &[*mut u8]) -> Result<(), u32> {
         assert_eq!(table.len(), self.buffers, "the buffer table needs one entry per buffer");
-        // SAFETY: the caller's contract covers every address the code computes from the table.
-        status(unsafe { (self.entry)(table.as_ptr()) })
+        (0..self.kernels.len()).try_for_each(|k| {
+            // SAFETY: the caller's contract covers every address the code computes from the
+            // table; kernels go in order.
+            unsafe { self.call(k, table) }
+        })
     }
 
     /// Runs kernel `index` alone (for per-kernel timings), with `run`'s contract.
@@ -130,7 +137,18 @@ impl JitProgram {
     pub unsafe fn run_kernel(&self, index: usize, table: &[*mut u8]) -> Result<(), u32> {
         assert_eq!(table.len(), self.buffers, "the buffer table needs one entry per buffer");
         // SAFETY: as for `run`.
-        status(unsafe { (self.kernels[index])(table.as_ptr()) })
+        unsafe { self.call(index, table) }
+    }
+
+    /// Calls kernel `k`'s function with the table of its slots.
+    ///
+    /// # Safety
+    ///
+    /// As for [`run_kernel`](JitProgram::run_kernel).
+    unsafe fn call(&self, k: usize, table: &[*mut u8]) -> Result<(), u32> {
+        // SAFETY: the slots' addresses come from the caller's table (`with_local_table`), which
+        // the code reads for no other buffers.
+        status(with_local_table(&self.slots[k], table, |local| unsafe { (self.kernels[k])(local) }))
     }
 
     /// Number of kernels.

@@ -15,7 +15,7 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_module::{FuncId, Module};
 use kiln_loops::parallel::ParallelLoop;
-use kiln_loops::call::Operand;
+use kiln_loops::call::{Operand, OperandMut};
 use kiln_loops::{BufId, Expr, Kernel, Program, ScalarType, Stmt, Var};
 
 use crate::expr::cl_type;
@@ -229,6 +229,54 @@ fn visit_expr_bufs(e: &Expr, f: &mut dyn FnMut(BufId)) {
             visit_expr_bufs(b, f);
         }
         Expr::Math(_, args) => args.iter().for_each(|a| visit_expr_bufs(a, f)),
+    }
+}
+
+/// Calls `f` on every buffer a statement mentions, which it may rename.
+pub(crate) fn visit_bufs_mut(s: &mut Stmt, f: &mut dyn FnMut(&mut BufId)) {
+    match s {
+        Stmt::For { body, .. } => body.iter_mut().for_each(|s| visit_bufs_mut(s, f)),
+        Stmt::Let(_, e) | Stmt::Local(_, e) | Stmt::Assign(_, e) | Stmt::Check { cond: e, .. } => visit_expr_bufs_mut(e, f),
+        Stmt::Store { buf, index, value } => {
+            f(buf);
+            visit_expr_bufs_mut(index, f);
+            visit_expr_bufs_mut(value, f);
+        }
+        Stmt::If { cond, then, otherwise } => {
+            visit_expr_bufs_mut(cond, f);
+            then.iter_mut().chain(otherwise).for_each(|s| visit_bufs_mut(s, f));
+        }
+        Stmt::Call(call) => {
+            for operand in call.operands_mut() {
+                if let OperandMut::Addr(a) = operand {
+                    f(&mut a.buf);
+                    visit_expr_bufs_mut(&mut a.index, f);
+                } else {
+                    visit_expr_bufs_mut(operand.expr(), f);
+                }
+            }
+        }
+    }
+}
+
+fn visit_expr_bufs_mut(e: &mut Expr, f: &mut dyn FnMut(&mut BufId)) {
+    match e {
+        Expr::Const(_) | Expr::Var(_) => {}
+        Expr::Load { buf, index } => {
+            f(buf);
+            visit_expr_bufs_mut(index, f);
+        }
+        Expr::Unary(_, a) | Expr::Cast(_, _, a) | Expr::Bitcast(_, a) => visit_expr_bufs_mut(a, f),
+        Expr::Binary(_, a, b) | Expr::Cmp(_, a, b) => {
+            visit_expr_bufs_mut(a, f);
+            visit_expr_bufs_mut(b, f);
+        }
+        Expr::Select(c, a, b) => {
+            visit_expr_bufs_mut(c, f);
+            visit_expr_bufs_mut(a, f);
+            visit_expr_bufs_mut(b, f);
+        }
+        Expr::Math(_, args) => args.iter_mut().for_each(|a| visit_expr_bufs_mut(a, f)),
     }
 }
 

@@ -51,6 +51,7 @@ mod math;
 mod memory;
 mod module;
 mod object;
+mod shared;
 mod vector;
 
 pub use jit::{compile_jit, compile_jit_with, JitProgram, KernelStats};

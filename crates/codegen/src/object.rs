@@ -105,13 +105,15 @@ pub fn compile_object(program: &Program, arena: ArenaPlan<'_>, target: &Target, 
     let mut module = new_module(target, name)?;
     let libc = !target.has_runtime();
     let entry_symbol = format!("{name}_entry");
-    let exports = Exports { entry: &entry_symbol, linkage: Linkage::Local, libc, simd: crate::module::has_simd(target) };
+    let exports = Exports { entry: Some(&entry_symbol), linkage: Linkage::Local, libc, simd: crate::module::has_simd(target) };
     // Loops split over threads need the runtime's pool, which an object does not start.
     let mut options = *options;
     options.parallel_loops = false;
-    let translated = translate(&mut module, program, &options, &exports, &mut |module, id, _, ctx| {
-        module.define_function(id, ctx).map_err(|e| CodegenError::Cranelift { kernel: String::new(), message: format!("{e:?}") })
+    let translated = translate(&mut module, program, &options, &exports, &mut |module, id, _, ctx| match ctx {
+        Some(ctx) => module.define_function(id, ctx).map_err(|e| CodegenError::Cranelift { kernel: String::new(), message: format!("{e:?}") }),
+        None => Ok(()),
     })?;
+    let entry = translated.entry.ok_or_else(|| CodegenError::Invalid { kernel: "(object)".into(), message: "no entry function was made".into() })?;
 
     // Constants no kernel reads (weights that were packed into new buffers) are left out.
     let used = crate::kernel::used_buffers(program);
@@ -126,7 +128,7 @@ pub fn compile_object(program: &Program, arena: ArenaPlan<'_>, target: &Target, 
     let table_bytes = (program.buffers.len() as u64 * ptr_bytes).div_ceil(ARENA_ALIGN) * ARENA_ALIGN;
     let arena_bytes = table_bytes.checked_add(arena.bytes).ok_or_else(|| CodegenError::Invalid { kernel: "(object)".into(), message: "the arena size overflows".into() })?;
     let run_symbol = format!("{name}_run");
-    define_run(&mut module, program, arena, table_bytes, translated.entry, &consts, file.as_deref(), &run_symbol)?;
+    define_run(&mut module, program, arena, table_bytes, entry, &consts, file.as_deref(), &run_symbol)?;
     let error_symbol = format!("{name}_error_string");
     define_error_string(&mut module, program, name, &error_symbol)?;
 
