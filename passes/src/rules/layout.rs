@@ -6,7 +6,7 @@ use kiln_tir::op::{Conv, FusedMatMul, Reshape, Transpose};
 use kiln_tir::{DType, Op, OpKind, Tensor};
 
 use super::{
-    Hit, Rule, Topic, add, add_constant, add_shape, f32s, find, pick, root, same_type, ty,
+    Hit, Rule, Topic, add, add_constant, add_shape, constant, f32s, find, pick, root, same_type, ty,
 };
 use crate::analysis::Egraph;
 
@@ -316,9 +316,14 @@ fn batchnorm_into_conv(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
 }
 
 fn mul_into_conv(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
-    let c = const_conv(eg, hit.var("?c"))?;
     let k = hit.var("?k");
-    let m = c.wshape[0];
+    // Declined matches are tried every iteration: what decides cheaply comes before the
+    // weights are read.
+    constant(eg, k)?;
+    let (Op::Conv(_), args, _) = find(eg, hit.var("?c"), OpKind::Conv)? else {
+        return None;
+    };
+    let m = *ty(eg, args.get(1).copied().flatten()?)?.known_dims()?.first()?;
     let kd = ty(eg, k)?.known_dims()?;
     // k must be one scalar or per output channel: [M, 1, ...] or [1, M, 1, ...] against
     // the output's [N, M, spatial...].
@@ -338,6 +343,7 @@ fn mul_into_conv(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
     if kv.len() == 1 {
         kv = vec![kv[0]; m as usize];
     }
+    let c = const_conv(eg, hit.var("?c"))?;
     let (.., mnode) = root(eg, hit, &[Some(hit.var("?c")), Some(k)])?;
     let zeros = vec![0.0; kv.len()];
     rescale(eg, hit.rule, c, &kv, &zeros, &mnode)
