@@ -15,7 +15,7 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_module::{FuncId, Module};
 use kiln_loops::parallel::ParallelLoop;
-use kiln_loops::call::{Operand, OperandMut};
+use kiln_loops::call::{Elems, Operand, OperandKind, OperandMut};
 use kiln_loops::{BufId, Expr, Kernel, Program, ScalarType, Stmt, Var};
 
 use crate::expr::cl_type;
@@ -184,6 +184,41 @@ pub fn used_buffers(program: &Program) -> Vec<bool> {
         });
     }
     used
+}
+
+/// The alignment in bytes each of `program`'s buffers needs for the runtime calls that take its
+/// address: a routine reads `f32` and `i32` operands as typed slices, bytes at any address.
+/// Generated code loads and stores at any address, so a buffer no call takes needs 1.
+pub fn call_alignment(program: &Program) -> Vec<usize> {
+    fn visit(stmts: &[Stmt], need: &mut [usize]) {
+        for s in stmts {
+            match s {
+                Stmt::For { body, .. } => visit(body, need),
+                Stmt::If { then, otherwise, .. } => {
+                    visit(then, need);
+                    visit(otherwise, need);
+                }
+                Stmt::Call(call) => {
+                    for (operand, spec) in call.operands().into_iter().zip(call.kind().signature()) {
+                        let (Operand::Addr(a), OperandKind::Addr(_, elems)) = (operand, spec.kind) else { continue };
+                        let align = match elems {
+                            Elems::F32 | Elems::I32 => 4,
+                            Elems::Int8 | Elems::Bytes => 1,
+                        };
+                        if let Some(n) = need.get_mut(a.buf.0 as usize) {
+                            *n = (*n).max(align);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut need = vec![1; program.buffers.len()];
+    for k in &program.kernels {
+        visit(&k.body, &mut need);
+    }
+    need
 }
 
 /// Calls `f` on every buffer a statement mentions.

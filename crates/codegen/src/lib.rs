@@ -73,7 +73,7 @@ impl Default for CodegenOptions {
         CodegenOptions { parallel_loops: true, vectors: true }
     }
 }
-pub use kernel::used_buffers;
+pub use kernel::{call_alignment, used_buffers};
 pub use module::{clif_text, ENTRY_SYMBOL};
 
 /// Why a program could not be compiled.

@@ -496,20 +496,21 @@ impl Specialization {
             .iter()
             .map(|&v| (g.ty(v).dtype, g.ty(v).known_dims().unwrap_or_default()))
             .collect();
-        // Weights inside a mapped protobuf start at any byte; kernels read whole elements. Those
-        // no kernel reads (packed into new buffers) are not copied: their pages stay as the
-        // packing left them.
-        let used = kiln_codegen::used_buffers(&program);
-        for (b, used) in program.buffers.iter_mut().zip(used) {
-            if let BufferKind::Const(t) = &mut b.kind
-                && used
-                && let Some(raw) = t.raw().filter(|r| !is_aligned(r))
-            {
-                let copy = aligned_copy(raw);
-                kiln_tir::mapped::release(raw);
-                t.data = TensorData::Raw(copy);
+        // Weights inside a mapped protobuf start at any byte. Generated code reads them there;
+        // the runtime's routines read `f32` and `i32` operands as typed slices, so a weight one
+        // of them takes at a misaligned address gets an aligned copy.
+        crate::trace::stage("align weights", || {
+            let need = kiln_codegen::call_alignment(&program);
+            for (b, need) in program.buffers.iter_mut().zip(need) {
+                if let BufferKind::Const(t) = &mut b.kind
+                    && let Some(raw) = t.raw().filter(|r| r.as_ptr() as usize % need != 0)
+                {
+                    let copy = aligned_copy(raw);
+                    kiln_tir::mapped::release(raw);
+                    t.data = TensorData::Raw(copy);
+                }
             }
-        }
+        });
         let const_addrs = program
             .buffers
             .iter()

@@ -156,3 +156,20 @@ fn an_empty_program_runs() {
     assert_eq!(unsafe { jit.run(&[]) }, Ok(()));
 }
 
+
+#[test]
+fn buffers_need_alignment_only_for_typed_routines() {
+    let mut p = Program::default();
+    let weights = f32_buffer(&mut p, 64, BufferKind::Temp);
+    let table = f32_buffer(&mut p, 64, BufferKind::Temp);
+    let loaded = f32_buffer(&mut p, 64, BufferKind::Temp);
+    let out = f32_buffer(&mut p, 64, BufferKind::Output(0));
+    let i = Expr::idx;
+    let mut k = Kernel::new("mixed");
+    let gemm = call::Sgemm { a: Addr::at(out, 0), b: Addr::at(weights, 0), c: Addr::at(out, 0), m: i(1), n: i(8), k: i(8), lda: i(8), ldb: i(8), ldc: i(8), trans_a: i(0), trans_b: i(0), alpha: Expr::f32(1.0), beta: Expr::f32(0.0) };
+    let copy = call::Copy { dst: Addr::at(out, 8), src: Addr::at(table, 4), n: i(8) };
+    k.body = vec![Stmt::Call(copy.into()), Stmt::Store { buf: out, index: i(0), value: Expr::load(loaded, i(3)) }, Stmt::Call(gemm.into())];
+    p.kernels.push(k);
+    // The product reads `f32` slices; the copy moves bytes; a load reads at any address.
+    assert_eq!(kiln_codegen::call_alignment(&p), vec![4, 1, 1, 4]);
+}
