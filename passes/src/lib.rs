@@ -28,7 +28,7 @@ pub mod rules;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use egg::{Extractor, Id, Runner, StopReason};
+use egg::{Id, Runner, StopReason};
 use kiln_tir::{Graph, NodeId};
 
 pub use report::{explain_text, stats_text};
@@ -196,7 +196,7 @@ pub fn optimize(g: &Graph, limits: &Limits) -> Result<Optimized, OptError> {
         class_of,
         transparent,
     };
-    let extractor = Extractor::new(&conv.eg, cost::CostModel::new(&conv.eg));
+    let extractor = extract::Tree::new(&conv.eg, cost::CostModel::new(&conv.eg));
     let roots = roots(g, &conv);
     let shared = extract::share(&conv.eg, &roots, &extractor);
     let best = |c: Id| shared.get(&conv.eg.find(c)).cloned().unwrap_or_else(|| extractor.find_best_node(c).clone());
@@ -268,7 +268,7 @@ pub fn optimize(g: &Graph, limits: &Limits) -> Result<Optimized, OptError> {
 /// The cost of the input graph's most expensive result, by the same model, before any rule.
 fn input_cost(conv: &convert::Converted) -> f64 {
     let eg = &conv.eg;
-    let ext = Extractor::new(eg, cost::CostModel::new(eg));
+    let ext = extract::Tree::new(eg, cost::CostModel::new(eg));
     conv.class_of
         .values()
         .map(|&c| ext.find_best_cost(c))
