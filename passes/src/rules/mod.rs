@@ -56,19 +56,21 @@ pub struct Hit<'a> {
     /// The op kind at the pattern's root (`None` for a bare variable).
     pub root: Option<OpKind>,
     subst: &'a Subst,
+    /// The pattern's variables by name (with their `?`).
+    names: &'a [(String, Var)],
 }
 
 impl Hit<'_> {
     /// The class bound to pattern variable `name` (with its `?`).
     pub fn var(&self, name: &str) -> Id {
         // Rule patterns are compile-time strings checked by a test, so a bad name is a bug.
-        let v: Var = name.parse().expect("pattern variable");
-        self.subst[v]
+        self.opt_var(name).unwrap_or_else(|| panic!("rule {}: no pattern variable {name}", self.rule))
     }
 
     /// The class bound to pattern variable `name`, if the pattern has it.
     pub fn opt_var(&self, name: &str) -> Option<Id> {
-        let v: Var = name.parse().expect("pattern variable");
+        // A lookup among the pattern's few names: parsing a `Var` interns its name.
+        let &(_, v) = self.names.iter().find(|(n, _)| n == name)?;
         self.subst.get(v).copied()
     }
 }
@@ -88,6 +90,8 @@ struct RuleApplier {
     name: &'static str,
     root: Option<OpKind>,
     vars: Vec<Var>,
+    /// The variables by name, for [`Hit::var`].
+    names: Vec<(String, Var)>,
     apply: fn(&mut Egraph, &Hit<'_>) -> Option<Id>,
 }
 
@@ -108,7 +112,7 @@ impl Applier<ENode, Tir> for RuleApplier {
         if eg.analysis.applied.contains(&(self.name, key.clone())) {
             return Vec::new();
         }
-        let hit = Hit { class, rule: self.name, root: self.root, subst };
+        let hit = Hit { class, rule: self.name, root: self.root, subst, names: &self.names };
         let built = (self.apply)(eg, &hit);
         if built.is_some() {
             eg.analysis.applied.insert((self.name, key));
@@ -140,6 +144,7 @@ pub fn rewrites(rules: &[Rule]) -> Vec<Rewrite<ENode, Tir>> {
                 RuleApplier {
                     name: r.name,
                     root,
+                    names: vars.iter().map(|v| (v.to_string(), *v)).collect(),
                     vars,
                     apply: r.apply,
                 },
