@@ -127,6 +127,10 @@ fn finish(a: &Args, mut y: Tensor, act: Activation, alpha: f32, beta: f32) -> Re
         Activation::GeluTanh => Op::Gelu(Gelu {
             approximate: GeluApprox::Tanh,
         }),
+        Activation::Silu => {
+            let sigmoid = apply(Op::Sigmoid(Sigmoid {}), &[Some(&y)])?;
+            return apply(Op::Mul(kiln_tir::op::Mul {}), &[Some(&y), Some(&sigmoid)]);
+        }
         Activation::QuantDequantU8 => return quant_dequant(a, &y, DType::U8, alpha, beta),
         Activation::QuantDequantU16 => return quant_dequant(a, &y, DType::U16, alpha, beta),
     };

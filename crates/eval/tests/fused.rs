@@ -75,7 +75,7 @@ fn every_activation_follows_its_formula() {
         ))
     };
     let formula = |f: fn(f64) -> f64| pre.iter().map(|&x| f(x) as f32).collect::<Vec<f32>>();
-    let cases: [(Activation, Vec<f32>); 9] = [
+    let cases: [(Activation, Vec<f32>); 10] = [
         (Activation::None, formula(|x| x)),
         (Activation::Relu, formula(|x| x.max(0.0))),
         (Activation::Clip, formula(|x| x.clamp(-0.5, 0.75))),
@@ -91,6 +91,7 @@ fn every_activation_follows_its_formula() {
         ),
         (Activation::Gelu, gelu(GeluApprox::None)),
         (Activation::GeluTanh, gelu(GeluApprox::Tanh)),
+        (Activation::Silu, formula(|x| x / (1.0 + (-x).exp()))),
     ];
     for (act, want) in cases {
         // LeakyRelu reads alpha as its slope; Clip reads alpha and beta as its bounds.

@@ -9,7 +9,7 @@
 //! compiled for AVX-512 and AVX2 (`#[target_feature]`, chosen at run time by
 //! [`Isa::detected`], as `sgemm` does) and for the build target. Without a bias the matrix is
 //! one long row. The piecewise activations (none, Relu, Clip, LeakyRelu, HardSwish) are
-//! compares and selects, and Sigmoid, Tanh, Gelu and GeluTanh branch-free `f32` arithmetic
+//! compares and selects, and Sigmoid, Tanh, Gelu, GeluTanh and Silu branch-free `f32` arithmetic
 //! (the crate's `vmath`), so every activation vectorizes. The row loops are index loops:
 //! iterator adaptors in a function this large are not inlined, and their outlined copies lack
 //! the `#[target_feature]`s (Gelu then ran scalar, 4× slower). Rows are read and written as
@@ -87,6 +87,8 @@ pub enum Activation {
     Gelu,
     /// `½x·(1 + tanh(√(2/π)·(x + 0.044715x³)))`.
     GeluTanh,
+    /// `x · sigmoid(x)` (SiLU, Swish).
+    Silu,
     /// QuantizeLinear to `u8` then DequantizeLinear back, with one scale and zero point:
     /// `(clamp(round(x / scale) + zero_point, 0, 255) − zero_point) · scale`, rounding half to
     /// even and NaN taken to 0 (as QuantizeLinear's lowering does). An `i8` pair with zero point
@@ -110,7 +112,7 @@ impl Activation {
     /// The activation with code `code` in [`kiln_rt_epilogue`]'s numbering (0 none, 1 relu,
     /// 2 clip to `[alpha, beta]`, 3 leaky_relu with slope `alpha`, 4 sigmoid, 5 tanh,
     /// 6 hard_swish, 7 gelu, 8 gelu_tanh, 9 quant_dequant_u8 and 10 quant_dequant_u16 with scale
-    /// `alpha` and zero point `beta`); `None` for any other code.
+    /// `alpha` and zero point `beta`, 11 silu); `None` for any other code.
     pub fn from_code(code: i64, alpha: f32, beta: f32) -> Option<Activation> {
         Some(match code {
             0 => Activation::None,
@@ -124,6 +126,7 @@ impl Activation {
             8 => Activation::GeluTanh,
             9 => Activation::QuantDequantU8 { scale: alpha, zero_point: beta },
             10 => Activation::QuantDequantU16 { scale: alpha, zero_point: beta },
+            11 => Activation::Silu,
             _ => return None,
         })
     }
@@ -143,6 +146,7 @@ impl Activation {
             Activation::GeluTanh => (8, 0.0, 0.0),
             Activation::QuantDequantU8 { scale, zero_point } => (9, scale, zero_point),
             Activation::QuantDequantU16 { scale, zero_point } => (10, scale, zero_point),
+            Activation::Silu => (11, 0.0, 0.0),
         }
     }
 
@@ -158,6 +162,7 @@ impl Activation {
             Activation::HardSwish => HardSwish.f(x),
             Activation::Gelu => Gelu.f(x),
             Activation::GeluTanh => GeluTanh.f(x),
+            Activation::Silu => Silu.f(x),
             Activation::QuantDequantU8 { scale, zero_point } => QuantDequant { scale, zero_point, top: 255.0 }.f(x),
             Activation::QuantDequantU16 { scale, zero_point } => QuantDequant { scale, zero_point, top: 65535.0 }.f(x),
         }
@@ -393,6 +398,7 @@ unsafe fn by_activation(e: &Epilogue, y: *mut f32, bias: *const f32, z: *const f
             Activation::HardSwish => rows(e, HardSwish, y, bias, z, ld),
             Activation::Gelu => rows(e, Gelu, y, bias, z, ld),
             Activation::GeluTanh => rows(e, GeluTanh, y, bias, z, ld),
+            Activation::Silu => rows(e, Silu, y, bias, z, ld),
             Activation::QuantDequantU8 { scale, zero_point } => rows(e, QuantDequant { scale, zero_point, top: 255.0 }, y, bias, z, ld),
             Activation::QuantDequantU16 { scale, zero_point } => rows(e, QuantDequant { scale, zero_point, top: 65535.0 }, y, bias, z, ld),
         }
@@ -692,6 +698,16 @@ impl Act for GeluTanh {
     #[inline(always)]
     fn f(self, x: f32) -> f32 {
         vmath::gelu_tanh(x, SQRT_2_OVER_PI, GELU_CUBIC)
+    }
+}
+
+/// `x · sigmoid(x)`: the product the loop IR writes for SiLU, with the sigmoid it computes.
+#[derive(Clone, Copy)]
+struct Silu;
+impl Act for Silu {
+    #[inline(always)]
+    fn f(self, x: f32) -> f32 {
+        x * vmath::sigmoid(x)
     }
 }
 

@@ -91,6 +91,12 @@ pub(super) fn rules() -> Vec<Rule> {
             matmul_act,
         ),
         r(
+            "matmul-silu",
+            "mm(...) · sigmoid(mm(...)) -> fused_matmul<silu>(...) (the same product twice)",
+            "(mul ?m (sigmoid ?n))",
+            matmul_silu,
+        ),
+        r(
             "matmul-clip",
             "clip(mm(...), lo, hi) -> fused_matmul<clip lo hi>(...)",
             "(clip ?m ?lo ?hi)",
@@ -155,6 +161,12 @@ pub(super) fn rules() -> Vec<Rule> {
             "gelu(conv(...)) -> fused_conv<gelu>(...)",
             "(gelu ?m)",
             conv_act,
+        ),
+        r(
+            "conv-silu",
+            "conv(...) · sigmoid(conv(...)) -> fused_conv<silu>(...) (the same convolution twice)",
+            "(mul ?m (sigmoid ?n))",
+            conv_silu,
         ),
         r(
             "conv-clip",
@@ -378,6 +390,31 @@ fn matmul_act(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
     build_product(eg, hit, p, &[&node])
 }
 
+/// The SiLU `m · sigmoid(m)` the matched root computes, as its Mul and Sigmoid nodes. The
+/// pattern names the sigmoid's operand `?n` and this checks it is `?m`: the pattern that
+/// repeats `?m` matched no SiLU, in the shared models or in the rule's file test.
+fn silu(eg: &Egraph, hit: &Hit<'_>) -> Option<[ENode; 2]> {
+    let m = hit.var("?m");
+    if eg.find(hit.var("?n")) != eg.find(m) || !same_type(eg, m, hit.class) {
+        return None;
+    }
+    let (Op::Mul(_), args, mul) = root(eg, hit, &[Some(m), None])? else {
+        return None;
+    };
+    let (.., sigmoid) = pick(eg, args.get(1).copied().flatten()?, OpKind::Sigmoid, |n| n.args.first().is_some_and(|&a| eg.find(a) == eg.find(m)))?;
+    Some([mul, sigmoid])
+}
+
+fn matmul_silu(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let [mul, sigmoid] = silu(eg, hit)?;
+    let mut p = as_product(eg, hit.var("?m"))?;
+    if p.op.activation != Activation::None {
+        return None;
+    }
+    (p.op.activation, p.op.alpha, p.op.beta) = (Activation::Silu, 0.0, 0.0);
+    build_product(eg, hit, p, &[&mul, &sigmoid])
+}
+
 fn matmul_quant_dequant(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
     let mut p = as_product(eg, hit.var("?m"))?;
     let (act, alpha, beta, [dq, q]) = quant_dequant(eg, hit)?;
@@ -509,14 +546,10 @@ fn as_conv(eg: &Egraph, class: Id) -> Option<Convolution> {
     })
 }
 
-fn build_conv(eg: &mut Egraph, hit: &Hit<'_>, c: Convolution, consumed: &ENode) -> Option<Id> {
-    add(
-        eg,
-        hit.rule,
-        Op::FusedConv(c.op),
-        &c.args,
-        &[&c.node, consumed],
-    )
+fn build_conv(eg: &mut Egraph, hit: &Hit<'_>, c: Convolution, consumed: &[&ENode]) -> Option<Id> {
+    let mut all = vec![&c.node];
+    all.extend_from_slice(consumed);
+    add(eg, hit.rule, Op::FusedConv(c.op), &c.args, &all)
 }
 
 fn conv_bias(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
@@ -549,7 +582,7 @@ fn conv_bias(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
     };
     c.args[2] = Some(add_constant(eg, Tensor::from_f32s(&[channels], &sum)));
     let (.., add_node) = root(eg, hit, &[Some(m), Some(b)])?;
-    build_conv(eg, hit, c, &add_node)
+    build_conv(eg, hit, c, &[&add_node])
 }
 
 fn conv_residual(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
@@ -564,7 +597,7 @@ fn conv_residual(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
     }
     c.args[3] = Some(z);
     let (.., add_node) = root(eg, hit, &[Some(m), Some(z)])?;
-    build_conv(eg, hit, c, &add_node)
+    build_conv(eg, hit, c, &[&add_node])
 }
 
 fn conv_act(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
@@ -574,7 +607,17 @@ fn conv_act(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
     }
     let (act, alpha, beta, node) = activation(eg, hit)?;
     (c.op.activation, c.op.alpha, c.op.beta) = (act, alpha, beta);
-    build_conv(eg, hit, c, &node)
+    build_conv(eg, hit, c, &[&node])
+}
+
+fn conv_silu(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let [mul, sigmoid] = silu(eg, hit)?;
+    let mut c = as_conv(eg, hit.var("?m"))?;
+    if c.op.activation != Activation::None {
+        return None;
+    }
+    (c.op.activation, c.op.alpha, c.op.beta) = (Activation::Silu, 0.0, 0.0);
+    build_conv(eg, hit, c, &[&mul, &sigmoid])
 }
 
 fn conv_quant_dequant(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {

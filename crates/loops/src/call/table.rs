@@ -13,7 +13,7 @@
 //! `kiln_runtime::window::Window` takes them. An activation code `act` is 0 none, 1 relu, 2 clip
 //! to `[alpha, beta]`, 3 leaky_relu with slope `alpha`, 4 sigmoid, 5 tanh, 6 hard_swish, 7 gelu,
 //! 8 gelu_tanh, 9 and 10 QuantizeLinear to `u8` or `u16` and DequantizeLinear back with scale
-//! `alpha` and zero point `beta`.
+//! `alpha` and zero point `beta`, 11 silu (`x · sigmoid(x)`).
 
 define_calls! {
     /// `C[m×n] = alpha·op(A)·op(B) + beta·C` on `f32`, row-major with leading dimensions;

@@ -285,7 +285,7 @@ impl Cx<'_> {
         if let Some(mode) = mode.filter(|m| !(0..=2).contains(m)) {
             self.err(format!("sgemm_fused bias mode {mode} does not exist (0 none, 1 per row, 2 per column)"));
         }
-        if let Some(act) = act.filter(|a| !(0..=10).contains(a)) {
+        if let Some(act) = act.filter(|a| !(0..=11).contains(a)) {
             self.err(format!("sgemm_fused activation code {act} does not exist"));
         }
         if nr > 0 && kc.is_some_and(|kc| kc <= 0) {
@@ -314,7 +314,7 @@ impl Cx<'_> {
         if let (Some(1), Some(period)) = (mode, period.filter(|&p| p <= 0)) {
             self.err(format!("epilogue with a bias per row of period {period}"));
         }
-        if let Some(act) = act.filter(|a| !(0..=10).contains(a)) {
+        if let Some(act) = act.filter(|a| !(0..=11).contains(a)) {
             self.err(format!("epilogue activation code {act} does not exist"));
         }
         if rows <= 0 || cols <= 0 || i128::from(rows) * i128::from(cols) > i128::from(i64::MAX) {
@@ -331,7 +331,7 @@ impl Cx<'_> {
     fn conv2d(&mut self, name: &str, ints: [&Expr; 19], width: Option<Option<i64>>) -> Vec<Extent> {
         let ints = ints.map(|e| self.constant(e));
         let [Some(batch), Some(channels), Some(out_channels), Some(groups), Some(h), Some(w), Some(oh), Some(ow), Some(kh), Some(kw), _, _, _, _, _, _, bias, residual, act] = ints else { return Vec::new() };
-        if let Some(act) = act.filter(|a| !(0..=10).contains(a)) {
+        if let Some(act) = act.filter(|a| !(0..=11).contains(a)) {
             self.err(format!("{name} activation code {act} does not exist"));
         }
         // Nothing is addressed when the output is empty or the groups do not divide the

@@ -235,6 +235,10 @@ pub(crate) fn activation_expr(
         Activation::GeluTanh => Op::Gelu(Gelu {
             approximate: GeluApprox::Tanh,
         }),
+        Activation::Silu => {
+            need_float(ty)?;
+            return Ok(x.clone().bin(BinOp::Mul, sigmoid(x, ty)));
+        }
         Activation::QuantDequantU8 | Activation::QuantDequantU16 => {
             if !matches!(ty, ScalarType::F32 | ScalarType::F64) {
                 return Err(format!("{} of {} values", act.as_str(), ty.name()));

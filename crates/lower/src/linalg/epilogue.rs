@@ -93,6 +93,7 @@ impl Epilogue {
             Activation::HardSwish => RtActivation::HardSwish,
             Activation::Gelu => RtActivation::Gelu,
             Activation::GeluTanh => RtActivation::GeluTanh,
+            Activation::Silu => RtActivation::Silu,
             Activation::QuantDequantU8 => RtActivation::QuantDequantU8 {
                 scale: self.alpha,
                 zero_point: self.beta,

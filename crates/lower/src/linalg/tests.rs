@@ -345,6 +345,7 @@ fn the_runtime_epilogue_is_the_loop_ir_expressions() {
         (Activation::HardSwish, 0.0, 0.0),
         (Activation::Gelu, 0.0, 0.0),
         (Activation::GeluTanh, 0.0, 0.0),
+        (Activation::Silu, 0.0, 0.0),
         (Activation::QuantDequantU8, 0.05, 100.0),
         (Activation::QuantDequantU8, 0.5, 0.0),
         (Activation::QuantDequantU16, 0.001, 30000.0),

@@ -196,7 +196,8 @@ fn scale(alpha: &Expr, x: Expr) -> Expr {
 }
 
 /// Activation `code` of the call table (0 none, 1 relu, 2 clip, 3 leaky_relu, 4 sigmoid, 5
-/// tanh, 6 hard_swish, 7 gelu, 8 gelu_tanh, 9 and 10 quantize to `u8` or `u16` and back) of
+/// tanh, 6 hard_swish, 7 gelu, 8 gelu_tanh, 9 and 10 quantize to `u8` or `u16` and back, 11
+/// silu) of
 /// `v`, which should be a variable: it is read several times.
 fn activation(code: i64, alpha: &Expr, beta: &Expr, v: Expr) -> Result<Expr, String> {
     let f = Expr::f32;
@@ -220,6 +221,7 @@ fn activation(code: i64, alpha: &Expr, beta: &Expr, v: Expr) -> Result<Expr, Str
             let level = above.clone().cmp(CmpOp::Gt, top.clone()).select(top, above);
             (level - beta.clone()) * alpha.clone()
         }
+        11 => v.clone() * (f(1.0) / (f(1.0) + v.un(UnOp::Neg).math(MathFn::Exp))),
         _ => return Err(format!("activation code {code} is not one of the call table's")),
     })
 }

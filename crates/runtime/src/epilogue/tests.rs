@@ -40,6 +40,7 @@ fn activations() -> Vec<Activation> {
         Activation::HardSwish,
         Activation::Gelu,
         Activation::GeluTanh,
+        Activation::Silu,
         Activation::QuantDequantU8 { scale: 0.05, zero_point: 128.0 },
         Activation::QuantDequantU8 { scale: 0.025, zero_point: 0.0 },
         Activation::QuantDequantU16 { scale: 1e-3, zero_point: 32768.0 },
@@ -71,6 +72,7 @@ fn reference_act(act: Activation, x: f64) -> f64 {
             let y = f64::from(SQRT_2_OVER_PI * (x32 + GELU_CUBIC * ((x32 * x32) * x32)));
             x / (1.0 + (-2.0 * y).exp())
         }
+        Activation::Silu => x / (1.0 + (-x).exp()),
         // The quotient rounded to f32 (QuantizeLinear divides in f32), the level half to even,
         // NaN at level 0; the last product of an integer and an f32 is exact in f64.
         Activation::QuantDequantU8 { scale, zero_point } | Activation::QuantDequantU16 { scale, zero_point } => {
@@ -297,7 +299,7 @@ fn codes_round_trip() {
         let (code, alpha, beta) = act.code();
         assert_eq!(Activation::from_code(code, alpha, beta), Some(act));
     }
-    assert_eq!(Activation::from_code(11, 0.0, 0.0), None);
+    assert_eq!(Activation::from_code(12, 0.0, 0.0), None);
     assert_eq!(Activation::from_code(-1, 0.0, 0.0), None);
 }
 
@@ -306,7 +308,7 @@ fn the_c_entry_point_matches_the_slice_api_and_refuses_nonsense() {
     let mut rng = Rng::new(13);
     let (y0, b, z) = (rng.data(12), rng.data(4), rng.data(12));
     // (bias mode, period, residual, act code, alpha, beta)
-    for (mode, period, residual, code, alpha, beta) in [(0, 0, 0, 1, 0.0, 0.0), (1, 2, 1, 2, -1.0, 1.0), (2, 0, 1, 3, 0.25, 0.0), (1, 4, 0, 7, 0.0, 0.0)] {
+    for (mode, period, residual, code, alpha, beta) in [(0, 0, 0, 1, 0.0, 0.0), (1, 2, 1, 2, -1.0, 1.0), (2, 0, 1, 3, 0.25, 0.0), (1, 4, 0, 7, 0.0, 0.0), (2, 0, 0, 11, 0.0, 0.0)] {
         let bias = match mode {
             0 => Bias::None,
             1 => Bias::PerRow { period: period as usize },
@@ -324,7 +326,7 @@ fn the_c_entry_point_matches_the_slice_api_and_refuses_nonsense() {
         assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())), "mode {mode}, act {code}");
     }
     // (rows, cols, bias mode, period, act code): each is refused and touches nothing.
-    for (rows, cols, mode, period, code) in [(-1, 4, 0, 0, 1), (3, -4, 0, 0, 1), (3, 4, 3, 0, 1), (3, 4, -1, 0, 1), (3, 4, 1, 0, 1), (3, 4, 1, -2, 1), (3, 4, 0, 0, 11), (3, 4, 0, 0, -1), (i64::MAX, 4, 0, 0, 1)] {
+    for (rows, cols, mode, period, code) in [(-1, 4, 0, 0, 1), (3, -4, 0, 0, 1), (3, 4, 3, 0, 1), (3, 4, -1, 0, 1), (3, 4, 1, 0, 1), (3, 4, 1, -2, 1), (3, 4, 0, 0, 12), (3, 4, 0, 0, -1), (i64::MAX, 4, 0, 0, 1)] {
         let mut y = [SENTINEL; 12];
         let p = y.as_mut_ptr();
         // SAFETY: every case is refused before addressing anything.

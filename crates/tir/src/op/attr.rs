@@ -286,7 +286,7 @@ attr_enums! {
     /// Gelu's formula.
     GeluApprox { None = "none", Tanh = "tanh" }
     /// The activation a fused op applies last; `clip` bounds to `[alpha, beta]`, `leaky_relu`
-    /// uses `alpha` as the slope, `quant_dequant_u8` is QuantizeLinear to `u8` then
+    /// uses `alpha` as the slope, `silu` is `x · sigmoid(x)`, `quant_dequant_u8` is QuantizeLinear to `u8` then
     /// DequantizeLinear with scale `alpha` and zero point `beta` (`_u16` through `u16`).
     Activation {
         None = "none",
@@ -298,6 +298,7 @@ attr_enums! {
         HardSwish = "hard_swish",
         Gelu = "gelu",
         GeluTanh = "gelu_tanh",
+        Silu = "silu",
         QuantDequantU8 = "quant_dequant_u8",
         QuantDequantU16 = "quant_dequant_u16",
     }
