@@ -446,19 +446,18 @@ impl Arr {
 ///
 /// Transpose, slice, broadcast and expand are all this walk with different steps.
 pub(crate) fn walk(shape: &[usize], steps: &[isize], base: isize) -> Vec<usize> {
+    offsets(shape, steps, base).map(|o| o as usize).collect()
+}
+
+/// The offsets [`walk`] collects, one at a time.
+pub(crate) fn offsets<'a>(shape: &'a [usize], steps: &'a [isize], base: isize) -> impl Iterator<Item = isize> + 'a {
     let n: usize = shape.iter().product();
-    let mut out = Vec::with_capacity(n);
-    if n == 0 {
-        return out;
-    }
-    let rank = shape.len();
-    let mut counter = vec![0usize; rank];
+    let mut counter = vec![0usize; shape.len()];
     let mut off = base;
-    let mut k = 0;
-    while k < n {
-        out.push(off as usize);
+    (0..n).map(move |_| {
+        let at = off;
         // Odometer step: bump the last axis, carrying into earlier ones.
-        let mut d = rank;
+        let mut d = shape.len();
         while d > 0 {
             d -= 1;
             counter[d] += 1;
@@ -469,9 +468,8 @@ pub(crate) fn walk(shape: &[usize], steps: &[isize], base: isize) -> Vec<usize> 
             off -= steps[d] * shape[d] as isize;
             counter[d] = 0;
         }
-        k += 1;
-    }
-    out
+        at
+    })
 }
 
 /// The shape both `a` and `b` broadcast to (numpy rules).

@@ -262,22 +262,8 @@ fn slice_runs(raw: &bytes::Bytes, size: usize, shape: &[usize], steps: &[isize],
         return Some(raw.slice(start..start + run * size));
     }
     let mut out = Vec::with_capacity(n.checked_mul(size)?);
-    let mut counter = vec![0usize; inner];
-    let mut offset = base;
-    for _ in 0..n / run {
+    for offset in crate::array::offsets(&shape[..inner], &steps[..inner], base) {
         out.extend_from_slice(bytes_at(offset)?);
-        // Odometer over the outer axes, the last fastest.
-        let mut d = inner;
-        while d > 0 {
-            d -= 1;
-            counter[d] += 1;
-            offset += steps[d];
-            if counter[d] < shape[d] {
-                break;
-            }
-            offset -= steps[d] * shape[d] as isize;
-            counter[d] = 0;
-        }
     }
     Some(out.into())
 }
