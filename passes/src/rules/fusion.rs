@@ -219,7 +219,7 @@ pub(super) fn rules() -> Vec<Rule> {
         r(
             "softmax",
             "exp(x - max(x)) / Σ exp(x - max(x)) -> softmax(x)",
-            "(div ?e (reduce_sum ?e ?axes))",
+            "(div ?e (reduce_sum ?s ?axes))",
             softmax,
         ),
         r(
@@ -391,8 +391,8 @@ fn matmul_act(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
 }
 
 /// The SiLU `m · sigmoid(m)` the matched root computes, as its Mul and Sigmoid nodes. The
-/// pattern names the sigmoid's operand `?n` and this checks it is `?m`: the pattern that
-/// repeats `?m` matched no SiLU, in the shared models or in the rule's file test.
+/// pattern names the sigmoid's operand `?n` apart (see the rules' test
+/// `no_pattern_repeats_a_variable`) and this checks it is `?m`.
 fn silu(eg: &Egraph, hit: &Hit<'_>) -> Option<[ENode; 2]> {
     let m = hit.var("?m");
     if eg.find(hit.var("?n")) != eg.find(m) || !same_type(eg, m, hit.class) {

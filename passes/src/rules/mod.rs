@@ -398,4 +398,19 @@ mod tests {
             );
         }
     }
+
+    /// egg matches a subterm whose variables are all bound already by looking the term up in
+    /// the e-graph's hash-cons, with the pattern's node, whose attributes are "any": the lookup
+    /// finds no real node, so such a pattern never matches. Patterns therefore name every
+    /// operand apart, and appliers check the ones that must be the same class.
+    #[test]
+    fn no_pattern_repeats_a_variable() {
+        for r in super::all() {
+            let mut vars: Vec<&str> = r.pattern.split(|c: char| c.is_whitespace() || c == '(' || c == ')').filter(|t| t.starts_with('?')).collect();
+            let n = vars.len();
+            vars.sort_unstable();
+            vars.dedup();
+            assert_eq!(n, vars.len(), "rule {}: pattern {} repeats a variable", r.name, r.pattern);
+        }
+    }
 }
