@@ -11,6 +11,7 @@ mod casts;
 mod fold;
 mod fusion;
 mod layout;
+mod recognize;
 
 use egg::{Applier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var};
 use kiln_tir::{DType, Op, OpKind, Tensor, TensorType};
@@ -83,6 +84,7 @@ pub fn all() -> Vec<Rule> {
     rules.extend(algebra::rules());
     rules.extend(layout::rules());
     rules.extend(fusion::rules());
+    rules.extend(recognize::rules());
     rules
 }
 
