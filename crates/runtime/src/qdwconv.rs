@@ -25,6 +25,8 @@ const RUN_ELEMENTS: usize = 1 << 16;
 
 #[cfg(target_arch = "x86_64")]
 mod direct;
+#[cfg(target_arch = "x86_64")]
+mod permute;
 
 thread_local! {
     static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
@@ -110,35 +112,89 @@ impl QDwConv2d {
             return;
         }
         #[cfg(target_arch = "x86_64")]
-        if isa == Isa::Avx512 && direct::applies(self) {
-            let (plane_in, plane_out, taps) = (self.win.h * self.win.w, self.win.oh * self.win.ow, self.win.kh * self.win.kw);
-            let parts = if ey.saturating_mul(taps) >= 1 << 17 { pool::threads().min(self.planes) } else { 1 };
-            let declined = AtomicBool::new(false);
-            let ptrs = SharedPtr((x, w, bias, scales, y));
-            let Some(g) = direct::Padded::new(self) else { return };
-            pool::for_each(parts, &|t| {
-                let (x, w, bias, scales, y) = ptrs.get();
-                scratch::with(&PADDED, g.len(), |pad| {
-                    direct::fill(self, pad);
-                    for p in pool::part(self.planes, parts, 1, t) {
-                        let c = p % self.channels;
-                        // SAFETY: plane `p` is inside `x` and `y`, channel `c` inside `w`, the
-                        // bias and the scales; `applies` holds.
-                        unsafe {
-                            let b = if self.bias { bias.add(c).read_unaligned() } else { 0 };
-                            if !direct::plane(self, g, pad, x.add(p * plane_in), w.add(c * taps), b, scales.add(c).read_unaligned(), y.add(p * plane_out)) {
-                                declined.store(true, Ordering::Relaxed);
-                            }
-                        }
-                    }
-                });
-            });
-            if !declined.load(Ordering::Relaxed) {
+        if isa == Isa::Avx512 {
+            // SAFETY: by the caller's contract; each path's `plane` is called on a scratch of
+            // its length after its `fill`, with `applies` (or the layout) holding.
+            // A weight outside `i8` declines the first, one past `i16` the second.
+            // SAFETY: by the caller's contract.
+            if unsafe { self.run_permuted(x, w, bias, scales, y) || self.run_direct(x, w, bias, scales, y) } {
                 return;
             }
         }
         // SAFETY: by the caller's contract.
         unsafe { self.run_f32(isa, x, w, bias, scales, y) }
+    }
+
+    /// The planes through [`permute`]; `false`, having written nothing or everything a later
+    /// path rewrites, when it does not take them.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::run_raw`], with a non-empty output.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn run_permuted(&self, x: *const u8, w: *const f32, bias: *const i32, scales: *const f32, y: *mut u8) -> bool {
+        // SAFETY: by the caller's contract; `plane` gets a scratch `fill` set up and the layout.
+        permute::Layout::new(self).is_some_and(|l| unsafe { self.each_plane(l.len(), &|pad| permute::fill(self, pad), &|pad, x, w, b, s, y| permute::plane(self, &l, pad, x, w, b, s, y), x, w, bias, scales, y) })
+    }
+
+    /// The planes through [`direct`], as [`Self::run_permuted`].
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::run_raw`], with a non-empty output.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn run_direct(&self, x: *const u8, w: *const f32, bias: *const i32, scales: *const f32, y: *mut u8) -> bool {
+        // SAFETY: by the caller's contract; `plane` gets a scratch `fill` set up, `applies`
+        // holding.
+        direct::applies(self) && direct::Padded::new(self).is_some_and(|g| unsafe { self.each_plane(g.len(), &|pad| direct::fill(self, pad), &|pad, x, w, b, s, y| direct::plane(self, g, pad, x, w, b, s, y), x, w, bias, scales, y) })
+    }
+
+    /// Every plane through `plane` (input, weights, bias, scale, output), each task's padded
+    /// plane `len` bytes of scratch set up by `fill`; `false` when a plane was declined (the
+    /// caller then takes another path, which rewrites every plane).
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::run_raw`], with a non-empty output; `plane` safe to call on a scratch `fill`
+    /// set up, with one plane's operands.
+    #[cfg(target_arch = "x86_64")]
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    unsafe fn each_plane(
+        &self,
+        len: usize,
+        fill: &(dyn Fn(&mut [u8]) + Sync),
+        plane: &(dyn Fn(&mut [u8], *const u8, *const f32, i32, f32, *mut u8) -> bool + Sync),
+        x: *const u8,
+        w: *const f32,
+        bias: *const i32,
+        scales: *const f32,
+        y: *mut u8,
+    ) -> bool {
+        let (_, _, _, ey) = self.extents();
+        let (plane_in, plane_out, taps) = (self.win.h * self.win.w, self.win.oh * self.win.ow, self.win.kh * self.win.kw);
+        let parts = if ey.saturating_mul(taps) >= 1 << 17 { pool::threads().min(self.planes) } else { 1 };
+        let declined = AtomicBool::new(false);
+        let ptrs = SharedPtr((x, w, bias, scales, y));
+        pool::for_each(parts, &|t| {
+            let (x, w, bias, scales, y) = ptrs.get();
+            scratch::with(&PADDED, len, |pad| {
+                fill(pad);
+                for p in pool::part(self.planes, parts, 1, t) {
+                    let c = p % self.channels;
+                    // SAFETY: plane `p` is inside `x` and `y`, channel `c` inside `w`, the bias
+                    // and the scales.
+                    let ok = unsafe {
+                        let b = if self.bias { bias.add(c).read_unaligned() } else { 0 };
+                        plane(pad, x.add(p * plane_in), w.add(c * taps), b, scales.add(c).read_unaligned(), y.add(p * plane_out))
+                    };
+                    if !ok {
+                        declined.store(true, Ordering::Relaxed);
+                        break;
+                    }
+                }
+            });
+        });
+        !declined.load(Ordering::Relaxed)
     }
 
     /// The planes through the `f32` routine: shifted into scratch, convolved, requantized.
@@ -396,7 +452,14 @@ mod tests {
             (2, 2, 9, 70, 5, 2, 2, 1),
             (2, 2, 6, 50, 3, 1, 0, 3),
             (3, 3, 11, 33, 3, 3, 1, 1),
+            // Planes narrower than a vector: several rows to a vector, a last group of fewer.
+            (4, 4, 7, 7, 3, 1, 1, 1),
+            (3, 3, 14, 14, 3, 2, 1, 1),
+            (2, 2, 5, 5, 3, 1, 1, 1),
+            (2, 2, 3, 1, 3, 1, 1, 1),
+            (2, 2, 9, 9, 7, 1, 3, 1),
         ];
+        let mut permuted = 0;
         for (planes, channels, h, w, k, stride, pad, dil) in cases {
             let oh = (h + 2 * pad - dil * (k - 1) - 1) / stride + 1;
             let ow = (w + 2 * pad - dil * (k - 1) - 1) / stride + 1;
@@ -404,32 +467,49 @@ mod tests {
             for (x_signed, y_signed, bias) in [(false, false, true), (true, true, false), (true, false, true)] {
                 let q = QDwConv2d { planes, channels, win, x_signed, x_zero: if x_signed { -3 } else { 131 }, bias, zero: if y_signed { 5 } else { 120 }, y_signed };
                 let x: Vec<u8> = (0..planes * h * w).map(|_| rng.next_u64() as u8).collect();
-                let wts: Vec<f32> = (0..channels * k * k).map(|_| (rng.next_u64() % 255) as f32 - 127.0).collect();
+                // `i8`'s ends among the weights.
+                let wts: Vec<f32> = (0..channels * k * k).map(|i| if i % 7 == 3 { [-128.0, 127.0][i % 2] } else { (rng.next_u64() % 255) as f32 - 127.0 }).collect();
                 let bias: Vec<i32> = (0..channels).map(|_| (rng.next_u64() % 20001) as i32 - 10000).collect();
                 let scales: Vec<f32> = (0..channels).map(|c| [1.0 / 512.0, 3.0e-4, 0.01][c % 3]).collect();
                 let want = reference(&q, &x, &wts, &bias, &scales);
                 for isa in [Isa::Portable, Isa::Avx2, Isa::Avx512].into_iter().filter(|i| i.available()) {
-                    // Each path: the bytes' own where it applies, and the `f32` planes'.
-                    for f32_path in [false, true] {
+                    // Each path where it applies: the bytes' two and the `f32` planes'.
+                    for path in ["permute", "direct", "f32"] {
                         let mut y = vec![0xABu8; planes * oh * ow + 3];
                         // SAFETY: the vectors hold the extents; `isa` is available.
-                        unsafe {
-                            if f32_path {
-                                q.run_f32(isa, x.as_ptr(), wts.as_ptr(), bias.as_ptr(), scales.as_ptr(), y.as_mut_ptr())
-                            } else {
-                                q.run_raw(isa, x.as_ptr(), wts.as_ptr(), bias.as_ptr(), scales.as_ptr(), y.as_mut_ptr())
+                        let ran = unsafe {
+                            let (x, w, b, s, y) = (x.as_ptr(), wts.as_ptr(), bias.as_ptr(), scales.as_ptr(), y.as_mut_ptr());
+                            match path {
+                                #[cfg(target_arch = "x86_64")]
+                                "permute" => isa == Isa::Avx512 && q.run_permuted(x, w, b, s, y),
+                                #[cfg(target_arch = "x86_64")]
+                                "direct" => isa == Isa::Avx512 && q.run_direct(x, w, b, s, y),
+                                "f32" => {
+                                    q.run_f32(isa, x, w, b, s, y);
+                                    true
+                                }
+                                _ => false,
                             }
                         };
-                        assert_eq!(&y[..want.len()], &want[..], "{q:?} {isa:?} f32 path {f32_path}");
-                        assert_eq!(&y[want.len()..], &[0xAB; 3], "{q:?} {isa:?} f32 path {f32_path}: past the output");
+                        permuted += usize::from(ran && path == "permute");
+                        if ran {
+                            assert_eq!(&y[..want.len()], &want[..], "{q:?} {isa:?} {path} path");
+                            assert_eq!(&y[want.len()..], &[0xAB; 3], "{q:?} {isa:?} {path} path: past the output");
+                        }
                     }
                 }
             }
         }
+        #[cfg(target_arch = "x86_64")]
+        if Isa::Avx512.available() && std::arch::is_x86_feature_detected!("avx512vbmi") && std::arch::is_x86_feature_detected!("avx512vnni") {
+            assert!(permuted >= 3 * 14, "the permuting path ran {permuted} times");
+        }
+        let _ = permuted;
     }
 
-    /// The bytes' path runs wherever its instructions are (so the test above checks it), and
-    /// a weight it cannot hold sends the call to the `f32` path, whose result it then is.
+    /// The bytes' paths run wherever their instructions are (so the test above checks them),
+    /// a weight past `i8` sends the call from the permuting path to the direct one, and one
+    /// neither can hold to the `f32` path, whose result it then is.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn the_bytes_path_takes_strides_1_and_2_and_declines_odd_weights() {
@@ -448,6 +528,16 @@ mod tests {
         // SAFETY: the vectors hold the extents; AVX-512 is available.
         unsafe {
             q.run_raw(Isa::Avx512, x.as_ptr(), wts.as_ptr(), [0].as_ptr(), [0.01f32, 0.02].as_ptr(), a.as_mut_ptr());
+            q.run_f32(Isa::Avx512, x.as_ptr(), wts.as_ptr(), [0].as_ptr(), [0.01f32, 0.02].as_ptr(), b.as_mut_ptr());
+        }
+        assert_eq!(a, b);
+        // A weight past `i8` but inside `i16`: the permuting path declines, the direct one
+        // takes it.
+        wts[13] = 300.0;
+        // SAFETY: as above.
+        unsafe {
+            assert!(!q.run_permuted(x.as_ptr(), wts.as_ptr(), [0].as_ptr(), [0.01f32, 0.02].as_ptr(), a.as_mut_ptr()));
+            assert!(q.run_direct(x.as_ptr(), wts.as_ptr(), [0].as_ptr(), [0.01f32, 0.02].as_ptr(), a.as_mut_ptr()));
             q.run_f32(Isa::Avx512, x.as_ptr(), wts.as_ptr(), [0].as_ptr(), [0.01f32, 0.02].as_ptr(), b.as_mut_ptr());
         }
         assert_eq!(a, b);

@@ -229,6 +229,34 @@ pub(crate) mod avx512 {
         (_mm512_cvttps_epi32(r), _mm512_cmp_ps_mask::<_CMP_GT_OQ>(off, _mm512_set1_ps(0.5 - TIE)))
     }
 
+    /// [`levels_f32_or_mask`] in fewer instructions, for loops that test many vectors at
+    /// once: the 16 levels as bytes, and each lane's distance from its rounded value, whose
+    /// largest over the vectors [`declines`] tests. Only the top of the range is clamped
+    /// before rounding; a value below it converts to a large negative integer (the
+    /// conversion's overflow value below `i32`'s range) that the saturating narrowing sends
+    /// to the range's bottom, as clamping would. Such a value may be tested as a tie (and
+    /// take the `f64` path) where it need not.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn levels_f32_bytes(v: __m512i, s: __m512, zero: f32, signed: bool) -> (__m128i, __m512) {
+        let x = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), s, _mm512_set1_ps(zero));
+        let x = _mm512_min_ps(x, _mm512_set1_ps(if signed { 127.0 } else { 255.0 }));
+        let r = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x);
+        let off = _mm512_abs_ps(_mm512_sub_ps(x, r));
+        let i = _mm512_cvttps_epi32(r);
+        let bytes = if signed { _mm512_cvtsepi32_epi8(i) } else { _mm512_cvtepi32_epi8(_mm512_max_epi32(i, _mm512_setzero_si512())) };
+        (bytes, off)
+    }
+
+    /// Whether a lane of the distances `off` from [`levels_f32_bytes`] (the largest of
+    /// several vectors', NaN lanes aside: their values saturate alike in `f32` and `f64`) lies
+    /// within [`TIE`] of a half-integer.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn declines(off: __m512) -> bool {
+        _mm512_cmp_ps_mask::<_CMP_GT_OQ>(off, _mm512_set1_ps(0.5 - TIE)) != 0
+    }
+
     /// The low bytes of `v`'s live lanes stored to `y`: narrowed in a register and stored in
     /// one 16-byte write when every lane is live (a masked narrowing store is several times
     /// slower on AMD's cores), byte by byte otherwise.
