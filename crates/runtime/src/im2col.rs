@@ -45,6 +45,8 @@ pub struct Im2col {
     pub win: Window,
 }
 
+pub mod bytes;
+
 use crate::gemm::Isa;
 use crate::pool::{self, SharedPtr};
 use crate::window::{Window, elements};

@@ -62,6 +62,7 @@ pub fn symbols() -> Vec<(&'static str, *const u8)> {
     table.push(("kiln_rt_dwconv2d", dwconv::kiln_rt_dwconv2d as *const u8));
     table.push(("kiln_rt_epilogue", epilogue::kiln_rt_epilogue as *const u8));
     table.push(("kiln_rt_im2col", im2col::kiln_rt_im2col as *const u8));
+    table.push(("kiln_rt_im2col_bytes", im2col::bytes::kiln_rt_im2col_bytes as *const u8));
     table.push(("kiln_rt_maxpool2d", maxpool::kiln_rt_maxpool2d as *const u8));
     table.push(("kiln_rt_softmax", softmax::kiln_rt_softmax as *const u8));
     table.push(("kiln_rt_layernorm", norm::kiln_rt_layernorm as *const u8));
@@ -96,10 +97,10 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), table.len());
         // 17 unary functions and pow and fmod, each in f32 and f64, sgemm, sgemm_packed, sgemm_fused,
-        // conv2d, conv2d_packed, dwconv2d, epilogue, im2col, maxpool2d, softmax, layernorm, copy,
-        // parallel_for, conv2d_nchwc, maxpool2d_nchwc, to_nchwc, from_nchwc, should_stop,
-        // requantize, qgemm, qgemm_requantize, dwconv2d_requantize, and five narrow-float
-        // encoders.
-        assert_eq!(table.len(), 2 * 19 + 22 + 5);
+        // conv2d, conv2d_packed, dwconv2d, epilogue, im2col, im2col_bytes, maxpool2d, softmax,
+        // layernorm, copy, parallel_for, conv2d_nchwc, maxpool2d_nchwc, to_nchwc, from_nchwc,
+        // should_stop, requantize, qgemm, qgemm_requantize, dwconv2d_requantize, and five
+        // narrow-float encoders.
+        assert_eq!(table.len(), 2 * 19 + 23 + 5);
     }
 }

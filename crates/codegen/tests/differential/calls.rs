@@ -1,4 +1,4 @@
-//! Runtime calls: `Sgemm`, `SgemmPacked`, `SgemmFused`, `DwConv2d`, `Conv2d`, `Conv2dPacked`, `Epilogue`, `Im2col`, `MaxPool2d`, `LayerNorm`, `Qgemm`, every math function
+//! Runtime calls: `Sgemm`, `SgemmPacked`, `SgemmFused`, `DwConv2d`, `Conv2d`, `Conv2dPacked`, `Epilogue`, `Im2col`, `Im2colBytes`, `MaxPool2d`, `LayerNorm`, `Qgemm`, every math function
 //! in `f32` and `f64`, and float remainder.
 
 use kiln_loops::*;
@@ -463,6 +463,48 @@ fn im2col_matches_the_interpreter() {
             pw: i(pw),
             dh: i(dh),
             dw: i(dw),
+        };
+        kern.body = vec![Stmt::Call(im2col.into())];
+        hs.push(kern);
+        hs.run().unwrap();
+    }
+}
+
+#[test]
+fn im2col_bytes_matches_the_interpreter() {
+    // (channels, h, w, kh, kw, sh, sw, ph, pw, dh, dw, pad, signed), padded after by one row
+    // and column, at element offsets into larger buffers.
+    let cases = [(2, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 128, 0), (3, 9, 20, 3, 3, 2, 2, 1, 1, 1, 1, -3, 1), (2, 7, 33, 2, 5, 1, 3, 0, 2, 2, 1, 7, 0), (1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 0, 1)];
+    for (channels, h, w, kh, kw, sh, sw, ph, pw, dh, dw, pad, signed) in cases {
+        let oh = (h + ph + 1 - ((kh - 1) * dh + 1)) / sh + 1;
+        let ow = (w + pw + 1 - ((kw - 1) * dw + 1)) / sw + 1;
+        let (x_len, col_len) = (channels * h * w, channels * kh * kw * oh * ow);
+        let ty = if signed != 0 { ScalarType::I8 } else { ScalarType::U8 };
+        let mut r = Rng::new(9);
+        let bytes: Vec<u64> = (0..x_len + 3).map(|_| r.next_u64() & 0xff).collect();
+        let mut hs = Harness::new();
+        let x = hs.input_of(ty, &bytes);
+        let col = hs.output(ElemType::Scalar(ty), col_len as u64 + 2);
+        let mut kern = Kernel::new("im2col_bytes");
+        let i = Expr::idx;
+        let im2col = call::Im2colBytes {
+            x: Addr::at(x, 3),
+            col: Addr::at(col, 1),
+            channels: i(channels),
+            ih: i(h),
+            iw: i(w),
+            oh: i(oh),
+            ow: i(ow),
+            kh: i(kh),
+            kw: i(kw),
+            sh: i(sh),
+            sw: i(sw),
+            ph: i(ph),
+            pw: i(pw),
+            dh: i(dh),
+            dw: i(dw),
+            pad: i(pad),
+            signed: i(signed),
         };
         kern.body = vec![Stmt::Call(im2col.into())];
         hs.push(kern);

@@ -17,7 +17,7 @@ macro_rules! windowed {
     )*};
 }
 
-windowed!(DwConv2d DwConv2dRequantize Conv2d Conv2dPacked Conv2dNchwc Im2col MaxPool2d MaxPool2dNchwc);
+windowed!(DwConv2d DwConv2dRequantize Conv2d Conv2dPacked Conv2dNchwc Im2col Im2colBytes MaxPool2d MaxPool2dNchwc);
 
 /// The integers the convolution routines share.
 macro_rules! convolution {

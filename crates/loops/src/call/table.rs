@@ -102,6 +102,16 @@ define_calls! {
         ih: i64, iw: i64, oh: i64, ow: i64, kh: i64, kw: i64, sh: i64, sw: i64, ph: i64, pw: i64, dh: i64, dw: i64,
     }
 
+    /// [`Im2col`] of 8-bit planes (`i8` when `signed` is non-zero, else `u8`; `col` of `x`'s
+    /// type) for the integer convolutions: the same matrix, the byte `pad` (its low 8 bits; the
+    /// input's zero point) where the position is outside the input.
+    Im2colBytes "im2col_bytes" "kiln_rt_im2col_bytes" {
+        x: read int8, col: write int8,
+        channels: i64,
+        ih: i64, iw: i64, oh: i64, ow: i64, kh: i64, kw: i64, sh: i64, sw: i64, ph: i64, pw: i64, dh: i64, dw: i64,
+        pad: i64, signed: i64,
+    }
+
     /// 2-D max pooling of `f32` planes: `y[p, oy, ox]` is the maximum of `x[p, oy·sh − ph +
     /// ky·dh, ox·sw − pw + kx·dw]` over the taps inside the `ih × iw` input, visited in `(ky, kx)`
     /// order, a tap replacing the maximum when it is the first inside or strictly greater (so a

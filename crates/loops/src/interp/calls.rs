@@ -95,6 +95,7 @@ impl Machine<'_> {
             Call::Qgemm(c) => self.qgemm(c),
             Call::QgemmRequantize(c) => self.qgemm_requantize(c),
             Call::DwConv2dRequantize(c) => self.dwconv2d_requantize(c),
+            Call::Im2colBytes(c) => self.im2col_bytes(c),
             Call::LayerNorm(c) => self.layernorm(c),
             Call::Softmax(c) => self.softmax(c),
             Call::ShouldStop(c) => self.should_stop(c),
@@ -300,6 +301,26 @@ impl Machine<'_> {
         let mut y = self.byte_span(name, &c.y, ey, 8)?;
         q.run_requantized(&a, &b, &mut y, &za, &zb, &bias, &scales, &r);
         self.put_bytes(&c.y, &y)
+    }
+
+    fn im2col_bytes(&mut self, c: &call::Im2colBytes) -> Result<(), InterpError> {
+        let name = "im2col_bytes";
+        let counts = ints!(self, name, c; channels);
+        let [pad] = ints!(self, name, c; pad);
+        let win = self.window(name, c.window())?;
+        let [channels] = self.counts(name, counts)?;
+        let g = kiln_runtime::im2col::bytes::Im2colBytes { channels, win, pad: pad as u8 };
+        // Compiled code does nothing for such sizes; the interpreter, a test oracle, says so.
+        if !g.is_valid() {
+            return self.fault(format!("{name} with invalid sizes {g:?}"));
+        }
+        if g.col_len() == 0 {
+            return Ok(());
+        }
+        let x = self.byte_span(name, &c.x, g.x_len(), 8)?;
+        let mut col = self.byte_span(name, &c.col, g.col_len(), 8)?;
+        g.run(&x, &mut col);
+        self.put_bytes(&c.col, &col)
     }
 
     fn dwconv2d_requantize(&mut self, c: &call::DwConv2dRequantize) -> Result<(), InterpError> {

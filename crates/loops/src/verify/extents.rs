@@ -139,6 +139,17 @@ impl Cx<'_> {
                 let scales = i128::from(period.filter(|&p| p > 0).map_or(rows, |p| p.min(rows)));
                 vec![("x", n - 1, "requantize reads X"), ("s", scales - 1, "requantize reads the scales"), ("y", n - 1, "requantize writes Y")]
             }
+            Call::Im2colBytes(g) => {
+                // As im2col's, in bytes.
+                self.signedness("im2col_bytes", "x", &g.x, &g.signed);
+                self.signedness("im2col_bytes", "col", &g.col, &g.signed);
+                let [Some(channels), Some(h), Some(w), Some(oh), Some(ow), Some(kh), Some(kw)] = [&g.channels, &g.ih, &g.iw, &g.oh, &g.ow, &g.kh, &g.kw].map(|e| self.constant(e)) else { return Vec::new() };
+                let (Some(x), Some(col)) = (product(&[channels, h, w]), product(&[channels, kh, kw, oh, ow])) else { return Vec::new() };
+                if col == 0 {
+                    return Vec::new();
+                }
+                vec![("x", x - 1, "im2col_bytes reads X"), ("col", col - 1, "im2col_bytes writes the matrix")]
+            }
             Call::DwConv2dRequantize(d) => {
                 // Planes of X and Y, the channels' kernels, scales and bias (when read).
                 self.signedness("dwconv2d_requantize", "x", &d.x, &d.x_signed);

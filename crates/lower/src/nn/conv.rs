@@ -467,7 +467,8 @@ pub(super) fn conv_integer(
     };
     let i32t = ScalarType::I32;
     let mut k = cx.kernel(n);
-    if let Some(body) = exact::pointwise(&mut k, &s, &x, &w, xz.as_ref(), wz.as_ref(), None, exact::Results::Acc(&mut || y.buf)) {
+    let depthwise = s.cg == 1 && s.mg == 1 && !exact::is_pointwise(&s);
+    if !depthwise && let Some(body) = exact::product(cx, &mut k, n, &s, (&x, &w), (xz.as_ref(), wz.as_ref(), Some(2)), None, exact::Results::Acc(&mut |_| y.buf)) {
         k.body = body;
         cx.push(k);
         return Ok(());
@@ -477,6 +478,13 @@ pub(super) fn conv_integer(
         let unused = |_: &Expr| Expr::int(i32t, 0);
         let finish = exact::finish(&mut k, &s, &acc, &y, (&unused, i32t), &|_, v, _| Ok(v.cast(i32t)));
         body.extend(finish.map_err(|e| cx.unsupported(n, e))?);
+        k.body = body;
+        cx.push(k);
+        return Ok(());
+    }
+    // A depthwise one the `f32` products cannot take: one small product per channel still
+    // beats the loop nest.
+    if depthwise && let Some(body) = exact::product(cx, &mut k, n, &s, (&x, &w), (xz.as_ref(), wz.as_ref(), Some(2)), None, exact::Results::Acc(&mut |_| y.buf)) {
         k.body = body;
         cx.push(k);
         return Ok(());
@@ -549,16 +557,6 @@ pub(super) fn qlinear_conv(
     // A pointwise convolution with constant scales: the integer product with the output stage
     // fused, straight into Y.
     let stage = exact::stage(cx, n, &s, &y);
-    if let Some(st) = stage.as_ref().filter(|_| exact::is_pointwise(&s)) {
-        let name = format!("{}_zero_bias", cx.node(n).name);
-        let mut zero_bias = || i32_zeros(cx, name.clone(), s.m);
-        let out = exact::Results::Requantized { y: y.buf, stage: st, zero_bias: &mut zero_bias };
-        if let Some(body) = exact::pointwise(&mut k, &s, &x, &w, xz.as_ref(), wz.as_ref(), bias.as_ref(), out) {
-            k.body = body;
-            cx.push(k);
-            return Ok(());
-        }
-    }
     // A depthwise one: the sums and the output stage in one routine, from X straight into Y.
     let inputs = exact::Inputs { x_zero: Some(2), w: 3, w_zero: Some(5), bias: Some(8) };
     if let Some(st) = stage.as_ref()
@@ -568,15 +566,26 @@ pub(super) fn qlinear_conv(
         cx.push(k);
         return Ok(());
     }
+    // Any other with constant scales (and a depthwise one the routine above does not take):
+    // the integer product with the output stage fused, straight into Y.
+    if let Some(st) = stage.as_ref() {
+        let name = format!("{}_zero_bias", cx.node(n).name);
+        let out = exact::Results::Requantized { y: y.buf, stage: st, zero_bias: &mut |cx| i32_zeros(cx, name.clone(), s.m) };
+        if let Some(body) = exact::product(cx, &mut k, n, &s, (&x, &w), (xz.as_ref(), wz.as_ref(), Some(2)), bias.as_ref(), out) {
+            k.body = body;
+            cx.push(k);
+            return Ok(());
+        }
+    }
     let name = format!("{}_acc", cx.node(n).name);
     let mut acc = None;
-    let pointwise = exact::pointwise(&mut k, &s, &x, &w, xz.as_ref(), wz.as_ref(), bias.as_ref(), exact::Results::Acc(&mut || {
+    let product = exact::product(cx, &mut k, n, &s, (&x, &w), (xz.as_ref(), wz.as_ref(), Some(2)), bias.as_ref(), exact::Results::Acc(&mut |cx| {
         let len = s.batch * s.m * s.win.out_plane();
         let buf = Buffer { name: name.clone(), elem: ElemType::Scalar(i32t), len, kind: BufferKind::Temp };
         *acc.insert(cx.program.add_buffer(buf))
     }));
-    // The accumulator from the integer product (pointwise), else the exact float products.
-    let accumulated = match (pointwise, acc) {
+    // The accumulator from the integer product, else the exact float products.
+    let accumulated = match (product, acc) {
         (Some(body), Some(acc)) => Some((body, Operand { buf: acc, dims: vec![s.batch, s.m, s.win.out_plane()], elem: ElemType::Scalar(i32t) })),
         _ => exact::accumulate(cx, &mut k, n, &s, &x, &inputs),
     };

@@ -241,27 +241,44 @@ fn output_bytes(src: &str, inputs: &[Tensor]) -> Vec<u8> {
     std::mem::take(&mut memory[b])
 }
 
-/// The output bytes of the pointwise convolutions of `integer_convolutions_are_exact_...`, from
-/// the definitions: `Σ_c (x − x_zero)(w − w_zero[m]) (+ B[m])` in `i32`, then for QLinearConv
-/// `round(acc · s[m] + 10)` in `f64` with `s[m] = 0.02 · w_scale[m] / 0.5` in `f32`, saturated.
-fn pointwise_reference(x: &[u64], xs: &[u8], w: &[i64], w_zero: &[i64], bias: &[i64], scales: &[String], qlinear: bool) -> Vec<u8> {
-    let (c, p) = (x[1] as usize, (x[2] * x[3]) as usize);
-    let m = w_zero.len();
+/// The output bytes of the convolutions of `integer_convolutions_are_exact_...` (2-D, square
+/// kernel, stride and padding), from the definitions: `Σ (x − x_zero)(w − w_zero[m]) (+ B[m])`
+/// over the group's channels and the taps inside the input, in `i64` then wrapped to `i32`,
+/// then for QLinearConv `round(acc · s[m] + 10)` in `f64` with `s[m] = 0.02 · w_scale[m] / 0.5`
+/// in `f32`, saturated.
+#[allow(clippy::too_many_arguments)]
+fn conv_reference(x: &[u64], xs: &[u8], wd: &[u64], (group, stride, pad): (u64, u64, u64), w: &[i64], w_zero: &[i64], bias: &[i64], scales: &[String], qlinear: bool) -> Vec<u8> {
+    let [n, c, h, wi] = [x[0], x[1], x[2], x[3]].map(|v| v as i64);
+    let [m, cg, k] = [wd[0], wd[1], wd[2]].map(|v| v as i64);
+    let (g, s, p) = (group as i64, stride as i64, pad as i64);
+    let (oh, ow) = ((h + 2 * p - k) / s + 1, (wi + 2 * p - k) / s + 1);
     let x_zero = if qlinear { 128 } else { 3 };
     let mut out = Vec::new();
-    for b in 0..x[0] as usize {
+    for b in 0..n {
         for o in 0..m {
-            for q in 0..p {
-                let mut acc: i64 = if qlinear { bias[o] } else { 0 };
-                for ch in 0..c {
-                    acc += (i64::from(xs[(b * c + ch) * p + q]) - x_zero) * (w[o * c + ch] - w_zero[o]);
-                }
-                let acc = acc as i32;
-                if qlinear {
-                    let s = 0.02f32 * scales[o].parse::<f32>().expect("a scale") / 0.5f32;
-                    out.push((f64::from(acc) * f64::from(s) + 10.0).round_ties_even() as u8);
-                } else {
-                    out.extend(acc.to_le_bytes());
+            let c0 = o / (m / g) * cg;
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let mut acc: i64 = if qlinear { bias[o as usize] } else { 0 };
+                    for ch in 0..cg {
+                        for ky in 0..k {
+                            for kx in 0..k {
+                                let (iy, ix) = (oy * s - p + ky, ox * s - p + kx);
+                                if iy < 0 || ix < 0 || iy >= h || ix >= wi {
+                                    continue;
+                                }
+                                let xv = i64::from(xs[(((b * c + c0 + ch) * h + iy) * wi + ix) as usize]);
+                                acc += (xv - x_zero) * (w[(((o * cg + ch) * k + ky) * k + kx) as usize] - w_zero[o as usize]);
+                            }
+                        }
+                    }
+                    let acc = acc as i32;
+                    if qlinear {
+                        let s = 0.02f32 * scales[o as usize].parse::<f32>().expect("a scale") / 0.5f32;
+                        out.push((f64::from(acc) * f64::from(s) + 10.0).round_ties_even().clamp(0.0, 255.0) as u8);
+                    } else {
+                        out.extend(acc.to_le_bytes());
+                    }
                 }
             }
         }
@@ -272,44 +289,48 @@ fn pointwise_reference(x: &[u64], xs: &[u8], w: &[i64], w_zero: &[i64], bias: &[
 /// Which kernel an integer convolution takes.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum IntegerPath {
-    /// The runtime's integer product (pointwise convolutions, whatever the weights).
+    /// The runtime's integer product (after a byte im2col unless pointwise), whatever the
+    /// weights.
     Qgemm,
-    /// The exact `f32` products (`sgemm` or `conv2d`).
+    /// The exact `f32` products (`sgemm` or `conv2d`), or for QLinearConv the quantized
+    /// depthwise routine, whose sums are the float ones.
     Float,
-    /// The direct integer nest.
-    Direct,
 }
 
-/// QLinearConv and ConvInteger: pointwise convolutions take the runtime's integer product
-/// (QLinearConv's with the requantization fused), constant weights or not; QLinearConv's
-/// depthwise ones the quantized depthwise routine; others with constant weights take the exact `f32` products (an
-/// `sgemm` or `conv2d` call) while `Σ|w − w_zero|·max|x − x_zero| + |B|` stays below 2^24, and
-/// the direct integer nest past it. Each gives, byte for byte, what the direct nest gives with
-/// the weights as a graph input (the form the ONNX node tests check), or for a pointwise
-/// convolution (which takes the integer product either way) the definition computed here: 1×1, padded strided 3×3 and depthwise convolutions, per-channel weight scales and
-/// zero points, a bias.
+/// QLinearConv and ConvInteger: convolutions other than depthwise ones take the runtime's
+/// integer product (QLinearConv's with the requantization fused), constant weights or not;
+/// QLinearConv's depthwise ones the quantized depthwise routine, ConvInteger's the exact `f32`
+/// products, while `Σ|w − w_zero|·max|x − x_zero| + |B|` stays below 2^24, and one integer
+/// product per channel past it. Each gives, byte for byte, what the definitions give, with
+/// the weights constant and with them read from an input, for `u8` inputs, `i8` weights with
+/// per-channel zero points, a bias.
 #[test]
 fn integer_convolutions_are_exact_through_the_float_products() {
     // (X dims, W dims, group, stride, pad, weight range, path)
-    let cases: [(&[u64], &[u64], u64, u64, u64, i64, IntegerPath); 5] = [
+    let cases: [(&[u64], &[u64], u64, u64, u64, i64, IntegerPath); 7] = [
         (&[1, 8, 5, 5], &[6, 8, 1, 1], 1, 1, 0, 127, IntegerPath::Qgemm),
-        (&[2, 3, 7, 6], &[4, 3, 3, 3], 1, 2, 1, 100, IntegerPath::Float),
+        (&[2, 3, 7, 6], &[4, 3, 3, 3], 1, 2, 1, 100, IntegerPath::Qgemm),
         (&[1, 6, 6, 6], &[6, 1, 3, 3], 6, 1, 1, 127, IntegerPath::Float),
         // 1200 weights near 123 times inputs up to 128 from their zero point pass 2^24, which
         // the integer product does not mind.
         (&[1, 1200, 1, 1], &[2, 1200, 1, 1], 1, 1, 0, 127, IntegerPath::Qgemm),
-        // 2700 such weights past a 3×3 window: the direct nest.
-        (&[1, 300, 3, 3], &[2, 300, 3, 3], 1, 1, 0, 127, IntegerPath::Direct),
+        // 2700 such weights past a 3×3 window.
+        (&[1, 300, 3, 3], &[2, 300, 3, 3], 1, 1, 0, 127, IntegerPath::Qgemm),
+        // Two groups of two channels each, padded.
+        (&[1, 4, 6, 5], &[6, 2, 3, 3], 2, 1, 1, 127, IntegerPath::Qgemm),
+        // A depthwise one past 2^24 (1089 weights near 123 in a 33×33 window, times 128):
+        // a product per channel.
+        (&[1, 2, 34, 34], &[2, 1, 33, 33], 2, 1, 0, 127, IntegerPath::Qgemm),
     ];
     for (i, &(x, w, group, stride, pad, range, path)) in cases.iter().enumerate() {
-        let fast = path != IntegerPath::Direct;
         let xn: u64 = x.iter().product();
         let wn: u64 = w.iter().product();
         let m = w[0];
         let out = |d: u64| (d + 2 * pad - w[2]) / stride + 1;
         let y = [x[0], m, out(x[2]), out(x[3])];
         let dims = |d: &[u64]| d.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", ");
-        let weights = if fast { ints(wn, -range, range, 3 + i as u64) } else { ints(wn, 120, 127, 3) };
+        let big = i >= 3 && i != 5;
+        let weights = if big { ints(wn, 120, 127, 3) } else { ints(wn, -range, range, 3 + i as u64) };
         let w_zero = ints(m, -2, 2, 5);
         let scales: Vec<String> = (0..m).map(|j| format!("{}", 0.01 + 0.001 * j as f64)).collect();
         let bias = ints(m, -500, 500, 7);
@@ -340,18 +361,15 @@ fn integer_convolutions_are_exact_through_the_float_products() {
             // requantize after.
             let product = if qlinear { RuntimeFn::QgemmRequantize } else { RuntimeFn::Qgemm };
             assert_eq!(taken.contains(&product), path == IntegerPath::Qgemm, "case {i}: the integer product\n{src}");
+            assert_eq!(taken.contains(&RuntimeFn::Im2colBytes), path == IntegerPath::Qgemm && w[2] > 1, "case {i}: the byte im2col\n{src}");
             if qlinear && path == IntegerPath::Float && !depthwise {
                 assert!(taken.contains(&RuntimeFn::Requantize), "case {i}: the constant scales take the runtime's requantization\n{src}");
             }
             let inputs = [input.clone(), w_input.clone()];
-            let want = if path == IntegerPath::Qgemm {
-                pointwise_reference(x, &xs, &weights, &w_zero, &bias, &scales, src.contains("qlinear_conv"))
-            } else {
-                let direct = from_input(&src);
-                assert!(!calls(&direct).iter().any(|c| matches!(c, RuntimeFn::Sgemm | RuntimeFn::Conv2d | RuntimeFn::Qgemm)), "{direct}");
-                output_bytes(&direct, &inputs)
-            };
+            let want = conv_reference(x, &xs, w, (group, stride, pad), &weights, &w_zero, &bias, &scales, qlinear);
             assert!(output_bytes(&src, &inputs) == want, "case {i}: the outputs differ\n{src}");
+            let from = from_input(&src);
+            assert!(output_bytes(&from, &inputs) == want, "case {i}: the outputs differ with the weights an input\n{from}");
         }
     }
 }

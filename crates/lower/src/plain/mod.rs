@@ -51,6 +51,7 @@ fn expand(k: &mut Kernel, call: Call) -> Result<Vec<Stmt>, String> {
         Call::DwConv2d(c) => window::dwconv2d(k, &c)?,
         Call::DwConv2dRequantize(c) => window::dwconv2d_requantize(k, &c)?,
         Call::Im2col(c) => window::im2col(k, &c)?,
+        Call::Im2colBytes(c) => window::im2col_bytes(k, &c)?,
         Call::MaxPool2d(c) => window::maxpool2d(k, &c)?,
         Call::Softmax(c) => rows::softmax(k, &c)?,
         Call::LayerNorm(c) => rows::layernorm(k, &c)?,

@@ -1,7 +1,7 @@
 //! Sliding-window routines as loops: convolutions, im2col, max pooling. A tap outside the
 //! input is skipped by an `If` around its load (never a select, which would load it).
 
-use kiln_loops::call::{Conv2d, DwConv2d, DwConv2dRequantize, Im2col, MaxPool2d};
+use kiln_loops::call::{Conv2d, DwConv2d, DwConv2dRequantize, Im2col, Im2colBytes, MaxPool2d};
 use kiln_loops::ir::*;
 
 use super::{activation, at, bind, int, local, put, size};
@@ -192,6 +192,23 @@ pub(super) fn im2col(k: &mut Kernel, c: &Im2col) -> Result<Vec<Stmt>, String> {
         let off = k.var(ScalarType::I64);
         let inside = put(&c.col, col_off.clone(), at(&c.x, ch.clone() * w.plane() + Expr::Var(off)));
         let outside = put(&c.col, col_off, Expr::f32(0.0));
+        w.tap(k, [oy, ox], [ky, kx], vec![inside], vec![outside], off)
+    }))
+}
+
+pub(super) fn im2col_bytes(k: &mut Kernel, c: &Im2colBytes) -> Result<Vec<Stmt>, String> {
+    let w = Window::new(&c.ih, &c.iw, &c.oh, &c.ow, &c.kh, &c.kw, &c.sh, &c.sw, &c.ph, &c.pw, &c.dh, &c.dw)?;
+    let channels = size(&c.channels, "channels")?;
+    let pad = int(&c.pad, "pad")? as u8;
+    let pad = if int(&c.signed, "signed")? != 0 { Expr::int(ScalarType::I8, i64::from(pad as i8)) } else { Expr::int(ScalarType::U8, i64::from(pad)) };
+    let cols = (w.oh * w.ow) as i64;
+    Ok(k.nest(&[channels, w.kh, w.kw, w.oh, w.ow], |k, i| {
+        let (ch, ky, kx, oy, ox) = (&i[0], &i[1], &i[2], &i[3], &i[4]);
+        let row = (ch.clone() * w.kh as i64 + ky.clone()) * w.kw as i64 + kx.clone();
+        let col_off = row * cols + oy.clone() * w.ow as i64 + ox.clone();
+        let off = k.var(ScalarType::I64);
+        let inside = put(&c.col, col_off.clone(), at(&c.x, ch.clone() * w.plane() + Expr::Var(off)));
+        let outside = put(&c.col, col_off, pad.clone());
         w.tap(k, [oy, ox], [ky, kx], vec![inside], vec![outside], off)
     }))
 }

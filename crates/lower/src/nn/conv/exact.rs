@@ -217,10 +217,10 @@ pub(in crate::nn) fn requantize(stage: &Stage, s: &ConvShape, acc: &Operand, y: 
 /// Where a pointwise product's results go.
 pub(in crate::nn) enum Results<'a> {
     /// `i32` accumulators, into the buffer the closure makes.
-    Acc(&'a mut dyn FnMut() -> BufId),
+    Acc(&'a mut dyn FnMut(&mut Lowerer<'_>) -> BufId),
     /// Requantized by the output stage into `y`; `zero_bias` makes an `i32` buffer of the
     /// output channels' zeros, for a convolution without a bias.
-    Requantized { y: BufId, stage: &'a Stage, zero_bias: &'a mut dyn FnMut() -> BufId },
+    Requantized { y: BufId, stage: &'a Stage, zero_bias: &'a mut dyn FnMut(&mut Lowerer<'_>) -> BufId },
 }
 
 /// Whether the convolution is pointwise: a 1×1 window with unit strides, no padding and one
@@ -231,24 +231,28 @@ pub(in crate::nn) fn is_pointwise(s: &ConvShape) -> bool {
     s.groups == 1 && unit && win.input == win.output
 }
 
-/// A pointwise integer convolution (a 1×1 window with unit strides, no padding and one group)
-/// as the runtime's integer product per image: `acc[b] = (W − w_zero)·(X[b] − x_zero) + B`,
-/// W's `M × C` rows against the image's `C × P` planes, into the `i32` buffer `acc()` makes
-/// (laid out as Y). X's zero point must be per tensor, W's per tensor or per output channel,
-/// each of its operand's type; the bias, if any, an `i32` vector over the output channels.
-/// Exact for any values, constant or not. `None` when the convolution has another form.
+/// An integer convolution as the runtime's integer product per image and group:
+/// `acc[b, g] = (W_g − w_zero)·(B − x_zero) + bias_g`, W's `Mg × Cg·taps` rows against `B`, the
+/// group's `Cg × P` planes of X when the convolution is pointwise, else their byte im2col
+/// (`[Cg·taps, P]`, one or two spatial dims, X's zero point in the padding so that it adds
+/// nothing). The result goes into the `i32` buffer `acc()` makes or, requantized, into Y (both
+/// laid out as Y). X's zero point must be per tensor (and, for the im2col, a constant: input
+/// `x_zero_input` of node `n`), W's per tensor or per output channel, each of its operand's
+/// type; the bias, if any, an `i32` vector over the output channels. Exact for any values.
+/// `None` when the convolution has another form.
 #[allow(clippy::too_many_arguments)]
-pub(in crate::nn) fn pointwise(
+pub(in crate::nn) fn product(
+    cx: &mut Lowerer<'_>,
     k: &mut Kernel,
+    n: NodeId,
     s: &ConvShape,
-    x: &Operand,
-    w: &Operand,
-    x_zero: Option<&Operand>,
-    w_zero: Option<&Operand>,
+    (x, w): (&Operand, &Operand),
+    (x_zero, w_zero, x_zero_input): (Option<&Operand>, Option<&Operand>, Option<usize>),
     bias: Option<&Operand>,
     out: Results<'_>,
 ) -> Option<Vec<Stmt>> {
-    if !is_pointwise(s) {
+    let pointwise = is_pointwise(s);
+    if !pointwise && !matches!(s.win.rank(), 1 | 2) {
         return None;
     }
     let signed = |o: &Operand| match o.elem {
@@ -272,44 +276,87 @@ pub(in crate::nn) fn pointwise(
         Some(b) if b.dims == [s.m] && b.elem == ElemType::Scalar(ScalarType::I32) => Some(b.buf),
         Some(_) => return None,
     };
+    // The padding's byte: X's zero point, which must be known now.
+    let pad = match (pointwise, x_zero) {
+        (true, _) | (false, None) => 0,
+        (false, Some(_)) => *cx.const_input(n, x_zero_input?)?.to_i64s()?.first()?,
+    };
+    let (p, taps) = (s.win.out_plane(), s.win.taps());
+    let depth = s.cg * taps;
+    let col = (!pointwise).then(|| {
+        let name = format!("{}_col", k.name);
+        cx.program.add_buffer(Buffer { name, elem: x.elem, len: depth * p, kind: BufferKind::Temp })
+    });
     // The result's buffer, the bias's (an unused one is the `i32` result's, or zeros) and the
     // output stage.
     let (c, bias_buf, out_stage) = match out {
         Results::Acc(acc) => {
-            let acc = acc();
+            let acc = acc(cx);
             (acc, bias.unwrap_or(acc), None)
         }
-        Results::Requantized { y, stage, zero_bias } => (y, bias.unwrap_or_else(zero_bias), Some(stage)),
+        Results::Requantized { y, stage, zero_bias } => (y, bias.unwrap_or_else(|| zero_bias(cx)), Some(stage)),
     };
-    let p = s.win.out_plane();
     let int = |v: u64| Expr::idx(v as i64);
-    Some(k.nest(&[s.batch], |_, b| {
+    let window = s.win.call_operands();
+    Some(k.nest(&[s.batch, s.groups], |_, idx| {
+        let (b, g) = (&idx[0], &idx[1]);
+        // The group's first input channel, and its first output channel.
+        let (c0, m0) = (b.clone() * s.c as i64 + g.clone() * s.cg as i64, g.clone() * s.mg as i64);
+        let at = |buf: BufId, per: u64, count: u64| call::Addr { buf, index: if count > 1 { m0.clone() * per as i64 } else { Expr::idx(0) } };
+        let mut stmts = Vec::new();
+        let b_matrix = match col {
+            None => call::Addr { buf: x.buf, index: c0 * s.win.plane() as i64 },
+            Some(col) => {
+                let [ih, iw, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw] = window.clone();
+                let unroll = call::Im2colBytes {
+                    x: call::Addr { buf: x.buf, index: c0 * s.win.plane() as i64 },
+                    col: call::Addr::at(col, 0),
+                    channels: int(s.cg),
+                    ih,
+                    iw,
+                    oh,
+                    ow,
+                    kh,
+                    kw,
+                    sh,
+                    sw,
+                    ph,
+                    pw,
+                    dh,
+                    dw,
+                    pad: Expr::idx(pad),
+                    signed: Expr::idx(x_signed),
+                };
+                stmts.push(Stmt::Call(unroll.into()));
+                call::Addr::at(col, 0)
+            }
+        };
         let q = call::Qgemm {
-            a: call::Addr::at(w.buf, 0),
-            b: call::Addr { buf: x.buf, index: b[0].clone() * (s.c * p) as i64 },
-            c: call::Addr { buf: c, index: b[0].clone() * (s.m * p) as i64 },
-            za: za.clone(),
+            a: call::Addr { buf: w.buf, index: m0.clone() * depth as i64 },
+            b: b_matrix,
+            c: call::Addr { buf: c, index: (b.clone() * s.m as i64 + m0.clone()) * p as i64 },
+            za: if a_zeros > 1 { at(za.buf, 1, a_zeros) } else { za.clone() },
             zb: zb.clone(),
-            bias: call::Addr::at(bias_buf, 0),
-            m: int(s.m),
+            bias: if bias.is_some() { at(bias_buf, 1, s.m) } else { call::Addr::at(bias_buf, 0) },
+            m: int(s.mg),
             n: int(p),
-            k: int(s.c),
-            lda: int(s.c),
+            k: int(depth),
+            lda: int(depth),
             ldb: int(p),
             ldc: int(p),
             a_signed: Expr::idx(w_signed),
             b_signed: Expr::idx(x_signed),
-            a_zeros: int(a_zeros),
+            a_zeros: int(if a_zeros > 1 { s.mg } else { a_zeros }),
             b_zeros: int(b_zeros),
             bias_mode: Expr::idx(i64::from(bias.is_some())),
             b_packed: Expr::idx(0),
         };
-        let call = match out_stage {
+        stmts.push(Stmt::Call(match out_stage {
             // Per output channel: the rows of `W`.
-            Some(st) => q.clone().requantized(q.c.clone(), call::Addr::at(st.scales, 0), Expr::idx(1), Expr::idx(st.zero), Expr::idx(st.signed)).into(),
+            Some(st) => q.clone().requantized(q.c.clone(), at(st.scales, 1, s.m), Expr::idx(1), Expr::idx(st.zero), Expr::idx(st.signed)).into(),
             None => q.into(),
-        };
-        vec![Stmt::Call(call)]
+        }));
+        stmts
     }))
 }
 

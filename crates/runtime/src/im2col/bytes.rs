@@ -1,0 +1,179 @@
+//! im2col of 8-bit NCHW planes for the integer convolutions, whose column matrix the integer
+//! product ([`crate::qgemm`]) multiplies by the weights: the layout of [`super::Im2col`]'s, one
+//! byte per element, and a padding byte in place of zero (the input's zero point, so that the
+//! padding adds nothing once the product subtracts it).
+//!
+//! Each row of the matrix (one channel and tap) is, per output row, a run of padding, a copy
+//! and a run of padding, the ranges computed once per row as [`super::Im2col`] does; strided
+//! copies go a byte at a time.
+
+use super::inside;
+use crate::pool::{self, SharedPtr};
+use crate::window::{Window, elements};
+
+/// The sizes of one byte im2col: `channels` input planes, the window over each, and the byte
+/// written where a tap falls in the padding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Im2colBytes {
+    /// Input channels (rows of the matrix are `channels·kh·kw`).
+    pub channels: usize,
+    /// The planes, kernel, strides, padding and dilations.
+    pub win: Window,
+    /// The padding's byte.
+    pub pad: u8,
+}
+
+impl Im2colBytes {
+    /// Whether the sizes make sense (as [`super::Im2col::is_valid`]).
+    pub fn is_valid(&self) -> bool {
+        let win = &self.win;
+        win.is_valid() && elements(&[self.channels, win.h, win.w]).is_some() && elements(&[self.channels, win.kh, win.kw, win.oh, win.ow]).is_some()
+    }
+
+    /// Bytes of `x` read (0 when nothing is written; saturating).
+    pub fn x_len(&self) -> usize {
+        if self.col_len() == 0 { 0 } else { self.channels.saturating_mul(self.win.h).saturating_mul(self.win.w) }
+    }
+
+    /// Bytes of the matrix written: `channels·kh·kw·oh·ow`.
+    pub fn col_len(&self) -> usize {
+        [self.win.kh, self.win.kw, self.win.oh, self.win.ow].into_iter().fold(self.channels, usize::saturating_mul)
+    }
+
+    /// Writes the matrix.
+    ///
+    /// # Panics
+    ///
+    /// If a slice is shorter than [`x_len`](Self::x_len) or [`col_len`](Self::col_len).
+    pub fn run(&self, x: &[u8], col: &mut [u8]) {
+        assert!(x.len() >= self.x_len() && col.len() >= self.col_len(), "im2col_bytes operand slices are too short for {self:?}");
+        // SAFETY: the slices hold every byte addressed; `col` is exclusively borrowed.
+        unsafe { self.run_raw(x.as_ptr(), col.as_mut_ptr()) }
+    }
+
+    /// The operation on raw pointers; nothing when the sizes are not valid.
+    ///
+    /// # Safety
+    ///
+    /// `x` readable for [`x_len`](Self::x_len) bytes, `col` writable for
+    /// [`col_len`](Self::col_len) and not overlapping `x`.
+    pub(crate) unsafe fn run_raw(&self, x: *const u8, col: *mut u8) {
+        if !self.is_valid() || self.col_len() == 0 {
+            return;
+        }
+        let win = &self.win;
+        let parts = if self.col_len() >= 1 << 16 { pool::threads().min(self.channels) } else { 1 };
+        let ptrs = SharedPtr((x, col));
+        pool::for_each(parts, &|t| {
+            let (x, col) = ptrs.get();
+            for c in pool::part(self.channels, parts, 1, t) {
+                // SAFETY: channel `c`'s plane and its rows of the matrix, which no other part
+                // writes, by the caller's contract.
+                unsafe { self.channel(x.add(c * win.h * win.w), col.add(c * win.kh * win.kw * win.oh * win.ow)) };
+            }
+        });
+    }
+
+    /// One channel's `kh·kw` rows.
+    ///
+    /// # Safety
+    ///
+    /// `x` readable for a plane, `col` writable for `kh·kw·oh·ow` bytes; valid sizes.
+    unsafe fn channel(&self, x: *const u8, col: *mut u8) {
+        let win = &self.win;
+        let i = |v: usize| v as isize;
+        let mut to = col;
+        for ky in 0..win.kh {
+            let y0 = i(ky * win.dh) - i(win.ph);
+            let (oy_lo, oy_hi) = inside(y0, i(win.sh), i(win.h), i(win.oh));
+            for kx in 0..win.kw {
+                let x0 = i(kx * win.dw) - i(win.pw);
+                let (ox_lo, ox_hi) = inside(x0, i(win.sw), i(win.w), i(win.ow));
+                let (lo, hi) = (ox_lo as usize, ox_hi.max(ox_lo) as usize);
+                for oy in 0..win.oh {
+                    // SAFETY: the row's `ow` bytes are inside the matrix; an inside row's
+                    // columns `lo..hi` read inside the plane (`inside`).
+                    unsafe {
+                        let row = std::slice::from_raw_parts_mut(to, win.ow);
+                        if (oy as isize) < oy_lo || (oy as isize) >= oy_hi || lo >= hi {
+                            row.fill(self.pad);
+                        } else {
+                            let iy = (y0 + i(oy * win.sh)) as usize;
+                            let src = x.add(iy * win.w).offset(x0 + i(lo * win.sw));
+                            row[..lo].fill(self.pad);
+                            row[hi..].fill(self.pad);
+                            if win.sw == 1 {
+                                std::ptr::copy_nonoverlapping(src, row.as_mut_ptr().add(lo), hi - lo);
+                            } else {
+                                for (d, v) in row[lo..hi].iter_mut().enumerate() {
+                                    *v = src.add(d * win.sw).read();
+                                }
+                            }
+                        }
+                        to = to.add(win.ow);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// [`Im2colBytes`] for generated code: `pad` the padding's byte (its low 8 bits); `signed`
+/// (whether the bytes are `i8`) changes nothing here. Nothing happens when a size is negative
+/// or the sizes are invalid.
+///
+/// # Safety
+///
+/// `channels·h·w` bytes of `x` readable, `channels·kh·kw·oh·ow` of `col` writable, not
+/// overlapping `x`.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn kiln_rt_im2col_bytes(x: *const u8, col: *mut u8, channels: i64, h: i64, w: i64, oh: i64, ow: i64, kh: i64, kw: i64, sh: i64, sw: i64, ph: i64, pw: i64, dh: i64, dw: i64, pad: i64, signed: i64) {
+    let _ = signed;
+    let (Ok(channels), Some(win)) = (usize::try_from(channels), Window::from_args([h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw])) else {
+        return;
+    };
+    let g = Im2colBytes { channels, win, pad: pad as u8 };
+    // SAFETY: by the caller's contract.
+    unsafe { g.run_raw(x, col) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::im2col::Im2col;
+
+    /// Every window of the `f32` routine's tests gives the same matrix, the padding's byte
+    /// where that one writes zero.
+    #[test]
+    fn matches_the_f32_matrix() {
+        let cases = [
+            // (channels, h, w, k, stride, pad, dilation)
+            (2, 7, 9, 3, 1, 1, 1),
+            (3, 12, 11, 3, 2, 1, 1),
+            (1, 10, 10, 7, 2, 3, 1),
+            (2, 9, 9, 3, 1, 2, 2),
+            (2, 8, 13, 1, 3, 0, 1),
+            (1, 5, 5, 5, 1, 4, 1),
+        ];
+        for (channels, h, w, k, s, p, d) in cases {
+            let (oh, ow) = ((h + 2 * p - d * (k - 1) - 1) / s + 1, (w + 2 * p - d * (k - 1) - 1) / s + 1);
+            let win = Window { h, w, oh, ow, kh: k, kw: k, sh: s, sw: s, ph: p, pw: p, dh: d, dw: d };
+            let g = Im2colBytes { channels, win, pad: 0xA5 };
+            // Bytes 1..=255 (never the padding's 0xA5 as f32 marks it below).
+            let x: Vec<u8> = (0..channels * h * w).map(|i| (i * 7 % 250 + 1) as u8).collect();
+            let xf: Vec<f32> = x.iter().map(|&v| f32::from(v)).collect();
+            let mut want = vec![f32::NAN; g.col_len()];
+            Im2col { channels, win }.run(&xf, &mut want);
+            let mut col = vec![0u8; g.col_len() + 2];
+            col[g.col_len()..].fill(0x11);
+            g.run(&x, &mut col);
+            for (i, (&b, &f)) in col.iter().zip(&want).enumerate() {
+                // The f32 matrix's zeros are the padding (no input byte is 0).
+                let expected = if f == 0.0 { 0xA5 } else { f as u8 };
+                assert_eq!(b, expected, "{g:?}: element {i}");
+            }
+            assert_eq!(&col[g.col_len()..], &[0x11, 0x11], "{g:?}: past the matrix");
+        }
+    }
+}
