@@ -78,6 +78,15 @@ unsafe fn tile<const R: usize, const P: usize, const FOLDED: bool>(t: &Tile<'_>,
             *p = p.add((i0 + r) * t.lda);
         }
         let mut acc = [[_mm512_setzero_si512(); P]; R];
+        // Folded terms start the sums: `−row[i] − column[j]`, one subtraction per vector.
+        if FOLDED && let Some((row_terms, col_terms)) = t.terms {
+            for v in 0..P {
+                let column = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(col_terms.as_ptr().add((p0 + v) * PANEL).cast()));
+                for r in 0..R {
+                    acc[r][v] = _mm512_sub_epi32(column, _mm512_set1_epi32(row_terms.as_ptr().add(i0 + r).read()));
+                }
+            }
+        }
         let mut b = [_mm512_setzero_si512(); P];
         for g in 0..full {
             for v in 0..P {
@@ -106,23 +115,16 @@ unsafe fn tile<const R: usize, const P: usize, const FOLDED: bool>(t: &Tile<'_>,
                 }
             }
         }
-        // The values: the raw sums less the row and column terms. (Loops of constant counts
-        // with no early exit: unrolled, they keep the accumulators in registers.)
+        // The values: the raw sums less the row and column terms, unless folded into the
+        // start. (Loops of constant counts with no early exit: unrolled, they keep the
+        // accumulators in registers.)
         let mut masks = [u16::MAX; P];
         for v in 0..P {
             let j0 = (p0 + v) * PANEL;
             masks[v] = if t.n - j0 >= PANEL { u16::MAX } else { (1u16 << (t.n - j0)) - 1 };
         }
         match t.terms {
-            Some((row_terms, col_terms)) if FOLDED => {
-                for v in 0..P {
-                    let column = _mm512_loadu_si512(col_terms.as_ptr().add((p0 + v) * PANEL).cast());
-                    for r in 0..R {
-                        let row = _mm512_set1_epi32(row_terms.as_ptr().add(i0 + r).read());
-                        acc[r][v] = _mm512_sub_epi32(_mm512_sub_epi32(acc[r][v], row), column);
-                    }
-                }
-            }
+            Some(_) if FOLDED => {}
             _ => {
                 for v in 0..P {
                     let j0 = (p0 + v) * PANEL;
@@ -148,40 +150,46 @@ unsafe fn tile<const R: usize, const P: usize, const FOLDED: bool>(t: &Tile<'_>,
                 }
             }
             Out::Bytes { y, scales, per_row, single, zero, signed, f32 } => {
-                use crate::requantize::avx512::{halves_f32, levels_declined, levels_f32_or_mask, store};
+                use crate::requantize::avx512::{declines, halves_f32, levels_declined, levels_f32_bytes};
                 let scale = |r: usize, v: usize| {
                     let j0 = (p0 + v) * PANEL;
                     if per_row { _mm512_set1_ps(Out::scale(scales, true, single, i0 + r, j0) as f32) } else { _mm512_maskz_loadu_ps(masks[v], scales.add(j0)) }
                 };
                 // The `f32` stage for the whole tile unless a lane of it declines, then the
-                // `f64` definition for the whole tile: one test per tile, not per vector.
-                let mut bytes = acc;
-                let mut declined = !f32;
+                // `f64` definition for the whole tile: one test per tile, not per vector, and
+                // no call but by value among the live accumulators (taking their address
+                // sends them through memory).
+                let mut bytes = [[_mm_setzero_si128(); P]; R];
+                let mut off = _mm512_setzero_ps();
                 if f32 {
-                    let mut near = 0u16;
                     for r in 0..R {
                         for v in 0..P {
-                            let (b, m) = levels_f32_or_mask(acc[r][v], scale(r, v), zero as f32, signed);
-                            bytes[r][v] = b;
-                            near |= m;
+                            let d;
+                            (bytes[r][v], d) = levels_f32_bytes(acc[r][v], scale(r, v), zero as f32, signed);
+                            off = _mm512_max_ps(off, d);
                         }
                     }
-                    declined = near != 0;
                 }
-                if declined {
+                if !f32 || declines(off) {
                     for r in 0..R {
                         for v in 0..P {
-                            bytes[r][v] = levels_declined(acc[r][v], &halves_f32(scale(r, v)), zero, signed);
+                            bytes[r][v] = _mm512_cvtepi32_epi8(levels_declined(acc[r][v], &halves_f32(scale(r, v)), zero, signed));
                         }
                     }
                 }
                 for r in 0..R {
                     for v in 0..P {
-                        store(y.add((i0 + r) * t.ldc + (p0 + v) * PANEL), masks[v], bytes[r][v]);
+                        let y = y.add((i0 + r) * t.ldc + (p0 + v) * PANEL);
+                        if masks[v] == u16::MAX {
+                            _mm_storeu_si128(y.cast(), bytes[r][v]);
+                        } else {
+                            let mut staged = [0u8; 16];
+                            _mm_storeu_si128(staged.as_mut_ptr().cast(), bytes[r][v]);
+                            std::ptr::copy_nonoverlapping(staged.as_ptr(), y, masks[v].trailing_ones() as usize);
+                        }
                     }
                 }
             }
         }
     }
 }
-
