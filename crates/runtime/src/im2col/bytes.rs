@@ -4,8 +4,11 @@
 //! padding adds nothing once the product subtracts it).
 //!
 //! Each row of the matrix (one channel and tap) is, per output row, a run of padding, a copy
-//! and a run of padding, the ranges computed once per row as [`super::Im2col`] does; strided
-//! copies go a byte at a time.
+//! and a run of padding, the ranges computed once per row as [`super::Im2col`] does; where rows
+//! are as long as the input's at stride 1, all of a matrix row's inside rows are one copy (the
+//! plane shifted by the tap), their outside columns padded after; a stride-2
+//! copy narrows 32 words to their low bytes at a time with AVX-512 BW, other strided copies go
+//! a byte at a time.
 
 use super::inside;
 use crate::pool::{self, SharedPtr};
@@ -21,6 +24,20 @@ pub struct Im2colBytes {
     pub win: Window,
     /// The padding's byte.
     pub pad: u8,
+}
+
+/// [`Im2colBytes`] with what this CPU offers for stride-2 rows.
+struct Rows {
+    g: Im2colBytes,
+    /// AVX-512 BW narrows 32 words to their low bytes: the even bytes of 64.
+    even_bytes: bool,
+}
+
+impl std::ops::Deref for Rows {
+    type Target = Im2colBytes;
+    fn deref(&self) -> &Im2colBytes {
+        &self.g
+    }
 }
 
 impl Im2colBytes {
@@ -62,6 +79,11 @@ impl Im2colBytes {
             return;
         }
         let win = &self.win;
+        #[cfg(target_arch = "x86_64")]
+        let even_bytes = std::arch::is_x86_feature_detected!("avx512bw") && std::arch::is_x86_feature_detected!("avx512vl");
+        #[cfg(not(target_arch = "x86_64"))]
+        let even_bytes = false;
+        let rows = Rows { g: *self, even_bytes };
         let parts = if self.col_len() >= 1 << 16 { pool::threads().min(self.channels) } else { 1 };
         let ptrs = SharedPtr((x, col));
         pool::for_each(parts, &|t| {
@@ -69,11 +91,13 @@ impl Im2colBytes {
             for c in pool::part(self.channels, parts, 1, t) {
                 // SAFETY: channel `c`'s plane and its rows of the matrix, which no other part
                 // writes, by the caller's contract.
-                unsafe { self.channel(x.add(c * win.h * win.w), col.add(c * win.kh * win.kw * win.oh * win.ow)) };
+                unsafe { rows.channel(x.add(c * win.h * win.w), col.add(c * win.kh * win.kw * win.oh * win.ow)) };
             }
         });
     }
+}
 
+impl Rows {
     /// One channel's `kh·kw` rows.
     ///
     /// # Safety
@@ -90,6 +114,36 @@ impl Im2colBytes {
                 let x0 = i(kx * win.dw) - i(win.pw);
                 let (ox_lo, ox_hi) = inside(x0, i(win.sw), i(win.w), i(win.ow));
                 let (lo, hi) = (ox_lo as usize, ox_hi.max(ox_lo) as usize);
+                // Stride 1 along rows as long as the input's: the matrix row is the plane shifted
+                // by a constant, one copy for all its rows inside, and the columns outside
+                // padded after.
+                if win.sw == 1 && win.ow == win.w && lo < hi && oy_lo < oy_hi {
+                    let (first, last) = (oy_lo as usize, oy_hi as usize);
+                    // SAFETY: the matrix row holds `oh·ow` bytes; the copy reads from the first
+                    // inside row's column `lo` to the last one's column `hi − 1`, positions of
+                    // the plane (`inside`), and so is every byte between.
+                    unsafe {
+                        let row = std::slice::from_raw_parts_mut(to, win.oh * win.ow);
+                        row[..first * win.ow].fill(self.pad);
+                        row[last * win.ow..].fill(self.pad);
+                        let iy = (y0 + i(first * win.sh)) as usize;
+                        if win.sh == 1 {
+                            let src = x.add(iy * win.w).offset(x0 + i(lo));
+                            std::ptr::copy_nonoverlapping(src, row.as_mut_ptr().add(first * win.ow + lo), (last - first - 1) * win.ow + hi - lo);
+                        } else {
+                            for oy in first..last {
+                                let src = x.add((iy + (oy - first) * win.sh) * win.w).offset(x0 + i(lo));
+                                std::ptr::copy_nonoverlapping(src, row.as_mut_ptr().add(oy * win.ow + lo), hi - lo);
+                            }
+                        }
+                        for oy in first..last {
+                            row[oy * win.ow..oy * win.ow + lo].fill(self.pad);
+                            row[oy * win.ow + hi..(oy + 1) * win.ow].fill(self.pad);
+                        }
+                        to = to.add(win.oh * win.ow);
+                    }
+                    continue;
+                }
                 for oy in 0..win.oh {
                     // SAFETY: the row's `ow` bytes are inside the matrix; an inside row's
                     // columns `lo..hi` read inside the plane (`inside`).
@@ -104,6 +158,9 @@ impl Im2colBytes {
                             row[hi..].fill(self.pad);
                             if win.sw == 1 {
                                 std::ptr::copy_nonoverlapping(src, row.as_mut_ptr().add(lo), hi - lo);
+                            } else if win.sw == 2 && self.even_bytes {
+                                #[cfg(target_arch = "x86_64")]
+                                even_bytes(src, row.as_mut_ptr().add(lo), hi - lo);
                             } else {
                                 for (d, v) in row[lo..hi].iter_mut().enumerate() {
                                     *v = src.add(d * win.sw).read();
@@ -114,6 +171,31 @@ impl Im2colBytes {
                     }
                 }
             }
+        }
+    }
+}
+
+/// `n` bytes at every second byte from `src` into `dst`, 32 at a time.
+///
+/// # Safety
+///
+/// `src` readable for `2n − 1` bytes, `dst` writable for `n`; the CPU has AVX-512 BW and VL.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn even_bytes(src: *const u8, dst: *mut u8, n: usize) {
+    use std::arch::x86_64::*;
+    let mut d = 0;
+    // SAFETY: by the caller's contract, for the bytes each (masked) access covers.
+    unsafe {
+        while d + 32 <= n {
+            let words = if 2 * d + 64 <= 2 * n - 1 { _mm512_loadu_si512(src.add(2 * d).cast()) } else { _mm512_maskz_loadu_epi8(u64::MAX >> 1, src.add(2 * d).cast()) };
+            _mm256_storeu_si256(dst.add(d).cast(), _mm512_cvtepi16_epi8(words));
+            d += 32;
+        }
+        if d < n {
+            let left = n - d;
+            let bytes = _mm512_maskz_loadu_epi8(u64::MAX >> (64 - (2 * left - 1)), src.add(2 * d).cast());
+            _mm256_mask_storeu_epi8(dst.add(d).cast(), u32::MAX >> (32 - left), _mm512_cvtepi16_epi8(bytes));
         }
     }
 }
@@ -155,10 +237,16 @@ mod tests {
             (2, 9, 9, 3, 1, 2, 2),
             (2, 8, 13, 1, 3, 0, 1),
             (1, 5, 5, 5, 1, 4, 1),
+            // Stride-2 rows of several 32-byte pieces and a partial one.
+            (2, 5, 150, 3, 2, 1, 1),
+            (1, 4, 129, 7, 2, 3, 1),
         ];
-        for (channels, h, w, k, s, p, d) in cases {
-            let (oh, ow) = ((h + 2 * p - d * (k - 1) - 1) / s + 1, (w + 2 * p - d * (k - 1) - 1) / s + 1);
-            let win = Window { h, w, oh, ow, kh: k, kw: k, sh: s, sw: s, ph: p, pw: p, dh: d, dw: d };
+        // Square strides, then rows at stride 1 under a vertical stride of 2 (rows as long as
+        // the input's, each copied on its own).
+        let cases = cases.map(|(c, h, w, k, s, p, d)| (c, h, w, k, (s, s), p, d)).into_iter().chain([(2, 9, 10, 3, (2, 1), 1, 1)]);
+        for (channels, h, w, k, (sh, sw), p, d) in cases {
+            let (oh, ow) = ((h + 2 * p - d * (k - 1) - 1) / sh + 1, (w + 2 * p - d * (k - 1) - 1) / sw + 1);
+            let win = Window { h, w, oh, ow, kh: k, kw: k, sh, sw, ph: p, pw: p, dh: d, dw: d };
             let g = Im2colBytes { channels, win, pad: 0xA5 };
             // Bytes 1..=255 (never the padding's 0xA5 as f32 marks it below).
             let x: Vec<u8> = (0..channels * h * w).map(|i| (i * 7 % 250 + 1) as u8).collect();
