@@ -137,8 +137,8 @@ impl Rows {
                             }
                         }
                         for oy in first..last {
-                            row[oy * win.ow..oy * win.ow + lo].fill(self.pad);
-                            row[oy * win.ow + hi..(oy + 1) * win.ow].fill(self.pad);
+                            pad_run(&mut row[oy * win.ow..oy * win.ow + lo], self.pad);
+                            pad_run(&mut row[oy * win.ow + hi..(oy + 1) * win.ow], self.pad);
                         }
                         to = to.add(win.oh * win.ow);
                     }
@@ -154,8 +154,8 @@ impl Rows {
                         } else {
                             let iy = (y0 + i(oy * win.sh)) as usize;
                             let src = x.add(iy * win.w).offset(x0 + i(lo * win.sw));
-                            row[..lo].fill(self.pad);
-                            row[hi..].fill(self.pad);
+                            pad_run(&mut row[..lo], self.pad);
+                            pad_run(&mut row[hi..], self.pad);
                             if win.sw == 1 {
                                 std::ptr::copy_nonoverlapping(src, row.as_mut_ptr().add(lo), hi - lo);
                             } else if win.sw == 2 && self.even_bytes {
@@ -172,6 +172,19 @@ impl Rows {
                 }
             }
         }
+    }
+}
+
+/// `run` filled with `pad`: the few bytes a row's edge usually has stored one by one, since a
+/// `memset` call per row of a 3×3 window's matrix cost 4 % of a quantized ResNet-50.
+#[inline]
+fn pad_run(run: &mut [u8], pad: u8) {
+    match run {
+        [] => {}
+        [a] => *a = pad,
+        [a, b] => (*a, *b) = (pad, pad),
+        [a, b, c] => (*a, *b, *c) = (pad, pad, pad),
+        _ => run.fill(pad),
     }
 }
 
