@@ -18,7 +18,7 @@
 use std::arch::x86_64::*;
 
 use super::QDwConv2d;
-use crate::requantize::avx512::{declines, levels_declined, levels_f32_bytes};
+use crate::requantize::avx512::{Ties, levels_declined};
 
 /// Kernel rows and groups of four columns a plane of this path may have (its weights live on
 /// the stack).
@@ -245,14 +245,12 @@ unsafe fn vectors<const V: usize>(q: &QDwConv2d, l: &Layout, pad: *const u8, at:
     // The `f32` stage for every vector, then the `f64` one for all of them when a lane
     // declines: a call among the live vectors would send them through memory.
     let mut bytes = [_mm_setzero_si128(); V];
-    let mut off = _mm512_setzero_ps();
+    let mut ties = Ties::new();
     for (b, a) in bytes.iter_mut().zip(&mut acc) {
         *a = _mm512_add_epi32(*a, out.term);
-        let d;
-        (*b, d) = levels_f32_bytes(*a, out.sf, out.zero as f32, out.signed);
-        off = _mm512_max_ps(off, d);
+        *b = ties.levels(*a, out.sf, out.zero as f32, out.signed);
     }
-    if !out.fast || declines(off) {
+    if !out.fast || ties.declines() {
         declined(&mut bytes, &acc, out);
     }
     for (b, &(_, to, live)) in bytes.iter().zip(&at) {
@@ -267,6 +265,6 @@ unsafe fn vectors<const V: usize>(q: &QDwConv2d, l: &Layout, pad: *const u8, at:
 #[target_feature(enable = "avx512f")]
 fn declined<const V: usize>(bytes: &mut [__m128i; V], acc: &[__m512i; V], out: &Out) {
     for (b, a) in bytes.iter_mut().zip(acc) {
-        *b = _mm512_cvtepi32_epi8(levels_declined(*a, &out.sd, f64::from(out.zero), out.signed));
+        *b = levels_declined(*a, &out.sd, f64::from(out.zero), out.signed);
     }
 }

@@ -192,7 +192,7 @@ enum Out {
     /// Requantized: the scales (per row when `per_row`, else per column; a single scale is
     /// read as every row's); `f32` when they are finite and the zero point is inside the
     /// output's range, which lets the tile requantize in `f32` where that is exact
-    /// (`requantize::avx512::levels_f32`).
+    /// (`requantize::avx512::Ties`).
     Bytes { y: *mut u8, scales: *const f32, per_row: bool, single: bool, zero: f64, signed: bool, f32: bool },
 }
 

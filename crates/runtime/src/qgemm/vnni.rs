@@ -150,7 +150,7 @@ unsafe fn tile<const R: usize, const P: usize, const FOLDED: bool>(t: &Tile<'_>,
                 }
             }
             Out::Bytes { y, scales, per_row, single, zero, signed, f32 } => {
-                use crate::requantize::avx512::{declines, halves_f32, levels_declined, levels_f32_bytes};
+                use crate::requantize::avx512::{Ties, halves_f32, levels_declined};
                 let scale = |r: usize, v: usize| {
                     let j0 = (p0 + v) * PANEL;
                     if per_row { _mm512_set1_ps(Out::scale(scales, true, single, i0 + r, j0) as f32) } else { _mm512_maskz_loadu_ps(masks[v], scales.add(j0)) }
@@ -160,20 +160,18 @@ unsafe fn tile<const R: usize, const P: usize, const FOLDED: bool>(t: &Tile<'_>,
                 // no call but by value among the live accumulators (taking their address
                 // sends them through memory).
                 let mut bytes = [[_mm_setzero_si128(); P]; R];
-                let mut off = _mm512_setzero_ps();
+                let mut ties = Ties::new();
                 if f32 {
                     for r in 0..R {
                         for v in 0..P {
-                            let d;
-                            (bytes[r][v], d) = levels_f32_bytes(acc[r][v], scale(r, v), zero as f32, signed);
-                            off = _mm512_max_ps(off, d);
+                            bytes[r][v] = ties.levels(acc[r][v], scale(r, v), zero as f32, signed);
                         }
                     }
                 }
-                if !f32 || declines(off) {
+                if !f32 || ties.declines() {
                     for r in 0..R {
                         for v in 0..P {
-                            bytes[r][v] = _mm512_cvtepi32_epi8(levels_declined(acc[r][v], &halves_f32(scale(r, v)), zero, signed));
+                            bytes[r][v] = levels_declined(acc[r][v], &halves_f32(scale(r, v)), zero, signed);
                         }
                     }
                 }
