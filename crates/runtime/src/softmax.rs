@@ -5,13 +5,15 @@
 //! **Design.** Three passes over a row, each a loop the compiler vectorizes under the
 //! `#[target_feature]` of the detected instruction set (as the epilogue does): the maximum in
 //! 16 lanes, then `e^(x − m)` stored back and summed in 16 lanes (the crate's branch-free
-//! `vmath::exp`), then the quotient. The lanes are combined in a fixed order, so results depend
-//! only on the row, not on the instruction set's vector width or on how rows are split over the
-//! thread pool. Rows at addresses that are not `f32`-aligned go through a scratch copy.
+//! `vmath::exp`), then the products with the sum's reciprocal. The lanes are combined in a
+//! fixed order, so results depend only on the row, not on the instruction set's vector width
+//! or on how rows are split over the thread pool. Rows at addresses that are not `f32`-aligned
+//! go through a scratch copy.
 //!
 //! **Numerics.** `e^x` is within 1.5 ulp (see `vmath`), where generated scalar code calls the
-//! `f64` `exp` and rounds; sums are in `f32`, in lanes. A NaN anywhere in a row (or `+inf`,
-//! whose shift gives `inf − inf`) makes the whole row NaN, as the definition does.
+//! `f64` `exp` and rounds; sums are in `f32`, in lanes; a product with the reciprocal is within
+//! an ulp of the quotient. A NaN anywhere in a row (or `+inf`, whose shift gives `inf − inf`)
+//! makes the whole row NaN, as the definition does.
 
 use crate::gemm::{Isa, with_scratch};
 use crate::pool::{self, SharedPtr};
@@ -198,10 +200,11 @@ fn row(x: &mut [f32]) {
         s[l] += e;
     }
     let sum = combine(s, |a, b| a + b);
-    // Pass 3: the quotients.
-    let denom = if sum == 0.0 { 1.0 } else { sum };
+    // Pass 3: the products with the sum's reciprocal (a division per element costs several
+    // products).
+    let scale = if sum == 0.0 { 1.0 } else { 1.0 / sum };
     for v in x.iter_mut() {
-        *v /= denom;
+        *v *= scale;
     }
 }
 
