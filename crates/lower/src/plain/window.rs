@@ -183,34 +183,29 @@ pub(super) fn dwconv2d_requantize(k: &mut Kernel, c: &DwConv2dRequantize) -> Res
 
 pub(super) fn im2col(k: &mut Kernel, c: &Im2col) -> Result<Vec<Stmt>, String> {
     let w = Window::new(&c.ih, &c.iw, &c.oh, &c.ow, &c.kh, &c.kw, &c.sh, &c.sw, &c.ph, &c.pw, &c.dh, &c.dw)?;
-    let channels = size(&c.channels, "channels")?;
-    let cols = (w.oh * w.ow) as i64;
-    Ok(k.nest(&[channels, w.kh, w.kw, w.oh, w.ow], |k, i| {
-        let (ch, ky, kx, oy, ox) = (&i[0], &i[1], &i[2], &i[3], &i[4]);
-        let row = (ch.clone() * w.kh as i64 + ky.clone()) * w.kw as i64 + kx.clone();
-        let col_off = row * cols + oy.clone() * w.ow as i64 + ox.clone();
-        let off = k.var(ScalarType::I64);
-        let inside = put(&c.col, col_off.clone(), at(&c.x, ch.clone() * w.plane() + Expr::Var(off)));
-        let outside = put(&c.col, col_off, Expr::f32(0.0));
-        w.tap(k, [oy, ox], [ky, kx], vec![inside], vec![outside], off)
-    }))
+    Ok(window_matrix(k, &w, size(&c.channels, "channels")?, &c.x, &c.col, Expr::f32(0.0)))
 }
 
 pub(super) fn im2col_bytes(k: &mut Kernel, c: &Im2colBytes) -> Result<Vec<Stmt>, String> {
     let w = Window::new(&c.ih, &c.iw, &c.oh, &c.ow, &c.kh, &c.kw, &c.sh, &c.sw, &c.ph, &c.pw, &c.dh, &c.dw)?;
-    let channels = size(&c.channels, "channels")?;
     let pad = int(&c.pad, "pad")? as u8;
     let pad = if int(&c.signed, "signed")? != 0 { Expr::int(ScalarType::I8, i64::from(pad as i8)) } else { Expr::int(ScalarType::U8, i64::from(pad)) };
+    Ok(window_matrix(k, &w, size(&c.channels, "channels")?, &c.x, &c.col, pad))
+}
+
+/// The im2col matrix of `channels` planes of `x` into `col`: row `(channel, ky, kx)`, column
+/// `(oy, ox)`, `pad` where the tap falls outside the plane.
+fn window_matrix(k: &mut Kernel, w: &Window, channels: u64, x: &Addr, col: &Addr, pad: Expr) -> Vec<Stmt> {
     let cols = (w.oh * w.ow) as i64;
-    Ok(k.nest(&[channels, w.kh, w.kw, w.oh, w.ow], |k, i| {
+    k.nest(&[channels, w.kh, w.kw, w.oh, w.ow], |k, i| {
         let (ch, ky, kx, oy, ox) = (&i[0], &i[1], &i[2], &i[3], &i[4]);
         let row = (ch.clone() * w.kh as i64 + ky.clone()) * w.kw as i64 + kx.clone();
         let col_off = row * cols + oy.clone() * w.ow as i64 + ox.clone();
         let off = k.var(ScalarType::I64);
-        let inside = put(&c.col, col_off.clone(), at(&c.x, ch.clone() * w.plane() + Expr::Var(off)));
-        let outside = put(&c.col, col_off, pad.clone());
+        let inside = put(col, col_off.clone(), at(x, ch.clone() * w.plane() + Expr::Var(off)));
+        let outside = put(col, col_off, pad.clone());
         w.tap(k, [oy, ox], [ky, kx], vec![inside], vec![outside], off)
-    }))
+    })
 }
 
 pub(super) fn maxpool2d(k: &mut Kernel, c: &MaxPool2d) -> Result<Vec<Stmt>, String> {

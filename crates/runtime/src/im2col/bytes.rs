@@ -12,7 +12,7 @@
 
 use super::inside;
 use crate::pool::{self, SharedPtr};
-use crate::window::{Window, elements};
+use crate::window::Window;
 
 /// The sizes of one byte im2col: `channels` input planes, the window over each, and the byte
 /// written where a tap falls in the padding.
@@ -41,20 +41,24 @@ impl std::ops::Deref for Rows {
 }
 
 impl Im2colBytes {
+    /// The same matrix of `f32`s, whose sizes and extents these are.
+    fn of_floats(&self) -> super::Im2col {
+        super::Im2col { channels: self.channels, win: self.win }
+    }
+
     /// Whether the sizes make sense (as [`super::Im2col::is_valid`]).
     pub fn is_valid(&self) -> bool {
-        let win = &self.win;
-        win.is_valid() && elements(&[self.channels, win.h, win.w]).is_some() && elements(&[self.channels, win.kh, win.kw, win.oh, win.ow]).is_some()
+        self.of_floats().is_valid()
     }
 
     /// Bytes of `x` read (0 when nothing is written; saturating).
     pub fn x_len(&self) -> usize {
-        if self.col_len() == 0 { 0 } else { self.channels.saturating_mul(self.win.h).saturating_mul(self.win.w) }
+        self.of_floats().x_len()
     }
 
     /// Bytes of the matrix written: `channels·kh·kw·oh·ow`.
     pub fn col_len(&self) -> usize {
-        [self.win.kh, self.win.kw, self.win.oh, self.win.ow].into_iter().fold(self.channels, usize::saturating_mul)
+        self.of_floats().col_len()
     }
 
     /// Writes the matrix.

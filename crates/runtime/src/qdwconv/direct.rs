@@ -106,7 +106,7 @@ pub(super) unsafe fn plane(q: &QDwConv2d, g: Padded, pad: &mut [u8], x: *const u
     for iy in 0..win.h.min(g.rows.saturating_sub(win.ph)) {
         // SAFETY: row `iy` of the plane holds `w ≥ n` bytes; padded row `iy + ph` holds `n`
         // after its `pw`.
-        unsafe { copy_row(x.add(iy * win.w), pad.as_mut_ptr().add((iy + win.ph) * g.width + win.pw), n) };
+        unsafe { super::permute::copy_row(x.add(iy * win.w), pad.as_mut_ptr().add((iy + win.ph) * g.width + win.pw), n, 0) };
     }
     let out = Out { term: _mm512_set1_epi32(bias.wrapping_sub(q.x_zero.wrapping_mul(sum))), fast: scale.is_finite() && crate::requantize::zero_in_range(q.zero, q.y_signed), sf: _mm512_set1_ps(scale), sd: [_mm512_set1_pd(f64::from(scale)); 2], zero: q.zero, signed: q.y_signed };
     let pad = pad.as_ptr();
@@ -143,28 +143,6 @@ pub(super) unsafe fn plane(q: &QDwConv2d, g: Padded, pad: &mut [u8], x: *const u
         }
     }
     true
-}
-
-/// Copies `n` bytes.
-///
-/// # Safety
-///
-/// `from` readable and `to` writable for `n` bytes.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn copy_row(from: *const u8, to: *mut u8, n: usize) {
-    let mut i = 0;
-    // SAFETY: by the caller's contract, for the bytes `i..i + 64` or the masked tail.
-    unsafe {
-        while i + 64 <= n {
-            _mm512_storeu_si512(to.add(i).cast(), _mm512_loadu_si512(from.add(i).cast()));
-            i += 64;
-        }
-        if i < n {
-            let m: __mmask64 = (1u64 << (n - i)) - 1;
-            _mm512_mask_storeu_epi8(to.add(i).cast(), m, _mm512_maskz_loadu_epi8(m, from.add(i).cast()));
-        }
-    }
 }
 
 /// Where the vectors of one call of [`vectors`] lie from one to the next, in the padded plane

@@ -191,7 +191,7 @@ pub(super) unsafe fn plane(q: &QDwConv2d, l: &Layout, pad: &mut [u8], x: *const 
 /// `from` readable and `to` writable for `n` bytes.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn copy_row(from: *const u8, to: *mut u8, n: usize, flip: u8) {
+pub(super) unsafe fn copy_row(from: *const u8, to: *mut u8, n: usize, flip: u8) {
     let f = _mm512_set1_epi8(flip as i8);
     let mut i = 0;
     // SAFETY: by the caller's contract, for the bytes `i..i + 64` or the masked tail.
