@@ -371,9 +371,7 @@ impl Found {
         let parts = pool::threads().min(sizes.len());
         // On one thread the mapping is populated up front: one call maps every page, where
         // first touches fault one at a time; on more, each thread's touches fault in parallel.
-        // Huge pages: a 2 MiB fault where 512 small ones were, and fewer TLB misses when every
-        // run reads the weights.
-        let mut region = kiln_runtime::memory::map_anon(total, parts == 1, true).ok()?;
+        let mut region = kiln_runtime::memory::map_anon(total, parts == 1, false).ok()?;
         let mut rest: &mut [u8] = &mut region;
         let mut slots = Vec::with_capacity(sizes.len());
         for &size in &sizes {
