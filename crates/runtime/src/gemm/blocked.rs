@@ -22,7 +22,7 @@
 //! block of `C`'s rows as soon as its last k block is summed, while it is still in cache (a
 //! convolution's bias, residual addend and activation).
 
-use super::kernel::{self, Out, Panel, Steps, TileEpilogue, Update};
+use super::kernel::{self, Out, Panel, Steps, Straddle, TileEpilogue, Update};
 use super::pack::View;
 use super::simd::Simd;
 
@@ -196,6 +196,16 @@ pub(crate) struct Problem<B = View> {
 /// 49-column product's 49th column cost as much as 16 in a register tile.
 const DOT_EDGE: usize = 4;
 
+/// Whether the tile before the last of `rest` columns gives it a vector: when the last would
+/// be a lone vector after a whole tile, the two become `NR − LANES` and `LANES + edge` columns
+/// wide, as a one-vector tile does fewer multiply-adds per load than the kernel can issue
+/// (`sgemm_bench 500,64,500`: 48 + 16 columns ran at 0.80 of 48 alone).
+#[inline(always)]
+pub(super) fn gives_a_vector<K: Kernel>(rest: usize) -> bool {
+    let l = <K::S as Simd>::LANES;
+    K::NR >= 3 * l && rest > K::NR && rest - K::NR <= l
+}
+
 /// Floats of scratch the blocked product needs (with room to align it to 64 bytes).
 pub(crate) fn scratch_len<K: Kernel, B>(pr: &Problem<B>, bl: Blocking) -> usize {
     bl.kc.min(pr.k) * (bl.nc.min(pr.n).next_multiple_of(K::NR) + K::MR) + 16
@@ -257,6 +267,23 @@ pub(crate) unsafe fn run<K: Kernel, B: Source, F: Finish>(pr: &Problem<B>, bl: B
                     for (tb, jr) in (0..nc).step_by(K::NR).enumerate() {
                         let c = Out { ptr: pr.c.ptr.offset(ir as isize * pr.c.rs).add(jc + jr), ..pr.c };
                         let lanes = K::NR.min(nc - jr);
+                        if !dot_edge && gives_a_vector::<K>(nc - jr) {
+                            // The last two panels as a tile of the first's leading vectors and a
+                            // two-vector tile straddling both.
+                            let panel = Panel { ptr: panels.add(tb * kc * K::NR), step: K::NR };
+                            let next = Panel { ptr: panel.ptr.add(kc * K::NR), step: K::NR };
+                            let head = K::NR - <K::S as Simd>::LANES;
+                            let split = Straddle { first: Panel { ptr: panel.ptr.add(head), step: K::NR }, rest: next };
+                            if last {
+                                fin.prefetch(ir, mr, jc + jr, nc - jr);
+                            }
+                            K::tile(kc, a, panel, c, up, mr, head);
+                            K::tile(kc, a, split, Out { ptr: c.ptr.add(head), ..c }, up, mr, nc - jr - head);
+                            if fused.is_some() {
+                                fin.rows(ir, mr, jc + jr, nc - jr);
+                            }
+                            break;
+                        }
                         if last {
                             fin.prefetch(ir, mr, jc + jr, lanes);
                         }

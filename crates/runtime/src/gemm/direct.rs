@@ -19,7 +19,7 @@
 
 use std::ops::Range;
 
-use super::blocked::{Blocking, Finish, Kernel};
+use super::blocked::{gives_a_vector, Blocking, Finish, Kernel};
 use super::kernel::{Gathered, Out, Update};
 use super::pack::View;
 use super::simd::Simd;
@@ -102,14 +102,16 @@ pub(crate) unsafe fn run<K: Kernel, F: Finish>(d: &Direct, rows: Range<usize>, c
                         View { ptr: ap, lane_stride: 1, step_stride: K::MR as isize }
                     };
                     let c_rows = Out { ptr: d.c.ptr.offset(ir as isize * d.c.rs), ..d.c };
-                    for jr in (jc..jend).step_by(K::NR) {
-                        let lanes = K::NR.min(jend - jr);
+                    let mut jr = jc;
+                    while jr < jend {
+                        let lanes = tile_lanes::<K>(jend - jr);
                         let b = Gathered { base: d.b.base.add(jr), offsets: d.b.offsets.add(pc), lanes };
                         if dropped {
                             tile_dropping::<K>(kc, a, b, d.b, c_rows, up, mr, jr);
                         } else {
                             K::tile(kc, a, b, Out { ptr: c_rows.ptr.add(jr), ..c_rows }, up, mr, lanes);
                         }
+                        jr += lanes;
                     }
                     if pc + kc == d.k && p1 > p0 {
                         fin.rows(ir, mr, p0, p1 - p0);
@@ -118,6 +120,13 @@ pub(crate) unsafe fn run<K: Kernel, F: Finish>(d: &Direct, rows: Range<usize>, c
             }
         }
     }
+}
+
+/// Columns of the next tile when `rest` are left: a whole tile, or one vector fewer when the
+/// tile after it would be a lone vector ([`gives_a_vector`]).
+#[inline(always)]
+fn tile_lanes<K: Kernel>(rest: usize) -> usize {
+    if gives_a_vector::<K>(rest) { K::NR - <K::S as Simd>::LANES } else { K::NR.min(rest) }
 }
 
 /// One tile whose flat columns include dropped ones: computed into a scratch tile, then each

@@ -34,6 +34,27 @@ impl Steps for Panel {
     }
 }
 
+/// Two panels' columns as one tile's: vector 0 from `first`, the others from `rest` (a
+/// tile across the boundary between two packed panels).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Straddle {
+    pub first: Panel,
+    pub rest: Panel,
+}
+
+impl Steps for Straddle {
+    #[inline(always)]
+    unsafe fn load<S: Simd>(self, p: usize, v: usize) -> S::V {
+        // SAFETY: by the caller's contract, both panels hold step `p` whole.
+        unsafe {
+            match v {
+                0 => self.first.load::<S>(p, 0),
+                _ => self.rest.load::<S>(p, v - 1),
+            }
+        }
+    }
+}
+
 /// Columns read where they lie: step `p` is the `lanes` floats at `base + offsets[p]` (a
 /// convolution's input planes, `direct.rs`). A vector reaching past `lanes` is loaded masked,
 /// and one wholly past them is zero, so nothing past the last column is touched.
