@@ -51,6 +51,9 @@ pub(crate) struct Cx<'a, 'f> {
     pub libc: bool,
     /// Innermost loops may run as 128-bit vector loops (`crate::vector`).
     simd: bool,
+    /// While a promoted nest's body is translated, its stored buffer and the variable holding
+    /// the current vector of it (`crate::promote`).
+    pub held: Option<(BufId, Variable)>,
 }
 
 /// How a function is translated, from its target.
@@ -148,7 +151,7 @@ impl<'a, 'f> Cx<'a, 'f> {
             let offset = i32::try_from(i * ptr.bytes() as usize).map_err(|_| CodegenError::Invalid { kernel: kernel.name.clone(), message: "too many buffers".into() })?;
             bases[i] = Some(b.ins().load(ptr, table_flags, table, offset));
         }
-        Ok(Cx { module, b, program, kernel, vars, entry, table, bases, fail: BTreeMap::new(), ret: None, funcs: BTreeMap::new(), outlined, libc: mode.libc, simd: mode.simd })
+        Ok(Cx { module, b, program, kernel, vars, entry, table, bases, fail: BTreeMap::new(), ret: None, funcs: BTreeMap::new(), outlined, libc: mode.libc, simd: mode.simd, held: None })
     }
 
     /// Returns 0 where the body ends, adds the failure blocks and finalizes the function.
@@ -450,6 +453,11 @@ impl Cx<'_, '_> {
             let lo = self.b.ins().iconst(types::I64, 0);
             let hi = self.b.ins().iconst(types::I64, extent as i64);
             return self.vector_loop(&plan, lo, hi, body);
+        }
+        if self.simd
+            && let Some(p) = self.promotion(v, extent, body)
+        {
+            return self.promoted(&p);
         }
         let head = self.b.create_block();
         let exit = self.b.create_block();

@@ -51,6 +51,7 @@ mod math;
 mod memory;
 mod module;
 mod object;
+mod promote;
 mod shared;
 mod vector;
 

@@ -108,6 +108,11 @@ fn clamped(e: &Expr, known: &HashMap<Var, (f64, f64)>) -> Option<(f64, f64)> {
 }
 
 impl Plan {
+    /// Whether the loop updates accumulators declared before it.
+    pub(crate) fn has_reductions(&self) -> bool {
+        !self.reductions.is_empty()
+    }
+
     /// Whether `e` changes from one iteration to the next.
     fn varies(&self, e: &Expr) -> bool {
         match e {
@@ -333,7 +338,7 @@ impl Cx<'_, '_> {
     }
 
     /// A bottom-tested loop over `lo, lo + step, ...` below `hi`, `body` given the counter.
-    fn counted(&mut self, lo: Value, hi: Value, step: i64, mut body: impl FnMut(&mut Self, Value) -> Result<(), CodegenError>) -> Result<(), CodegenError> {
+    pub(crate) fn counted(&mut self, lo: Value, hi: Value, step: i64, mut body: impl FnMut(&mut Self, Value) -> Result<(), CodegenError>) -> Result<(), CodegenError> {
         let head = self.b.create_block();
         let exit = self.b.create_block();
         let i = self.b.append_block_param(head, types::I64);
@@ -363,7 +368,7 @@ impl Cx<'_, '_> {
         }
     }
 
-    fn vector_stmt(&mut self, s: &Stmt, plan: &Plan, values: &mut HashMap<Var, Value>, partial: &HashMap<Var, cranelift_frontend::Variable>) -> Result<(), CodegenError> {
+    pub(crate) fn vector_stmt(&mut self, s: &Stmt, plan: &Plan, values: &mut HashMap<Var, Value>, partial: &HashMap<Var, cranelift_frontend::Variable>) -> Result<(), CodegenError> {
         match s {
             Stmt::Assign(acc, Expr::Binary(op, a, b)) if partial.contains_key(acc) => {
                 let e = if matches!(&**a, Expr::Var(v) if v == acc) { b } else { a };
@@ -381,6 +386,12 @@ impl Cx<'_, '_> {
             }
             Stmt::Store { buf, index, value } => {
                 let (x, t) = self.vexpr(value, plan, values)?;
+                if let Some((held, v)) = self.held
+                    && held == *buf
+                {
+                    self.b.def_var(v, x);
+                    return Ok(());
+                }
                 let addr = self.address(*buf, index)?;
                 self.vector_store(t, addr, x);
                 Ok(())
@@ -405,6 +416,11 @@ impl Cx<'_, '_> {
                 let ElemType::Scalar(t) = self.elem_of(*buf).ok_or_else(|| self.invalid(format!("{buf:?} does not exist")))? else {
                     return Err(self.invalid("a vector load of a converted element type"));
                 };
+                if let Some((held, v)) = self.held
+                    && held == *buf
+                {
+                    return Ok((self.b.use_var(v), t));
+                }
                 let addr = self.address(*buf, index)?;
                 let flags = self.read_flags(*buf);
                 (self.vector_load(t, flags, addr), t)
@@ -485,7 +501,7 @@ impl Cx<'_, '_> {
         }
     }
 
-    fn vector_load(&mut self, t: ScalarType, flags: MemFlagsData, addr: Value) -> Value {
+    pub(crate) fn vector_load(&mut self, t: ScalarType, flags: MemFlagsData, addr: Value) -> Value {
         match t {
             ScalarType::F32 => self.b.ins().load(types::F32X4, flags, addr, 0),
             ScalarType::I32 | ScalarType::U32 => self.b.ins().load(types::I32X4, flags, addr, 0),
@@ -513,7 +529,7 @@ impl Cx<'_, '_> {
         }
     }
 
-    fn vector_store(&mut self, t: ScalarType, addr: Value, x: Value) {
+    pub(crate) fn vector_store(&mut self, t: ScalarType, addr: Value, x: Value) {
         let flags = buffer_flags();
         let x = if t == ScalarType::Bool {
             let one = self.splat_i32(1);

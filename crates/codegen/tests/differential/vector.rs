@@ -258,3 +258,54 @@ fn a_reduction_over_a_stored_element_stays_scalar() {
     assert!(!vectorized(&h.p));
     h.run().unwrap();
 }
+
+/// Sums over pixels with the lanes innermost, as the blocked layout writes a channel
+/// reduction: `out[b·w + l] += x[b, y, x, l]` under loops over `y` and `x`, with a let between
+/// the lane and the index. Whole vectors of at most eight stay in registers across the pixel
+/// loops (their loads of `out` move out of the loops: one per vector before them, and the
+/// input's one per vector and pixel inside); other widths keep the vector loop. The sums are
+/// the interpreter's, bit for bit, NaNs and infinities included.
+#[test]
+fn sums_under_pixel_loops_keep_their_lanes_in_registers() {
+    let (blocks, rows, cols) = (3u64, 2u64, 5u64);
+    for (w, held) in [(4, true), (16, true), (32, true), (36, false), (6, false)] {
+        let mut h = Harness::new();
+        let x = h.input_of(ScalarType::F32, &cycle(ScalarType::F32, blocks * rows * cols * w));
+        let out = h.output(ElemType::Scalar(ScalarType::F32), blocks * w);
+        let mut k = Kernel::new("pixel_sums");
+        let (b, y, xx, l, at) = (k.var(ScalarType::I64), k.var(ScalarType::I64), k.var(ScalarType::I64), k.var(ScalarType::I64), k.var(ScalarType::I64));
+        let (l0, acc) = (k.var(ScalarType::I64), k.var(ScalarType::F32));
+        let index = Expr::Var(at);
+        let pixel = ((Expr::Var(b) * Expr::idx((rows * cols) as i64) + Expr::Var(y) * Expr::idx(cols as i64) + Expr::Var(xx)) * Expr::idx(w as i64)) + Expr::Var(l);
+        k.body = vec![Stmt::For {
+            var: b,
+            extent: blocks,
+            body: vec![
+                Stmt::For { var: l0, extent: w, body: vec![Stmt::Store { buf: out, index: Expr::Var(b) * Expr::idx(w as i64) + Expr::Var(l0), value: Expr::f32(0.5) }] },
+                Stmt::For {
+                    var: y,
+                    extent: rows,
+                    body: vec![Stmt::For {
+                        var: xx,
+                        extent: cols,
+                        body: vec![Stmt::For {
+                            var: l,
+                            extent: w,
+                            body: vec![
+                                Stmt::Let(at, Expr::Var(b) * Expr::idx(w as i64) + Expr::Var(l)),
+                                Stmt::Let(acc, Expr::load(out, index.clone())),
+                                Stmt::Store { buf: out, index: index.clone(), value: Expr::Var(acc).bin(BinOp::Add, Expr::load(x, pixel)) },
+                            ],
+                        }],
+                    }],
+                },
+            ],
+        }];
+        h.push(k);
+        let text = clif_text(&h.p, &Target::host(), &CodegenOptions::default()).expect("compiles");
+        let vector_loads = text.matches("load.f32x4").count() as u64;
+        assert!(vectorized(&h.p), "width {w}");
+        assert_eq!(vector_loads >= w / 2, held, "width {w}: {vector_loads} vector loads");
+        h.run().unwrap();
+    }
+}
