@@ -16,6 +16,7 @@
 //! accumulator's start and the [`Epilogue`] part of each element's store.
 
 mod exact;
+mod row_term;
 
 use kiln_tir::NodeId;
 use kiln_tir::op::{AutoPad, FusedConv};

@@ -222,6 +222,13 @@ fn list(v: &[i64]) -> String {
     v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
 }
 
+/// Whether `src` lowers with a bias made by folding a convolution's row term.
+fn folded_row_term(src: &str) -> bool {
+    let g = kiln_tir::text::parse(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    let program = crate::lower(&g).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    program.buffers.iter().any(|b| matches!(b.kind, BufferKind::Const(_)) && b.name.ends_with("_folded_bias"))
+}
+
 /// The bytes of output 0 of `src` lowered and interpreted on `inputs`.
 fn output_bytes(src: &str, inputs: &[Tensor]) -> Vec<u8> {
     let g = kiln_tir::text::parse(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
@@ -365,6 +372,11 @@ fn integer_convolutions_are_exact_through_the_float_products() {
             if qlinear && path == IntegerPath::Float && !depthwise {
                 assert!(taken.contains(&RuntimeFn::Requantize), "case {i}: the constant scales take the runtime's requantization\n{src}");
             }
+            // The integer product of constant weights takes its row term from the bias, with
+            // X's zero point moved where the term vanishes (ConvInteger's 3 here; QLinearConv's
+            // 128 has none); weights from an input do not.
+            assert_eq!(folded_row_term(&src), path == IntegerPath::Qgemm && !qlinear, "case {i}: the row term folded\n{src}");
+            assert!(!folded_row_term(&from_input(&src)), "case {i}: the row term folded with the weights an input");
             let inputs = [input.clone(), w_input.clone()];
             let want = conv_reference(x, &xs, w, (group, stride, pad), &weights, &w_zero, &bias, &scales, qlinear);
             assert!(output_bytes(&src, &inputs) == want, "case {i}: the outputs differ\n{src}");

@@ -356,14 +356,17 @@ impl Qgemm {
                 let (rows, rest) = rest.split_at_mut(3 * m);
                 let (col_terms, row_terms) = rest.split_at_mut(panels * PANEL);
                 let b_shift = if self.b_signed { 0 } else { 128 };
-                for j in 0..panels * PANEL {
-                    let zb_j = match self.b_zeros {
-                        0 => 0,
-                        1 => read_zero(zb, 0, self.b_signed),
-                        _ if j < n => read_zero(zb, j, self.b_signed),
-                        _ => b_shift,
-                    };
-                    cols[j] = zb_j - b_shift;
+                let padded = panels * PANEL;
+                // Past `n`, a column's own zero point is taken as the shift (no term).
+                match self.b_zeros {
+                    0 => cols[..padded].fill(-b_shift),
+                    1 => cols[..padded].fill(read_zero(zb, 0, self.b_signed) - b_shift),
+                    _ => {
+                        for (j, c) in cols[..n].iter_mut().enumerate() {
+                            *c = read_zero(zb, j, self.b_signed) - b_shift;
+                        }
+                        cols[n..padded].fill(0);
+                    }
                 }
                 let packed: &[i8] = if self.b_packed {
                     // SAFETY: a packed `B` holds the panels, then a little-endian `i32` sum per
@@ -382,10 +385,17 @@ impl Qgemm {
                 };
                 // SAFETY: the bias holds `bias_len()` elements.
                 let bias_at = |i: usize| unsafe { bias.add(i).read_unaligned() };
-                for (j, c) in cols[2 * panels * PANEL..].iter_mut().enumerate() {
-                    *c = if self.bias == QBias::PerColumn && j < n { bias_at(j).wrapping_neg() } else { 0 };
+                let col_bias = &mut cols[2 * padded..];
+                col_bias.fill(0);
+                if self.bias == QBias::PerColumn {
+                    for (j, c) in col_bias[..n].iter_mut().enumerate() {
+                        *c = bias_at(j).wrapping_neg();
+                    }
                 }
                 let a_shift = if self.a_signed { 128 } else { 0 };
+                // With `zb'` zero in every column the row term vanishes, and `A`'s rows are not
+                // summed (a convolution whose constants were folded so, `kiln_lower`).
+                let row_term = cols[..panels * PANEL].iter().any(|&z| z != 0);
                 for i in 0..m {
                     let za_i = match self.a_zeros {
                         0 => 0,
@@ -394,7 +404,7 @@ impl Qgemm {
                     };
                     // SAFETY: row `i` of `A` holds `k` bytes.
                     let row = unsafe { std::slice::from_raw_parts(a.add(i * self.lda), k) };
-                    let sum = row_sum(row, a_flip, isa);
+                    let sum = if row_term { row_sum(row, a_flip, isa) } else { 0 };
                     rows[3 * i] = za_i + a_shift;
                     rows[3 * i + 1] = sum;
                     rows[3 * i + 2] = if self.bias == QBias::PerRow { bias_at(i).wrapping_neg() } else { 0 };
@@ -403,7 +413,6 @@ impl Qgemm {
                 // become one per row and one per column: `zb'·Σa' + bias` and `za'·(Σb' − K·zb')`.
                 let uniform = self.b_zeros <= 1 && (0..m).all(|i| rows[3 * i] == rows[0]);
                 if uniform {
-                    let padded = panels * PANEL;
                     for (j, t) in col_terms.iter_mut().enumerate() {
                         *t = rows[0].wrapping_mul(cols[padded + j]).wrapping_add(cols[2 * padded + j]);
                     }

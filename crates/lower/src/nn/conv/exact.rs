@@ -283,6 +283,12 @@ pub(in crate::nn) fn product(
     };
     let (p, taps) = (s.win.out_plane(), s.win.taps());
     let depth = s.cg * taps;
+    // Constant weights, zero points and bias: the row term in the bias (`row_term.rs`).
+    let name = k.name.clone();
+    let ((zb, b_zeros), bias) = match super::row_term::fold(cx, &name, (w.buf, w_signed == 1), (s.m, depth), (&za, a_zeros), (&zb, b_zeros), x_signed == 1, bias) {
+        Some(f) => ((f.zb, 1), Some(f.bias)),
+        None => ((zb, b_zeros), bias),
+    };
     let col = (!pointwise).then(|| {
         let name = format!("{}_col", k.name);
         cx.program.add_buffer(Buffer { name, elem: x.elem, len: depth * p, kind: BufferKind::Temp })
