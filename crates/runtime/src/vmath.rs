@@ -26,8 +26,12 @@
 
 /// `ln 2` in two parts: the first with 9 significant bits, so `n·LN2_HI` is exact for the `n`
 /// here.
-const LN2_HI: f32 = 0.693_359_4;
-const LN2_LO: f32 = -2.121_944_4e-4;
+pub(crate) const LN2_HI: f32 = 0.693_359_4;
+pub(crate) const LN2_LO: f32 = -2.121_944_4e-4;
+/// `(e^r − 1 − r)/r²` near 0 (Cephes' expf), highest degree first.
+pub(crate) const EXP_POLY: [f32; 6] = [1.987_569_1e-4, 1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 0.5];
+/// At or below this argument `e^x` is taken as 0.
+pub(crate) const EXP_UNDER: f32 = -104.0;
 /// `1.5·2²³`: adding it rounds an `f32` below `2²²` in magnitude to an integer, which is then
 /// in its low mantissa bits.
 const ROUND: f32 = 12_582_912.0;
@@ -37,7 +41,7 @@ const ROUND: f32 = 12_582_912.0;
 #[inline(always)]
 pub(crate) fn exp_sum(hi: f32, lo: f32) -> f32 {
     let w = hi + lo;
-    let clamped = w.clamp(-104.0, 89.0);
+    let clamped = w.clamp(EXP_UNDER, 89.0);
     // A clamped (or NaN) sum loses its parts: the result is 0, inf or NaN.
     let (hi, lo) = if clamped == w { (hi, lo) } else { (clamped, 0.0) };
     let t = clamped * std::f32::consts::LOG2_E + ROUND;
@@ -45,17 +49,12 @@ pub(crate) fn exp_sum(hi: f32, lo: f32) -> f32 {
     let ni = t.to_bits() as i32 - ROUND.to_bits() as i32;
     // Exact: `n·LN2_HI` has at most 17 significant bits and `hi` is within a few units of it.
     let r = ((hi - n * LN2_HI) + lo) - n * LN2_LO;
-    let p: f32 = 1.987_569_1e-4;
-    let p = p.mul_add(r, 1.398_199_9e-3);
-    let p = p.mul_add(r, 8.333_452e-3);
-    let p = p.mul_add(r, 4.166_579_6e-2);
-    let p = p.mul_add(r, 1.666_666_5e-1);
-    let p = p.mul_add(r, 0.5);
+    let p = EXP_POLY[1..].iter().fold(EXP_POLY[0], |p, &c| p.mul_add(r, c));
     let e = p.mul_add(r * r, r) + 1.0;
     // At or below −104 the result rounds to 0; it is selected rather than computed, because
     // an underflowing product can take a slow path on some cores (the softmax of a causal row,
     // half −∞, ran twice as long on Zen 5).
-    let under = w <= -104.0;
+    let under = w <= EXP_UNDER;
     let ni = if under { 0 } else { ni };
     // 2ⁿ for n in [−150, 128] as two normal powers of two.
     let n1 = ni >> 1;
