@@ -327,7 +327,7 @@ unsafe fn requantize(isa: Isa, acc: *const f32, n: usize, bias: i32, s: f64, q: 
 #[target_feature(enable = "avx512f")]
 unsafe fn requantize_avx512(acc: *const f32, n: usize, bias: i32, s: f64, q: &QDwConv2d, y: *mut u8) {
     use std::arch::x86_64::*;
-    use crate::requantize::avx512::{Ties, levels_declined, store};
+    use crate::requantize::avx512::{levels_i32, store};
     let f32 = s.is_finite() && crate::requantize::zero_in_range(q.zero, q.y_signed);
     let (b, s, sf) = (_mm512_set1_epi32(bias), [_mm512_set1_pd(s); 2], _mm512_set1_ps(s as f32));
     let mut i = 0;
@@ -337,9 +337,7 @@ unsafe fn requantize_avx512(acc: *const f32, n: usize, bias: i32, s: f64, q: &QD
         unsafe {
             // The sums are integers below 2^24: the conversion is exact.
             let v = _mm512_add_epi32(_mm512_cvttps_epi32(_mm512_maskz_loadu_ps(live, acc.add(i))), b);
-            let mut ties = Ties::new();
-            let bytes = ties.levels(v, sf, q.zero as f32, q.y_signed);
-            store(y.add(i), live, if f32 && !ties.declines() { bytes } else { levels_declined(v, &s, f64::from(q.zero), q.y_signed) });
+            store(y.add(i), live, levels_i32(v, sf, &s, q.zero, q.y_signed, f32));
         }
         i += 16;
     }

@@ -108,12 +108,10 @@ unsafe fn row_avx512(q: &Requantize, x: *const u8, scale: f64, y: *mut u8) {
         // SAFETY: by the caller's contract, for the live lanes of these 16 elements.
         unsafe {
             let at = x.add(4 * i);
-            let mut ties = avx512::Ties::new();
             let bytes = if q.int_x {
-                let v = _mm512_maskz_loadu_epi32(live, at.cast());
-                let quick = ties.levels(v, sf, zf, q.signed);
-                if fast && !ties.declines() { quick } else { avx512::levels_declined(v, &s, zero, q.signed) }
+                avx512::levels_i32(_mm512_maskz_loadu_epi32(live, at.cast()), sf, &s, q.zero, q.signed, fast)
             } else {
+                let mut ties = avx512::Ties::new();
                 let v = _mm512_maskz_loadu_ps(live, at.cast());
                 let quick = ties.levels_of_f32(v, sf, zf, q.signed);
                 if fast && !ties.declines() { quick } else { _mm512_cvtepi32_epi8(avx512::levels(avx512::halves_f32(v), s, zero, q.signed)) }
@@ -165,6 +163,16 @@ pub(crate) mod avx512 {
     #[target_feature(enable = "avx512f")]
     pub(crate) fn levels_declined(v: __m512i, s: &[__m512d; 2], zero: f64, signed: bool) -> __m128i {
         _mm512_cvtepi32_epi8(levels(halves_i32(v), *s, zero, signed))
+    }
+
+    /// One vector of `i32` accumulators as bytes: the `f32` stage when `fast` (a finite scale
+    /// and a zero point in range) and no lane declines ([`Ties`]), else the definition's.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(crate) fn levels_i32(v: __m512i, sf: __m512, s: &[__m512d; 2], zero: i32, signed: bool, fast: bool) -> __m128i {
+        let mut ties = Ties::new();
+        let bytes = ties.levels(v, sf, zero as f32, signed);
+        if fast && !ties.declines() { bytes } else { levels_declined(v, s, f64::from(zero), signed) }
     }
 
     /// Distance from a half-integer below which a vector declines when an accumulator is past

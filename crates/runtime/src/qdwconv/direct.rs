@@ -19,7 +19,7 @@
 use std::arch::x86_64::*;
 
 use super::QDwConv2d;
-use crate::requantize::avx512::{Ties, levels_declined, store};
+use crate::requantize::avx512::{levels_i32, store};
 
 /// Taps a plane of this path may have (its weights live on the stack).
 const MAX_TAPS: usize = 64;
@@ -204,11 +204,7 @@ unsafe fn vectors<const V: usize>(q: &QDwConv2d, width: usize, at: *const u8, wt
         let v = _mm512_add_epi32(*a, out.term);
         // (No closure here: it would be compiled without AVX-512 and take the vectors through
         // memory.)
-        let mut ties = Ties::new();
-        let mut bytes = ties.levels(v, out.sf, out.zero as f32, out.signed);
-        if !out.fast || ties.declines() {
-            bytes = levels_declined(v, &out.sd, f64::from(out.zero), out.signed);
-        }
+        let bytes = levels_i32(v, out.sf, &out.sd, out.zero, out.signed, out.fast);
         // SAFETY: by the caller's contract.
         unsafe { store(y.add(u * step.output), masks[usize::from(u + 1 == V)], bytes) };
     }
