@@ -5,7 +5,7 @@ use std::arch::x86_64::*;
 
 use super::blocked::{self, Blocking, Finish, Kernel, Problem, Source};
 use super::direct;
-use super::kernel::{self, Out, Steps, Update};
+use super::kernel::{self, Out, Steps, Straddle, Update};
 use super::pack::{self, View};
 use super::simd::Simd;
 use super::gemv;
@@ -160,6 +160,14 @@ impl Kernel for Tile8x48 {
         unsafe { pack::block::<{ NV * 16 }, true>(dst, src, lanes, kc) }
     }
 
+    const STRADDLES: bool = true;
+
+    #[inline(always)]
+    unsafe fn tile_straddle(kc: usize, a: View, b: Straddle, c: Out, up: Update, mr: usize, nr: usize) {
+        // SAFETY: by the caller's contract; the driver's caller enables AVX-512F.
+        unsafe { straddle(kc, a, b, c, up, mr, nr) }
+    }
+
     #[inline(always)]
     unsafe fn tile<B: Steps>(kc: usize, a: View, b: B, c: Out, up: Update, mr: usize, nr: usize) {
         // SAFETY: by the caller's contract; an edge tile runs the smallest kernel covering it.
@@ -171,6 +179,19 @@ impl Kernel for Tile8x48 {
             }
         }
     }
+}
+
+/// A two-vector tile across two panels (`Kernel::tile_straddle`), out of line.
+///
+/// # Safety
+///
+/// As [`Kernel::tile`]; the CPU has AVX-512F.
+#[inline(never)]
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn straddle(kc: usize, a: View, b: Straddle, c: Out, up: Update, mr: usize, nr: usize) {
+    // SAFETY: by the caller's contract.
+    unsafe { rows::<Straddle, 2>(kc, a, b, c, up, mr, nr) }
 }
 
 #[inline(always)]

@@ -56,6 +56,18 @@ pub(crate) trait Kernel {
     /// `kc`.
     #[allow(clippy::too_many_arguments)]
     unsafe fn tile<B: Steps>(kc: usize, a: View, b: B, c: Out, up: Update, mr: usize, nr: usize);
+    /// Whether the driver gives a lone last vector one of the tile before it
+    /// ([`gives_a_vector`]), through [`tile_straddle`](Self::tile_straddle).
+    const STRADDLES: bool = false;
+    /// [`tile`](Self::tile) for two vectors straddling two panels, out of line: inlined into
+    /// every product's driver it tripled the crate's build time. (Not called unless
+    /// [`STRADDLES`](Self::STRADDLES).)
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    unsafe fn tile_straddle(kc: usize, a: View, b: Straddle, c: Out, up: Update, mr: usize, nr: usize) {
+        // SAFETY: by the caller's contract.
+        unsafe { Self::tile(kc, a, b, c, up, mr, nr) }
+    }
 }
 
 /// Where a product's `op(B)` comes from.
@@ -203,7 +215,7 @@ const DOT_EDGE: usize = 4;
 #[inline(always)]
 pub(super) fn gives_a_vector<K: Kernel>(rest: usize) -> bool {
     let l = <K::S as Simd>::LANES;
-    K::NR >= 3 * l && rest > K::NR && rest - K::NR <= l
+    K::STRADDLES && rest > K::NR && rest - K::NR <= l
 }
 
 /// Floats of scratch the blocked product needs (with room to align it to 64 bytes).
@@ -278,7 +290,7 @@ pub(crate) unsafe fn run<K: Kernel, B: Source, F: Finish>(pr: &Problem<B>, bl: B
                                 fin.prefetch(ir, mr, jc + jr, nc - jr);
                             }
                             K::tile(kc, a, panel, c, up, mr, head);
-                            K::tile(kc, a, split, Out { ptr: c.ptr.add(head), ..c }, up, mr, nc - jr - head);
+                            K::tile_straddle(kc, a, split, Out { ptr: c.ptr.add(head), ..c }, up, mr, nc - jr - head);
                             if fused.is_some() {
                                 fin.rows(ir, mr, jc + jr, nc - jr);
                             }
