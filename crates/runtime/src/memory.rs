@@ -28,3 +28,14 @@ pub fn map_anon(len: usize, populate: bool, huge: bool) -> std::io::Result<memma
     let _ = (populate, huge);
     Ok(region)
 }
+
+/// Marks `region`, whose pages are already in place, for transparent huge pages: the kernel's
+/// `khugepaged` then moves them into 2 MiB pages in the background, where faulting them in as
+/// huge pages would cost a fresh 2 MiB block each (see `docs/performance.md`, memory). For
+/// memory every run reads, such as packed weights.
+pub fn huge_later(region: &memmap2::MmapMut) {
+    #[cfg(target_os = "linux")]
+    let _ = region.advise(memmap2::Advice::HugePage);
+    #[cfg(not(target_os = "linux"))]
+    let _ = region;
+}

@@ -388,6 +388,7 @@ impl Found {
             }
         });
         drop(slots);
+        kiln_runtime::memory::huge_later(&region);
         let shared = Bytes::from_owner(region.make_read_only().ok()?);
         let mut at = 0;
         let packed = sizes.iter().map(|&size| {
