@@ -67,3 +67,20 @@ fn every_rule_fires_in_some_file() {
     let silent: Vec<&str> = fired.iter().filter(|(_, n)| *n == 0).map(|(r, _)| *r).collect();
     assert!(silent.is_empty(), "rules no file test exercises: {silent:?}");
 }
+
+/// The time limit stops saturation before the next iteration, and the graph extracted from
+/// what the e-graph holds by then is still valid. (egg's runner reads a clock that stands
+/// still, so this limit is the optimizer's own.)
+#[test]
+fn time_limit_stops_between_iterations() {
+    let text = std::fs::read_to_string(dir().join("recognize_gelu.tir")).expect("a file test");
+    let g = parse(text.split(SEPARATOR).next().unwrap_or_default()).expect("its input parses");
+    let out = optimize(&g, &Limits { time: std::time::Duration::ZERO, ..Limits::default() }).expect("an optimized graph");
+    assert!(out.stats.stop.starts_with("time limit"), "stopped by {}", out.stats.stop);
+    // egg records the iteration its hook stopped, with nothing applied.
+    assert!(out.stats.rules.iter().all(|&(_, n)| n == 0), "rules applied: {:?}", out.stats.rules);
+    kiln_tir::verify::verify(&out.graph).expect("the graph verifies");
+    let full = optimize(&g, &Limits::default()).expect("an optimized graph");
+    assert_eq!(full.stats.stop, "saturated");
+    assert!(full.stats.rules.iter().any(|&(_, n)| n > 0));
+}

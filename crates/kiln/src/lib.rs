@@ -135,7 +135,6 @@ impl Model {
 
     /// [`Model::load`] within `limits` (`limits.import`).
     pub fn load_with(path: impl AsRef<Path>, limits: &ResourceLimits) -> Result<Model> {
-        kiln_passes::warm_clock();
         trace::stage("import", || {
             let file = kiln_onnx::load::OnnxFile::from_path(path).map_err(kiln_onnx::import::ImportError::from)?;
             Ok(Model { graph: kiln_onnx::import::import_with(&file, &limits.import)? })
@@ -144,7 +143,6 @@ impl Model {
 
     /// Imports a model from bytes in memory.
     pub fn from_bytes(bytes: impl Into<bytes::Bytes>) -> Result<Model> {
-        kiln_passes::warm_clock();
         let file = kiln_onnx::load::OnnxFile::from_bytes(bytes.into())
             .map_err(kiln_onnx::import::ImportError::from)?;
         Ok(Model {

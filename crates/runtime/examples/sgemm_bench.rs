@@ -9,11 +9,13 @@
 //! input channels × taps), BERT-mini's projections and attention, the MLP's GEMV, and then the
 //! total over all 53 of ResNet-50's convolutions. Arguments replace the shape list (and skip the
 //! total). `KILN_ISA=avx2|portable` and `KILN_BLOCKING=KC,NC` select kiln's
-//! kernel and blocking, and `KILN_ONLY=1` skips the peers (for tuning).
+//! kernel and blocking, `KILN_ONLY=1` skips the peers (for tuning), and `KILN_PACKED=1` packs
+//! `B` ahead for the detected kernel and times kiln's product on the packed panels, as a
+//! model's constant weights run.
 
 use std::time::{Duration, Instant};
 
-use kiln_runtime::gemm::{Blocking, Isa, Sgemm, Transpose};
+use kiln_runtime::gemm::{Blocking, Isa, PackedLayout, Sgemm, Transpose};
 
 /// One product: `op(A)` is `m×k`, `op(B)` is `k×n`, all row-major and tight.
 #[derive(Clone, Copy)]
@@ -168,7 +170,23 @@ fn measure(sh: Shape, isa: Isa, blocking: Blocking) -> [f64; 3] {
     // Strides of op(A), op(B) and C as (row, column).
     let (ars, acs) = if sh.trans_a { (1, g.lda as isize) } else { (g.lda as isize, 1) };
     let (brs, bcs) = if sh.trans_b { (1, g.ldb as isize) } else { (g.ldb as isize, 1) };
-    let kiln = time(|| g.run_with(isa, blocking, &a, &b, &mut c));
+    let kiln = if std::env::var_os("KILN_PACKED").is_some() {
+        // B packed ahead, as a model's constant weights are, for the detected kernel.
+        let layout = PackedLayout::detected();
+        let bytes: Vec<u8> = b.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let mut packed = vec![0u8; 4 * layout.len(g.k, g.n)];
+        layout.pack(&bytes, g.k, g.n, g.ldb, g.trans_b, &mut packed);
+        let packed: Vec<f32> = packed.chunks_exact(4).map(|x| f32::from_le_bytes([x[0], x[1], x[2], x[3]])).collect();
+        let copies: usize = std::env::var("KILN_PACKED").ok().and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
+        let copies = vec![packed; copies];
+        let mut turn = 0;
+        time(|| {
+            turn = (turn + 1) % copies.len();
+            g.run_packed(&a, &copies[turn], layout, &mut c)
+        })
+    } else {
+        time(|| g.run_with(isa, blocking, &a, &b, &mut c))
+    };
     if std::env::var_os("KILN_ONLY").is_some() {
         return [kiln, f64::NAN, f64::NAN];
     }
