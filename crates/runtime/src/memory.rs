@@ -29,13 +29,28 @@ pub fn map_anon(len: usize, populate: bool, huge: bool) -> std::io::Result<memma
     Ok(region)
 }
 
-/// Marks `region`, whose pages are already in place, for transparent huge pages: the kernel's
-/// `khugepaged` then moves them into 2 MiB pages in the background, where faulting them in as
-/// huge pages would cost a fresh 2 MiB block each (see `docs/performance.md`, memory). For
-/// memory every run reads, such as packed weights.
-pub fn huge_later(region: &memmap2::MmapMut) {
+/// Moves the pages of `region` (whose pages are already in place) into transparent huge pages
+/// on a thread of its own (`MADV_COLLAPSE`, Linux 6.1 on), for memory every run reads, such as
+/// packed weights: faulting them in as huge pages would cost a fresh 2 MiB block each at
+/// compile time (see `docs/performance.md`, memory). Where collapsing is not available the
+/// region is only marked, and `khugepaged` moves it in the background. The thread keeps
+/// `region` alive until it is done.
+pub fn huge_later<T: AsRef<[u8]> + Send + 'static>(region: T) {
+    const HUGE: usize = 2 << 20;
+    if region.as_ref().len() < HUGE {
+        return;
+    }
     #[cfg(target_os = "linux")]
-    let _ = region.advise(memmap2::Advice::HugePage);
+    {
+        let mark = |region: &T, advice: libc::c_int| {
+            let bytes = region.as_ref();
+            // SAFETY: advice on a range of a live mapping changes no contents; an error (an
+            // older kernel, no huge pages free) leaves the small pages as they are.
+            unsafe { libc::madvise(bytes.as_ptr() as *mut libc::c_void, bytes.len(), advice) }
+        };
+        mark(&region, libc::MADV_HUGEPAGE);
+        let _ = std::thread::Builder::new().name("kiln-huge".into()).spawn(move || mark(&region, libc::MADV_COLLAPSE));
+    }
     #[cfg(not(target_os = "linux"))]
     let _ = region;
 }

@@ -26,7 +26,8 @@
 //! The packed copies share one anonymous mapping, each at a 64-byte boundary (as the kernel's
 //! own packing space is). Packing costs compile time, about half of it the kernel providing
 //! fresh pages (huge pages were faster when the system had them free, and stalled compacting
-//! memory when it did not).
+//! memory when it did not). They are faulted in as small pages, and once packed a thread of
+//! their own moves them into huge pages (`kiln_runtime::memory::huge_later`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -388,8 +389,8 @@ impl Found {
             }
         });
         drop(slots);
-        kiln_runtime::memory::huge_later(&region);
         let shared = Bytes::from_owner(region.make_read_only().ok()?);
+        kiln_runtime::memory::huge_later(shared.clone());
         let mut at = 0;
         let packed = sizes.iter().map(|&size| {
             let data = shared.slice(at..at + size);
