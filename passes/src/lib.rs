@@ -40,7 +40,8 @@ pub struct Limits {
     pub nodes: usize,
     /// At most this many rewrite iterations (`KILN_OPT_ITERS`).
     pub iterations: usize,
-    /// Stop after this much time (`KILN_OPT_TIME_MS`). Only a guard against a runaway e-graph:
+    /// Stop after this much time (`KILN_OPT_TIME_MS`), checked before each iteration, so one
+    /// iteration (bounded by `nodes`) can run past it. Only a guard against a runaway e-graph:
     /// the node and iteration limits are what stop a run, so that the program compiled does
     /// not depend on the machine's speed or load.
     pub time: Duration,
@@ -165,10 +166,10 @@ pub fn optimize(g: &Graph, limits: &Limits) -> Result<Optimized, OptError> {
     } = conv;
     let sat_start = Instant::now();
     // egg times its steps with `quanta`'s clock, whose first reading in a process calibrates
-    // it by busy loops: 0.6 ms on one machine, 5-7 ms on a virtual one, more than most
-    // models' whole optimization. The runner reads a clock that stands still instead, and the
-    // time limit is checked against the OS clock before each iteration (one iteration is
-    // bounded by the node limit).
+    // it by busy loops that can take longer than a model's whole optimization (see
+    // docs/performance.md). The runner reads a clock that stands still instead, and the time
+    // limit is checked against the OS clock before each iteration (one iteration is bounded
+    // by the node limit).
     let (still, _) = quanta::Clock::mock();
     let time = limits.time;
     let runner: Runner<lang::ENode, analysis::Tir, ()> = quanta::with_clock(&still, || {

@@ -12,7 +12,7 @@ use kiln_loops::Program;
 use kiln_passes::{Limits, Optimized};
 use kiln_schedule::plan::MemoryPlan;
 use kiln_schedule::ScheduleOptions;
-use kiln_schedule::prepack::Deferred;
+use kiln_schedule::prepack::{Deferred, Packed};
 use kiln_target::Target;
 use kiln_tir::infer::GraphInferError;
 use kiln_tir::{Assumed, Dim, Graph, Tensor};
@@ -237,7 +237,7 @@ enum Installed {
     OutOfMemory,
 }
 
-fn install(deferred: Option<Deferred>, packed: Option<Vec<bytes::Bytes>>, program: &mut Program) -> Installed {
+fn install(deferred: Option<Deferred>, packed: Option<Packed>, program: &mut Program) -> Installed {
     match (deferred, packed) {
         (Some(d), Some(data)) => {
             d.install(program, data);

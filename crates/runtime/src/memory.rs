@@ -1,5 +1,9 @@
 //! Memory for runs and packed weights: anonymous mappings, in huge pages when asked.
 
+/// The size of a transparent huge page on the targets kiln asks for them (x86-64, and aarch64
+/// with 4 KiB base pages).
+const HUGE: usize = 2 << 20;
+
 /// `len` zeroed bytes (at least one) in a fresh anonymous mapping, for a run's arena and packed
 /// weights. With `huge`, it asks the kernel for transparent huge pages: megabytes that
 /// 4 KiB pages cover with more TLB entries than a core holds, read on every run. A mapping of
@@ -10,7 +14,6 @@
 ///
 /// When the memory cannot be mapped.
 pub fn map_anon(len: usize, populate: bool, huge: bool) -> std::io::Result<memmap2::MmapMut> {
-    const HUGE: usize = 2 << 20;
     let len = len.max(1);
     let mapped = if huge && len >= HUGE { len.checked_next_multiple_of(HUGE).unwrap_or(len) } else { len };
     let region = memmap2::MmapOptions::new().len(mapped).map_anon()?;
@@ -36,7 +39,6 @@ pub fn map_anon(len: usize, populate: bool, huge: bool) -> std::io::Result<memma
 /// region is only marked, and `khugepaged` moves it in the background. The thread keeps
 /// `region` alive until it is done.
 pub fn huge_later<T: AsRef<[u8]> + Send + 'static>(region: T) {
-    const HUGE: usize = 2 << 20;
     if region.as_ref().len() < HUGE {
         return;
     }

@@ -26,8 +26,9 @@
 //! The packed copies share one anonymous mapping, each at a 64-byte boundary (as the kernel's
 //! own packing space is). Packing costs compile time, about half of it the kernel providing
 //! fresh pages (huge pages were faster when the system had them free, and stalled compacting
-//! memory when it did not). They are faulted in as small pages, and once packed a thread of
-//! their own moves them into huge pages (`kiln_runtime::memory::huge_later`).
+//! memory when it did not). They are faulted in as small pages, and once installed (after code
+//! generation) a thread of their own moves them into huge pages
+//! (`kiln_runtime::memory::huge_later`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -151,20 +152,29 @@ pub fn prepack_deferred(p: &mut Program, layout: Layouts) -> Option<Deferred> {
 }
 
 impl Deferred {
-    /// The packed operands' bytes, in buffer order; `None` when the memory for them cannot be
-    /// mapped. They are packed in parallel on the entered thread pool, if any.
-    pub fn pack(&self) -> Option<Vec<Bytes>> {
+    /// The packed operands' bytes; `None` when the memory for them cannot be mapped. They are
+    /// packed in parallel on the entered thread pool, if any.
+    pub fn pack(&self) -> Option<Packed> {
         self.found.pack(&self.sources)
     }
 
-    /// Gives the packed buffers of `p` (the program [`prepack_deferred`] rewrote) their bytes.
-    pub fn install(self, p: &mut Program, data: Vec<Bytes>) {
-        for (i, bytes) in data.into_iter().enumerate() {
+    /// Gives the packed buffers of `p` (the program [`prepack_deferred`] rewrote) their bytes,
+    /// then has a thread of its own move them into huge pages (`huge_later`). The caller
+    /// installs once the code is compiled, so that the move does not take a core from it.
+    pub fn install(self, p: &mut Program, packed: Packed) {
+        for (i, bytes) in packed.parts.into_iter().enumerate() {
             if let Some(buf) = p.buffers.get_mut(self.first + i) {
                 buf.kind = BufferKind::Const(packed_tensor(buf.len, bytes));
             }
         }
+        kiln_runtime::memory::huge_later(packed.region);
     }
+}
+
+/// Packed operands: one read-only mapping, and a slice of it per packed buffer, in buffer order.
+pub struct Packed {
+    region: Bytes,
+    parts: Vec<Bytes>,
 }
 
 /// A packed operand of `len` floats as a constant.
@@ -366,7 +376,7 @@ impl Found {
 
     /// The packed operands from their `sources`, in order; `None` when the memory for them
     /// cannot be mapped. The operands are packed in parallel on the entered thread pool, if any.
-    fn pack(&self, sources: &[Bytes]) -> Option<Vec<Bytes>> {
+    fn pack(&self, sources: &[Bytes]) -> Option<Packed> {
         let sizes: Vec<usize> = self.order.iter().map(|(_, job, _)| 4 * job.len()).collect();
         let total = sizes.iter().try_fold(0usize, |t, s| t.checked_add(s.next_multiple_of(64)))?;
         let parts = pool::threads().min(sizes.len());
@@ -389,15 +399,17 @@ impl Found {
             }
         });
         drop(slots);
-        let shared = Bytes::from_owner(region.make_read_only().ok()?);
-        kiln_runtime::memory::huge_later(shared.clone());
+        let region = Bytes::from_owner(region.make_read_only().ok()?);
         let mut at = 0;
-        let packed = sizes.iter().map(|&size| {
-            let data = shared.slice(at..at + size);
-            at += size.next_multiple_of(64);
-            data
-        });
-        Some(packed.collect())
+        let parts = sizes
+            .iter()
+            .map(|&size| {
+                let data = region.slice(at..at + size);
+                at += size.next_multiple_of(64);
+                data
+            })
+            .collect();
+        Some(Packed { region, parts })
     }
 }
 
