@@ -73,6 +73,9 @@ pub struct Tir {
     pub applied: HashSet<(&'static str, Vec<Id>)>,
     /// Constants the optimizer made, by content, so equal ones share a leaf.
     pub folded: HashMap<(DType, Vec<u64>, Vec<u8>), u32>,
+    /// The facts a rule inferred for the node it is about to add, which `make` takes instead
+    /// of inferring them again.
+    pub inferred: Option<(ENode, Facts)>,
 }
 
 impl Tir {
@@ -86,6 +89,7 @@ impl Tir {
             fold_limit,
             applied: HashSet::default(),
             folded: HashMap::default(),
+            inferred: None,
         }
     }
 
@@ -196,6 +200,11 @@ impl Analysis<ENode> for Tir {
                 }
             }
             Head::Op(_, a) => {
+                if let Some((n, facts)) = eg.analysis.inferred.take()
+                    && n == *node
+                {
+                    return facts;
+                }
                 let op = eg.analysis.ops.get(a).clone();
                 // Nodes only enter the e-graph after their types checked (conversion copies
                 // checked types, rules check before adding), so failure here is a kiln bug;

@@ -304,12 +304,22 @@ pub fn add(
             }),
         });
     }
-    infer(eg, &op, &ids)?.ty?;
-    let index = eg.analysis.ops.intern(op.clone());
+    let kind = op.kind();
+    let index = eg.analysis.ops.intern(op);
     let node = ENode {
-        head: Head::Op(op.kind(), index),
+        head: Head::Op(kind, index),
         args: ids,
     };
+    // A node already in the graph type checked when it entered; most of what rules build is.
+    // A new one's facts go to `make` (through `Tir::inferred`) when egg adds it below.
+    if eg.lookup(node.clone()).is_none() {
+        let facts = {
+            let eg: &Egraph = eg;
+            infer(eg, eg.analysis.ops.get(index), &node.args)?
+        };
+        facts.ty.as_ref()?;
+        eg.analysis.inferred = Some((node.clone(), facts));
+    }
     let mut rules = Vec::new();
     for c in consumed {
         let key = ENode {
