@@ -2,6 +2,7 @@
 //! them here, between compiled stages.
 
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 
 use kiln_tir::Op;
 
@@ -67,20 +68,71 @@ fn non_max_suppression(a: &Args, center: bool) -> Result<Vec<Arr>> {
             let s = &sv[(b * classes + c) * n..(b * classes + c + 1) * n];
             let mut order: Vec<usize> = (0..n).filter(|&i| score_threshold.is_none_or(|t| s[i] > t)).collect();
             order.sort_by(|&x, &y| s[y].partial_cmp(&s[x]).unwrap_or(Ordering::Equal).then(x.cmp(&y)));
-            let mut kept: Vec<usize> = Vec::new();
-            for i in order {
-                if kept.len() >= max_out {
-                    break;
-                }
-                if kept.iter().all(|&k| iou(&rects[k], &rects[i]) <= iou_threshold) {
-                    kept.push(i);
-                }
-            }
+            let kept = if iou_threshold >= 0.0 && rects.iter().flatten().all(|v| v.is_finite()) {
+                suppress_by_left_edge(&rects, order, max_out, iou_threshold)
+            } else {
+                suppress(&rects, order, max_out, iou_threshold)
+            };
             out.extend(kept.into_iter().flat_map(|i| [b as i64, c as i64, i as i64]));
         }
     }
     let rows = out.len() / 3;
     Ok(vec![Arr::i64s(vec![rows, 3], out)])
+}
+
+/// The boxes of `order` (by descending score) that no box kept before them overlaps by more
+/// than `threshold`, at most `max_out` of them: each candidate against every kept box.
+fn suppress(rects: &[[f64; 4]], order: Vec<usize>, max_out: usize, threshold: f64) -> Vec<usize> {
+    let mut kept: Vec<usize> = Vec::new();
+    for i in order {
+        if kept.len() >= max_out {
+            break;
+        }
+        if kept.iter().all(|&k| iou(&rects[k], &rects[i]) <= threshold) {
+            kept.push(i);
+        }
+    }
+    kept
+}
+
+/// [`suppress`] for finite boxes and a threshold of at least 0, comparing a candidate only with
+/// the kept boxes its columns can overlap: the others have an IoU of 0, which suppresses
+/// nothing. The kept boxes with an area are indexed by their left edge; one whose left edge
+/// lies more than the widest kept box's width left of the candidate's, or right of its right
+/// edge, cannot overlap it. Detection models suppress thousands of boxes at once (one class
+/// per band of coordinates, as `torchvision.ops.batched_nms` offsets them), where most kept
+/// boxes are far from each candidate.
+fn suppress_by_left_edge(rects: &[[f64; 4]], order: Vec<usize>, max_out: usize, threshold: f64) -> Vec<usize> {
+    // `f64`s by their total order, which for finite values is `<`'s.
+    let key = |x: f64| {
+        let bits = x.to_bits() as i64;
+        bits ^ (((bits >> 63) as u64) >> 1) as i64
+    };
+    let mut kept: Vec<usize> = Vec::new();
+    let mut by_left: BTreeMap<(i64, usize), usize> = BTreeMap::new();
+    let mut widest = 0.0f64;
+    for i in order {
+        if kept.len() >= max_out {
+            break;
+        }
+        let r = &rects[i];
+        // A box without area has an IoU of 0 with every box: never suppressed, suppressing none.
+        let has_area = r[2] > r[0] && r[3] > r[1];
+        let suppressed = has_area && {
+            // Room for the rounding of widths and of the bounds themselves.
+            let slack = (r[1].abs() + r[3].abs() + widest) * 1e-12;
+            let (lo, hi) = (key(r[1] - widest - slack), key(r[3] + slack));
+            by_left.range((lo, 0)..=(hi, usize::MAX)).any(|(_, &k)| iou(&rects[k], r) > threshold)
+        };
+        if !suppressed {
+            if has_area {
+                by_left.insert((key(r[1]), kept.len()), i);
+                widest = widest.max(r[3] - r[1]);
+            }
+            kept.push(i);
+        }
+    }
+    kept
 }
 
 /// One element as a totally ordered key.
@@ -186,4 +238,49 @@ fn unique(a: &Args, axis: Option<i64>, sorted: bool) -> Result<Vec<Arr>> {
         Arr::i64s(vec![along], inverse_first.iter().map(|&u| rank[u] as i64)),
         Arr::i64s(vec![n], counts),
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{corners, suppress, suppress_by_left_edge};
+
+    /// Random boxes in bands of coordinates (as batched NMS offsets classes), some without
+    /// area, some with negative or swapped corners: the indexed suppression keeps exactly what
+    /// comparing against every kept box keeps.
+    #[test]
+    fn indexed_suppression_keeps_what_the_plain_one_does() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut dropped = 0;
+        for case in 0..40 {
+            let n = 50 + case * 20;
+            let bands = 1 + case % 7;
+            let rects: Vec<[f64; 4]> = (0..n)
+                .map(|i| {
+                    let offset = (i % bands) as f64 * 400.0 - 300.0;
+                    let (y, x) = (next() * 320.0 + offset, next() * 320.0 + offset);
+                    let (h, w) = if i % 11 == 0 { (0.0, next() * 50.0) } else { (next() * 90.0, next() * 90.0) };
+                    // Every third box with its corners swapped, as NMS allows.
+                    let b = if i % 3 == 0 { [y + h, x + w, y, x] } else { [y, x, y + h, x + w] };
+                    corners(&b, false)
+                })
+                .collect();
+            let order: Vec<usize> = (0..n).rev().collect();
+            for threshold in [0.0, 0.3, 0.55, 1.0] {
+                for max_out in [usize::MAX, n / 4] {
+                    let want = suppress(&rects, order.clone(), max_out, threshold);
+                    let got = suppress_by_left_edge(&rects, order.clone(), max_out, threshold);
+                    assert_eq!(got, want, "case {case}, threshold {threshold}, max_out {max_out}");
+                    dropped += n.min(max_out) - want.len();
+                }
+            }
+        }
+        // The cases suppress boxes, so the comparison covers the pruning.
+        assert!(dropped > 1000, "only {dropped} boxes suppressed");
+    }
 }
