@@ -3,7 +3,7 @@
 //! Every entry point is an `extern "C"` function with a stable, unmangled `kiln_rt_*` name:
 //! scalar math Cranelift has no instruction for ([`math`]), the compute micro-kernels
 //! ([`gemm`], the fused [`conv`], [`dwconv`], [`maxpool`]) and what surrounds them ([`im2col`], the fused ops'
-//! [`epilogue`], the attention's row [`softmax`], layer and RMS [`norm`]alization, the movement ops' [`copy`]), split over the intra-op thread [`pool`] (as are generated loops, through [`parallel`]), and the stores of narrow float formats ([`minifloat`]). The JIT registers
+//! [`epilogue`], the attention's row [`softmax`], layer and RMS [`norm`]alization, the movement ops' [`copy`], the [`topk`] selection), split over the intra-op thread [`pool`] (as are generated loops, through [`parallel`]), and the stores of narrow float formats ([`minifloat`]). The JIT registers
 //! [`symbols`] with its module; an object file produced by the ahead-of-time path links the
 //! same names from this crate's static library (`crate-type = ["rlib", "staticlib"]`).
 //!
@@ -46,6 +46,7 @@ pub mod requantize;
 mod scratch;
 pub mod stop;
 pub mod softmax;
+pub mod topk;
 pub mod trace;
 pub mod vmath;
 pub mod window;
@@ -76,6 +77,7 @@ pub fn symbols() -> Vec<(&'static str, *const u8)> {
     table.push(("kiln_rt_to_nchwc", nchwc::kiln_rt_to_nchwc as *const u8));
     table.push(("kiln_rt_from_nchwc", nchwc::kiln_rt_from_nchwc as *const u8));
     table.push(("kiln_rt_parallel_for", parallel::kiln_rt_parallel_for as *const u8));
+    table.push(("kiln_rt_topk", topk::kiln_rt_topk as *const u8));
     table.extend(minifloat::symbols());
     table
 }
@@ -99,8 +101,8 @@ mod tests {
         // 17 unary functions and pow and fmod, each in f32 and f64, sgemm, sgemm_packed, sgemm_fused,
         // conv2d, conv2d_packed, dwconv2d, epilogue, im2col, im2col_bytes, maxpool2d, softmax,
         // layernorm, copy, parallel_for, conv2d_nchwc, maxpool2d_nchwc, to_nchwc, from_nchwc,
-        // should_stop, requantize, qgemm, qgemm_requantize, dwconv2d_requantize, and five
+        // should_stop, requantize, qgemm, qgemm_requantize, dwconv2d_requantize, topk, and five
         // narrow-float encoders.
-        assert_eq!(table.len(), 2 * 19 + 23 + 5);
+        assert_eq!(table.len(), 2 * 19 + 24 + 5);
     }
 }

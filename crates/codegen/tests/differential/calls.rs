@@ -1,4 +1,4 @@
-//! Runtime calls: `Sgemm`, `SgemmPacked`, `SgemmFused`, `DwConv2d`, `Conv2d`, `Conv2dPacked`, `Epilogue`, `Im2col`, `Im2colBytes`, `MaxPool2d`, `LayerNorm`, `Qgemm`, every math function
+//! Runtime calls: `Sgemm`, `SgemmPacked`, `SgemmFused`, `DwConv2d`, `Conv2d`, `Conv2dPacked`, `Epilogue`, `Im2col`, `Im2colBytes`, `MaxPool2d`, `LayerNorm`, `Qgemm`, `TopK`, every math function
 //! in `f32` and `f64`, and float remainder.
 
 use kiln_loops::*;
@@ -610,6 +610,29 @@ fn math_functions_match_the_interpreter() {
                 vec![Stmt::Store { buf: out, index: i, value: Expr::Math(f, args) }]
             }));
         }
+        h.run().unwrap();
+    }
+}
+
+#[test]
+fn topk_matches_the_interpreter() {
+    // (outer, len, inner, k, largest), at element offsets into larger buffers; the data has
+    // ties, NaN, zeros of both signs and infinities.
+    let special = [f32::NAN, -0.0, 0.0, f32::INFINITY, f32::NEG_INFINITY, 0.5, 0.5];
+    for (outer, len, inner, k, largest) in [(1, 40, 1, 7, 1), (3, 17, 2, 17, 0), (2, 9, 5, 1, 1), (1, 300, 1, 0, 1), (4, 6, 3, 4, 0)] {
+        let n = (outer * len * inner) as usize;
+        let mut r = Rng::new(17);
+        let data: Vec<u64> = (0..n + 2).map(|e| u64::from(if e % 5 == 0 { special[e / 5 % special.len()] } else { r.unit_f32() }.to_bits())).collect();
+        let mut h = Harness::new();
+        let x = h.input_of(ScalarType::F32, &data);
+        let out = (outer * k * inner) as u64;
+        let y = h.output(ElemType::Scalar(ScalarType::F32), out + 1);
+        let indices = h.output(ElemType::Scalar(ScalarType::I64), out + 3);
+        let mut kern = Kernel::new("topk");
+        let i = Expr::idx;
+        let topk = call::TopK { x: Addr::at(x, 2), y: Addr::at(y, 1), indices: Addr::at(indices, 3), outer: i(outer), len: i(len), inner: i(inner), k: i(k), largest: i(largest) };
+        kern.body = vec![Stmt::Call(topk.into())];
+        h.push(kern);
         h.run().unwrap();
     }
 }

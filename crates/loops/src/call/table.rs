@@ -243,4 +243,14 @@ define_calls! {
         m: i64, n: i64, k: i64, lda: i64, ldb: i64, ldc: i64, a_signed: i64, b_signed: i64, a_zeros: i64, b_zeros: i64,
         bias_mode: i64, b_packed: i64, scale_mode: i64, zero: i64, y_signed: i64,
     }
+
+    /// TopK along the middle axis of an `f32` tensor seen as `outer × len × inner`: for each
+    /// run `x[o, :, i]`, its `k` largest elements (`largest` non-zero; else the smallest) in
+    /// order, by value with NaN above every number and ties by lower index first (ONNX's
+    /// reference order), into `y[o, r, i]`, and their indices along the axis into the `i64`
+    /// elements `indices[o, r, i]`.
+    TopK "topk" "kiln_rt_topk" {
+        x: read, y: write, indices: write bytes,
+        outer: i64, len: i64, inner: i64, k: i64, largest: i64,
+    }
 }

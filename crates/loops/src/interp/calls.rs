@@ -10,6 +10,7 @@ use kiln_runtime::requantize::Requantize;
 use kiln_runtime::gemm::{PackedLayout, Sgemm, SgemmFused, Transpose};
 use kiln_runtime::norm::LayerNorm;
 use kiln_runtime::softmax::Softmax;
+use kiln_runtime::topk::TopK;
 use kiln_runtime::window::Window;
 
 use super::{InterpError, Machine, Val};
@@ -98,6 +99,7 @@ impl Machine<'_> {
             Call::Im2colBytes(c) => self.im2col_bytes(c),
             Call::LayerNorm(c) => self.layernorm(c),
             Call::Softmax(c) => self.softmax(c),
+            Call::TopK(c) => self.topk(c),
             Call::ShouldStop(c) => self.should_stop(c),
         }
     }
@@ -427,6 +429,31 @@ impl Machine<'_> {
         let mut y_span = self.f32_span(name, c.y.buf, yi, g.len())?;
         g.run(&x, &scale, &bias, &mut y_span);
         self.store_f32_span(c.y.buf, yi, &y_span)
+    }
+
+    fn topk(&mut self, c: &call::TopK) -> Result<(), InterpError> {
+        let name = "topk";
+        let counts = ints!(self, name, c; outer, len, inner, k);
+        let [largest] = ints!(self, name, c; largest);
+        let [outer, len, inner, k] = self.counts(name, counts)?;
+        let t = TopK { outer, len, inner, k, largest: largest != 0 };
+        // Compiled code does nothing for such sizes; the interpreter, a test oracle, says so.
+        let (true, Some(nx), Some(ny)) = (t.is_valid(), t.x_len(), t.y_len()) else {
+            return self.fault(format!("{name} with invalid sizes {t:?}"));
+        };
+        if ny == 0 {
+            return Ok(());
+        }
+        let (xi, yi) = (self.index(&c.x.index)?, self.index(&c.y.index)?);
+        // The runtime's routine computes it, as for softmax.
+        let x = self.f32_span(name, c.x.buf, xi, nx)?;
+        let mut y = self.f32_span(name, c.y.buf, yi, ny)?;
+        let bytes = self.byte_span(name, &c.indices, ny, 64)?;
+        let mut indices: Vec<i64> = bytes.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap_or_default())).collect();
+        t.run(&x, &mut y, &mut indices);
+        self.store_f32_span(c.y.buf, yi, &y)?;
+        let bytes: Vec<u8> = indices.iter().flat_map(|i| i.to_le_bytes()).collect();
+        self.put_bytes(&c.indices, &bytes)
     }
 
     fn softmax(&mut self, c: &call::Softmax) -> Result<(), InterpError> {

@@ -15,6 +15,8 @@ impl<'a> Cx<'a> {
         // Each address by operand name, with its buffer and the interval of its index.
         let mut addrs: Vec<(&'static str, BufId, &'a Buffer, Range)> = Vec::new();
         let mut complete = true;
+        // The first operand of any whole-byte type, whose type the others share.
+        let mut first_bytes: Option<(BufId, &Buffer)> = None;
         for (spec, operand) in f.signature().iter().zip(call.operands()) {
             // The table gives each operand the field type of its kind: an address has an address
             // kind, a value a value kind.
@@ -32,10 +34,12 @@ impl<'a> Cx<'a> {
                             if b.elem.is_packed() {
                                 self.err(format!("{name} operand `{}` is @{} of packed {} elements", spec.name, a.buf.0, b.elem.name()));
                             }
-                            if let Some(&(_, first, fb, _)) = addrs.first()
-                                && fb.elem != b.elem
-                            {
-                                self.err(format!("{name} from @{} of {} elements into @{} of {}", a.buf.0, b.elem.name(), first.0, fb.elem.name()));
+                            match first_bytes {
+                                Some((first, fb)) if fb.elem != b.elem => {
+                                    self.err(format!("{name} from @{} of {} elements into @{} of {}", a.buf.0, b.elem.name(), first.0, fb.elem.name()));
+                                }
+                                Some(_) => {}
+                                None => first_bytes = Some((a.buf, b)),
                             }
                         }
                         Elems::Int8 => {

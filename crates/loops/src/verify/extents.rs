@@ -230,6 +230,22 @@ impl Cx<'_> {
                 let bias = if bias == Some(0) || rms.is_some_and(|r| r != 0) { -1 } else { cols - 1 };
                 vec![("x", n - 1, "layernorm reads X"), ("scale", cols - 1, "layernorm reads the scale"), ("b", bias, "layernorm reads the bias"), ("y", n - 1, "layernorm writes Y")]
             }
+            Call::TopK(t) => {
+                // The routine writes `i64` indices whatever the buffer holds.
+                if let Some(b) = self.buffer(t.indices.buf)
+                    && b.elem != ElemType::Scalar(ScalarType::I64)
+                {
+                    let got = b.elem.name();
+                    self.err(format!("topk operand `indices` is @{} of {got} elements, not i64", t.indices.buf.0));
+                }
+                let [Some(outer), Some(len), Some(inner), Some(k)] = [&t.outer, &t.len, &t.inner, &t.k].map(|e| self.constant(e)) else { return Vec::new() };
+                let (Some(x), Some(y)) = (product(&[outer, len, inner]), product(&[outer, k, inner])) else { return Vec::new() };
+                // Nothing is addressed when the output is empty or `k` exceeds the axis.
+                if y == 0 || k > len {
+                    return Vec::new();
+                }
+                vec![("x", x - 1, "topk reads X"), ("y", y - 1, "topk writes the values"), ("indices", y - 1, "topk writes the indices")]
+            }
             Call::Softmax(s) => {
                 let [Some(rows), Some(cols)] = [&s.rows, &s.cols].map(|e| self.constant(e)) else { return Vec::new() };
                 // Nothing is addressed when the matrix is empty (or a size negative).

@@ -54,6 +54,7 @@ fn expand(k: &mut Kernel, call: Call) -> Result<Vec<Stmt>, String> {
         Call::Im2colBytes(c) => window::im2col_bytes(k, &c)?,
         Call::MaxPool2d(c) => window::maxpool2d(k, &c)?,
         Call::Softmax(c) => rows::softmax(k, &c)?,
+        Call::TopK(c) => crate::reduce::topk::expand(k, &c)?,
         Call::LayerNorm(c) => rows::layernorm(k, &c)?,
         Call::Requantize(c) => requantize(k, &c)?,
         Call::Qgemm(c) => qgemm(k, &c, &|_, _, v| v)?,

@@ -1,14 +1,16 @@
 //! TopK: the `k` largest (or smallest) elements along an axis, in order, with their i64
 //! indices.
 //!
-//! Selection in O(n·k): round `r` scans the axis for the best element that comes after round
-//! `r − 1`'s pick in the output order. The order is ONNX's reference order: by value (NaN
-//! above every number), ties by lower index first. `sorted = 0` leaves the order unspecified,
-//! so the sorted order serves it too.
+//! An `f32` TopK with both outputs becomes the runtime's `topk` call; the others, and the call
+//! on a target without the runtime, select in loops in O(n·k): round `r` scans the axis for
+//! the best element that comes after round `r − 1`'s pick in the output order. The order is
+//! ONNX's reference order: by value (NaN above every number), ties by lower index first.
+//! `sorted = 0` leaves the order unspecified, so the sorted order serves it too.
 
 use kiln_tir::{NodeId, Op};
 
-use super::{and, axis, bind, const_ints, is_nan, not, or, Split};
+use super::{and, axis, bind, const_ints, is_nan, not, or};
+use kiln_loops::call::{self, Addr};
 use kiln_loops::ir::*;
 use crate::{LowerError, Lowerer};
 
@@ -49,8 +51,67 @@ pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
         return Err(cx.unsupported(n, "unexpected output types"));
     }
     let t = x.ty();
-    let split = Split::along(&x.dims, a);
-    let out = Split::along(&out_dims, a);
+    let outer: u64 = x.dims[..a].iter().product();
+    let inner: u64 = x.dims[a + 1..].iter().product();
+    let mut k = cx.kernel(n);
+    k.body = match (&values, &indices) {
+        // The runtime's selection (`kiln_runtime::topk`): O(len + k·log k) per run.
+        (Some(v), Some(i)) if t == ScalarType::F32 => {
+            let size = |s: u64| Expr::idx(s as i64);
+            let call = call::TopK {
+                x: Addr::at(x.buf, 0),
+                y: Addr::at(v.buf, 0),
+                indices: Addr::at(i.buf, 0),
+                outer: size(outer),
+                len: size(len),
+                inner: size(inner),
+                k: size(kk),
+                largest: Expr::idx(i64::from(end == End::Largest)),
+            };
+            vec![Stmt::Call(call.into())]
+        }
+        _ => {
+            let (v, i) = (values.as_ref().map(|v| Addr::at(v.buf, 0)), indices.as_ref().map(|i| Addr::at(i.buf, 0)));
+            let shape = Shape { outer, len, inner, k: kk, end, t };
+            selection(&mut k, &Addr::at(x.buf, 0), v.as_ref(), i.as_ref(), shape)
+        }
+    };
+    cx.push(k);
+    Ok(true)
+}
+
+/// A TopK's sizes over `outer × len × inner` elements of type `t`.
+#[derive(Clone, Copy)]
+struct Shape {
+    outer: u64,
+    len: u64,
+    inner: u64,
+    k: u64,
+    end: End,
+    t: ScalarType,
+}
+
+/// The `topk` call as loops, for a target without the runtime (`crate::plain`).
+pub(crate) fn expand(kernel: &mut Kernel, c: &call::TopK) -> Result<Vec<Stmt>, String> {
+    let size = |e: &Expr, name: &str| match e {
+        Expr::Const(Scalar::Int(_, v)) if *v >= 0 => Ok(*v as u64),
+        _ => Err(format!("topk operand `{name}` is not a constant size")),
+    };
+    let end = match &c.largest {
+        Expr::Const(Scalar::Int(_, v)) if *v != 0 => End::Largest,
+        Expr::Const(Scalar::Int(..)) => End::Smallest,
+        _ => return Err("topk operand `largest` is computed at run time; plain loops need it constant".into()),
+    };
+    let shape = Shape { outer: size(&c.outer, "outer")?, len: size(&c.len, "len")?, inner: size(&c.inner, "inner")?, k: size(&c.k, "k")?, end, t: ScalarType::F32 };
+    Ok(selection(kernel, &c.x, Some(&c.y), Some(&c.indices), shape))
+}
+
+/// Selection round by round, O(len·k): round `r` scans the run for the best element that
+/// comes after round `r − 1`'s pick in the output order, storing it to `y` and its index to
+/// `indices` (each when given), both laid out `outer × k × inner`.
+fn selection(kernel: &mut Kernel, x: &Addr, y: Option<&Addr>, indices: Option<&Addr>, s: Shape) -> Vec<Stmt> {
+    let Shape { len, inner, k: kk, end, t, .. } = s;
+    let inner_i = inner as i64;
     // `a` strictly before `b` in the output order, by value alone.
     let ahead = move |a: Expr, b: Expr| -> Expr {
         let (hi, lo) = match end {
@@ -64,14 +125,13 @@ pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
         let eq = a.clone().cmp(CmpOp::Eq, b.clone());
         if t.is_float() { or(eq, and(is_nan(a, t), is_nan(b, t))) } else { eq }
     };
-
-    let mut k = cx.kernel(n);
-    let body = k.nest(&split.outer_dims(), |k, o| {
+    kernel.nest(&[s.outer, inner], |k, oi| {
+        let (o, i) = (&oi[0], &oi[1]);
         // The previous round's pick; `prev_at < 0` before the first round.
         let prev = k.var(t);
         let prev_at = k.var(ScalarType::I64);
-        let mut s = vec![Stmt::Local(prev, Expr::int(t, 0)), Stmt::Local(prev_at, Expr::idx(-1))];
-        s.extend(k.nest(&[kk], |k, r| {
+        let mut body = vec![Stmt::Local(prev, Expr::int(t, 0)), Stmt::Local(prev_at, Expr::idx(-1))];
+        body.extend(k.nest(&[kk], |k, r| {
             let found = k.var(ScalarType::Bool);
             let best = k.var(t);
             let at = k.var(ScalarType::I64);
@@ -79,7 +139,8 @@ pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
             round.extend(k.nest(&[len], |k, j| {
                 let j = &j[0];
                 let mut b = Vec::new();
-                let v = bind(k, &mut b, t, Expr::load(x.buf, split.index(o, std::slice::from_ref(j))));
+                let src = x.index.clone() + (o.clone() * len as i64 + j.clone()) * inner_i + i.clone();
+                let v = bind(k, &mut b, t, Expr::load(x.buf, src));
                 let after_prev = or(
                     Expr::Var(prev_at).cmp(CmpOp::Lt, Expr::idx(0)),
                     or(ahead(Expr::Var(prev), v.clone()), and(same(v.clone(), Expr::Var(prev)), j.clone().cmp(CmpOp::Gt, Expr::Var(prev_at)))),
@@ -93,20 +154,17 @@ pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
                 });
                 b
             }));
-            let dst = out.index(o, &r[..1]);
-            if let Some(v) = &values {
-                round.push(Stmt::Store { buf: v.buf, index: dst.clone(), value: Expr::Var(best) });
+            let dst = (o.clone() * kk as i64 + r[0].clone()) * inner_i + i.clone();
+            if let Some(y) = y {
+                round.push(Stmt::Store { buf: y.buf, index: y.index.clone() + dst.clone(), value: Expr::Var(best) });
             }
-            if let Some(i) = &indices {
-                round.push(Stmt::Store { buf: i.buf, index: dst, value: Expr::Var(at) });
+            if let Some(ix) = indices {
+                round.push(Stmt::Store { buf: ix.buf, index: ix.index.clone() + dst, value: Expr::Var(at) });
             }
             round.push(Stmt::Assign(prev, Expr::Var(best)));
             round.push(Stmt::Assign(prev_at, Expr::Var(at)));
             round
         }));
-        s
-    });
-    k.body = body;
-    cx.push(k);
-    Ok(true)
+        body
+    })
 }
