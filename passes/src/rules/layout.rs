@@ -105,6 +105,12 @@ pub(super) fn rules() -> Vec<Rule> {
             "(mul ?c ?k)",
             mul_into_conv,
         ),
+        r(
+            "conv-dead-taps",
+            "conv(x, w, b) -> conv(x, w[.., k0..=k1], b) when taps outside k0..=k1 only meet padding",
+            "(conv ?x ?w ?b)",
+            conv_dead_taps,
+        ),
     ]
 }
 
@@ -347,6 +353,86 @@ fn mul_into_conv(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
     let (.., mnode) = root(eg, hit, &[Some(hit.var("?c")), Some(k)])?;
     let zeros = vec![0.0; kv.len()];
     rescale(eg, hit.rule, c, &kv, &zeros, &mnode)
+}
+
+/// The kernel taps `first..=last` along one spatial axis that read the input for some output
+/// position: tap `t` reads `o·stride − pad + t·dilation` for outputs `o` in `0..out`. `None`
+/// when no tap does.
+fn live_taps(input: i64, out: i64, kernel: i64, stride: i64, dilation: i64, pad: i64) -> Option<(i64, i64)> {
+    let live = |t: i64| {
+        let c = t * dilation - pad;
+        // The first output whose position is not before the input, and whether it is inside.
+        let o = if c >= 0 { 0 } else { (-c + stride - 1) / stride };
+        o < out && o * stride + c < input
+    };
+    let first = (0..kernel).find(|&t| live(t))?;
+    let last = (0..kernel).rev().find(|&t| live(t))?;
+    Some((first, last))
+}
+
+/// Drops the kernel rows and columns of a Conv with constant weights that only ever meet
+/// padding, as a 3×3 layer's outer taps do on a 1×1 input: the smaller kernel, its padding
+/// moved in by as much, computes the same sums without reading the dead weights.
+fn conv_dead_taps(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
+    let (x, w, b) = (hit.var("?x"), hit.var("?w"), hit.var("?b"));
+    let (Op::Conv(conv), _, node) = root(eg, hit, &[Some(x), Some(w), Some(b)])? else {
+        return None;
+    };
+    let (xd, wd, yd) = (ty(eg, x)?.known_dims()?, ty(eg, w)?.known_dims()?, ty(eg, hit.class)?.known_dims()?);
+    let rank = wd.len().checked_sub(2).filter(|&r| r > 0)?;
+    if conv.auto_pad != kiln_tir::op::AutoPad::Notset || xd.len() != wd.len() || yd.len() != wd.len() {
+        return None;
+    }
+    let attr = |v: &[i64], i: usize, default: i64| if v.is_empty() { Some(default) } else { v.get(i).copied() };
+    let mut spans = Vec::with_capacity(rank);
+    let mut pads = vec![0i64; 2 * rank];
+    for i in 0..rank {
+        let [input, out, kernel] = [xd[2 + i], yd[2 + i], wd[2 + i]].map(|d| i64::try_from(d).ok());
+        let (input, out, kernel) = (input?, out?, kernel?);
+        let (stride, dilation) = (attr(&conv.strides, i, 1)?, attr(&conv.dilations, i, 1)?);
+        let (before, after) = (attr(&conv.pads, i, 0)?, attr(&conv.pads, rank + i, 0)?);
+        if stride <= 0 || dilation <= 0 || attr(&conv.kernel_shape, i, kernel)? != kernel {
+            return None;
+        }
+        let (first, last) = live_taps(input, out, kernel, stride, dilation, before)?;
+        pads[i] = before - first * dilation;
+        pads[rank + i] = after - (kernel - 1 - last) * dilation;
+        if pads[i] < 0 || pads[rank + i] < 0 {
+            return None;
+        }
+        spans.push((first as u64, (last - first + 1) as u64));
+    }
+    if spans.iter().zip(&wd[2..]).all(|(&(first, len), &k)| first == 0 && len == k) {
+        return None;
+    }
+    // The kept weights are read from the constant's bytes: the dead ones need no copy.
+    let weights = constant(eg, w).filter(|t| t.dtype == DType::F32)?.raw()?.clone();
+    let mut shape = wd[..2].to_vec();
+    shape.extend(spans.iter().map(|&(_, len)| len));
+    // Each kept weight's index in the old kernel, by the new one's row-major order.
+    let old_strides: Vec<u64> = (0..wd.len()).map(|a| wd[a + 1..].iter().product()).collect();
+    let total: u64 = shape.iter().product();
+    let mut kept = Vec::with_capacity(usize::try_from(total).ok()?);
+    let mut index = vec![0u64; shape.len()];
+    for _ in 0..total {
+        let at: u64 = index.iter().enumerate().map(|(a, &i)| (if a >= 2 { i + spans[a - 2].0 } else { i }) * old_strides[a]).sum();
+        let byte = usize::try_from(at).ok()?.checked_mul(4)?;
+        kept.push(f32::from_le_bytes(weights.get(byte..byte + 4)?.try_into().ok()?));
+        for a in (0..shape.len()).rev() {
+            index[a] += 1;
+            if index[a] < shape[a] {
+                break;
+            }
+            index[a] = 0;
+        }
+    }
+    let smaller = Conv {
+        kernel_shape: if conv.kernel_shape.is_empty() { Vec::new() } else { spans.iter().map(|&(_, len)| len as i64).collect() },
+        pads,
+        ..conv
+    };
+    let wc = add_constant(eg, to_tensor(&shape, &kept));
+    add(eg, hit.rule, Op::Conv(smaller), &[Some(x), Some(wc), Some(b)], &[&node])
 }
 
 /// Scales a product's constant right-hand matrix (and bias) column by column.
