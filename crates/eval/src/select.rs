@@ -249,13 +249,8 @@ mod tests {
     /// comparing against every kept box keeps.
     #[test]
     fn indexed_suppression_keeps_what_the_plain_one_does() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut rng = kiln_testkit::Rng::new(0x2545_f491_4f6c_dd1d);
+        let mut next = move || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         let mut dropped = 0;
         for case in 0..40 {
             let n = 50 + case * 20;

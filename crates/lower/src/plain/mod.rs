@@ -54,7 +54,7 @@ fn expand(k: &mut Kernel, call: Call) -> Result<Vec<Stmt>, String> {
         Call::Im2colBytes(c) => window::im2col_bytes(k, &c)?,
         Call::MaxPool2d(c) => window::maxpool2d(k, &c)?,
         Call::Softmax(c) => rows::softmax(k, &c)?,
-        Call::TopK(c) => crate::reduce::topk::expand(k, &c)?,
+        Call::TopK(c) => topk(k, &c)?,
         Call::LayerNorm(c) => rows::layernorm(k, &c)?,
         Call::Requantize(c) => requantize(k, &c)?,
         Call::Qgemm(c) => qgemm(k, &c, &|_, _, v| v)?,
@@ -80,6 +80,15 @@ fn expand(k: &mut Kernel, call: Call) -> Result<Vec<Stmt>, String> {
             return Err(format!("kiln bug: `{}` reads a layout of the runtime's kernels, on a target without them", other.kind().name()));
         }
     })
+}
+
+/// The selection loops the lowering writes for a TopK of another type, on `f32`.
+fn topk(k: &mut Kernel, c: &kiln_loops::call::TopK) -> Result<Vec<Stmt>, String> {
+    use crate::reduce::topk::{End, Shape, selection};
+    let end = if int(&c.largest, "largest")? != 0 { End::Largest } else { End::Smallest };
+    let [outer, len, inner, kk] = [(&c.outer, "outer"), (&c.len, "len"), (&c.inner, "inner"), (&c.k, "k")].map(|(e, name)| size(e, name));
+    let shape = Shape { outer: outer?, len: len?, inner: inner?, k: kk?, end, t: ScalarType::F32 };
+    Ok(selection(k, &c.x, Some(&c.y), Some(&c.indices), shape))
 }
 
 /// `y[r, c] = sat(round(x[r, c] · s[r mod period] + zero))` in `f64`, saturated to `i8` or

@@ -16,7 +16,7 @@ use crate::{LowerError, Lowerer};
 
 /// Which end of the order TopK takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum End {
+pub(crate) enum End {
     Largest,
     Smallest,
 }
@@ -82,34 +82,19 @@ pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
 
 /// A TopK's sizes over `outer × len × inner` elements of type `t`.
 #[derive(Clone, Copy)]
-struct Shape {
-    outer: u64,
-    len: u64,
-    inner: u64,
-    k: u64,
-    end: End,
-    t: ScalarType,
-}
-
-/// The `topk` call as loops, for a target without the runtime (`crate::plain`).
-pub(crate) fn expand(kernel: &mut Kernel, c: &call::TopK) -> Result<Vec<Stmt>, String> {
-    let size = |e: &Expr, name: &str| match e {
-        Expr::Const(Scalar::Int(_, v)) if *v >= 0 => Ok(*v as u64),
-        _ => Err(format!("topk operand `{name}` is not a constant size")),
-    };
-    let end = match &c.largest {
-        Expr::Const(Scalar::Int(_, v)) if *v != 0 => End::Largest,
-        Expr::Const(Scalar::Int(..)) => End::Smallest,
-        _ => return Err("topk operand `largest` is computed at run time; plain loops need it constant".into()),
-    };
-    let shape = Shape { outer: size(&c.outer, "outer")?, len: size(&c.len, "len")?, inner: size(&c.inner, "inner")?, k: size(&c.k, "k")?, end, t: ScalarType::F32 };
-    Ok(selection(kernel, &c.x, Some(&c.y), Some(&c.indices), shape))
+pub(crate) struct Shape {
+    pub outer: u64,
+    pub len: u64,
+    pub inner: u64,
+    pub k: u64,
+    pub end: End,
+    pub t: ScalarType,
 }
 
 /// Selection round by round, O(len·k): round `r` scans the run for the best element that
 /// comes after round `r − 1`'s pick in the output order, storing it to `y` and its index to
 /// `indices` (each when given), both laid out `outer × k × inner`.
-fn selection(kernel: &mut Kernel, x: &Addr, y: Option<&Addr>, indices: Option<&Addr>, s: Shape) -> Vec<Stmt> {
+pub(crate) fn selection(kernel: &mut Kernel, x: &Addr, y: Option<&Addr>, indices: Option<&Addr>, s: Shape) -> Vec<Stmt> {
     let Shape { len, inner, k: kk, end, t, .. } = s;
     let inner_i = inner as i64;
     // `a` strictly before `b` in the output order, by value alone.
