@@ -90,7 +90,7 @@ impl Model {
         let pipeline = CompileOptions { threads: 1, ..options.clone() }.pipeline();
         let bindings = Bindings { symbols: Vec::new(), input_shapes: shapes.into_iter().enumerate().collect(), input_values: Vec::new() };
         let bound = pipeline.run(graph, &bindings, Stage::Bind)?.graph;
-        if crate::staged::splitter(&bound).is_some() {
+        if crate::staged::split(&bound).is_some() {
             return Err(Error::Object("a shape in this model comes from data (NonZero, NonMaxSuppression, a Loop's outputs...): it runs in stages, which an object file cannot".into()));
         }
         let compiled = pipeline.run(&bound, &Bindings::default(), Stage::Plan)?;

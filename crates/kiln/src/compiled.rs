@@ -312,8 +312,8 @@ impl CompiledModel {
     fn compile_entry(&self, shapes: &[Vec<u64>], values: &[(usize, Tensor)]) -> Result<Entry> {
         let bindings = Bindings { symbols: Vec::new(), input_shapes: shapes.iter().cloned().enumerate().collect(), input_values: values.to_vec() };
         let bound = self.pipeline.run(&self.graph, &bindings, Stage::Bind)?.graph;
-        Ok(match staged::splitter(&bound) {
-            Some(at) => Entry::Staged(Arc::new(Staged::new(&self.pipeline, &bound, at, self)?)),
+        Ok(match staged::split(&bound) {
+            Some(split) => Entry::Staged(Arc::new(Staged::new(&self.pipeline, &bound, &split, self)?)),
             // In the pool, so compile-time work that splits (packing weights) uses its threads.
             None => Entry::Code(Arc::new(self.pool.enter(|| Specialization::compile_bound(&self.pipeline, bound))?)),
         })

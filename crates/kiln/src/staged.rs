@@ -2,16 +2,19 @@
 //! NonMaxSuppression, Compress, a TopK with a computed `k`, a Loop with a run-time trip count,
 //! a Reshape to a computed shape) and string tensors, which compiled code does not hold.
 //!
-//! Such a bound graph runs in stages split at the first node of either kind (the *splitter*):
-//! the nodes before it are compiled with static shapes; the splitter runs in the reference
-//! evaluator, which sizes its outputs from their data; the nodes after it form a model of
-//! their own whose inputs are the values they read, compiled per shape (and split again if
-//! needed) and cached like any other. A service's steady state compiles nothing new for
-//! shapes it has seen.
+//! Such a bound graph runs in stages. The nodes compiled code cannot run whose inputs are
+//! known before any of them runs (the *splitters*) run together in the reference evaluator,
+//! which sizes their outputs from their data. Before them, compiled with static shapes, run
+//! the nodes that read no splitter's output, wherever they stand in the graph; after them, the
+//! nodes that do, as a model of their own whose inputs are the values they read, compiled per
+//! shape (and split again if needed) and cached like any other. A detector that filters each
+//! class's boxes by score and then takes their top k splits into as many stages as one class
+//! takes steps, not one per class. A service's steady state compiles nothing new for shapes it
+//! has seen.
 
 use std::collections::{HashMap, HashSet};
 
-use kiln_tir::{DType, Graph, NodeId, Region, Tensor, ValueDef, ValueId};
+use kiln_tir::{DType, Graph, NodeId, Tensor, ValueId};
 
 use crate::compiled::{CompiledModel, Specialization, stopped};
 use crate::pipeline::Pipeline;
@@ -19,20 +22,23 @@ use crate::{Error, Result};
 
 /// One bound specialization run in stages.
 pub struct Staged {
-    /// The compiled nodes before the splitter, reading `prefix_in` and writing `prefix_out`;
+    /// The compiled nodes before the splitters, reading `prefix_in` and writing `prefix_out`;
     /// `None` when there are none.
     prefix: Option<Specialization>,
     prefix_in: Vec<ValueId>,
     prefix_out: Vec<ValueId>,
-    /// The splitter alone, as a graph the evaluator runs; its parameters are the values it reads.
+    /// The splitters alone, as a graph the evaluator runs, reading `split_in` and writing
+    /// `split_out`.
     splitter: Graph,
-    /// The nodes after the splitter as a model whose inputs are `rest_in`; `None` when there
+    split_in: Vec<ValueId>,
+    split_out: Vec<ValueId>,
+    /// The nodes after the splitters as a model whose inputs are `rest_in`; `None` when there
     /// are none and the outputs are already known.
     rest: Option<CompiledModel>,
     rest_in: Vec<ValueId>,
     /// The graph's outputs.
     results: Vec<ValueId>,
-    /// The graph's inputs, and its constants (which outputs may name).
+    /// The graph's inputs, and the constants among its outputs.
     params: Vec<ValueId>,
     consts: HashMap<ValueId, Tensor>,
 }
@@ -43,15 +49,44 @@ fn is_host(g: &Graph, n: NodeId) -> bool {
     node.inputs.iter().chain(&node.outputs).flatten().any(|v| g.ty(*v).dtype == DType::String)
 }
 
-/// The first top-level node of bound graph `g` that compiled code cannot run: one that gives a
-/// value a shape no input decides (its inputs all static), or one with strings; `None` when
-/// the whole graph compiles.
-pub fn splitter(g: &Graph) -> Option<NodeId> {
+/// Whether compiled code cannot run top-level node `n` of bound graph `g` once its inputs are
+/// known: it gives a value a shape no input decides (its inputs all static), or has strings.
+fn is_splitter(g: &Graph, n: NodeId) -> bool {
     let is_static = |v: &ValueId| g.ty(*v).known_dims().is_some();
-    g.body.nodes.iter().copied().find(|&n| {
-        let node = g.node(n);
-        is_host(g, n) || (node.outputs.iter().flatten().any(|v| !is_static(v)) && node.inputs.iter().flatten().all(is_static))
-    })
+    let node = g.node(n);
+    is_host(g, n) || (node.outputs.iter().flatten().any(|v| !is_static(v)) && node.inputs.iter().flatten().all(is_static))
+}
+
+/// The top-level nodes of a bound graph by stage, each part in graph order.
+#[derive(Debug, Default)]
+pub struct Split {
+    /// The nodes that read no splitter's output, run first as compiled code.
+    before: Vec<NodeId>,
+    /// The splitters that read no other splitter's output, run next by the evaluator.
+    at: Vec<NodeId>,
+    /// The nodes that read a splitter's output, directly or through others.
+    after: Vec<NodeId>,
+}
+
+/// How bound graph `g` runs in stages; `None` when the whole graph compiles.
+pub fn split(g: &Graph) -> Option<Split> {
+    let mut waits: HashSet<ValueId> = HashSet::new();
+    let mut split = Split::default();
+    for &n in &g.body.nodes {
+        let mut waiting = false;
+        uses(g, n, &mut |v| waiting |= waits.contains(&v));
+        let part = match (waiting, is_splitter(g, n)) {
+            (true, _) => &mut split.after,
+            (false, true) => &mut split.at,
+            (false, false) => {
+                split.before.push(n);
+                continue;
+            }
+        };
+        part.push(n);
+        waits.extend(g.node(n).outputs.iter().flatten());
+    }
+    (!split.at.is_empty()).then_some(split)
 }
 
 /// The values `nodes` (regions included) and `extra` read that are in `available`, in first-use
@@ -70,52 +105,44 @@ fn reads(g: &Graph, nodes: &[NodeId], extra: &[ValueId], available: &dyn Fn(Valu
     out
 }
 
-/// `g` with only `nodes`, reading `params` and returning `results`.
-fn part(g: &Graph, params: Vec<ValueId>, nodes: Vec<NodeId>, results: Vec<ValueId>) -> Graph {
-    let mut p = g.clone();
-    p.assumptions.clear();
-    for &v in &params {
-        p.values[v.index()].def = ValueDef::Param;
-        if p.values[v.index()].name.is_empty() {
-            p.values[v.index()].name = v.to_string();
-        }
-    }
-    p.body = Region { params, consts: g.body.consts.clone(), nodes, results };
-    p
+/// `g` with only `nodes`, reading `params` and returning `results`: a graph of its own, as
+/// small as what it holds, since a model split many times keeps one per stage.
+fn part(g: &Graph, params: &[ValueId], nodes: &[NodeId], results: &[ValueId]) -> Result<Graph> {
+    g.extract(params, nodes, results).map_err(|e| Error::Internal(format!("splitting the graph: {e}")))
 }
 
 impl Staged {
-    /// Splits bound graph `g` (of `model`) at `at` and compiles the part before it.
-    pub fn new(pipeline: &Pipeline, g: &Graph, at: NodeId, model: &CompiledModel) -> Result<Staged> {
-        let pos = g.body.nodes.iter().position(|&n| n == at).ok_or_else(|| Error::Internal(format!("{at} is not a top-level node")))?;
-        let (before, after) = (&g.body.nodes[..pos], &g.body.nodes[pos + 1..]);
+    /// Splits bound graph `g` (of `model`) as `split` says and compiles the part before the
+    /// splitters.
+    pub fn new(pipeline: &Pipeline, g: &Graph, split: &Split, model: &CompiledModel) -> Result<Staged> {
+        let Split { before, at, after } = split;
         let is_param = |v: ValueId| g.body.params.contains(&v);
 
         let defined: HashSet<ValueId> = before.iter().flat_map(|&n| g.node(n).outputs.iter().flatten().copied()).collect();
-        let later: Vec<NodeId> = std::iter::once(at).chain(after.iter().copied()).collect();
+        let later: Vec<NodeId> = at.iter().chain(after).copied().collect();
         let prefix_out = reads(g, &later, &g.body.results, &|v| defined.contains(&v));
         let prefix_in = reads(g, before, &[], &is_param);
-        let prefix = match before {
+        let prefix = match before.as_slice() {
             [] => None,
             _ => {
-                let p = part(g, prefix_in.clone(), before.to_vec(), prefix_out.clone());
+                let p = part(g, &prefix_in, before, &prefix_out)?;
                 Some(model.in_pool(|| Specialization::compile_bound(pipeline, p))?)
             }
         };
 
         let outer = |v: ValueId| is_param(v) || defined.contains(&v);
-        let split_in = reads(g, &[at], &[], &outer);
-        let split_out: Vec<ValueId> = g.node(at).outputs.iter().flatten().copied().collect();
-        let splitter = part(g, split_in, vec![at], split_out.clone());
+        let split_in = reads(g, at, &[], &outer);
+        let split_out: Vec<ValueId> = at.iter().flat_map(|&n| g.node(n).outputs.iter().flatten().copied()).collect();
+        let splitter = part(g, &split_in, at, &split_out)?;
 
         let known = |v: ValueId| outer(v) || split_out.contains(&v);
         let rest_in = reads(g, after, &g.body.results, &known);
-        let rest = match after {
+        let rest = match after.as_slice() {
             [] => None,
-            _ => Some(model.sibling(part(g, rest_in.clone(), after.to_vec(), g.body.results.clone()))?),
+            _ => Some(model.sibling(part(g, &rest_in, after, &g.body.results)?)?),
         };
-        let consts = g.body.consts.iter().filter_map(|&c| g.const_value(c).map(|t| (c, t.clone()))).collect();
-        Ok(Staged { prefix, prefix_in, prefix_out, splitter, rest, rest_in, results: g.body.results.clone(), params: g.body.params.clone(), consts })
+        let consts = g.body.results.iter().filter_map(|&v| g.const_value(v).map(|t| (v, t.clone()))).collect();
+        Ok(Staged { prefix, prefix_in, prefix_out, splitter, split_in, split_out, rest, rest_in, results: g.body.results.clone(), params: g.body.params.clone(), consts })
     }
 
     /// Runs the stages on the model's inputs.
@@ -131,14 +158,14 @@ impl Staged {
             let outs = model.in_pool(|| p.run(&ins, None))?;
             env.extend(self.prefix_out.iter().copied().zip(outs));
         }
-        let ins = take(&env, &self.splitter.body.params)?;
+        let ins = take(&env, &self.split_in)?;
         let reason = || kiln_runtime::stop::reason().map(|r| format!("{r:?}"));
         let budget = kiln_eval::Budget { max_loop_trips: model.limits().max_loop_trips, should_stop: &reason };
         let outs = kiln_eval::eval_graph_with(&self.splitter, &ins, &budget).map_err(|e| stopped().unwrap_or_else(|| Error::Run(e.to_string())))?;
         if let Some(e) = stopped() {
             return Err(e);
         }
-        env.extend(self.splitter.body.results.iter().copied().zip(outs));
+        env.extend(self.split_out.iter().copied().zip(outs));
         match &self.rest {
             Some(rest) => rest.run(&take(&env, &self.rest_in)?),
             None => take(&env, &self.results),

@@ -10,6 +10,7 @@ pub mod dim;
 pub mod dot;
 pub mod dtype;
 pub mod echo;
+pub mod extract;
 pub mod graph;
 pub mod infer;
 pub mod mapped;

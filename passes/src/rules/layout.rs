@@ -406,7 +406,7 @@ fn conv_dead_taps(eg: &mut Egraph, hit: &Hit<'_>) -> Option<Id> {
         return None;
     }
     // The kept weights are read from the constant's bytes: the dead ones need no copy.
-    let weights = constant(eg, w).filter(|t| t.dtype == DType::F32)?.raw()?.clone();
+    let weights = constant(eg, w).filter(|t| t.dtype == DType::F32)?.raw()?;
     let mut shape = wd[..2].to_vec();
     shape.extend(spans.iter().map(|&(_, len)| len));
     // Each kept weight's index in the old kernel, by the new one's row-major order.
