@@ -6,7 +6,9 @@
 //! sample loops run to a cap (enough for regions up to twice the feature map plus its border)
 //! under a condition, and a `Check` reports a region too large for the cap. Sample positions
 //! are computed per bin once and then applied to every channel, accumulating in a scratch
-//! row of `C` values.
+//! row of `C` values. Where the samples read the feature map more often than copying it would,
+//! they read a channels-last copy: a sample's four pixels are then contiguous across channels,
+//! and the channel loop runs in vectors, instead of gathering from a plane apart.
 
 use kiln_tir::op::{RoiAlign, RoiCoordMode, RoiPoolMode};
 use kiln_tir::NodeId;
@@ -48,6 +50,18 @@ pub(super) fn roi_align(cx: &mut Lowerer<'_>, n: NodeId, a: &RoiAlign) -> Result
         0 => [(2 * height + 2).div_ceil(ph), (2 * width + 2).div_ceil(pw)],
         s => [s as u64, s as u64],
     };
+    // Each sample reads four pixels of every channel; the copy reads and writes every element
+    // of the map once. The adaptive grid counts one sample per bin, its fewest.
+    let per_bin = if a.sampling_ratio == 0 { 1 } else { caps[0].saturating_mul(caps[1]) };
+    let reads = count.saturating_mul(ph * pw).saturating_mul(per_bin).saturating_mul(2);
+    let channels_last = channels > 1 && reads >= batch.saturating_mul(height * width);
+    let plane = (height * width) as i64;
+    let nhwc = channels_last.then(|| {
+        let name = format!("{}_nhwc", cx.node(n).name);
+        cx.program.add_buffer(Buffer { name, elem: ElemType::Scalar(t), len: batch * channels * height * width, kind: BufferKind::Temp })
+    });
+    // Where consecutive channels of a pixel are, and how far pixel offsets scale.
+    let (channel_stride, pixel_stride) = if channels_last { (1, channels as i64) } else { (plane, 1) };
     let acc = {
         let name = format!("{}_acc", cx.node(n).name);
         cx.program.add_buffer(Buffer { name, elem: ElemType::Scalar(t), len: channels, kind: BufferKind::Temp })
@@ -55,6 +69,18 @@ pub(super) fn roi_align(cx: &mut Lowerer<'_>, n: NodeId, a: &RoiAlign) -> Result
     let batch_error = cx.error(n, "batch index out of range");
     let mut b = Body::new(cx, n);
     let c = |v: f64| Expr::float(t, v);
+    if let Some(nhwc) = nhwc {
+        let copy = b.k.nest(&[batch, channels, height * width], |_, i| {
+            let (image, ch, pixel) = (i[0].clone(), i[1].clone(), i[2].clone());
+            let to = (image.clone() * plane + pixel.clone()) * channels as i64 + ch.clone();
+            vec![Stmt::Store { buf: nhwc, index: to, value: load_as(&x, (image * channels as i64 + ch) * plane + pixel, t) }]
+        });
+        b.stmts.extend(copy);
+    }
+    let read = |at: Expr| match nhwc {
+        Some(buf) => Expr::load(buf, at),
+        None => load_as(&x, at, t),
+    };
     let grid_errors = if a.sampling_ratio == 0 {
         let msg = |axis: &str, cap: u64| format!("region of interest needs more than {cap} samples per bin along {axis}");
         let h = cx.error(n, msg("height", caps[0]));
@@ -96,7 +122,6 @@ pub(super) fn roi_align(cx: &mut Lowerer<'_>, n: NodeId, a: &RoiAlign) -> Result
         let samples = bind(k, &mut s, ScalarType::I64, grid_h.clone() * grid_w.clone());
         let gh_f = bind(k, &mut s, t, grid_h.clone().cast(t));
         let gw_f = bind(k, &mut s, t, grid_w.clone().cast(t));
-        let plane = (height * width) as i64;
         let base = bind(k, &mut s, ScalarType::I64, bi * (channels as i64 * plane));
         s.extend(k.nest(&[ph, pw], |k, bin| {
             let mut s = k.nest(&[channels], |_, ch| vec![Stmt::Store { buf: acc, index: ch[0].clone(), value: c(if max_mode { f64::NEG_INFINITY } else { 0.0 }) }]);
@@ -136,13 +161,13 @@ pub(super) fn roi_align(cx: &mut Lowerer<'_>, n: NodeId, a: &RoiAlign) -> Result
                     let corners: Vec<(Expr, Expr)> = corners
                         .into_iter()
                         .map(|(yi, xi, w)| {
-                            let pos = bind(k, &mut s, ScalarType::I64, yi * width as i64 + xi);
+                            let pos = bind(k, &mut s, ScalarType::I64, (yi * width as i64 + xi) * pixel_stride);
                             (pos, bind(k, &mut s, t, w))
                         })
                         .collect();
                     s.extend(k.nest(&[channels], |_, ch| {
-                        let at = base.clone() + ch[0].clone() * plane;
-                        let terms = corners.iter().map(|(pos, w)| w.clone() * load_as(&x, at.clone() + pos.clone(), t));
+                        let at = base.clone() + ch[0].clone() * channel_stride;
+                        let terms = corners.iter().map(|(pos, w)| w.clone() * read(at.clone() + pos.clone()));
                         let old = Expr::load(acc, ch[0].clone());
                         let value = if max_mode { terms.fold(old, |m, v| m.max(v)) } else { terms.fold(old, |sum, v| sum + v) };
                         vec![Stmt::Store { buf: acc, index: ch[0].clone(), value }]

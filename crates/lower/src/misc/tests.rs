@@ -106,6 +106,38 @@ fn roi_align_checks_batch_indices() {
 }
 
 #[test]
+fn roi_align_reads_a_channels_last_copy_only_where_it_pays() {
+    // The regions all pool image 0: more images make the map dearer to copy, not the result
+    // different. One image: two regions of 2×2 bins of four samples on a 4×4 map read it more
+    // often than a copy would (so do the adaptive grid's), one 1×1 bin of one sample on an 8×8
+    // map does not; 64 images: none pays.
+    for (side, count, bins, ratio, copies) in [(4, 2, 2, 2, true), (8, 1, 1, 1, false), (4, 2, 2, 0, true)] {
+        for mode in ["avg", "max"] {
+            let src = |batch: usize| {
+                let numel = batch * 3 * side * side;
+                let x: Vec<String> = (0..numel).map(|i| format!("{:.1}", (i * 37 % 23) as f64 - 9.0)).collect();
+                let rois = ["0.3, 0.7, 2.9, 3.1", "1.0, 0.2, 3.5, 2.4"][..count].join(", ");
+                let indices = vec!["0"; count].join(", ");
+                format!(
+                    "graph @main() -> (f32[{count}, 3, {bins}, {bins}]) {{
+  %0 = const dense<f32[{batch}, 3, {side}, {side}]: [{x}]>
+  %1 = const dense<f32[{count}, 4]: [{rois}]>
+  %2 = const dense<i64[{count}]: [{indices}]>
+  %3 = tensor.roi_align(%0, %1, %2) {{mode = \"{mode}\", output_height = {bins}, output_width = {bins}, sampling_ratio = {ratio}}} : f32[{count}, 3, {bins}, {bins}]
+  return %3
+}}",
+                    x = x.join(", ")
+                )
+            };
+            let copied = |src: &str| lower(&kiln_tir::text::parse(src).unwrap()).unwrap().buffers.iter().any(|b| b.name.ends_with("_nhwc"));
+            let (one, many) = (src(1), src(64));
+            assert_eq!((copied(&one), copied(&many)), (copies, false), "{side}×{side} map, {count} regions, ratio {ratio}");
+            assert_close(&run(&one).unwrap()[0], &run(&many).unwrap()[0]);
+        }
+    }
+}
+
+#[test]
 fn det_of_singular_and_permuted_matrices() {
     let out = run("graph @main() -> (f64[3]) {
   %0 = const dense<f64[3, 3, 3]: [1.0, 2.0, 3.0, 2.0, 4.0, 6.0, 0.0, 1.0, 5.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 2.0, 0.0, 3.0, 0.0, 4.0, 0.0, 0.0]>

@@ -192,57 +192,217 @@ fn resize(cx: &mut Lowerer<'_>, n: NodeId, a: &Resize) -> Result<(), LowerError>
     let ty = y.ty();
     let ev = a.extrapolation_value as f64;
     let extrapolated = super::fold(if ty.is_float() { f(ev).cast(ty) } else { f(ev).un(UnOp::Round).cast(ty) });
-    let (xs, ys) = (x.strides(), y.strides());
+    let xs = x.strides();
     let opts = Opts { mode, ctm, nearest: a.nearest_mode, cubic_a: a.cubic_coeff_a as f64, exclude: a.exclude_outside != 0, antialias: a.antialias != 0 };
-    b.nest(&y.dims, |k, o| {
-        let mut stmts = Vec::new();
-        let mut outside = Expr::Const(Scalar::Bool(false));
-        // Per axis: the source coordinate, then the nearest index or the first tap.
-        let mut coords = Vec::with_capacity(r);
-        for (d, plan) in plans.iter().enumerate() {
-            let Plan::Resized(p) = plan else {
-                coords.push(Coord::Index(o[d].clone()));
-                continue;
-            };
-            let xo = let_(k, &mut stmts, ScalarType::F64, source_coord(&opts, p, o[d].clone().cast(ScalarType::F64)));
-            if p.roi.is_some() {
-                let off = or(xo.clone().cmp(CmpOp::Lt, f(0.0)), xo.clone().cmp(CmpOp::Gt, f(p.input as f64 - 1.0)));
-                outside = or(outside, off);
-            }
-            coords.push(if mode == ResizeMode::Nearest {
-                let i = nearest(opts.nearest, xo).cast(ScalarType::I64);
-                Coord::Index(let_(k, &mut stmts, ScalarType::I64, clamp(i, Expr::idx(0), Expr::idx(p.input as i64 - 1))))
-            } else {
-                let first = xo.clone().un(UnOp::Ceil).cast(ScalarType::I64) - (p.taps / 2) as i64;
-                let first = let_(k, &mut stmts, ScalarType::I64, first);
-                Coord::Taps { x: xo, first }
-            });
-        }
-        let body = if mode == ResizeMode::Nearest {
-            let src = coords.iter().enumerate().fold(Expr::idx(0), |acc, (d, c)| match c {
-                Coord::Index(i) => acc + i.clone() * xs[d],
-                Coord::Taps { .. } => acc,
-            });
-            vec![store(&y, linear(o, &ys), Expr::load(x.buf, src))]
-        } else {
-            interpolate(k, &opts, &plans, &coords, &x, ty, &y, linear(o, &ys))
-        };
-        match super::fold(outside) {
-            Expr::Const(Scalar::Bool(false)) => stmts.extend(body),
-            cond => stmts.push(Stmt::If { cond, then: vec![store(&y, linear(o, &ys), extrapolated.clone())], otherwise: body }),
-        }
-        stmts
-    });
+    let tables: Vec<Option<Table>> = plans
+        .iter()
+        .enumerate()
+        .map(|(d, plan)| match plan {
+            Plan::Copy => None,
+            Plan::Resized(p) => Some(table(cx, n, &mut b, &opts, p, d, xs[d])),
+        })
+        .collect();
+    // A few taps per axis are read once per output row or column into `let`s, and their tensor
+    // product is summed as one expression; an antialiasing footprint is looped over.
+    let resized = tables.iter().flatten();
+    let looped = resized.clone().any(|t| t.taps > 4) || resized.map(|t| t.taps).product::<u64>() > 64;
+    let e = Element { x: &x, y: &y, ty, xs, ys: y.strides(), dims: y.dims.clone(), tables: &tables, looped, extrapolated };
+    let nest = e.level(&mut b.k, 0, &mut Vec::new(), Expr::idx(0), &mut vec![Vec::new(); r], Expr::Const(Scalar::Bool(false)));
+    b.stmts.extend(nest);
     b.push(cx);
     Ok(())
 }
 
-/// The per-element coordinate of one axis.
-enum Coord {
-    /// A fixed input index.
-    Index(Expr),
-    /// A source coordinate and the first of its taps.
-    Taps { x: Expr, first: Expr },
+/// One resized axis's taps for each output coordinate, in scratch buffers: each tap's input
+/// offset (its index clamped to the edge, times the axis's stride) and weight (renormalized
+/// where the mode says; none for nearest), and with `tf_crop_and_resize` whether the
+/// coordinate falls outside the input.
+struct Table {
+    taps: u64,
+    /// The largest offset, to which reads are clamped again (the verifier sees a load).
+    max_offset: i64,
+    offset: BufId,
+    weight: Option<BufId>,
+    outside: Option<BufId>,
+}
+
+/// Computes axis `d`'s [`Table`] ahead of the element loops.
+fn table(cx: &mut Lowerer<'_>, n: NodeId, b: &mut Body, o: &Opts, p: &Resampled, d: usize, stride: i64) -> Table {
+    let taps = if o.mode == ResizeMode::Nearest { 1 } else { p.taps };
+    let node = cx.node(n).name.clone();
+    let mut temp = |what: &str, elem: ScalarType, len: u64| {
+        cx.program.add_buffer(Buffer { name: format!("{node}_{what}{d}"), elem: ElemType::Scalar(elem), len, kind: BufferKind::Temp })
+    };
+    let offset = temp("offset", ScalarType::I64, p.output * taps);
+    let weights = (o.mode != ResizeMode::Nearest).then(|| temp("weight", ScalarType::F64, p.output * taps));
+    let outside = p.roi.is_some().then(|| temp("outside", ScalarType::Bool, p.output));
+    let last = p.input as i64 - 1;
+    b.nest(&[p.output], |k, i| {
+        let at = i[0].clone();
+        let mut s = Vec::new();
+        let xo = let_(k, &mut s, ScalarType::F64, source_coord(o, p, at.clone().cast(ScalarType::F64)));
+        if let Some(buf) = outside {
+            let off = or(xo.clone().cmp(CmpOp::Lt, f(0.0)), xo.clone().cmp(CmpOp::Gt, f(last as f64)));
+            s.push(Stmt::Store { buf, index: at.clone(), value: off });
+        }
+        let Some(weights) = weights else {
+            let j = nearest(o.nearest, xo).cast(ScalarType::I64);
+            s.push(Stmt::Store { buf: offset, index: at, value: clamp(j, Expr::idx(0), Expr::idx(last)) * stride });
+            return s;
+        };
+        let first = let_(k, &mut s, ScalarType::I64, xo.clone().un(UnOp::Ceil).cast(ScalarType::I64) - (taps / 2) as i64);
+        let tap = |k: &mut Kernel, s: &mut Vec<Stmt>, t: &Expr| {
+            let j = let_(k, s, ScalarType::I64, first.clone() + t.clone());
+            (j.clone(), weight(k, s, o, p, &xo, &j))
+        };
+        // With antialiasing or `exclude_outside`, the weights are divided by their sum.
+        let total = if o.exclude || o.antialias {
+            let sum = k.var(ScalarType::F64);
+            s.push(Stmt::Local(sum, f(0.0)));
+            let lp = k.nest(&[taps], |k, t| {
+                let mut s = Vec::new();
+                let (_, w) = tap(k, &mut s, &t[0]);
+                s.push(Stmt::Assign(sum, fb(Expr::Var(sum), BinOp::Add, w)));
+                s
+            });
+            s.extend(lp);
+            let total = Expr::Var(sum).cmp(CmpOp::Eq, f(0.0)).select(f(1.0), Expr::Var(sum));
+            Some(let_(k, &mut s, ScalarType::F64, total))
+        } else {
+            None
+        };
+        let lp = k.nest(&[taps], |k, t| {
+            let mut s = Vec::new();
+            let (j, mut w) = tap(k, &mut s, &t[0]);
+            if let Some(total) = &total {
+                w = fb(w, BinOp::Div, total.clone());
+            }
+            let index = at.clone() * taps as i64 + t[0].clone();
+            s.push(Stmt::Store { buf: offset, index: index.clone(), value: clamp(j, Expr::idx(0), Expr::idx(last)) * stride });
+            s.push(Stmt::Store { buf: weights, index, value: w });
+            s
+        });
+        s.extend(lp);
+        s
+    });
+    Table { taps, max_offset: last * stride, offset, weight: weights, outside }
+}
+
+/// The element loops: one per output axis, each reading its axis's taps.
+struct Element<'a> {
+    x: &'a Operand,
+    y: &'a Operand,
+    ty: ScalarType,
+    xs: Vec<i64>,
+    ys: Vec<i64>,
+    dims: Vec<u64>,
+    tables: &'a [Option<Table>],
+    /// Whether the taps are looped over in the innermost body rather than read per axis.
+    looped: bool,
+    extrapolated: Expr,
+}
+
+/// One tap read from a table: the input offset and the weight (none for nearest).
+type Tap = (Expr, Option<Expr>);
+
+impl Element<'_> {
+    /// The loop over output axis `d` and those inside it, given the outer axes' indices, the
+    /// input offset of the copied axes so far, each outer resized axis's taps, and whether an
+    /// outer coordinate is outside the input.
+    fn level(&self, k: &mut Kernel, d: usize, o: &mut Vec<Expr>, src: Expr, taps: &mut Vec<Vec<Tap>>, outside: Expr) -> Vec<Stmt> {
+        if d == self.dims.len() {
+            return self.element(k, o, src, taps, outside);
+        }
+        k.nest(&[self.dims[d]], |k, i| {
+            let od = i[0].clone();
+            let mut s = Vec::new();
+            let (mut src, mut outside) = (src, outside);
+            match &self.tables[d] {
+                None => src = src + od.clone() * self.xs[d],
+                Some(t) => {
+                    if let Some(buf) = t.outside {
+                        outside = let_(k, &mut s, ScalarType::Bool, or(outside, Expr::load(buf, od.clone())));
+                    }
+                    if !self.looped {
+                        taps[d] = (0..t.taps as i64)
+                            .map(|j| {
+                                let at = od.clone() * t.taps as i64 + j;
+                                let offset = let_(k, &mut s, ScalarType::I64, clamp(Expr::load(t.offset, at.clone()), Expr::idx(0), Expr::idx(t.max_offset)));
+                                (offset, t.weight.map(|w| let_(k, &mut s, ScalarType::F64, Expr::load(w, at))))
+                            })
+                            .collect();
+                    }
+                }
+            }
+            o.push(od);
+            s.extend(self.level(k, d + 1, o, src, taps, outside));
+            o.pop();
+            s
+        })
+    }
+
+    /// One output element: `Σ Π w · X[taps]` over the tensor product of every resized axis's
+    /// taps (outer axes first, as the reference sums), or the nearest input element.
+    fn element(&self, k: &mut Kernel, o: &[Expr], src: Expr, taps: &[Vec<Tap>], outside: Expr) -> Vec<Stmt> {
+        let at = linear(o, &self.ys);
+        let read = |src: Expr| convert(Expr::load(self.x.buf, src), self.x.ty(), ScalarType::F64);
+        let round = |v: Expr| if self.ty.is_float() { v.cast(self.ty) } else { v.un(UnOp::Round).cast(self.ty) };
+        let body = if self.looped {
+            let acc = k.var(ScalarType::F64);
+            let mut s = vec![Stmt::Local(acc, f(0.0))];
+            s.extend(self.loop_taps(k, o, 0, f(1.0), src, acc));
+            s.push(store(self.y, at.clone(), round(Expr::Var(acc))));
+            s
+        } else {
+            // The tensor product, outer axes first; a weightless tap is nearest's one.
+            let mut terms: Vec<Tap> = vec![(src, None)];
+            for axis in taps.iter().filter(|t| !t.is_empty()) {
+                terms = terms
+                    .iter()
+                    .flat_map(|(src, w)| {
+                        axis.iter().map(move |(offset, wj)| {
+                            let w = match (w, wj) {
+                                (Some(w), Some(wj)) => Some(fb(w.clone(), BinOp::Mul, wj.clone())),
+                                (None, wj) => wj.clone(),
+                                (w, None) => w.clone(),
+                            };
+                            (src.clone() + offset.clone(), w)
+                        })
+                    })
+                    .collect();
+            }
+            let value = match terms.as_slice() {
+                [(src, None)] => Expr::load(self.x.buf, src.clone()),
+                _ => round(terms.into_iter().fold(f(0.0), |acc, (src, w)| fb(acc, BinOp::Add, fb(w.unwrap_or_else(|| f(1.0)), BinOp::Mul, read(src))))),
+            };
+            vec![store(self.y, at.clone(), value)]
+        };
+        match super::fold(outside) {
+            Expr::Const(Scalar::Bool(false)) => body,
+            cond => vec![Stmt::If { cond, then: vec![store(self.y, at, self.extrapolated.clone())], otherwise: body }],
+        }
+    }
+
+    /// The tap loops of the resized axes from `d` inward, with the weight product and input
+    /// offset so far, adding each term to `acc`.
+    fn loop_taps(&self, k: &mut Kernel, o: &[Expr], d: usize, w: Expr, src: Expr, acc: Var) -> Vec<Stmt> {
+        let Some(t) = self.tables.get(d) else {
+            let v = fb(w, BinOp::Mul, convert(Expr::load(self.x.buf, src), self.x.ty(), ScalarType::F64));
+            return vec![Stmt::Assign(acc, fb(Expr::Var(acc), BinOp::Add, v))];
+        };
+        let Some(t) = t else { return self.loop_taps(k, o, d + 1, w, src, acc) };
+        k.nest(&[t.taps], |k, j| {
+            let mut s = Vec::new();
+            let at = o[d].clone() * t.taps as i64 + j[0].clone();
+            let offset = clamp(Expr::load(t.offset, at.clone()), Expr::idx(0), Expr::idx(t.max_offset));
+            let w = match t.weight {
+                Some(buf) => let_(k, &mut s, ScalarType::F64, super::fold(fb(w, BinOp::Mul, Expr::load(buf, at)))),
+                None => w,
+            };
+            s.extend(self.loop_taps(k, o, d + 1, w, src + offset, acc));
+            s
+        })
+    }
 }
 
 /// The attributes the element code needs.
@@ -346,64 +506,4 @@ fn weight(k: &mut Kernel, stmts: &mut Vec<Stmt>, o: &Opts, p: &Resampled, x: &Ex
     let t = let_(k, stmts, ScalarType::F64, super::fold(dist));
     let w = kernel(o, t);
     if o.exclude { and(j.clone().cmp(CmpOp::Ge, Expr::idx(0)), j.clone().cmp(CmpOp::Lt, Expr::idx(p.input as i64))).select(w, f(0.0)) } else { w }
-}
-
-/// Linear and cubic: `Σ Π w · X[taps]` over the tensor product of every resized axis's taps.
-#[allow(clippy::too_many_arguments)]
-fn interpolate(k: &mut Kernel, o: &Opts, plans: &[Plan], coords: &[Coord], x: &Operand, ty: ScalarType, y: &Operand, at: Expr) -> Vec<Stmt> {
-    let mut stmts = Vec::new();
-    let normalize = o.exclude || o.antialias;
-    // Per resized axis: the weights' sum when they are renormalized.
-    let mut sums = vec![None; plans.len()];
-    for (d, plan) in plans.iter().enumerate() {
-        let (Plan::Resized(p), Coord::Taps { x: xo, first }) = (plan, &coords[d]) else { continue };
-        if !normalize {
-            continue;
-        }
-        let sum = k.var(ScalarType::F64);
-        stmts.push(Stmt::Local(sum, f(0.0)));
-        let lp = k.nest(&[p.taps], |k, t| {
-            let mut s = Vec::new();
-            let j = let_(k, &mut s, ScalarType::I64, first.clone() + t[0].clone());
-            let w = weight(k, &mut s, o, p, xo, &j);
-            s.push(Stmt::Assign(sum, fb(Expr::Var(sum), BinOp::Add, w)));
-            s
-        });
-        stmts.extend(lp);
-        let total = Expr::Var(sum).cmp(CmpOp::Eq, f(0.0)).select(f(1.0), Expr::Var(sum));
-        sums[d] = Some(let_(k, &mut stmts, ScalarType::F64, total));
-    }
-    let acc = k.var(ScalarType::F64);
-    stmts.push(Stmt::Local(acc, f(0.0)));
-    let xs = x.strides();
-    let inner = taps(k, o, plans, coords, &sums, 0, f(1.0), Expr::idx(0), &xs, x, acc);
-    stmts.extend(inner);
-    let v = if ty.is_float() { Expr::Var(acc).cast(ty) } else { Expr::Var(acc).un(UnOp::Round).cast(ty) };
-    stmts.push(store(y, at, v));
-    stmts
-}
-
-/// The tap loops from axis `d` inward, with the weight product and source offset so far.
-#[allow(clippy::too_many_arguments)]
-fn taps(k: &mut Kernel, o: &Opts, plans: &[Plan], coords: &[Coord], sums: &[Option<Expr>], d: usize, w: Expr, src: Expr, xs: &[i64], x: &Operand, acc: Var) -> Vec<Stmt> {
-    if d == plans.len() {
-        let v = fb(w, BinOp::Mul, convert(Expr::load(x.buf, src), x.ty(), ScalarType::F64));
-        return vec![Stmt::Assign(acc, fb(Expr::Var(acc), BinOp::Add, v))];
-    }
-    match (&plans[d], &coords[d]) {
-        (Plan::Resized(p), Coord::Taps { x: xo, first }) => k.nest(&[p.taps], |k, t| {
-            let mut s = Vec::new();
-            let j = let_(k, &mut s, ScalarType::I64, first.clone() + t[0].clone());
-            let mut wj = weight(k, &mut s, o, p, xo, &j);
-            if let Some(total) = &sums[d] {
-                wj = fb(wj, BinOp::Div, total.clone());
-            }
-            let wp = let_(k, &mut s, ScalarType::F64, super::fold(fb(w, BinOp::Mul, wj)));
-            let idx = clamp(j, Expr::idx(0), Expr::idx(p.input as i64 - 1));
-            s.extend(taps(k, o, plans, coords, sums, d + 1, wp, src + idx * xs[d], xs, x, acc));
-            s
-        }),
-        (_, Coord::Index(i)) => taps(k, o, plans, coords, sums, d + 1, w, src + i.clone() * xs[d], xs, x, acc),
-        (Plan::Copy, Coord::Taps { .. }) => Vec::new(),
-    }
 }
