@@ -2,14 +2,19 @@
 //! antialiasing, `exclude_outside`, `tf_crop_and_resize` extrapolation, `axes` and the
 //! aspect-ratio policies, following the ONNX reference (`onnx/reference/ops/op_resize.py`).
 //!
-//! The reference resizes one axis at a time in `f64`. Interpolation is separable, so this
-//! lowering computes each output element directly as the tensor product of per-axis taps, in
-//! `f64`: along a resized axis `d` the source coordinate `x` comes from the coordinate
-//! transformation, and tap `j` (an input index, clamped to the edge when read) has weight
-//! `K((j − x)·s)`, where `K` is the triangle or the cubic kernel and `s` is `min(scale, 1)`
-//! with antialiasing, else 1. The taps are the `2·⌈R/s⌉` integers nearest `x` (`R` is the
-//! kernel's radius), which is exactly the reference's window. Weights are renormalized to
-//! sum to one with antialiasing or `exclude_outside` (which zeroes taps outside the input).
+//! Interpolation is separable: along a resized axis `d` the source coordinate `x` comes from
+//! the coordinate transformation, and tap `j` (an input index, clamped to the edge when read)
+//! has weight `K((j − x)·s)`, where `K` is the triangle or the cubic kernel and `s` is
+//! `min(scale, 1)` with antialiasing, else 1. The taps are the `2·⌈R/s⌉` integers nearest `x`
+//! (`R` is the kernel's radius), which is exactly the reference's window. Weights are
+//! renormalized to sum to one with antialiasing or `exclude_outside` (which zeroes taps outside
+//! the input). Each resized axis's taps (input offsets and weights, computed in `f64`) are
+//! tabulated once per output coordinate before the element loops.
+//!
+//! `f32` linear and cubic resizes then run as the reference does, one axis at a time, in
+//! `f32` as onnxruntime computes: the last axis first, whose taps are gathers, then the
+//! others, whose passes read whole rows at a time and run in vectors. Other types and modes
+//! compute each output element directly in `f64`, as the tensor product of the per-axis taps.
 //!
 //! Axes whose size and scale do not change are copied. Scales and sizes may be run-time
 //! inputs: the coordinate arithmetic then reads them, and a check confirms they produce the
@@ -20,7 +25,7 @@ use kiln_tir::{NodeId, Op};
 
 use super::layout::store;
 use super::{Body, and, clamp, convert, float_param, int_param, norm_axis, or, tensor_scalar};
-use kiln_loops::builder::linear;
+use kiln_loops::builder::{linear, strides};
 use kiln_loops::ir::*;
 use crate::{LowerError, Lowerer, Operand};
 
@@ -194,12 +199,33 @@ fn resize(cx: &mut Lowerer<'_>, n: NodeId, a: &Resize) -> Result<(), LowerError>
     let extrapolated = super::fold(if ty.is_float() { f(ev).cast(ty) } else { f(ev).un(UnOp::Round).cast(ty) });
     let xs = x.strides();
     let opts = Opts { mode, ctm, nearest: a.nearest_mode, cubic_a: a.cubic_coeff_a as f64, exclude: a.exclude_outside != 0, antialias: a.antialias != 0 };
+    if let Some(order) = separable(&opts, &plans, &x, ty) {
+        let mut dims = x.dims.clone();
+        let mut src = x.buf;
+        for (i, &d) in order.iter().enumerate() {
+            let Plan::Resized(p) = &plans[d] else { continue };
+            let t = table(cx, n, &mut b, &opts, p, d, strides(&dims)[d], ScalarType::F32);
+            let mut out = dims.clone();
+            out[d] = y.dims[d];
+            let dst = if i + 1 == order.len() {
+                y.buf
+            } else {
+                let name = format!("{}_pass{i}", cx.node(n).name);
+                cx.program.add_buffer(Buffer { name, elem: ElemType::Scalar(ScalarType::F32), len: out.iter().product(), kind: BufferKind::Temp })
+            };
+            let stmts = pass(&mut b.k, (src, &dims), (dst, &out), d, &t);
+            b.stmts.extend(stmts);
+            (src, dims) = (dst, out);
+        }
+        b.push(cx);
+        return Ok(());
+    }
     let tables: Vec<Option<Table>> = plans
         .iter()
         .enumerate()
         .map(|(d, plan)| match plan {
             Plan::Copy => None,
-            Plan::Resized(p) => Some(table(cx, n, &mut b, &opts, p, d, xs[d])),
+            Plan::Resized(p) => Some(table(cx, n, &mut b, &opts, p, d, xs[d], ScalarType::F64)),
         })
         .collect();
     // A few taps per axis are read once per output row or column into `let`s, and their tensor
@@ -226,15 +252,17 @@ struct Table {
     outside: Option<BufId>,
 }
 
-/// Computes axis `d`'s [`Table`] ahead of the element loops.
-fn table(cx: &mut Lowerer<'_>, n: NodeId, b: &mut Body, o: &Opts, p: &Resampled, d: usize, stride: i64) -> Table {
+/// Computes axis `d`'s [`Table`] ahead of the element loops, its weights (computed in `f64`)
+/// stored as `weight_ty`.
+#[allow(clippy::too_many_arguments)]
+fn table(cx: &mut Lowerer<'_>, n: NodeId, b: &mut Body, o: &Opts, p: &Resampled, d: usize, stride: i64, weight_ty: ScalarType) -> Table {
     let taps = if o.mode == ResizeMode::Nearest { 1 } else { p.taps };
     let node = cx.node(n).name.clone();
     let mut temp = |what: &str, elem: ScalarType, len: u64| {
         cx.program.add_buffer(Buffer { name: format!("{node}_{what}{d}"), elem: ElemType::Scalar(elem), len, kind: BufferKind::Temp })
     };
     let offset = temp("offset", ScalarType::I64, p.output * taps);
-    let weights = (o.mode != ResizeMode::Nearest).then(|| temp("weight", ScalarType::F64, p.output * taps));
+    let weights = (o.mode != ResizeMode::Nearest).then(|| temp("weight", weight_ty, p.output * taps));
     let outside = p.roi.is_some().then(|| temp("outside", ScalarType::Bool, p.output));
     let last = p.input as i64 - 1;
     b.nest(&[p.output], |k, i| {
@@ -279,13 +307,42 @@ fn table(cx: &mut Lowerer<'_>, n: NodeId, b: &mut Body, o: &Opts, p: &Resampled,
             }
             let index = at.clone() * taps as i64 + t[0].clone();
             s.push(Stmt::Store { buf: offset, index: index.clone(), value: clamp(j, Expr::idx(0), Expr::idx(last)) * stride });
-            s.push(Stmt::Store { buf: weights, index, value: w });
+            s.push(Stmt::Store { buf: weights, index, value: super::fold(w.cast(weight_ty)) });
             s
         });
         s.extend(lp);
         s
     });
     Table { taps, max_offset: last * stride, offset, weight: weights, outside }
+}
+
+/// The order in which to resample the axes one at a time, for `f32` linear and cubic resizes
+/// (not `tf_crop_and_resize`, nor wide antialiasing footprints): the last axis first, where
+/// the taps are gathers, then the others inward out, whose passes read whole rows and run in
+/// vectors. `None` keeps the one-pass `f64` form, which other types and modes take.
+fn separable(o: &Opts, plans: &[Plan], x: &Operand, ty: ScalarType) -> Option<Vec<usize>> {
+    if ty != ScalarType::F32 || x.ty() != ScalarType::F32 || o.mode == ResizeMode::Nearest || o.ctm == CoordTransform::TfCropAndResize {
+        return None;
+    }
+    let resized: Vec<usize> = (0..plans.len()).rev().filter(|&d| matches!(&plans[d], Plan::Resized(_))).collect();
+    let narrow = resized.iter().all(|&d| matches!(&plans[d], Plan::Resized(p) if p.taps <= 16));
+    (narrow && !resized.is_empty()).then_some(resized)
+}
+
+/// One pass of a separable resize: `dst` (of shape `out`) from `src` (of shape `dims`, equal
+/// but along axis `d`), each element the `f32` sum of `t`'s weighted taps along `d`.
+fn pass(k: &mut Kernel, (src, dims): (BufId, &[u64]), (dst, out): (BufId, &[u64]), d: usize, t: &Table) -> Vec<Stmt> {
+    let (is, os) = (strides(dims), strides(out));
+    k.nest(out, |_, o| {
+        let base = o.iter().enumerate().filter(|&(e, _)| e != d).fold(Expr::idx(0), |acc, (e, i)| acc + i.clone() * is[e]);
+        let value = (0..t.taps as i64).fold(Expr::float(ScalarType::F32, 0.0), |acc, j| {
+            let at = o[d].clone() * t.taps as i64 + j;
+            let offset = clamp(Expr::load(t.offset, at.clone()), Expr::idx(0), Expr::idx(t.max_offset));
+            let w = t.weight.map_or(Expr::float(ScalarType::F32, 1.0), |w| Expr::load(w, at));
+            acc + w * Expr::load(src, base.clone() + offset)
+        });
+        vec![Stmt::Store { buf: dst, index: linear(o, &os), value }]
+    })
 }
 
 /// The element loops: one per output axis, each reading its axis's taps.
