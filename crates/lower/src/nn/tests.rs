@@ -385,3 +385,33 @@ fn integer_convolutions_are_exact_through_the_float_products() {
         }
     }
 }
+
+#[test]
+fn conv_transpose_matches_the_evaluator() {
+    use crate::linalg::tests::{tensor, ty};
+    // (X dims, W dims, attributes, Y dims): the f32 product and col2im, a tap at a time or (past
+    // 256 taps) gathered per output; f64 sums directly.
+    let cases: [(&[u64], &[u64], &str, &[u64]); 6] = [
+        (&[2, 3, 4, 5], &[3, 2, 2, 2], "strides = [2, 2]", &[2, 2, 8, 10]),
+        (&[1, 4, 5, 5], &[4, 3, 4, 4], "pads = [1, 1, 1, 1], strides = [2, 2]", &[1, 3, 10, 10]),
+        (&[1, 4, 3, 4], &[4, 1, 3, 2], "dilations = [2, 1], group = 2, output_padding = [1, 0], pads = [0, 1, 2, 0], strides = [3, 2]", &[1, 2, 10, 7]),
+        (&[2, 2, 7], &[2, 3, 5], "pads = [2, 2], strides = [3]", &[2, 3, 19]),
+        (&[1, 2, 3, 3], &[2, 2, 1, 1], "", &[1, 2, 3, 3]),
+        (&[1, 2, 2, 2], &[2, 1, 17, 17], "pads = [8, 8, 8, 8]", &[1, 1, 2, 2]),
+    ];
+    for dt in DTYPES {
+        for (x, w, attrs, y) in cases {
+            let m = w[1] * if attrs.contains("group = 2") { 2 } else { 1 };
+            let src = format!(
+                "graph @main(%0: {}, %1: {}, %2: {}) -> ({yt}) {{\n  %3 = tensor.conv_transpose(%0, %1, %2) {{{attrs}}} : {yt}\n  return %3\n}}",
+                ty(dt, x),
+                ty(dt, w),
+                ty(dt, &[m]),
+                yt = ty(dt, y)
+            );
+            let want = if dt == "f32" { vec![RuntimeFn::Sgemm] } else { vec![] };
+            assert_eq!(calls(&src), want, "{src}");
+            check(&src, &[tensor(dt, x, 3, false), tensor(dt, w, 5, false), tensor(dt, &[m], 7, false)]);
+        }
+    }
+}
