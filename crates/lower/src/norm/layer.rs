@@ -9,7 +9,7 @@ use super::{broadcasts_to, expect_dims, expect_float, inv_std, moments, stats_ty
 use kiln_loops::builder::broadcast_index;
 use kiln_loops::call;
 use kiln_loops::ir::*;
-use crate::reduce::{axis, bind, convert, expect_len, fold, load_as, Split};
+use crate::reduce::{axis, bind, convert, expect_len, fold_sum, load_as, Split};
 use crate::linalg::is_f32;
 use crate::{LowerError, Lowerer, Operand};
 
@@ -100,9 +100,9 @@ pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
                 (s, Some(mean), inv)
             }
             Kind::Rms => {
-                let (mut s, squares) = fold(k, &split, o, ct, Expr::float(ct, 0.0), |acc, f| {
+                let (mut s, squares) = fold_sum(k, &split, o, ct, |f| {
                     let v = load_as(&x, split.flat(f), ct);
-                    acc + v.clone() * v
+                    v.clone() * v
                 });
                 let inv = bind(k, &mut s, ct, inv_std(squares / Expr::float(ct, split.inner_count() as f64), epsilon, ct));
                 (s, None, inv)

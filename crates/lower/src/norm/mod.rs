@@ -16,7 +16,7 @@ mod tests;
 
 use kiln_tir::NodeId;
 
-use super::reduce::{bind, fold, load_as, Split};
+use super::reduce::{bind, fold_sum, load_as, Split};
 use super::{LowerError, Lowerer, Operand};
 use kiln_loops::ir::*;
 
@@ -25,11 +25,11 @@ use kiln_loops::ir::*;
 /// the statements and the two values, valid after them.
 fn moments(k: &mut Kernel, x: &Operand, split: &Split, o: &[Expr], ct: ScalarType) -> (Vec<Stmt>, Expr, Expr) {
     let count = Expr::float(ct, split.inner_count() as f64);
-    let (mut s, sum) = fold(k, split, o, ct, Expr::float(ct, 0.0), |acc, f| acc + load_as(x, split.flat(f), ct));
+    let (mut s, sum) = fold_sum(k, split, o, ct, |f| load_as(x, split.flat(f), ct));
     let mean = bind(k, &mut s, ct, sum / count.clone());
-    let (st, squares) = fold(k, split, o, ct, Expr::float(ct, 0.0), |acc, f| {
+    let (st, squares) = fold_sum(k, split, o, ct, |f| {
         let d = load_as(x, split.flat(f), ct) - mean.clone();
-        acc + d.clone() * d
+        d.clone() * d
     });
     s.extend(st);
     let var = bind(k, &mut s, ct, squares / count);

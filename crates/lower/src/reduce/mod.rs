@@ -99,6 +99,39 @@ pub(super) fn fold(k: &mut Kernel, split: &Split, outer: &[Expr], ty: ScalarType
     (stmts, Expr::Var(acc))
 }
 
+/// Partial sums [`fold_sum`] keeps.
+const PARTIAL_SUMS: u64 = 8;
+
+/// `Σ term(full_index)` over the inner axes of `split` at outer index `outer`, in `ty`. Along a
+/// long innermost axis the elements go to eight partial sums in turn, added pairwise at the
+/// end: a row's additions form eight chains instead of one, each an eighth as long, so the
+/// adds overlap (a float sum then rounds as that blocked order does, as vectorized reductions
+/// elsewhere do). Returns the statements and the sum.
+pub(super) fn fold_sum(k: &mut Kernel, split: &Split, outer: &[Expr], ty: ScalarType, term: impl Fn(&[Expr]) -> Expr) -> (Vec<Stmt>, Expr) {
+    let dims = split.inner_dims();
+    let zero = if ty.is_float() { Expr::float(ty, 0.0) } else { Expr::int(ty, 0) };
+    let Some((&last, rest)) = dims.split_last().filter(|&(&last, _)| last >= 2 * PARTIAL_SUMS && ty != ScalarType::Bool) else {
+        return fold(k, split, outer, ty, zero, |acc, f| acc + term(f));
+    };
+    let partial: Vec<Var> = (0..PARTIAL_SUMS).map(|_| k.var(ty)).collect();
+    let mut stmts: Vec<Stmt> = partial.iter().map(|&v| Stmt::Local(v, zero.clone())).collect();
+    let (blocks, tail) = (last / PARTIAL_SUMS, last % PARTIAL_SUMS);
+    stmts.extend(k.nest(rest, |k, i| {
+        let add = |v: Var, at: Expr| {
+            let inner: Vec<Expr> = i.iter().cloned().chain([at]).collect();
+            Stmt::Assign(v, Expr::Var(v) + term(&split.full(outer, &inner)))
+        };
+        let mut s = k.nest(&[blocks], |_, b| partial.iter().zip(0..).map(|(&v, j)| add(v, b[0].clone() * PARTIAL_SUMS as i64 + j)).collect());
+        s.extend(partial.iter().zip(0..tail as i64).map(|(&v, j)| add(v, Expr::idx((blocks * PARTIAL_SUMS) as i64 + j))));
+        s
+    }));
+    let mut sums: Vec<Expr> = partial.into_iter().map(Expr::Var).collect();
+    while sums.len() > 1 {
+        sums = sums.chunks(2).map(|p| p.iter().cloned().reduce(|a, b| a + b).unwrap_or_else(|| zero.clone())).collect();
+    }
+    (stmts, sums.pop().unwrap_or(zero))
+}
+
 /// Binds `e` to a fresh immutable variable of type `ty`, appending the `Let` to `stmts`.
 pub(super) fn bind(k: &mut Kernel, stmts: &mut Vec<Stmt>, ty: ScalarType, e: Expr) -> Expr {
     let v = k.var(ty);

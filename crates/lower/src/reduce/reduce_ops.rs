@@ -9,7 +9,7 @@
 
 use kiln_tir::{NodeId, Op};
 
-use super::{axis, bind, const_ints, expect_len, fold, highest, lowest, Split};
+use super::{axis, bind, const_ints, expect_len, fold, fold_sum, highest, lowest, Split};
 use kiln_loops::ir::*;
 use crate::{LowerError, Lowerer};
 
@@ -71,10 +71,9 @@ pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
     let body = k.nest(&split.outer_dims(), |k, o| {
         let mut s = Vec::new();
         let xi = |full: &[Expr]| Expr::load(x.buf, split.flat(full));
-        let zero = Expr::int(t, 0);
         let value = match red {
             Reduction::Sum | Reduction::Mean => {
-                let (st, acc) = fold(k, &split, o, t, zero, |acc, f| acc + xi(f));
+                let (st, acc) = fold_sum(k, &split, o, t, xi);
                 s.extend(st);
                 match red {
                     Reduction::Mean if t.is_float() => acc / Expr::float(t, count as f64),
@@ -83,7 +82,7 @@ pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
                 }
             }
             Reduction::SumSquare | Reduction::L2 => {
-                let (st, acc) = fold(k, &split, o, t, zero, |acc, f| acc + xi(f) * xi(f));
+                let (st, acc) = fold_sum(k, &split, o, t, |f| xi(f) * xi(f));
                 s.extend(st);
                 match red {
                     Reduction::L2 if t.is_float() => acc.un(UnOp::Sqrt),
@@ -93,7 +92,7 @@ pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
                 }
             }
             Reduction::L1 => {
-                let (st, acc) = fold(k, &split, o, t, zero, |acc, f| acc + xi(f).un(UnOp::Abs));
+                let (st, acc) = fold_sum(k, &split, o, t, |f| xi(f).un(UnOp::Abs));
                 s.extend(st);
                 acc
             }
@@ -113,7 +112,7 @@ pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
                 acc
             }
             Reduction::LogSum => {
-                let (st, acc) = fold(k, &split, o, t, zero, |acc, f| acc + xi(f));
+                let (st, acc) = fold_sum(k, &split, o, t, xi);
                 s.extend(st);
                 acc.math(MathFn::Log)
             }
@@ -127,7 +126,7 @@ pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
                 });
                 s.extend(st);
                 let shift = bind(k, &mut s, t, m.clone().cmp(CmpOp::Eq, lowest(t)).select(Expr::float(t, 0.0), m));
-                let (st, acc) = fold(k, &split, o, t, Expr::float(t, 0.0), |acc, f| acc + (xi(f) - shift.clone()).math(MathFn::Exp));
+                let (st, acc) = fold_sum(k, &split, o, t, |f| (xi(f) - shift.clone()).math(MathFn::Exp));
                 s.extend(st);
                 acc.math(MathFn::Log) + shift
             }

@@ -7,7 +7,7 @@
 use kiln_tir::{NodeId, Op};
 
 use super::arg::{arg_extreme, Extreme, Tie};
-use super::{axis, bind, expect_len, fold, lowest, Split};
+use super::{axis, bind, expect_len, fold, fold_sum, lowest, Split};
 use kiln_loops::ir::*;
 use crate::{LowerError, Lowerer};
 
@@ -60,7 +60,7 @@ pub(crate) fn lower(cx: &mut Lowerer<'_>, n: NodeId) -> Result<bool, LowerError>
             let (st, m) = fold(k, &split, o, t, lowest(t), |acc, f| acc.max(xi(f)));
             s.extend(st);
             let m = bind(k, &mut s, t, m);
-            let (st, sum) = fold(k, &split, o, t, Expr::float(t, 0.0), |acc, f| acc + (xi(f) - m.clone()).math(MathFn::Exp));
+            let (st, sum) = fold_sum(k, &split, o, t, |f| (xi(f) - m.clone()).math(MathFn::Exp));
             s.extend(st);
             let sum = bind(k, &mut s, t, sum);
             let log_sum = if kind == Kind::LogSoftmax { Some(bind(k, &mut s, t, sum.clone().math(MathFn::Log))) } else { None };
