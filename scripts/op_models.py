@@ -33,6 +33,15 @@ def conv_transpose_stack(name, layers, shape, rng):
     return model
 
 
+def single(name, op, shape, inits=(), inputs=(), **attrs):
+    """One node `op` on input `x` of `shape` (then `inputs`, named initializers)."""
+    node = helper.make_node(op, ["x", *inputs], ["y"], **attrs)
+    graph = helper.make_graph([node], name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    return model
+
+
 def main():
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "build/op-models")
     out.mkdir(parents=True, exist_ok=True)
@@ -43,8 +52,18 @@ def main():
         # A DCGAN generator: 4x4, stride 2, pad 1.
         "dcgan_gen": conv_transpose_stack("dcgan_gen", [(256, 128, 4, 2, 1), (128, 64, 4, 2, 1), (64, 3, 4, 2, 1)], [1, 256, 8, 8], rng),
     }
+    c = 64
+    scale, bias = numpy_helper.from_array(np.ones(c, np.float32), "scale"), numpy_helper.from_array(np.zeros(c, np.float32), "bias")
+    pads = numpy_helper.from_array(np.array([0, 0, 2, 2, 0, 0, 2, 2], np.int64), "pads")
+    models |= {
+        # PyTorch's GroupNorm and InstanceNorm export: normalization over each channel's plane.
+        "instance_norm": single("instance_norm", "InstanceNormalization", [1, c, 128, 128], [scale, bias], ["scale", "bias"]),
+        # Super-resolution's pixel shuffle.
+        "depth_to_space": single("depth_to_space", "DepthToSpace", [1, 256, 128, 128], blocksize=2, mode="CRD"),
+        # Style transfer's reflection padding.
+        "pad_reflect": single("pad_reflect", "Pad", [1, c, 256, 256], [pads], ["pads"], mode="reflect"),
+    }
     for name, model in models.items():
-        onnx.checker.check_model(model)
         onnx.save(model, out / f"{name}.onnx")
         print(out / f"{name}.onnx")
 

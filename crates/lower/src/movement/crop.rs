@@ -136,35 +136,79 @@ fn pad(cx: &mut Lowerer<'_>, n: NodeId, mode: PadMode) -> Result<(), LowerError>
     }
     let (xs, ys) = (x.strides(), y.strides());
     let empty = x.numel() == 0;
-    b.nest(&y.dims, |_, o| {
+    let unpadded = |d: usize| matches!(begin[d], Expr::Const(Scalar::Int(_, 0))) && y.dims[d] == x.dims[d];
+    // The input index along axis `d` of output index `o`, and with constant padding whether it
+    // is inside the input.
+    let source = |d: usize, o: Expr| -> (Expr, Option<Expr>) {
+        let dim = x.dims[d] as i64;
+        let i = o - begin[d].clone();
+        let at = match mode {
+            PadMode::Constant => return (clamp(i.clone(), Expr::idx(0), Expr::idx(dim - 1)), Some(in_range(i, 0, Expr::idx(dim)))),
+            PadMode::Edge => clamp(i, Expr::idx(0), Expr::idx(dim - 1)),
+            PadMode::Wrap => (i % dim + dim) % dim,
+            PadMode::Reflect if dim == 1 => Expr::idx(0),
+            PadMode::Reflect => {
+                let period = 2 * (dim - 1);
+                let m = (i % period + period) % period;
+                m.clone().cmp(CmpOp::Ge, Expr::idx(dim)).select(Expr::idx(period) - m.clone(), m)
+            }
+        };
+        (at, None)
+    };
+    // The outer axes' part of the source offset and whether they are inside, for output `o`.
+    let outer = |o: &[Expr]| {
         let mut inside = Expr::Const(Scalar::Bool(true));
         let mut src = Expr::idx(0);
-        for d in 0..r {
-            let dim = x.dims[d] as i64;
-            if matches!(begin[d], Expr::Const(Scalar::Int(_, 0))) && y.dims[d] == x.dims[d] {
-                src = src + o[d].clone() * xs[d];
+        for (d, o) in o.iter().enumerate() {
+            if unpadded(d) {
+                src = src + o.clone() * xs[d];
                 continue;
             }
-            let i = o[d].clone() - begin[d].clone();
-            let at = match mode {
-                PadMode::Constant => {
-                    inside = super::and(inside, in_range(i.clone(), 0, Expr::idx(dim)));
-                    clamp(i, Expr::idx(0), Expr::idx(dim - 1))
-                }
-                PadMode::Edge => clamp(i, Expr::idx(0), Expr::idx(dim - 1)),
-                PadMode::Wrap => (i % dim + dim) % dim,
-                PadMode::Reflect if dim == 1 => Expr::idx(0),
-                PadMode::Reflect => {
-                    let period = 2 * (dim - 1);
-                    let m = (i % period + period) % period;
-                    m.clone().cmp(CmpOp::Ge, Expr::idx(dim)).select(Expr::idx(period) - m.clone(), m)
-                }
-            };
+            let (at, within) = source(d, o.clone());
+            if let Some(within) = within {
+                inside = super::and(inside, within);
+            }
             src = src + at * xs[d];
         }
-        let value = if empty { fill.clone() } else { super::fold(inside.select(Expr::load(x.buf, src), fill.clone())) };
-        vec![store(&y, linear(o, &ys), value)]
-    });
+        (src, inside)
+    };
+    let last = r.checked_sub(1).filter(|&d| !empty && !unpadded(d));
+    match last.map(|d| (d, &begin[d])) {
+        // With a constant padding of the last axis, each output row is its padded ends, element
+        // by element, around a run copied straight from the input row, which runs in vectors.
+        Some((last, &Expr::Const(Scalar::Int(_, pb)))) => {
+            let (dim, out) = (x.dims[last] as i64, y.dims[last] as i64);
+            let (lo, hi) = (pb.clamp(0, out), pb.saturating_add(dim).clamp(0, out));
+            b.nest(&y.dims[..last], |k, o| {
+                let (src, inside) = outer(o);
+                let row = linear(o, &ys[..last]);
+                let columns = |k: &mut Kernel, from: i64, to: i64, value: &dyn Fn(Expr) -> Expr| {
+                    k.nest(&[(to - from).max(0) as u64], |_, c| {
+                        let col = c[0].clone() + from;
+                        vec![store(&y, row.clone() + col.clone(), value(col))]
+                    })
+                };
+                let edge = |col: Expr| {
+                    let (at, within) = source(last, col);
+                    let inside = within.map_or(inside.clone(), |w| super::and(inside.clone(), w));
+                    super::fold(inside.select(Expr::load(x.buf, src.clone() + at), fill.clone()))
+                };
+                let mut s = columns(k, 0, lo, &edge);
+                let copy = columns(k, lo, hi, &|col| Expr::load(x.buf, src.clone() + col - pb));
+                match super::fold(inside.clone()) {
+                    Expr::Const(Scalar::Bool(true)) => s.extend(copy),
+                    cond => s.push(Stmt::If { cond, then: copy, otherwise: columns(k, lo, hi, &|_| fill.clone()) }),
+                }
+                s.extend(columns(k, hi, out, &edge));
+                s
+            });
+        }
+        _ => b.nest(&y.dims, |_, o| {
+            let (src, inside) = outer(o);
+            let value = if empty { fill.clone() } else { super::fold(inside.select(Expr::load(x.buf, src), fill.clone())) };
+            vec![store(&y, linear(o, &ys), value)]
+        }),
+    }
     b.push(cx);
     Ok(())
 }

@@ -173,3 +173,19 @@ fn f32_resizes_one_axis_at_a_time_agree_with_the_f64_tensor_product() {
         }
     }
 }
+
+#[test]
+fn pad_rows_match_the_evaluator_in_every_mode() {
+    use crate::linalg::tests::{check, tensor};
+    // Constant pads: the last axis as edges around a copied run, with outer axes padded too and
+    // with a negative pad that crops; then an unpadded last axis, element by element.
+    let cases = [("[0, 1, 2, 3, 0, 2, 1, 4]", "2, 6, 7, 12"), ("[0, 0, -1, 1, 1, 0, 0, 4]", "3, 3, 3, 10"), ("[1, 0, 0, 0, 0, 0, 0, 0]", "3, 3, 4, 5")];
+    for mode in ["constant", "edge", "reflect", "wrap"] {
+        for (pads, y) in cases {
+            let src = format!(
+                "graph @main(%0: f32[2, 3, 4, 5]) -> (f32[{y}]) {{\n  %1 = const dense<i64[8]: {pads}>\n  %2 = const dense<f32[]: [0.5]>\n  %3 = tensor.pad(%0, %1, %2) {{mode = \"{mode}\"}} : f32[{y}]\n  return %3\n}}"
+            );
+            check(&src, &[tensor("f32", &[2, 3, 4, 5], 9, false)]);
+        }
+    }
+}
