@@ -63,6 +63,14 @@ def main():
         # Style transfer's reflection padding.
         "pad_reflect": single("pad_reflect", "Pad", [1, c, 256, 256], [pads], ["pads"], mode="reflect"),
     }
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    conv_w = numpy_helper.from_array((rng.standard_normal((384, 384, 3)) * 0.05).astype(np.float32), "w")
+    models |= {
+        # FPN and YOLO upsampling.
+        "resize_nearest": single("resize_nearest", "Resize", [1, 256, 64, 64], [scales], ["", "scales"], mode="nearest"),
+        # A speech encoder's 1-D convolution.
+        "conv1d": single("conv1d", "Conv", [1, 384, 1500], [conv_w], ["w"], pads=[1, 1]),
+    }
     for name, model in models.items():
         onnx.save(model, out / f"{name}.onnx")
         print(out / f"{name}.onnx")

@@ -211,7 +211,7 @@ fn resize(cx: &mut Lowerer<'_>, n: NodeId, a: &Resize) -> Result<(), LowerError>
                 y.buf
             } else {
                 let name = format!("{}_pass{i}", cx.node(n).name);
-                cx.program.add_buffer(Buffer { name, elem: ElemType::Scalar(ScalarType::F32), len: out.iter().product(), kind: BufferKind::Temp })
+                cx.program.add_buffer(Buffer { name, elem: x.elem, len: out.iter().product(), kind: BufferKind::Temp })
             };
             let stmts = pass(&mut b.k, (src, &dims), (dst, &out), d, &t);
             b.stmts.extend(stmts);
@@ -316,12 +316,14 @@ fn table(cx: &mut Lowerer<'_>, n: NodeId, b: &mut Body, o: &Opts, p: &Resampled,
     Table { taps, max_offset: last * stride, offset, weight: weights, outside }
 }
 
-/// The order in which to resample the axes one at a time, for `f32` linear and cubic resizes
-/// (not `tf_crop_and_resize`, nor wide antialiasing footprints): the last axis first, where
-/// the taps are gathers, then the others inward out, whose passes read whole rows and run in
-/// vectors. `None` keeps the one-pass `f64` form, which other types and modes take.
+/// The order in which to resample the axes one at a time, for nearest resizes (copies, of any
+/// type) and `f32` linear and cubic ones (not `tf_crop_and_resize`, nor wide antialiasing
+/// footprints): the last axis first, where the taps are gathers, then the others inward out,
+/// whose passes read whole rows and run in vectors. `None` keeps the one-pass `f64` form, which
+/// other types and modes take.
 fn separable(o: &Opts, plans: &[Plan], x: &Operand, ty: ScalarType) -> Option<Vec<usize>> {
-    if ty != ScalarType::F32 || x.ty() != ScalarType::F32 || o.mode == ResizeMode::Nearest || o.ctm == CoordTransform::TfCropAndResize {
+    let copies = o.mode == ResizeMode::Nearest;
+    if o.ctm == CoordTransform::TfCropAndResize || !(copies || (ty == ScalarType::F32 && x.ty() == ScalarType::F32)) {
         return None;
     }
     let resized: Vec<usize> = (0..plans.len()).rev().filter(|&d| matches!(&plans[d], Plan::Resized(_))).collect();
@@ -330,18 +332,32 @@ fn separable(o: &Opts, plans: &[Plan], x: &Operand, ty: ScalarType) -> Option<Ve
 }
 
 /// One pass of a separable resize: `dst` (of shape `out`) from `src` (of shape `dims`, equal
-/// but along axis `d`), each element the `f32` sum of `t`'s weighted taps along `d`.
+/// but along axis `d`), each element the `f32` sum of `t`'s weighted taps along `d`, or with
+/// nearest (no weights) a copy of its one tap.
 fn pass(k: &mut Kernel, (src, dims): (BufId, &[u64]), (dst, out): (BufId, &[u64]), d: usize, t: &Table) -> Vec<Stmt> {
     let (is, os) = (strides(dims), strides(out));
-    k.nest(out, |_, o| {
-        let base = o.iter().enumerate().filter(|&(e, _)| e != d).fold(Expr::idx(0), |acc, (e, i)| acc + i.clone() * is[e]);
-        let value = (0..t.taps as i64).fold(Expr::float(ScalarType::F32, 0.0), |acc, j| {
-            let at = o[d].clone() * t.taps as i64 + j;
-            let offset = clamp(Expr::load(t.offset, at.clone()), Expr::idx(0), Expr::idx(t.max_offset));
-            let w = t.weight.map_or(Expr::float(ScalarType::F32, 1.0), |w| Expr::load(w, at));
-            acc + w * Expr::load(src, base.clone() + offset)
-        });
-        vec![Stmt::Store { buf: dst, index: linear(o, &os), value }]
+    // The taps are read once per coordinate along `d`, outside the loops of the axes inside it.
+    k.nest(&out[..=d], |k, outer| {
+        let mut s = Vec::new();
+        let taps: Vec<Tap> = (0..t.taps as i64)
+            .map(|j| {
+                let at = outer[d].clone() * t.taps as i64 + j;
+                let offset = let_(k, &mut s, ScalarType::I64, clamp(Expr::load(t.offset, at.clone()), Expr::idx(0), Expr::idx(t.max_offset)));
+                (offset, t.weight.map(|w| let_(k, &mut s, ScalarType::F32, Expr::load(w, at))))
+            })
+            .collect();
+        s.extend(k.nest(&out[d + 1..], |_, inner| {
+            let o: Vec<Expr> = outer.iter().chain(inner).cloned().collect();
+            let base = o.iter().enumerate().filter(|&(e, _)| e != d).fold(Expr::idx(0), |acc, (e, i)| acc + i.clone() * is[e]);
+            let value = match taps.as_slice() {
+                [(offset, None)] => Expr::load(src, base + offset.clone()),
+                _ => taps.iter().fold(Expr::float(ScalarType::F32, 0.0), |acc, (offset, w)| {
+                    acc + w.clone().unwrap_or_else(|| Expr::float(ScalarType::F32, 1.0)) * Expr::load(src, base.clone() + offset.clone())
+                }),
+            };
+            vec![Stmt::Store { buf: dst, index: linear(&o, &os), value }]
+        }));
+        s
     })
 }
 

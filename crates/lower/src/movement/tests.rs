@@ -189,3 +189,30 @@ fn pad_rows_match_the_evaluator_in_every_mode() {
         }
     }
 }
+
+#[test]
+fn nearest_resizes_copy_one_axis_at_a_time() {
+    // Up along one axis and down along another, with each rounding mode (half-pixel
+    // coordinates), against the definition.
+    let pick = |o: u64, input: u64, output: u64, mode: &str| {
+        let x = (o as f64 + 0.5) / (output as f64 / input as f64) - 0.5;
+        let (lo, frac) = (x.floor(), x - x.floor());
+        let i = match mode {
+            "floor" => lo,
+            "ceil" => x.ceil(),
+            "round_prefer_floor" if frac > 0.5 => lo + 1.0,
+            "round_prefer_ceil" if frac >= 0.5 => lo + 1.0,
+            _ => lo,
+        };
+        i.clamp(0.0, input as f64 - 1.0) as usize
+    };
+    let data: Vec<f32> = (0..2 * 5 * 7).map(|i| i as f32).collect();
+    for mode in ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"] {
+        let src = format!(
+            "graph @main(%0: f32[2, 5, 7]) -> (f32[2, 8, 4]) {{\n  %1 = const dense<i64[3]: [2, 8, 4]>\n  %2 = tensor.resize(%0, _, _, %1) {{mode = \"nearest\", nearest_mode = \"{mode}\"}} : f32[2, 8, 4]\n  return %2\n}}"
+        );
+        let got = to_f32s(&run(&src, &[f32s(&data)]).unwrap());
+        let want: Vec<f32> = (0..2).flat_map(|b| (0..8).flat_map(move |i| (0..4).map(move |j| (b, i, j)))).map(|(b, i, j)| data[(b * 5 + pick(i, 5, 8, mode)) * 7 + pick(j, 7, 4, mode)]).collect();
+        assert_eq!(got, want, "{mode}");
+    }
+}
