@@ -199,7 +199,7 @@ fn resize(cx: &mut Lowerer<'_>, n: NodeId, a: &Resize) -> Result<(), LowerError>
     let extrapolated = super::fold(if ty.is_float() { f(ev).cast(ty) } else { f(ev).un(UnOp::Round).cast(ty) });
     let xs = x.strides();
     let opts = Opts { mode, ctm, nearest: a.nearest_mode, cubic_a: a.cubic_coeff_a as f64, exclude: a.exclude_outside != 0, antialias: a.antialias != 0 };
-    if let Some(order) = separable(&opts, &plans, &x, ty) {
+    if let Some(order) = separable(&opts, &plans, &x, &y) {
         let mut dims = x.dims.clone();
         let mut src = x.buf;
         for (i, &d) in order.iter().enumerate() {
@@ -321,14 +321,25 @@ fn table(cx: &mut Lowerer<'_>, n: NodeId, b: &mut Body, o: &Opts, p: &Resampled,
 /// footprints): the last axis first, where the taps are gathers, then the others inward out,
 /// whose passes read whole rows and run in vectors. `None` keeps the one-pass `f64` form, which
 /// other types and modes take.
-fn separable(o: &Opts, plans: &[Plan], x: &Operand, ty: ScalarType) -> Option<Vec<usize>> {
+fn separable(o: &Opts, plans: &[Plan], x: &Operand, y: &Operand) -> Option<Vec<usize>> {
+    let ty = y.ty();
     let copies = o.mode == ResizeMode::Nearest;
     if o.ctm == CoordTransform::TfCropAndResize || !(copies || (ty == ScalarType::F32 && x.ty() == ScalarType::F32)) {
         return None;
     }
     let resized: Vec<usize> = (0..plans.len()).rev().filter(|&d| matches!(&plans[d], Plan::Resized(_))).collect();
     let narrow = resized.iter().all(|&d| matches!(&plans[d], Plan::Resized(p) if p.taps <= 16));
-    (narrow && !resized.is_empty()).then_some(resized)
+    // No pass may be larger than both ends (one axis shrunk far, another grown far): its
+    // intermediate would cost more than the one-pass form saves.
+    let mut dims = x.dims.clone();
+    let bound = x.numel().max(y.numel());
+    let small = resized.iter().all(|&d| {
+        if let Plan::Resized(p) = &plans[d] {
+            dims[d] = p.output;
+        }
+        dims.iter().try_fold(1u64, |acc, &v| acc.checked_mul(v)).is_some_and(|len| len <= bound)
+    });
+    (narrow && small && !resized.is_empty()).then_some(resized)
 }
 
 /// One pass of a separable resize: `dst` (of shape `out`) from `src` (of shape `dims`, equal

@@ -216,3 +216,14 @@ fn nearest_resizes_copy_one_axis_at_a_time() {
         assert_eq!(got, want, "{mode}");
     }
 }
+
+#[test]
+fn resizes_whose_passes_would_outgrow_both_ends_take_one_pass() {
+    // 64 × 2 → 2 × 64: the last axis first would make a 64 × 64 intermediate.
+    let graph = |from: &str, to: &str| {
+        format!("graph @main(%0: f32[{from}], %1: i64[2]) -> (f32[{to}]) {{\n  %2 = tensor.resize(%0, _, _, %1) {{mode = \"linear\"}} : f32[{to}]\n  return %2\n}}")
+    };
+    let passes = |src: &str| lower(&parse(src).unwrap()).unwrap().buffers.iter().filter(|b| b.name.contains("_pass")).count();
+    assert_eq!(passes(&graph("64, 2", "2, 64")), 0);
+    assert_eq!(passes(&graph("8, 8", "16, 16")), 1);
+}

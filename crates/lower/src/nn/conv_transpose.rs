@@ -74,7 +74,8 @@ pub(super) fn conv_transpose(cx: &mut Lowerer<'_>, n: NodeId, a: &ConvTranspose)
     let mut k = cx.kernel(n);
     k.body = if ty == ScalarType::F32 {
         let rows = mg * taps;
-        let cols = cx.program.add_buffer(Buffer { name: format!("{}_cols", cx.node(n).name), elem: ElemType::Scalar(ty), len: rows * plane, kind: BufferKind::Temp });
+        let len = rows.checked_mul(plane).ok_or_else(|| cx.unsupported(n, "the product's columns do not fit in memory"))?;
+        let cols = cx.program.add_buffer(Buffer { name: format!("{}_cols", cx.node(n).name), elem: ElemType::Scalar(ty), len, kind: BufferKind::Temp });
         k.nest(&[batch, groups], |k, idx| {
             let (nn, g) = (&idx[0], &idx[1]);
             // `w`'s rows of group `g` are `cg × (mg·taps)`: the product takes them transposed.
